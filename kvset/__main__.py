@@ -1,0 +1,3 @@
+from kvset.cli import main
+
+raise SystemExit(main())

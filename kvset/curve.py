@@ -1,0 +1,142 @@
+"""The hit-rate curve: hits at every capacity, read off one stack-distance histogram.
+
+An LRU cache of capacity C hits an access iff its stack distance d <= C, so the
+cumulative histogram of distances *is* the curve. A curve is known exactly at
+its `capacities` (every capacity 1..max for the all-time curve, a log grid for
+windowed curves) and only up to the analyzer's horizon.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+Unit = Literal["blocks", "tokens"]
+TargetMode = Literal["coverage", "absolute"]
+
+
+def _as_fraction(target: float) -> Fraction:
+    # Exact rational targets: 0.7 * 50 must need 35 hits, not 35.000000000000004.
+    if not 0.0 < float(target) <= 1.0:
+        raise ValueError(f"hit-rate target must lie in (0, 1], got {target!r}")
+    return Fraction(str(target)) if isinstance(target, float) else Fraction(target)
+
+
+@dataclass(frozen=True, eq=False)
+class HitRateCurve:
+    """Cumulative hits against capacity (in blocks), in block and token units.
+
+    capacities:  strictly increasing capacities (blocks) at which the curve is exact
+    block_hits:  accesses with stack distance <= capacities[i]
+    token_hits:  tokens of those accesses
+    accesses, tokens: totals over the same accesses (hits, misses, beyond horizon)
+    horizon:     the analyzer's horizon H; the curve is exact only for C <= H
+    exact:       True when capacities is every integer 1..capacities[-1]
+    """
+
+    capacities: np.ndarray
+    block_hits: np.ndarray
+    token_hits: np.ndarray
+    accesses: int
+    tokens: int
+    horizon: int
+    exact: bool = True
+    window_seconds: float | None = None  # None: all time
+
+    def __post_init__(self) -> None:
+        for name in ("capacities", "block_hits", "token_hits"):
+            arr = getattr(self, name)
+            arr.setflags(write=False)
+        if not (len(self.capacities) == len(self.block_hits) == len(self.token_hits)):
+            raise ValueError("capacities, block_hits and token_hits must have one length")
+
+    # -- reading the curve -------------------------------------------------
+    def _hits_array(self, unit: Unit) -> np.ndarray:
+        if unit == "blocks":
+            return self.block_hits
+        if unit == "tokens":
+            return self.token_hits
+        raise ValueError(f"unit must be 'blocks' or 'tokens', got {unit!r}")
+
+    def _total(self, unit: Unit) -> int:
+        return self.accesses if unit == "blocks" else self.tokens
+
+    def hits(self, capacity: int, unit: Unit = "blocks") -> int:
+        """Hits at `capacity` blocks (for a grid curve: at the largest grid capacity <= it)."""
+        capacity = min(int(capacity), self.horizon)
+        if capacity <= 0 or len(self.capacities) == 0:
+            return 0
+        i = int(np.searchsorted(self.capacities, capacity, side="right")) - 1
+        return 0 if i < 0 else int(self._hits_array(unit)[i])
+
+    def hit_rate(self, capacity: int, unit: Unit = "blocks") -> float:
+        total = self._total(unit)
+        return self.hits(capacity, unit) / total if total else 0.0
+
+    def attainable_hits(self, unit: Unit = "blocks") -> int:
+        arr = self._hits_array(unit)
+        return int(arr[-1]) if len(arr) else 0
+
+    def attainable(self, unit: Unit = "blocks") -> float:
+        """The infinite-capacity hit rate inside the horizon."""
+        total = self._total(unit)
+        return self.attainable_hits(unit) / total if total else 0.0
+
+    def hit_rates(self, capacities, unit: Unit = "blocks") -> np.ndarray:
+        caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
+        total = self._total(unit)
+        if total == 0 or len(self.capacities) == 0:
+            return np.zeros(len(caps))
+        idx = np.searchsorted(self.capacities, caps, side="right") - 1
+        hits = np.where(idx >= 0, self._hits_array(unit)[np.maximum(idx, 0)], 0)
+        hits = np.where(caps > 0, hits, 0)
+        return hits / total
+
+    def required_hits(self, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks") -> int:
+        """The number of hits a capacity must reach for `target`."""
+        t = _as_fraction(target)
+        if mode == "coverage":
+            base = self.attainable_hits(unit)
+        elif mode == "absolute":
+            base = self._total(unit)
+        else:
+            raise ValueError(f"target mode must be 'coverage' or 'absolute', got {mode!r}")
+        return math.ceil(t * base)
+
+    def working_set(self, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks") -> int | None:
+        """Smallest capacity (blocks) reaching `target`, or None where it is not reached inside the horizon.
+
+        coverage: hits(C) >= ceil(target * hits(inf)); absolute: hit_rate(C) >= target.
+        For a grid curve the answer is the smallest grid capacity that reaches it (an upper bound).
+        """
+        need = self.required_hits(target, mode, unit)
+        if self._total(unit) == 0:
+            return None
+        if need <= 0:
+            return 0
+        arr = self._hits_array(unit)
+        i = int(np.searchsorted(arr, need, side="left"))
+        if i >= len(arr):
+            return None
+        return int(self.capacities[i])
+
+    def max_distance(self) -> int:
+        return int(self.capacities[-1]) if len(self.capacities) else 0
+
+    def miss_share_between(self, low: int, high: int, unit: Unit = "blocks") -> float:
+        """Share of the misses at capacity `low` whose distance lies in (low, high]: near misses."""
+        total = self._total(unit)
+        misses = total - self.hits(low, unit)
+        if misses <= 0:
+            return 0.0
+        return (self.hits(high, unit) - self.hits(low, unit)) / misses
+
+    def log_capacities(self, n: int = 20, low: int = 1) -> np.ndarray:
+        """n log-spaced capacities from `low` to the largest useful one (distinct integers)."""
+        top = max(low, min(self.horizon, self.max_distance() or low))
+        caps = np.unique(np.round(np.geomspace(max(low, 1), top, n)).astype(np.int64))
+        return caps

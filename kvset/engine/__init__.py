@@ -1,0 +1,1 @@
+"""Wire formats of live engines (vLLM, SGLang): KV events, logs, Prometheus metrics."""

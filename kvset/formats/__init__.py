@@ -1,0 +1,1 @@
+"""Trace file formats: bytes -> requests -> block keys (numpy uint64 batches)."""
