@@ -1,0 +1,105 @@
+"""The source interface: what every input (demo, replay, ZMQ events, log, /metrics) hands the pipeline.
+
+A source is iterated in its own worker thread. It yields `SourceUpdate`s: batches of block
+accesses, its own health, the engine's operating point, and timeline events. It must yield
+at least every `idle_tick` seconds even with no data (an update with only `health`), never
+block forever, and return when `stop` is set or it is finished.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset.rejects import Rejection
+
+IDLE_TICK = 0.25
+
+
+@dataclass(frozen=True, eq=False)
+class AccessBatch:
+    """Block accesses in order. keys: uint64, one access each.
+
+    tokens: tokens each access covers (None: `block_tokens` each);
+    request_starts: indices into keys where a request begins (None: one request per batch
+    is not assumed; the batch is a plain access stream);
+    timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival).
+    """
+
+    keys: np.ndarray
+    tokens: np.ndarray | None = None
+    request_starts: np.ndarray | None = None
+    timestamps: np.ndarray | float | None = None
+    block_tokens: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+@dataclass(frozen=True)
+class EngineReading:
+    """What the engine itself says: its operating point and its own cache counters."""
+
+    at: float  # wall time of the reading
+    capacity_blocks: int | None = None
+    capacity_tokens: int | None = None
+    block_size: int | None = None
+    token_hit_rate: float | None = None  # the engine's measured prefix-cache hit rate (tokens)
+    hit_rate_window_s: float | None = None  # over what period the engine measured it
+    kv_usage: float | None = None  # 0..1
+    running_requests: int | None = None
+    resident_blocks: int | None = None  # from BlockStored/BlockRemoved
+    evictions_total: int | None = None
+    restores_after_removal: int | None = None  # misses a larger cache would have hit
+    stale: bool = False
+    label: str = ""  # e.g. "vllm /metrics", "rank 1"
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    at: float
+    kind: str  # engine-reset | all-blocks-cleared | sequence-gap | log-rotated | log-truncated | phase | ...
+    text: str
+
+
+@dataclass(frozen=True)
+class SourceHealth:
+    source: str  # human name, e.g. "events tcp://127.0.0.1:5557"
+    kind: str  # demo | replay | events | log | metrics
+    connected: bool
+    state: str  # short status: "connected", "waiting for data", "down: connection refused", "finished"
+    last_data_at: float | None = None  # wall time of the last data received
+    received: int = 0  # messages, lines or polls received
+    accesses: int = 0  # block accesses delivered so far
+    rejected: tuple[Rejection, ...] = ()
+    notes: tuple[str, ...] = ()  # what the user must know, e.g. "engine reports misses only"
+    finished: bool = False
+    details: tuple[tuple[str, str], ...] = ()  # extra key/value facts (per rank, gaps, ...)
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(r.count for r in self.rejected)
+
+
+@dataclass(frozen=True)
+class SourceUpdate:
+    accesses: AccessBatch | None = None
+    health: SourceHealth | None = None
+    engine: EngineReading | None = None
+    events: tuple[TimelineEvent, ...] = field(default_factory=tuple)
+
+
+class Source:
+    """Base class. Subclasses implement `updates`."""
+
+    name: str = "source"
+    kind: str = "source"
+
+    def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release sockets and files; called from the pipeline thread after iteration ends."""
