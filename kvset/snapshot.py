@@ -1,0 +1,157 @@
+"""The snapshot: one immutable value holding everything the views show.
+
+Built in the pipeline's worker thread after the analyzer has been fed; views (the Textual app,
+`--once` text and JSON, exporters) only read it. Every number carries its unit and its window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset.curve import HitRateCurve
+from kvset.sources.base import EngineReading, SourceHealth, TimelineEvent
+
+# Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
+WINDOWS: tuple[tuple[str, float | None], ...] = (("1m", 60.0), ("5m", 300.0), ("1h", 3600.0), ("all", None))
+DEFAULT_COVERAGE_TARGETS = (0.95, 0.99, 0.999)
+DEFAULT_ABSOLUTE_TARGETS = (0.50, 0.70, 0.90)
+
+# Near-miss thresholds (share of misses within 1.25x of the capacity): colour levels.
+NEAR_MISS_WARN = 0.10
+NEAR_MISS_THRASHING = 0.25
+
+
+@dataclass(frozen=True)
+class WorkingSetRow:
+    target: float
+    mode: str  # coverage | absolute
+    window: str  # "1m" | "5m" | "1h" | "all"
+    capacity_blocks: int | None  # None: not reached inside the horizon
+    capacity_tokens: int | None
+    capacity_bytes: int | None  # None without a model geometry (or not reached)
+    trend_blocks: tuple[int | None, ...] = ()  # over recent consecutive windows, oldest first
+    fits_pool: bool | None = None  # None when the engine's pool is unknown
+    exact: bool = True  # False for a windowed (grid) curve: an upper bound within the grid step
+
+    @property
+    def reached(self) -> bool:
+        return self.capacity_blocks is not None
+
+
+@dataclass(frozen=True, eq=False)
+class ChurnSeries:
+    """Per-slot series over the recent past, oldest first; rates are per second."""
+
+    slot_seconds: float
+    end_time: float  # timestamp (trace or wall) of the end of the last slot
+    accesses: np.ndarray
+    first_time: np.ndarray
+    rereferences: np.ndarray  # accesses that were hits inside the horizon
+    beyond_horizon: np.ndarray
+    hit_rate_at_capacity: np.ndarray  # block hit rate at `capacity_blocks`; nan where no access
+    capacity_blocks: int | None
+    working_set_main: np.ndarray  # blocks for the main target per series step; nan where not reached
+    working_set_step_seconds: float = 60.0
+
+    def __len__(self) -> int:
+        return len(self.accesses)
+
+
+@dataclass(frozen=True)
+class Thrashing:
+    """Near misses at the engine's (or a chosen) capacity: the signature of a cache that thrashes."""
+
+    capacity_blocks: int
+    capacity_source: str  # engine | chosen | working-set
+    window: str
+    hit_rate: float
+    gain_10pct: float  # hit-rate gain from +10 % capacity (absolute, 0..1)
+    gain_25pct: float
+    near_miss_share: float  # share of misses with capacity < d <= 1.25 capacity
+
+    @property
+    def level(self) -> str:
+        if self.near_miss_share >= NEAR_MISS_THRASHING:
+            return "thrashing"
+        if self.near_miss_share >= NEAR_MISS_WARN:
+            return "warn"
+        return "ok"
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """Full-attention working set versus the hybrid-layer reserve, in bytes."""
+
+    model: str
+    full_attention_bytes_per_token: int
+    full_attention_bytes_per_block: int
+    working_set_target: float
+    working_set_bytes: int | None
+    hybrid_reserve_bytes: int
+    concurrency: int
+    concurrency_source: str  # measured | given | none
+    pool_bytes: int | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_bytes(self) -> int | None:
+        if self.working_set_bytes is None:
+            return None
+        return self.working_set_bytes + self.hybrid_reserve_bytes
+
+
+@dataclass(frozen=True)
+class Totals:
+    accesses: int
+    tokens: int
+    requests: int
+    first_time: int  # accesses to never-seen blocks (distinct blocks seen)
+    rereferences: int
+    beyond_horizon: int
+    tracked_blocks: int
+    late_accesses: int = 0  # out-of-order timestamps folded into the current slot
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    seq: int
+    taken_at: float  # wall time
+    data_time: float  # timestamp of the newest access (trace time in a replay)
+    horizon: int
+    block_tokens: int | None  # tokens per block, when uniform
+    bytes_per_block: int | None  # full-attention bytes per block (with a model)
+    totals: Totals
+    curves: dict[str, HitRateCurve]  # by window label; "all" is exact
+    working_sets: tuple[WorkingSetRow, ...]
+    churn: ChurnSeries
+    thrashing: dict[str, Thrashing]  # by window label
+    reserve: Reserve | None
+    engine: EngineReading | None
+    sources: tuple[SourceHealth, ...]
+    events: tuple[TimelineEvent, ...]
+    accesses_per_second: float  # recent ingest rate
+    order: str = "forward"
+    demo: bool = False
+    model: str | None = None
+    targets: dict[str, tuple[float, ...]] = field(default_factory=dict)  # mode -> targets
+
+    def curve(self, window: str = "all") -> HitRateCurve:
+        return self.curves.get(window) or self.curves["all"]
+
+    def working_set_rows(self, window: str = "all", mode: str = "coverage") -> tuple[WorkingSetRow, ...]:
+        return tuple(r for r in self.working_sets if r.window == window and r.mode == mode)
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(s.rejected_total for s in self.sources)
+
+
+def finite_or_none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def series_to_list(arr: np.ndarray) -> list:
+    return [finite_or_none(float(v)) for v in np.asarray(arr, dtype=float)]
