@@ -1,0 +1,253 @@
+"""kvset-top: the live terminal monitor. It renders kvset snapshots and nothing else.
+
+The monitor (kvset.monitor) runs in a thread worker: it ingests, analyzes and publishes an
+immutable Snapshot at most every `interval` seconds. Each publish posts a replaceable message, so
+a slow terminal only ever draws the newest frame; panels redraw only when their part changed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
+
+from kvset.snapshot import Snapshot
+from kvset_tui.export import export_snapshot
+from kvset_tui.help_screen import HelpScreen
+from kvset_tui.messages import SnapshotReady
+from kvset_tui.theming import KvsetTheme, choose_theme
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.churn import ChurnPanel
+from kvset_tui.widgets.curve_plot import HitRateCurvePlot
+from kvset_tui.widgets.demo_banner import DemoBanner
+from kvset_tui.widgets.events import EventsPanel
+from kvset_tui.widgets.panel import SnapshotView
+from kvset_tui.widgets.reserve import ReservePanel
+from kvset_tui.widgets.status_line import StatusLine
+from kvset_tui.widgets.thrashing import ThrashingPanel
+from kvset_tui.widgets.working_sets import WorkingSetTable
+
+AGE_TICK_SECONDS = 1.0
+
+
+class MonitorLike(Protocol):
+    """What the app needs from kvset.monitor.Monitor."""
+
+    interval: float
+
+    def run(self, stop: threading.Event, publish: Callable[[Snapshot], None]) -> None: ...
+
+
+APP_CSS = """
+Screen { layout: vertical; }
+#top { height: 1fr; }
+#side { width: 58; height: 1fr; overflow: hidden hidden; }
+.panel {
+    text-wrap: nowrap;
+    text-overflow: ellipsis;
+    border: round $primary 40%;
+    border-title-color: $text;
+    border-title-style: bold;
+    border-subtitle-color: $text-muted;
+    padding: 0 1;
+}
+#curve { padding: 0; }
+Screen.-narrow #side { width: 38; }
+Screen.-short .panel { border: none; border-top: solid $primary 40%; padding: 0; }
+Screen.-short #events { display: none; }
+Screen.-short #thrashing.-warn { border-top: heavy $warning; }
+Screen.-short #thrashing.-thrashing { border-top: heavy $error; }
+Screen.-short #thrashing.-ok { border-top: solid $success; }
+"""
+
+
+class KvsetTopApp(App[int]):
+    """The live monitor. Give it a monitor to run, or a fixed snapshot to show (tests, screenshots)."""
+
+    TITLE = "kvset-top"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = APP_CSS
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="kvset.help"),
+        Binding("p", "toggle_pause", "Pause", id="kvset.pause"),
+        Binding("w", "cycle_window", "Window", id="kvset.window"),
+        Binding("u", "cycle_units", "Units", id="kvset.units"),
+        Binding("l", "toggle_log", "Log/lin", id="kvset.log"),
+        Binding("t", "cycle_targets", "Targets", id="kvset.targets"),
+        Binding("e", "export", "Export", id="kvset.export"),
+        Binding("q", "quit", "Quit", id="kvset.quit"),
+    ]
+
+    def __init__(
+        self,
+        monitor: MonitorLike | None = None,
+        *,
+        snapshot: Snapshot | None = None,
+        theme_name: str | None = None,
+        palette: KvsetTheme | None = None,
+        view: ViewState | None = None,
+        clock: Callable[[], float] = time.time,
+        export_dir: Path = Path("exports"),
+    ) -> None:
+        palette = palette or choose_theme(theme_name)
+        # Without colour, ANSI mode makes Textual strip colours instead of greying them.
+        super().__init__(ansi_color=True if palette.monochrome else None)
+        self.palette = palette
+        self.register_theme(palette.textual_theme())
+        self.theme = palette.textual_name
+        self.monitor = monitor
+        self.view = view or ViewState()
+        self.clock = clock
+        self.export_dir = export_dir
+        self.latest: Snapshot | None = snapshot  # newest from the monitor (shown unless paused)
+        self.shown: Snapshot | None = None  # what the panels show
+        self.frames_received = 0
+        self.frames_rendered = 0
+        self.last_export: tuple[Path, Path] | None = None
+        self._stop = threading.Event()
+        self._monitor_worker: Worker | None = None
+
+    # -- layout ------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        p = self.palette
+        yield DemoBanner(p, id="banner")
+        with Horizontal(id="top"):
+            yield HitRateCurvePlot(p, id="curve")
+            with Vertical(id="side"):
+                yield ThrashingPanel(p, id="thrashing")
+                yield WorkingSetTable(p, id="working-sets")
+                yield ReservePanel(p, id="reserve")
+                yield EventsPanel(p, id="events")
+        yield ChurnPanel(p, id="churn")
+        yield StatusLine(p, clock=self.clock, id="status")
+        yield Footer()
+
+    @property
+    def panels(self) -> list[SnapshotView]:
+        return [
+            self.query_one(DemoBanner),
+            self.query_one(HitRateCurvePlot),
+            self.query_one(ThrashingPanel),
+            self.query_one(WorkingSetTable),
+            self.query_one(ReservePanel),
+            self.query_one(EventsPanel),
+            self.query_one(ChurnPanel),
+            self.query_one(StatusLine),
+        ]
+
+    def on_mount(self) -> None:
+        for panel in self.panels:
+            if panel is not self.query_one(DemoBanner) and panel is not self.query_one(StatusLine):
+                panel.add_class("panel")  # type: ignore[attr-defined]
+        self._render_view()
+        if self.monitor is not None:
+            self._monitor_worker = self._run_monitor()
+        self.set_interval(AGE_TICK_SECONDS, self._tick_ages)
+
+    # -- the monitor thread ------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, name="monitor", group="monitor")
+    def _run_monitor(self) -> None:
+        assert self.monitor is not None
+        self.monitor.run(self._stop, self._publish)
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        """Called from the monitor thread; post_message is thread-safe."""
+        self.post_message(SnapshotReady(snapshot))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker is not self._monitor_worker:
+            return
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            text = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
+            self.query_one(StatusLine).set_monitor_error(text)
+            self.notify(f"monitor stopped: {text}", severity="error", timeout=10)
+        elif event.state == WorkerState.SUCCESS and not self._stop.is_set():
+            self.query_one(StatusLine).set_monitor_error("all sources finished")
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self.frames_received += 1
+        self.latest = message.snapshot
+        if not self.view.paused:
+            self._render_view()
+
+    # -- drawing -----------------------------------------------------------------------------
+    def _render_view(self) -> None:
+        """Show the newest snapshot in the current view (frozen while paused)."""
+        snapshot = self.shown if self.view.paused else self.latest
+        changed = False
+        for panel in self.panels:
+            changed |= panel.show(snapshot, self.view)
+        self.shown = snapshot
+        if changed:
+            self.frames_rendered += 1
+
+    def _tick_ages(self) -> None:
+        if not self.view.paused:
+            self.query_one(StatusLine).tick()
+
+    def on_resize(self) -> None:
+        # The -short/-narrow breakpoints change what panels include; let them redraw once.
+        for panel in self.panels:
+            panel.refresh()  # type: ignore[attr-defined]
+
+    def _set_view(self, view: ViewState) -> None:
+        self.view = view
+        self._render_view()
+
+    # -- actions -----------------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_pause(self) -> None:
+        self._set_view(self.view.toggle_pause())
+
+    def action_cycle_window(self) -> None:
+        self._set_view(self.view.next_window())
+
+    def action_cycle_units(self) -> None:
+        view, skipped = self.view.next_unit(self.shown)
+        for notice in skipped:
+            self.notify(notice, severity="warning", timeout=4)
+        self._set_view(view)
+
+    def action_toggle_log(self) -> None:
+        self._set_view(self.view.toggle_log())
+
+    def action_cycle_targets(self) -> None:
+        view, notice = self.view.next_target_mode(self.shown)
+        if notice:
+            self.notify(notice, severity="warning", timeout=4)
+        self._set_view(view)
+
+    def action_export(self) -> None:
+        snapshot = self.shown
+        if snapshot is None:
+            self.notify("nothing to export yet: no snapshot", severity="warning")
+            return
+        try:
+            paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock())
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error", timeout=8)
+            return
+        self.last_export = paths
+        self.notify(f"exported\n{paths[0]}\n{paths[1]}", title="Export", timeout=8)
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        self.exit(0)
+
+    def on_unmount(self) -> None:
+        self._stop.set()

@@ -1,0 +1,101 @@
+"""The `?` help screen: what each panel means, the keys, and the caveats that go with every number."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+PANELS = (
+    ("LRU hit rate vs capacity",
+     "The hit rate an LRU cache of each capacity would have had on this traffic (Mattson stack "
+     "distances: an access hits iff its stack distance is at most the capacity). ⣿ all time (exact), "
+     "· the chosen window, │ the working set of each target, ◆ the engine's own capacity and its "
+     "measured token hit rate. In tokens and GiB the curve is the token hit rate, as engines report."),
+    ("Working sets",
+     "The smallest capacity reaching each target: coverage = share of the attainable (infinite-cache) "
+     "hits, absolute = share of all accesses. 'not reached' means not inside the tracked horizon. "
+     "trend = the working set over recent windows (↑ growing); fits = inside the engine's pool."),
+    ("Thrashing",
+     "At the engine's capacity (or the main working set without an engine): the hit rate gained by "
+     "+10 % and +25 % capacity, and the near-miss share: misses whose stack distance is within 1.25× "
+     "the capacity. Many near misses means a slightly larger cache would hit them: the cache thrashes."),
+    ("Page churn",
+     "Per time slot, newest on the right: block accesses/s, first-time blocks/s (never seen before), "
+     "re-references/s (hits inside the horizon), the hit rate at the engine's capacity, and the working "
+     "set of the main target over time."),
+    ("Reserve",
+     "Full-attention working set (bytes, from the model geometry) plus the reserve hybrid layers need "
+     "per running request (sliding window, linear attention, SSM state) times the concurrency, against "
+     "the engine's pool. Needs --model."),
+    ("Status line",
+     "Each source: connected (●) or not (○), its state, the age of its last data, accesses delivered and "
+     "input rejected (with the main reason). Then the ingest rate, horizon, window, units and PAUSED."),
+)
+
+KEYS = (
+    ("?", "this help (esc closes)"),
+    ("p", "pause the display; analysis goes on, p again shows the latest"),
+    ("w", "cycle the window: 1m, 5m, 1h, all"),
+    ("u", "cycle units: blocks, tokens, GiB (GiB needs --model)"),
+    ("l", "log or linear capacity axis"),
+    ("t", "cycle target sets: coverage, absolute"),
+    ("e", "export the current snapshot: JSON and an SVG screenshot"),
+    ("q", "quit"),
+)
+
+CAVEATS = (
+    ("LRU only", "a policy with foresight (Belady MIN) needs at most this capacity: the working set is "
+     "an upper bound for it, the curve a lower bound."),
+    ("Full attention only", "hybrid layers (sliding window, linear attention, Mamba/SSM) hold state per "
+     "running request, not per shared prefix; they are estimated in the reserve panel."),
+    ("Today's trace", "the working set drifts as the workload changes; watch its trend and the churn "
+     "panel, and size with headroom."),
+    ("Windows", "windowed curves are read on a capacity grid: their working sets (≤) are upper bounds "
+     "within one grid step. The all-time curve is exact up to the horizon."),
+)
+
+
+def help_text() -> Text:
+    out = Text()
+    out.append("kvset-top", style="bold")
+    out.append(" — how much KV cache buys which prefix-cache hit rate, live\n\n")
+    out.append("Panels\n", style="bold underline")
+    for name, meaning in PANELS:
+        out.append(f"{name}: ", style="bold")
+        out.append(meaning + "\n")
+    out.append("\nKeys\n", style="bold underline")
+    for key, meaning in KEYS:
+        out.append(f"  {key}  ", style="bold reverse")
+        out.append(f" {meaning}\n")
+    out.append("\nCaveats\n", style="bold underline")
+    for name, text in CAVEATS:
+        out.append(f"{name}: ", style="bold")
+        out.append(text + "\n")
+    return out
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 96%; max-width: 110; height: 92%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    """
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="help.close"),
+        Binding("question_mark", "close", "Close", show=False, id="help.toggle"),
+        Binding("q", "close", "Close", show=False, id="help.quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as scroll:
+            scroll.border_title = "Help"
+            yield Static(help_text(), id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

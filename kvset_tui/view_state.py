@@ -1,0 +1,70 @@
+"""What the user chose to see: window, units, axis, target set, paused. Pure values, no UI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvset.snapshot import WINDOWS, Snapshot
+
+WINDOW_LABELS: tuple[str, ...] = tuple(label for label, _ in WINDOWS)
+UNITS: tuple[str, ...] = ("blocks", "tokens", "GiB")
+TARGET_MODES: tuple[str, ...] = ("coverage", "absolute")
+
+
+def unit_missing_reason(unit: str, snapshot: Snapshot | None) -> str | None:
+    """Why `unit` cannot be shown for this snapshot, or None when it can."""
+    if unit == "blocks":
+        return None
+    if snapshot is None:
+        return "no data yet"
+    if unit == "tokens" and not snapshot.block_tokens:
+        return "tokens need a uniform block size, and this input has none"
+    if unit == "GiB" and not snapshot.bytes_per_block:
+        return "GiB needs the model's KV geometry: start with --model"
+    return None
+
+
+@dataclass(frozen=True)
+class ViewState:
+    window: str = "5m"
+    unit: str = "blocks"
+    log_x: bool = True
+    target_mode: str = "coverage"
+    paused: bool = False
+
+    def next_window(self) -> ViewState:
+        i = WINDOW_LABELS.index(self.window) if self.window in WINDOW_LABELS else -1
+        return replace(self, window=WINDOW_LABELS[(i + 1) % len(WINDOW_LABELS)])
+
+    def next_unit(self, snapshot: Snapshot | None) -> tuple[ViewState, list[str]]:
+        """The next unit this snapshot can show, and a notice for each one skipped."""
+        skipped: list[str] = []
+        i = UNITS.index(self.unit) if self.unit in UNITS else 0
+        for step in range(1, len(UNITS) + 1):
+            candidate = UNITS[(i + step) % len(UNITS)]
+            reason = unit_missing_reason(candidate, snapshot)
+            if reason is None:
+                return replace(self, unit=candidate), skipped
+            skipped.append(f"{candidate} skipped: {reason}")
+        return self, skipped  # not reached: blocks is always available
+
+    def next_target_mode(self, snapshot: Snapshot | None) -> tuple[ViewState, str | None]:
+        modes = [m for m in TARGET_MODES if snapshot is None or not snapshot.targets or m in snapshot.targets]
+        if self.target_mode in modes and len(modes) == 1:
+            return self, f"only {self.target_mode} targets are configured"
+        i = TARGET_MODES.index(self.target_mode) if self.target_mode in TARGET_MODES else -1
+        for step in range(1, len(TARGET_MODES) + 1):
+            candidate = TARGET_MODES[(i + step) % len(TARGET_MODES)]
+            if candidate in modes:
+                return replace(self, target_mode=candidate), None
+        return self, "no targets configured"
+
+    def toggle_log(self) -> ViewState:
+        return replace(self, log_x=not self.log_x)
+
+    def toggle_pause(self) -> ViewState:
+        return replace(self, paused=not self.paused)
+
+    def effective_unit(self, snapshot: Snapshot | None) -> str:
+        """The chosen unit, or blocks when this snapshot cannot show it (e.g. a new source without bytes)."""
+        return self.unit if unit_missing_reason(self.unit, snapshot) is None else "blocks"

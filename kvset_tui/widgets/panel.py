@@ -1,0 +1,80 @@
+"""The shared behaviour of every panel: hold the shown snapshot and view, refresh only on change."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from kvset.snapshot import Snapshot
+from kvset_tui.theming import KvsetTheme
+from kvset_tui.view_state import ViewState
+
+
+class SnapshotView:
+    """Mixin for a Widget that renders part of a snapshot.
+
+    `show()` stores the data and refreshes only when `render_key` differs from the last one, so a
+    panel that ignores a view setting (the reserve ignores the axis scale) is not redrawn for it.
+    `renders` counts the refreshes it asked for (tests use it to check that nothing redraws idly).
+    """
+
+    snapshot: Snapshot | None = None
+    view: ViewState = ViewState()
+    palette: KvsetTheme
+    renders: int = 0
+    _shown_key: Hashable | None = None
+    _measuring_width: int | None = None
+    # Panels whose height follows their content re-measure on new data (a layout pass).
+    AUTO_HEIGHT: bool = True
+
+    def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
+        return (id(snapshot), view)
+
+    def show(self, snapshot: Snapshot | None, view: ViewState) -> bool:
+        key = self.render_key(snapshot, view)
+        if key == self._shown_key:
+            return False
+        self._shown_key = key
+        self.snapshot = snapshot
+        self.view = view
+        self.renders += 1
+        self.on_data()
+        self.refresh(layout=self.AUTO_HEIGHT)  # type: ignore[attr-defined]
+        return True
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        # Textual measures an auto-height widget by rendering it at `width` before it has that
+        # size; render() reads the width through `content_width` so measuring and drawing agree.
+        self._measuring_width = width
+        try:
+            return super().get_content_height(container, viewport, width)  # type: ignore[misc]
+        finally:
+            self._measuring_width = None
+
+    @property
+    def content_width(self) -> int:
+        return self._measuring_width or self.size.width  # type: ignore[attr-defined]
+
+    @property
+    def narrow(self) -> bool:
+        """True on a narrow terminal (the screen's -narrow breakpoint class)."""
+        try:
+            return self.screen.has_class("-narrow")  # type: ignore[attr-defined]
+        except Exception:  # not mounted yet
+            return False
+
+    @property
+    def compact(self) -> bool:
+        """True on a short terminal (the screen's -short breakpoint class): panels drop explanations."""
+        try:
+            return self.screen.has_class("-short")  # type: ignore[attr-defined]
+        except Exception:  # not mounted yet
+            return False
+
+    def set_palette(self, palette: KvsetTheme) -> None:
+        self.palette = palette
+        self._shown_key = None
+        self.on_data()
+        self.refresh(layout=self.AUTO_HEIGHT)  # type: ignore[attr-defined]
+
+    def on_data(self) -> None:
+        """Hook: update titles or classes after new data arrived (rendering happens in render())."""

@@ -1,0 +1,111 @@
+"""Reserve: the full-attention working set plus the hybrid-layer reserve, against the engine's pool."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import RenderResult
+from textual.widget import Widget
+
+from kvset.snapshot import Reserve, Snapshot
+from kvset_tui import format as fmt
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.panel import SnapshotView
+
+NO_MODEL = "no model given: use --model"
+BAR_CELLS = 20
+
+
+def pool_bar(total: int, pool: int, cells: int) -> tuple[str, str]:
+    """A bar of total/pool (full = pool) and the share as text; over the pool, the bar is full."""
+    share = total / pool if pool else 0.0
+    filled = min(cells, round(share * cells))
+    return "█" * filled + "░" * (cells - filled), f"{share:.0%} of pool"
+
+
+class ReservePanel(SnapshotView, Widget):
+    """Full-attention working set vs hybrid reserve vs pool (from the model geometry)."""
+
+    DEFAULT_CSS = """
+    ReservePanel { height: auto; }
+    """
+
+    def __init__(self, palette, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.palette = palette
+        self.border_title = "Reserve"
+
+    def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
+        return (id(snapshot),)
+
+    def on_data(self) -> None:
+        r = self.snapshot.reserve if self.snapshot is not None else None
+        if r is None:
+            self.border_title = "Reserve"
+        else:
+            per_token = fmt.binary_bytes(r.full_attention_bytes_per_token)
+            self.border_title = f"Reserve · {r.model} · {per_token}/token"
+
+    def render(self) -> RenderResult:
+        p = self.palette
+        snap = self.snapshot
+        r: Reserve | None = snap.reserve if snap is not None else None
+        if r is None:
+            out = Text(NO_MODEL, style=p.rich("warn"))
+            if not self.compact:
+                out.append("\nGiB, the hybrid reserve and the pool need the KV geometry", style=p.rich("muted"))
+            return out
+        if self.compact:
+            return self._render_compact(r)
+        target = fmt.target(r.working_set_target, "coverage")
+        table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True)
+        table.add_column("part", style=p.rich("muted"), no_wrap=True, overflow="ellipsis")
+        table.add_column("bytes", justify="right", no_wrap=True)
+        ws = fmt.binary_bytes(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
+        table.add_row(f"full-attention WS {target}", ws)
+        conc = f"{r.concurrency} req, {r.concurrency_source}" if r.concurrency_source != "none" else "no concurrency"
+        table.add_row(f"+ hybrid reserve ({conc})", fmt.binary_bytes(r.hybrid_reserve_bytes))
+        total = r.total_bytes
+        verdict = Text("–")
+        if total is not None:
+            verdict = Text(fmt.binary_bytes(total), style="bold")
+        table.add_row(Text("= sum", style="bold"), verdict)
+        if r.pool_bytes:
+            table.add_row("engine pool", fmt.binary_bytes(r.pool_bytes))
+        parts: list = [table]
+        if r.pool_bytes and total is not None:
+            fits = total <= r.pool_bytes
+            bar, share = pool_bar(total, r.pool_bytes, BAR_CELLS)
+            colour = p.rich("ok" if fits else "bad")
+            line = Text(no_wrap=True, overflow="ellipsis")
+            line.append(bar, style=colour)
+            line.append(f" {share} ", style="bold")
+            line.append("fits" if fits else "does not fit", style=f"bold {colour}")
+            parts.append(line)
+        if r.notes and not self.compact:
+            parts.append(Text(r.notes[0], style=p.rich("muted"), no_wrap=True, overflow="ellipsis"))
+        return table if len(parts) == 1 else Group(*parts)
+
+    def _render_compact(self, r: Reserve) -> Text:
+        """Two lines for a short terminal: the parts, then the sum against the pool."""
+        p = self.palette
+        out = Text(no_wrap=True, overflow="ellipsis")
+        target = fmt.target(r.working_set_target, "coverage").replace(" % cov", "%")
+        ws = fmt.binary_bytes(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
+        out.append(ws)
+        out.append(f" WS {target} + ", style=p.rich("muted"))
+        out.append(fmt.binary_bytes(r.hybrid_reserve_bytes))
+        out.append(" hybrid", style=p.rich("muted"))
+        total = r.total_bytes
+        out.append("\n= ", style=p.rich("muted"))
+        out.append(fmt.binary_bytes(total) if total is not None else "–", style="bold")
+        if r.pool_bytes and total is not None:
+            fits = total <= r.pool_bytes
+            colour = p.rich("ok" if fits else "bad")
+            out.append(f" / pool {fmt.binary_bytes(r.pool_bytes)} ", style=p.rich("muted"))
+            out.append(f"{total / r.pool_bytes:.0%} ", style="bold")
+            out.append("fits" if fits else "no fit", style=f"bold {colour}")
+        return out

@@ -1,0 +1,87 @@
+"""Thrashing at the engine's (or a chosen) capacity: what more capacity buys, and the near-miss share."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from rich.text import Text
+from textual.app import RenderResult
+from textual.widget import Widget
+
+from kvset.snapshot import NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot, Thrashing
+from kvset_tui import format as fmt
+from kvset_tui.units import capacity_text
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.panel import SnapshotView
+
+LEVEL_LABEL = {"ok": " OK ", "warn": " WARN ", "thrashing": " THRASHING "}
+LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
+CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "chosen", "working-set": "main WS"}
+
+
+def thrashing_for_view(snapshot: Snapshot, view: ViewState) -> tuple[Thrashing | None, str]:
+    t = snapshot.thrashing.get(view.window)
+    if t is not None:
+        return t, view.window
+    return snapshot.thrashing.get("all"), "all"
+
+
+class ThrashingPanel(SnapshotView, Widget):
+    """The first number an on-call engineer needs: is the cache thrashing, and what would more buy?"""
+
+    DEFAULT_CSS = """
+    ThrashingPanel { height: auto; }
+    ThrashingPanel.-ok { border: round $success; }
+    ThrashingPanel.-warn { border: round $warning; }
+    ThrashingPanel.-thrashing { border: heavy $error; }
+    """
+
+    def __init__(self, palette, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.palette = palette
+        self.border_title = "Thrashing"
+
+    def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
+        return (id(snapshot), view.window, view.effective_unit(snapshot))
+
+    def on_data(self) -> None:
+        t = None
+        window = self.view.window
+        if self.snapshot is not None:
+            t, window = thrashing_for_view(self.snapshot, self.view)
+        level = t.level if t is not None else None
+        for name in ("ok", "warn", "thrashing"):
+            self.set_class(level == name, f"-{name}")
+        self.border_title = f"Thrashing · {window} window" if t is not None else "Thrashing"
+
+    def render(self) -> RenderResult:
+        p = self.palette
+        snap = self.snapshot
+        t = thrashing_for_view(snap, self.view)[0] if snap is not None else None
+        if snap is None or t is None:
+            return Text("no capacity to judge yet (needs an engine pool or accesses)", style=p.rich("muted"))
+        unit = self.view.effective_unit(snap)
+        level = t.level
+        colour = p.rich(LEVEL_COLOR[level])
+        out = Text(no_wrap=True, overflow="ellipsis")
+        badge_style = f"bold reverse {colour}" if not p.monochrome else "bold reverse"
+        out.append(LEVEL_LABEL[level], style=badge_style)
+        out.append(" near misses ", style="bold")
+        out.append(fmt.percent(t.near_miss_share), style=f"bold {colour}")
+        out.append(" of misses\n", style="bold")
+        out.append("at ", style=p.rich("muted"))
+        out.append(capacity_text(t.capacity_blocks, snap, unit), style="bold")
+        out.append(f" ({CAPACITY_SOURCE.get(t.capacity_source, t.capacity_source)})", style=p.rich("muted"))
+        out.append(" hit ", style=p.rich("muted"))
+        out.append(fmt.percent(t.hit_rate), style="bold")
+        out.append("\n+10 % capacity ", style=p.rich("muted"))
+        out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
+        out.append("   +25 % ", style=p.rich("muted"))
+        out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
+        if not self.compact:
+            out.append("\nnear miss: a miss with stack distance ≤ 1.25× capacity", style=p.rich("muted"))
+            out.append(
+                f"\nlevels: warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%} near misses",
+                style=p.rich("muted"),
+            )
+        return out
