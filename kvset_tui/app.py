@@ -117,6 +117,7 @@ class KvsetTopApp(App[int]):
         self.last_export: tuple[Path, Path] | None = None
         self._stop = threading.Event()
         self._monitor_worker: Worker | None = None
+        self._panels: list[SnapshotView] | None = None
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -135,6 +136,12 @@ class KvsetTopApp(App[int]):
 
     @property
     def panels(self) -> list[SnapshotView]:
+        """Every widget that renders part of the snapshot (looked up once, after compose)."""
+        if self._panels is None:
+            self._panels = self._query_panels()
+        return self._panels
+
+    def _query_panels(self) -> list[SnapshotView]:
         return [
             self.query_one(DemoBanner),
             self.query_one(HitRateCurvePlot),
@@ -148,7 +155,7 @@ class KvsetTopApp(App[int]):
 
     def on_mount(self) -> None:
         for panel in self.panels:
-            if panel is not self.query_one(DemoBanner) and panel is not self.query_one(StatusLine):
+            if not isinstance(panel, DemoBanner | StatusLine):
                 panel.add_class("panel")  # type: ignore[attr-defined]
         self._render_view()
         if self.monitor is not None:
@@ -171,10 +178,10 @@ class KvsetTopApp(App[int]):
         if event.state == WorkerState.ERROR:
             error = event.worker.error
             text = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
-            self.query_one(StatusLine).set_monitor_error(text)
+            self.status_line.set_monitor_error(text)
             self.notify(f"monitor stopped: {text}", severity="error", timeout=10)
         elif event.state == WorkerState.SUCCESS and not self._stop.is_set():
-            self.query_one(StatusLine).set_monitor_error("all sources finished")
+            self.status_line.set_monitor_error("all sources finished")
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self.frames_received += 1
@@ -193,9 +200,13 @@ class KvsetTopApp(App[int]):
         if changed:
             self.frames_rendered += 1
 
+    @property
+    def status_line(self) -> StatusLine:
+        return self.panels[-1]  # type: ignore[return-value]
+
     def _tick_ages(self) -> None:
         if not self.view.paused:
-            self.query_one(StatusLine).tick()
+            self.status_line.tick()
 
     def on_resize(self) -> None:
         # The -short/-narrow breakpoints change what panels include; let them redraw once.

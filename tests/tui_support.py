@@ -7,6 +7,7 @@ histories at medium ones, a long tail), at a demo-like ingest rate of about a mi
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 
@@ -363,10 +364,10 @@ class ScriptedMonitor:
 
 
 class ContinuousMonitor:
-    """Keeps publishing fresh snapshots (new seq each time) until stopped: analysis goes on."""
+    """Keeps publishing fresh snapshots (a new object and seq each time) until stopped: analysis goes on."""
 
-    def __init__(self, build: Callable[[int], Snapshot], interval: float = 0.02) -> None:
-        self.build = build
+    def __init__(self, base: Snapshot, interval: float = 0.02) -> None:
+        self.build = lambda seq: dataclasses.replace(base, seq=seq)
         self.interval = interval
         self.published = 0
 
