@@ -262,3 +262,10 @@ class KvsetTopApp(App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `kvset-top` entry point (flags and --once live in kvset_tui.cli)."""
+    from kvset_tui.cli import main as cli_main
+
+    return cli_main(argv)

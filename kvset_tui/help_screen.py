@@ -62,19 +62,20 @@ CAVEATS = (
 def help_text() -> Text:
     out = Text()
     out.append("kvset-top", style="bold")
-    out.append(" — how much KV cache buys which prefix-cache hit rate, live\n\n")
-    out.append("Panels\n", style="bold underline")
-    for name, meaning in PANELS:
-        out.append(f"{name}: ", style="bold")
-        out.append(meaning + "\n")
-    out.append("\nKeys\n", style="bold underline")
-    for key, meaning in KEYS:
-        out.append(f"  {key}  ", style="bold reverse")
-        out.append(f" {meaning}\n")
-    out.append("\nCaveats\n", style="bold underline")
+    out.append(": how much KV cache buys which prefix-cache hit rate, live. Every number carries its unit "
+               "and its window.\n\n")
+    out.append("Caveats\n", style="bold underline")
     for name, text in CAVEATS:
         out.append(f"{name}: ", style="bold")
         out.append(text + "\n")
+    out.append("\nKeys\n", style="bold underline")
+    for key, meaning in KEYS:
+        out.append(f" {key} ", style="bold reverse")
+        out.append(f" {meaning}\n")
+    out.append("\nPanels\n", style="bold underline")
+    for name, meaning in PANELS:
+        out.append(f"{name}: ", style="bold")
+        out.append(meaning + "\n")
     return out
 
 

@@ -16,7 +16,7 @@ from kvset_tui.widgets.panel import SnapshotView
 
 LEVEL_LABEL = {"ok": " OK ", "warn": " WARN ", "thrashing": " THRASHING "}
 LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
-CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "chosen", "working-set": "main WS"}
+CAPACITY_SOURCE = {"engine": "engine", "chosen": "chosen", "working-set": "main WS"}
 
 
 def thrashing_for_view(snapshot: Snapshot, view: ViewState) -> tuple[Thrashing | None, str]:
@@ -66,17 +66,17 @@ class ThrashingPanel(SnapshotView, Widget):
         out = Text(no_wrap=True, overflow="ellipsis")
         badge_style = f"bold reverse {colour}" if not p.monochrome else "bold reverse"
         out.append(LEVEL_LABEL[level], style=badge_style)
-        out.append(" near misses ", style="bold")
+        out.append(" ")
         out.append(fmt.percent(t.near_miss_share), style=f"bold {colour}")
-        out.append(" of misses\n", style="bold")
+        out.append(" of misses are near misses\n" if not self.narrow else " near misses\n", style="bold")
         out.append("at ", style=p.rich("muted"))
         out.append(capacity_text(t.capacity_blocks, snap, unit), style="bold")
         out.append(f" ({CAPACITY_SOURCE.get(t.capacity_source, t.capacity_source)})", style=p.rich("muted"))
         out.append(" hit ", style=p.rich("muted"))
         out.append(fmt.percent(t.hit_rate), style="bold")
-        out.append("\n+10 % capacity ", style=p.rich("muted"))
+        out.append("\n+10 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
-        out.append("   +25 % ", style=p.rich("muted"))
+        out.append("   +25 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
         if not self.compact:
             out.append("\nnear miss: a miss with stack distance ≤ 1.25× capacity", style=p.rich("muted"))
