@@ -29,8 +29,8 @@ from kvset.rejects import RejectCounter
 
 FORMATS = ("mooncake", "bailian", "tokens")
 DEFAULT_BLOCK_TOKENS = {"mooncake": 512, "bailian": 16, "tokens": 16}
-# Seconds per unit of each format's "timestamp" field.
-TIME_UNIT = {"mooncake": 1e-3, "bailian": 1.0, "tokens": 1.0}
+# Units of each format's "timestamp" field per second (divided, so 471 ms is exactly 0.471 s).
+TIME_UNITS_PER_SECOND = {"mooncake": 1000.0, "bailian": 1.0, "tokens": 1.0}
 UINT64_MAX = (1 << 64) - 1
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -119,7 +119,7 @@ def _classify(error: msgspec.DecodeError) -> tuple[str, str]:
     """(reason, detail) for a line msgspec refused. The reason is a category, the detail names the spot."""
     message = str(error)
     if not isinstance(error, msgspec.ValidationError):
-        return "not JSON", f"not JSON ({message})"
+        return "not JSON", f"not JSON ({message.removeprefix('JSON is malformed: ')})"
     where = message.rpartition(" - at ")[2] if " - at " in message else ""
     field = _INDEX.sub("[]", where.removeprefix("`$.").removesuffix("`"))
     if message.startswith("Object missing required field"):
@@ -295,7 +295,7 @@ class TraceLineParser:
             keys=keys,
             tokens=tokens,
             request_starts=starts,
-            request_timestamps=np.asarray(stamps, dtype=np.float64) * TIME_UNIT[self.format or "mooncake"],
+            request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND[self.format or "mooncake"],
             request_lines=np.asarray(linenos, dtype=np.int64),
         )
 
@@ -360,6 +360,6 @@ class TraceLineParser:
             keys=keys,
             tokens=np.full(len(keys), block, dtype=np.int32),
             request_starts=starts,
-            request_timestamps=np.asarray(stamps, dtype=np.float64) * TIME_UNIT["tokens"],
+            request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND["tokens"],
             request_lines=np.asarray(linenos, dtype=np.int64),
         )

@@ -171,7 +171,10 @@ def read_trace(
             parts.append(parser.feed_lines(chunk, first_lineno))
             lines = first_lineno + len(chunk) - 1
     parsed = ParsedRequests.concat(parts)
-    name = "stdin" if str(source) == "-" else str(getattr(source, "name", source))
+    if isinstance(source, str | Path):
+        name = "stdin" if str(source) == "-" else str(source)
+    else:
+        name = str(getattr(source, "name", "the input stream"))
     if parsed.requests == 0:
         why = parser.rejects.describe() if parser.rejects else "the input is empty" if lines == 0 else "no line is a request"
         raise TraceError(f"no valid request in {name} ({lines} lines read)\n{why}")
