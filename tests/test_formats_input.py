@@ -172,7 +172,7 @@ def test_truncated_gzip_keeps_what_was_read_and_says_where_it_ended():
     assert 0 < trace.requests < 2000
     assert trace.keys.tolist() == list(range(trace.requests))
     (rejection,) = trace.rejects.summary()
-    assert rejection.reason == "truncated or corrupt compressed input"
+    assert rejection.reason == "input ends early (truncated or corrupt data)"
     assert rejection.examples[0].startswith("line ")
     with pytest.raises(TraceError, match="input ends here"):
         read_trace(io.BytesIO(cut), strict=True)

@@ -185,7 +185,7 @@ class TraceLineParser:
     def _warn(self, reason: str, lineno: int, detail: str) -> None:
         example = f"line {lineno}: {detail}"
         if self.strict:
-            raise TraceError(example)
+            raise TraceError(f"{example} ({reason.partition(';')[0]})")
         self.warnings.reject(reason, example)
 
     def _refused(self, line: bytes, lineno: int, error: msgspec.DecodeError) -> None:

@@ -103,7 +103,7 @@ def _iter_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_lines: int) ->
             detail = f"line {lineno}: input ends here ({failure})"
             if parser.strict:
                 raise TraceError(detail) from failure
-            parser.rejects.reject("truncated or corrupt compressed input", detail)
+            parser.rejects.reject("input ends early (truncated or corrupt data)", detail)
             return
         if len(chunk) < chunk_lines:
             return
