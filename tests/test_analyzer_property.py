@@ -47,7 +47,7 @@ def _check_against_naive(a, keys, tokens, horizon):
     naive = naive_curve(keys, caps, tokens)
     for C in caps:
         hb, ht = naive[C]
-        if C <= horizon:
+        if horizon >= C:
             assert c.hits(C) == hb, f"blocks at C={C}"
             assert c.hits(C, unit="tokens") == ht, f"tokens at C={C}"
     assert c.accesses == len(keys)
