@@ -36,7 +36,10 @@ C_BEYOND = 3
 C_HITS = 4  # re-references inside the horizon
 C_FIRST_TIME_TOKENS = 5
 C_BEYOND_TOKENS = 6
-COUNTS_SIZE = 7
+C_TOUCH = 7  # sink for the prefetch loads, so the compiler keeps them
+COUNTS_SIZE = 8
+
+PREFETCH = 4  # accesses ahead
 
 # distance codes written to `out`
 FIRST_TIME = 0
@@ -292,26 +295,35 @@ def feed_kernel(
     nslots = slot_keys.shape[0]
     horizon = meta[M_HORIZON]
     track_bloom = bloom.shape[1] > 1
+    # hot state in locals (registers), written back to meta before leaving or compacting
+    now = meta[M_NOW]
+    tracked = meta[M_TRACKED]
+    n_acc = n_tok = n_hits = 0
+    touch = np.uint64(0)
     for i in range(start, stop):
-        if meta[M_NOW] >= nslots:
+        if now >= nslots:
             # compact first, so the table is consistent while slots are renumbered
+            meta[M_NOW] = now
             compact_slots(table, mask, slot_keys, live, fen, meta)
+            now = meta[M_NOW]
+        if i + PREFETCH < stop:
+            # an early load of a later key's home cell overlaps its cache miss with this work
+            touch += table[2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask))]
         key = keys[i]
         tok = tokens[i]
         h = _table_find(table, mask, key)
         if h >= 0:
             p = np.int64(table[2 * h + 1])
-            d = meta[M_TRACKED] - _live_prefix(live, fen, p) + 1
+            d = tracked - _live_prefix(live, fen, p) + 1
             _live_clear(live, fen, p)
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
             b = _grid_bucket(d, lut)
             bucket_blocks[b] += 1
             bucket_tokens[b] += tok
-            counts[C_HITS] += 1
+            n_hits += 1
             out[i] = d
         else:
-            tracked = meta[M_TRACKED]
             if tracked >= horizon:
                 # forget the least recently used tracked block (stack position H)
                 s = meta[M_OLDEST]
@@ -325,7 +337,7 @@ def feed_kernel(
                 meta[M_OLDEST] = s + 1
                 hv = _table_find(table, mask, old)
                 _table_delete(table, mask, hv)
-                meta[M_TRACKED] -= 1
+                tracked -= 1
                 meta[M_EVICTED] += 1
                 if track_bloom:
                     gen = meta[M_BLOOM_GEN]
@@ -339,6 +351,12 @@ def feed_kernel(
                     meta[M_BLOOM_FILL] += 1
                 h = _table_find(table, mask, key)
             elif tracked >= max_tracked:
+                meta[M_NOW] = now
+                meta[M_TRACKED] = tracked
+                counts[C_ACCESSES] += n_acc
+                counts[C_TOKENS] += n_tok
+                counts[C_HITS] += n_hits
+                counts[C_TOUCH] += np.int64(touch & np.uint64(1))
                 return i
             beyond = False
             if track_bloom and meta[M_EVICTED] > 0:
@@ -353,13 +371,18 @@ def feed_kernel(
                 out[i] = 0
             h = -h - 1
             table[2 * h] = key
-            meta[M_TRACKED] += 1
+            tracked += 1
         # the access becomes its block's live slot
-        s = meta[M_NOW]
-        slot_keys[s] = key
-        _live_set(live, fen, s)
-        table[2 * h + 1] = np.uint64(s)
-        meta[M_NOW] = s + 1
-        counts[C_ACCESSES] += 1
-        counts[C_TOKENS] += tok
+        slot_keys[now] = key
+        _live_set(live, fen, now)
+        table[2 * h + 1] = np.uint64(now)
+        now += 1
+        n_acc += 1
+        n_tok += tok
+    meta[M_NOW] = now
+    meta[M_TRACKED] = tracked
+    counts[C_ACCESSES] += n_acc
+    counts[C_TOKENS] += n_tok
+    counts[C_HITS] += n_hits
+    counts[C_TOUCH] += np.int64(touch & np.uint64(1))
     return stop
