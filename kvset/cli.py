@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Modules that add a subcommand; each defines register(subparsers) and sets func on its parser.
-SUBCOMMAND_MODULES: list[str] = []
+SUBCOMMAND_MODULES: list[str] = ["kvset.commands.model"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""Subcommands of `kvset`; each module has register(subparsers), which the CLI wires in."""
