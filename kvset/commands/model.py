@@ -199,7 +199,7 @@ def _print_list(args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         out.write(json.dumps({"presets": rows}, indent=2) + "\n")
         return
-    header = f"{'NAME':<22} {'B/TOKEN':>10} {'':<11} {'RESERVE/REQ':>11}  {'LAYERS':<58} SOURCE"
+    header = f"{'NAME':<22} {'B/TOKEN':>10} {'':<11} {'RESERVE/REQ':>11}  {'LAYERS':<64} SOURCE"
     out.write(header + "\n")
     for r in rows:
         per_token = r["full_attention_bytes_per_token"]
@@ -208,7 +208,7 @@ def _print_list(args: argparse.Namespace, out: TextIO) -> None:
         )
         out.write(
             f"{r['name']:<22} {per_token:>10,} {'(' + format_bytes(per_token) + ')':<11} {reserve_text:>11}  "
-            f"{r['layers']:<58} {r['source']}\n"
+            f"{r['layers']:<64} {r['source']}\n"
         )
     out.write(
         f"\nB/TOKEN: full-attention KV per cached token at KV dtype {args.kv_dtype} (auto = the model's dtype). "

@@ -161,6 +161,13 @@ class ModelGeometry:
             raise GeometryError(f"block size must be a positive number of tokens, got {block_size!r}")
         return self.full_attention_bytes_per_token(kv_dtype) * block_size
 
+    def full_attention_bytes(self, tokens: int, kv_dtype: str = AUTO) -> int:
+        """Bytes `tokens` cached tokens cost. Size capacities from tokens, not blocks: a trace's block
+        (Mooncake: 512 tokens) need not be the engine's (vLLM: 16)."""
+        if not _is_int(tokens) or tokens < 0:
+            raise GeometryError(f"tokens must be a non-negative integer, got {tokens!r}")
+        return self.full_attention_bytes_per_token(kv_dtype) * tokens
+
     def full_attention_formula(self, kv_dtype: str = AUTO) -> str:
         b = self.kv_dtype_bytes(kv_dtype)
         total = self.full_attention_bytes_per_token(kv_dtype)
@@ -243,6 +250,11 @@ class ModelGeometry:
             state = changes.pop("state_dtype")
             changes.setdefault("conv_state_dtype", state)
             changes.setdefault("ssm_state_dtype", state)
+        if "model_dtype" in changes:
+            # State that followed the model dtype keeps following it; a dtype the config set stays.
+            for name in ("conv_state_dtype", "ssm_state_dtype"):
+                if getattr(self, name) == self.model_dtype:
+                    changes.setdefault(name, changes["model_dtype"])
         if self.is_mla and {"kv_heads", "head_dim"} & set(changes):
             raise GeometryError(
                 f"{self.name} uses MLA: its KV size is kv_lora_rank + qk_rope_head_dim per layer; "
