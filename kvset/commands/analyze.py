@@ -10,6 +10,16 @@ from kvset.analysis import DEFAULT_TARGETS, AnalysisResult, analyze_batches
 from kvset.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.commands.inputs import InputError, add_input_arguments, load_input
 from kvset.formats import TraceError
+from kvset.geometry.arguments import (
+    add_override_arguments,
+    add_reserve_arguments,
+    context_tokens_from_args,
+    dtype_name,
+    geometry_from_args,
+)
+from kvset.geometry.dtypes import AUTO
+from kvset.geometry.errors import GeometryError
+from kvset.geometry.reserve import hybrid_reserve
 from kvset.report import (
     CAVEATS,
     curve_rows,
@@ -43,6 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--capacities", help="capacities in blocks for the table, e.g. 1000,10000 (default: log-spaced)")
     p.add_argument("--bytes-per-token", type=int, metavar="N",
                    help="full-attention KV bytes per token, to show capacities in GiB")  # fmt: skip
+    p.add_argument("--model", metavar="NAME|config.json",
+                   help="model preset or local Hugging Face config.json: capacities also in GiB, plus the "
+                        "hybrid-layer reserve (see `kvset model --list`)")  # fmt: skip
+    p.add_argument("--kv-dtype", type=dtype_name, default=AUTO, metavar="DTYPE",
+                   help="KV cache dtype with --model: auto (the model's), bf16, fp16, fp8, fp32")  # fmt: skip
+    add_reserve_arguments(p)
+    add_override_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
     p.set_defaults(func=run)
 
@@ -55,28 +72,41 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--horizon must be at least 1 block")
         if args.bytes_per_token is not None and args.bytes_per_token < 1:
             raise ValueError("--bytes-per-token must be positive")
+        if args.model and args.bytes_per_token:
+            raise ValueError("give --model or --bytes-per-token, not both")
+        geometry = geometry_from_args(args.model, args) if args.model else None
         batches, summary = load_input(args)
-    except (ValueError, InputError, TraceError) as e:
+    except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
     result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2
-    bytes_per_block = _bytes_per_block(args, summary.block_tokens)
+    bytes_per_token = args.bytes_per_token
+    if geometry is not None:
+        bytes_per_token = geometry.full_attention_bytes_per_token(args.kv_dtype)
+    bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
     caps = capacities if capacities is not None else default_capacities(result.curve)
     report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block)
+    if geometry is not None:
+        context, context_from = context_tokens_from_args(geometry, args)
+        reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
+        report["model"] = {
+            "name": geometry.name,
+            "kv_dtype": geometry.kv_dtype(args.kv_dtype),
+            "full_attention_bytes_per_token": bytes_per_token,
+            "full_attention_bytes_per_block": bytes_per_block,
+            "notes": list(geometry.notes),
+        }
+        report["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from,
+                                    "summary": reserve.summary()}  # fmt: skip
+        report["hybrid_reserve_bytes"] = reserve.total_bytes
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(analysis_text(report))
     return 0
-
-
-def _bytes_per_block(args: argparse.Namespace, block_tokens: int | None) -> int | None:
-    if args.bytes_per_token and block_tokens:
-        return args.bytes_per_token * block_tokens
-    return None
 
 
 def analysis_json(
@@ -161,6 +191,16 @@ def analysis_text(r: dict) -> str:
                     cells.append(fmt_gib(w["capacity_gib"]))
             rows.append(cells)
         lines += ["", f"working sets ({mode}: {explain}):", format_table(headers, rows)]
+    if "hybrid_reserve" in r:
+        m, hr = r["model"], r["hybrid_reserve"]
+        lines.append(f"  capacities in GiB for {m['name']}: {m['full_attention_bytes_per_token']:,} B of full-attention "
+                     f"KV per token ({m['kv_dtype']}), {m['full_attention_bytes_per_block']:,} B per {bt}-token block")  # fmt: skip
+        if r["hybrid_reserve_bytes"]:
+            lines.append(f"  hybrid-layer reserve, NOT in the working sets above: {fmt_gib(r['hybrid_reserve_bytes'] / (1 << 30))}"
+                         f" for {hr['concurrency']:,} running requests at {hr['context_tokens']:,} tokens of context "
+                         f"({hr['summary']}); add it to a working set to size the pool")  # fmt: skip
+        else:
+            lines.append(f"  hybrid-layer reserve: 0 ({hr['summary']})")
     if r["rejected_lines"] or r["warnings"]:
         lines.append("")
         for rej in r["rejections"]:
