@@ -1,0 +1,1 @@
+"""`kvset` subcommands; each module has register(subparsers)."""
