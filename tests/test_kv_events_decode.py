@@ -308,6 +308,11 @@ def test_endpoint_helpers() -> None:
         expand_endpoints("tcp://h:1-60000")
     assert offset_port("tcp://h:5558", 2) == "tcp://h:5560"
     assert connect_address("tcp://*:5557") == "tcp://127.0.0.1:5557"
+    assert connect_address("gpu-node-3:5557") == "tcp://gpu-node-3:5557"
+    assert connect_address("ipc:///tmp/kv") == "ipc:///tmp/kv"
+    for bad in ("tcp://h", "tcp://h:0", "tcp://h:70000", "udp://h:1", "tcp://:5557"):
+        with pytest.raises(ValueError):
+            connect_address(bad)
     eps = ["tcp://h:5557", "tcp://h:5558"]
     assert pair_replay_endpoints(eps, None) == [None, None]
     assert pair_replay_endpoints(eps, ["tcp://h:6000"]) == ["tcp://h:6000", "tcp://h:6001"]

@@ -63,6 +63,17 @@ MISSES_ONLY_NOTE = (
     "curve of the engine's misses, its hits are invisible. Fix: vLLM >= 0.26, send requests with "
     'vllm_xargs: {"kv_cache_report_mode": "full"}'
 )
+EVENTS_HELP = (
+    "KV events (--events): every block the engine stores is one access, one BlockStored one request. "
+    "Engines publish stores of newly computed blocks only by default, i.e. their misses: hits are "
+    "invisible, and the curve is then the LRU curve of the engine's misses (roughly what a second "
+    "cache tier behind the engine would see), not of all its accesses. vLLM >= 0.26 also publishes "
+    'the hit blocks of requests sent with vllm_xargs: {"kv_cache_report_mode": "full"}; then the '
+    "curve is the exact LRU curve of the engine's accesses. The status line says which case is seen "
+    "(a store of a block that is already resident means hits are reported). BlockRemoved events give "
+    "the engine's own resident blocks, evictions and re-stores after removal (misses a larger cache "
+    "would have hit)."
+)
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 _MAX_MESSAGES_PER_POLL = 2000
 _RATE_WINDOW_S = 10.0
@@ -94,8 +105,22 @@ def offset_port(endpoint: str, offset: int) -> str:
 
 
 def connect_address(endpoint: str) -> str:
-    """An address to connect to: the engine's bind form `tcp://*:5557` means this host."""
-    return re.sub(r"^tcp://(\*|0\.0\.0\.0):", "tcp://127.0.0.1:", endpoint.strip())
+    """A valid ZMQ address to connect to, or ValueError.
+
+    `host:port` means tcp; the engine's bind form `tcp://*:5557` means this host.
+    """
+    endpoint = endpoint.strip()
+    if "://" not in endpoint:
+        endpoint = "tcp://" + endpoint
+    endpoint = re.sub(r"^tcp://(\*|0\.0\.0\.0):", "tcp://127.0.0.1:", endpoint)
+    scheme, _, rest = endpoint.partition("://")
+    if scheme not in ("tcp", "ipc", "inproc") or not rest:
+        raise ValueError(f"bad endpoint {endpoint!r}: expected tcp://HOST:PORT (or ipc://PATH)")
+    if scheme == "tcp":
+        match = _PORT.match(rest)
+        if not match or not match["base"] or not 0 < int(match["port"]) <= 65535:
+            raise ValueError(f"bad endpoint {endpoint!r}: expected tcp://HOST:PORT")
+    return endpoint
 
 
 def pair_replay_endpoints(endpoints: list[str], replay_endpoints: Iterable[str] | None) -> list[str | None]:
@@ -154,6 +179,7 @@ class _Stream:
     batches: int = 0
     accesses: int = 0
     last_data_at: float | None = None
+    error: str | None = None
 
 
 class KvEventsSource(Source):
@@ -235,8 +261,11 @@ class KvEventsSource(Source):
                 monitor = sub.get_monitor_socket(_MONITORED)
             except zmq.ZMQError:  # monitoring unsupported: connection state is inferred from data
                 monitor = None
-            sub.connect(address)
             stream = _Stream(address, replay_address, sub, monitor, ResidentBlocks(self.removed_memory))
+            try:
+                sub.connect(address)
+            except zmq.ZMQError as exc:  # e.g. an address libzmq cannot parse: shown, not raised
+                stream.error = f"cannot connect to {address}: {exc}"
             self._poller.register(sub, zmq.POLLIN)
             if monitor is not None:
                 self._poller.register(monitor, zmq.POLLIN)
@@ -551,7 +580,10 @@ class KvEventsSource(Source):
         now = time.time() if now is None else now
         streams = self._streams
         n_connected = sum(s.connected for s in streams)
-        if streams and n_connected == len(streams):
+        errors = [s.error for s in streams if s.error]
+        if errors:
+            state = "down: " + "; ".join(errors)
+        elif streams and n_connected == len(streams):
             state = "connected" if self.received else "connected, waiting for data"
         elif n_connected:
             state = f"partly connected: {n_connected} of {len(streams)} endpoints"

@@ -101,6 +101,7 @@ class FakeVllmPublisher:
         sock.setsockopt(zmq.LINGER, 0)
         if kind == zmq.XPUB:
             sock.setsockopt(zmq.XPUB_VERBOSE, 1)
+            sock.setsockopt(zmq.SNDHWM, 100_000)  # vLLM's default hwm
         deadline = time.monotonic() + 5.0
         while True:
             try:
