@@ -9,6 +9,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
@@ -328,3 +330,59 @@ def test_tokens_per_block() -> None:
     assert block_tokens(2, 0, 64, 99).tolist() == [32, 32]  # no block_size: from token_ids
     assert block_tokens(2, 0, -1, 99).tolist() == [99, 99]  # neither: the fallback
     assert block_tokens(4, 1, 4, 99).tolist() == [1, 1, 1, 1]  # SGLang page size 1
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(1 << 63), max_value=(1 << 64) - 1),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.binary(max_size=40),
+    st.sampled_from(["BlockStored", "BlockRemoved", "AllBlocksCleared", "type", "block_hashes", "GPU"]),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=6)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "type",
+                    "block_hashes",
+                    "token_ids",
+                    "block_size",
+                    "medium",
+                    "group_idx",
+                    "parent_block_hash",
+                    "ts",
+                    "events",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=6,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=_values)
+def test_any_msgpack_structure_is_decoded_or_rejected_never_raised(obj: object) -> None:
+    rejects = RejectCounter()
+    batch = decode_payload(encode(obj), rejects)
+    if batch is None:
+        assert rejects.total == 1
+    else:
+        assert batch.keys.dtype == np.uint64 and len(batch.key_offsets) == len(batch) + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_any_bytes_are_decoded_or_rejected_never_raised(data: bytes) -> None:
+    rejects = RejectCounter()
+    seq, batch = decode_message([b"", (5).to_bytes(8, "big"), data], rejects)
+    assert seq == 5
+    assert batch is not None or rejects.total == 1
