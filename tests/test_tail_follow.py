@@ -172,3 +172,15 @@ def test_read_with_timeout_waits_for_a_writer(tmp_path: Path) -> None:
     t0 = time.monotonic()
     assert t.read(timeout=0.1).lines == []
     assert time.monotonic() - t0 >= 0.09
+
+
+def test_unreadable_path_is_one_error_event_until_it_can_be_read(tmp_path: Path) -> None:
+    p = tmp_path / "engine.log"
+    p.mkdir()  # a directory where the log should be: open() fails on every poll
+    t = FileTailer(p, follow=True)
+    kinds = [e.kind for _ in range(5) for e in t.read().events]
+    assert kinds == ["read-error"]
+    p.rmdir()
+    p.write_bytes(b"now a file\n")
+    r = t.read()
+    assert r.lines == [(1, b"now a file")]

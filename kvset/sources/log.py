@@ -348,6 +348,11 @@ class LogSource(Source):
             ("truncated prompts", str(self.truncated.total)),
             ("prompts shorter than a block", str(self.short_prompts)),
             ("prompt tokens outside full blocks", str(self.tokens_outside_blocks)),
+            (
+                # vLLM's own hit rate divides by all prompt tokens; the curve by full-block tokens.
+                "share of prompt tokens in full blocks",
+                f"{1 - self.tokens_outside_blocks / self.prompt_tokens:.4f}" if self.prompt_tokens else "n/a",
+            ),
             ("engines", ",".join(sorted(self.engines_seen)) or "none yet"),
             ("rotations", str(self._tailer.rotations)),
             ("truncations", str(self._tailer.truncations)),

@@ -172,7 +172,8 @@ class MetricsSource(Source):
         now = time.time()
         if self.last_error is not None:
             retry = max(0.0, self._next_at - now)
-            state = f"down: {self.last_error}, retry in {retry:.0f} s"
+            when = f"{retry:.0f}" if retry >= 1 else f"{retry:.1f}"
+            state = f"down: {self.last_error}, retry in {when} s"
             connected = False
         elif self.good_polls == 0:
             state = "connecting" if waiting_for_response else "waiting for first poll"

@@ -96,6 +96,7 @@ class FileTailer:
         self._ever_opened = False
         self._missing_reported = False
         self._pending: list[TailEvent] = []
+        self._last_error: str | None = None
         self.rotations = 0
         self.truncations = 0
         self.lines_total = 0
@@ -134,9 +135,16 @@ class FileTailer:
     # -- internals ------------------------------------------------------------------------
 
     def _event(self, kind: str, text: str) -> None:
+        if kind == "read-error":
+            if text == self._last_error:
+                return  # the same failure on every poll is one event
+            self._last_error = text
+        else:
+            self._last_error = None
         self._pending.append(TailEvent(time.time(), kind, text))
 
-    def _open(self) -> bool:
+    def _open(self, announce: bool = True) -> bool:
+        """Open the path; announce=False when the caller already reported why (a rotation)."""
         try:
             if self.gzip:
                 fh: BinaryIO = gzip.open(self.path, "rb")  # type: ignore[assignment]  # noqa: SIM115
@@ -152,7 +160,8 @@ class FileTailer:
         except OSError as e:
             self._event("read-error", f"{self.path}: {e.strerror or e}")
             return False
-        if self._ever_opened or self._missing_reported:
+        self._last_error = None
+        if announce and (self._ever_opened or self._missing_reported):
             self._event("log-appeared", f"{self.path} appeared; reading from its start")
         self._fh = fh
         self._ident = _identity(st)
@@ -227,11 +236,13 @@ class FileTailer:
             self._event(
                 "log-rotated", f"{self.path} was rotated after {old_lines} lines; reading the new file"
             )
-            self._ever_opened = True
-            if self._open_after_rotation():
-                data = self._fh.read(self.max_bytes) if self._fh is not None else b""
+            if self._open(announce=False):
+                assert self._fh is not None
+                data = self._fh.read(self.max_bytes)
                 if data:
                     self._consume(data, out)
+            else:
+                self._missing_reported = True  # gone again already: report it when it appears
             return
         self._missing_reported = False
         size = os.fstat(self._fh.fileno()).st_size
@@ -248,17 +259,6 @@ class FileTailer:
             self._line_no = 0
             self._partial.clear()
             self._dropping = False
-
-    def _open_after_rotation(self) -> bool:
-        # The rotation event was already recorded; do not also report "appeared".
-        self._missing_reported = False
-        was = self._ever_opened
-        self._ever_opened = False
-        ok = self._open()
-        self._ever_opened = was or ok
-        if not ok:
-            self._missing_reported = True
-        return ok
 
     def _consume(self, data: bytes, out: TailRead) -> None:
         self._pos += len(data)
