@@ -235,3 +235,14 @@ def test_command_line_options_build_the_sources() -> None:
     assert log_source_from_args(args, follow=True) is None
     with pytest.raises(SystemExit):
         p.parse_args(["--log-block-size", "0"])
+
+
+def test_an_engine_that_logs_its_start_again_is_a_reset_event(tmp_path: Path) -> None:
+    lines = (FIXTURES / "vllm_0_13_debug.log").read_text()
+    p = tmp_path / "restarted.log"
+    p.write_text(lines + lines.replace("980,400", "490,200"))
+    ups = run(LogSource(p, follow=False))
+    resets = [e for u in ups for e in u.events if e.kind == "engine-reset"]
+    assert len(resets) == 1  # the size line and the num_gpu_blocks line both repeat: one restart
+    eng = last_engine(ups)
+    assert eng.capacity_tokens == 490200  # the new pool replaces the old one, it is not added

@@ -128,3 +128,21 @@ def test_a_body_cut_at_a_line_end_is_rejected_until_it_persists() -> None:
     assert t.update(cut, 2.0).error is not None
     third = t.update(cut, 3.0)  # three in a row: the engine really stopped exporting them
     assert third.error is None and third.reading.token_hit_rate is None
+
+
+def test_sglang_hit_rate_from_device_cached_tokens_over_prompt_tokens() -> None:
+    base = text("sglang_0_5.prom")
+    t = prom.OperatingPointTracker(window_s=60)
+    t.update(base, 0.0)
+
+    def bump(body: str, device: float, host: float, prompt: float) -> str:
+        body = body.replace('cache_source="device",model_name="meta-llama/Llama-3.1-8B-Instruct"} 900000.0',
+                            f'cache_source="device",model_name="meta-llama/Llama-3.1-8B-Instruct"}} {device!r}')
+        body = body.replace('cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"} 60000.0',
+                            f'cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"}} {host!r}')
+        return with_values(body, sglang__prompt_tokens_total=prompt)
+
+    r = t.update(bump(base, 900600.0, 61000.0, 1201000.0), 1.0)
+    assert r.reading.token_hit_rate == pytest.approx(600 / 1000)  # host hits are not GPU hits
+    assert r.reading.capacity_tokens == 402713 and r.reading.block_size == 16
+    assert r.reading.label == "sglang metrics"

@@ -213,7 +213,8 @@ class LogSource(Source):
             value = rec.tokens if rec.tokens is not None else rec.blocks
             assert value is not None
             label = rec.engine or "engine"
-            if label in store:
+            # One restart logs both lines; report it once, from the size line when there is one.
+            if label in store and (rec.tokens is not None or not self._vllm_tokens):
                 self._events.append(
                     TimelineEvent(at, "engine-reset", f"vLLM {label} started again (line {number})")
                 )
