@@ -155,3 +155,25 @@ def test_kvset_record_with_nothing_arriving_fails_visibly(
     assert "nothing recorded" in capsys.readouterr().err
     bad = parse(["record", "--events", "tcp://h:9-1", "--out", str(tmp_path / "u.jsonl")])
     assert bad.func(bad) == 2
+
+
+def test_recorded_trace_reads_back_with_read_trace(tmp_path: Path) -> None:
+    """The core's own reader replays a recording exactly: keys, tokens, request boundaries, block size."""
+    from kvset.formats import read_trace
+    from kvset.formats.record import TraceRecorder
+    from kvset.sources.base import AccessBatch
+
+    out = tmp_path / "rec.jsonl"
+    rec = TraceRecorder(out)
+    keys = np.array([2**64 - 1, 5, 7, 5, 9, 11], dtype=np.uint64)
+    rec.write(AccessBatch(keys[:3], request_starts=np.array([0, 2]), timestamps=10.0, block_tokens=16))
+    rec.write(AccessBatch(keys[3:], tokens=np.array([16, 16, 3]), request_starts=np.array([0]), timestamps=10.5,
+                          block_tokens=16))  # fmt: skip
+    rec.close()
+    trace = read_trace(out)
+    assert trace.keys.tolist() == keys.tolist()
+    assert trace.tokens.tolist() == [16, 16, 16, 16, 16, 3]
+    assert trace.request_starts.tolist() == [0, 2, 3]
+    assert trace.block_tokens == 16
+    assert trace.rejects.total == 0 and trace.warnings.total == 0
+    assert trace.request_timestamps.tolist() == pytest.approx([0.0, 0.0, 0.5])

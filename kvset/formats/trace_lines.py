@@ -42,6 +42,9 @@ class _HashRequest(msgspec.Struct):
     input_length: NonNegative
     hash_ids: list[NonNegative]
     timestamp: float | None = None
+    # Written by `kvset record` (live engines use their own block size, not Mooncake's 512):
+    block_size: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    block_tokens: list[NonNegative] | None = None  # tokens of each block, when not the regular split
 
 
 class _TokenRequest(msgspec.Struct):
@@ -166,13 +169,14 @@ class TraceLineParser:
         self.warnings = RejectCounter()
         self.notes: list[str] = []
         self._looked = False  # whether a line was checked against the given format yet
+        self.line_block_size: int | None = None  # block_size written in the lines (`kvset record`)
 
     @property
     def block_tokens(self) -> int | None:
         """Tokens per full block (None until the format is known)."""
         if self.format is None:
             return None
-        return self.block_size or DEFAULT_BLOCK_TOKENS[self.format]
+        return self.block_size or self.line_block_size or DEFAULT_BLOCK_TOKENS[self.format]
 
     # -- bad input -------------------------------------------------------------------------
 
@@ -259,6 +263,8 @@ class TraceLineParser:
         input_lengths: list[int] = []
         stamps: list[float] = []
         linenos: list[int] = []
+        line_blocks: list[int] = []  # tokens per block of each request (a line may carry its own)
+        explicit: dict[int, list[int]] = {}  # request index -> tokens of each block, as written
         nan = math.nan
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
@@ -271,16 +277,26 @@ class TraceLineParser:
             if n == 0:
                 self._reject("empty hash_ids", lineno, "empty hash_ids")
                 continue
-            if n != -(-req.input_length // block):
+            b = req.block_size or block
+            if req.block_size and self.line_block_size is None:
+                self.line_block_size = req.block_size
+            if req.block_tokens is not None:
+                if len(req.block_tokens) != n:
+                    self._reject("block_tokens and hash_ids differ in length", lineno,
+                                 f"{len(req.block_tokens)} block_tokens for {n} hash_ids")  # fmt: skip
+                    continue
+                explicit[len(id_lists)] = req.block_tokens
+            elif n != -(-req.input_length // b):
                 self._warn(
-                    f"hash_ids count is not ceil(input_length / {block}); request kept",
+                    f"hash_ids count is not ceil(input_length / {b}); request kept",
                     lineno, f"{n} hash_ids for input_length {req.input_length}",
                 )  # fmt: skip
+            line_blocks.append(b)
             id_lists.append(ids)
             input_lengths.append(req.input_length)
             stamps.append(nan if req.timestamp is None else req.timestamp)
             linenos.append(lineno)
-        keys = self._hash_ids_to_keys(id_lists, input_lengths, stamps, linenos)
+        keys = self._hash_ids_to_keys(id_lists, input_lengths, stamps, linenos, line_blocks, explicit)
         if not id_lists:
             return ParsedRequests.empty()
         counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
@@ -289,8 +305,11 @@ class TraceLineParser:
         # Access j of a request covers the tokens of input_length that fall in block j: all but
         # the last are full, the last may be partial; the sum is min(input_length, n * block).
         position = np.arange(len(keys), dtype=np.int64) - np.repeat(starts, counts)
-        remaining = np.repeat(np.asarray(input_lengths, dtype=np.int64), counts) - position * block
-        tokens = np.clip(remaining, 0, block).astype(np.int32)
+        per_block = np.repeat(np.asarray(line_blocks, dtype=np.int64), counts)
+        remaining = np.repeat(np.asarray(input_lengths, dtype=np.int64), counts) - position * per_block
+        tokens = np.clip(remaining, 0, per_block).astype(np.int32)
+        for i, given in explicit.items():
+            tokens[starts[i] : starts[i] + counts[i]] = given
         return ParsedRequests(
             keys=keys,
             tokens=tokens,
@@ -300,7 +319,13 @@ class TraceLineParser:
         )
 
     def _hash_ids_to_keys(
-        self, id_lists: list[list[int]], input_lengths: list[int], stamps: list[float], linenos: list[int]
+        self,
+        id_lists: list[list[int]],
+        input_lengths: list[int],
+        stamps: list[float],
+        linenos: list[int],
+        line_blocks: list[int],
+        explicit: dict[int, list[int]],
     ) -> np.ndarray:
         """All ids of the chunk as uint64; requests with an id above 2^64-1 are rejected (lists edited)."""
         total = sum(map(len, id_lists))
@@ -312,8 +337,14 @@ class TraceLineParser:
         for i in too_big:
             self._reject("hash id above 2^64-1", linenos[i], "a hash id does not fit in 64 bits")
         for i in reversed(too_big):
-            for column in (id_lists, input_lengths, stamps, linenos):
+            for column in (id_lists, input_lengths, stamps, linenos, line_blocks):
                 del column[i]
+        if explicit:  # renumber the explicit token lists past the dropped requests
+            kept = [i for i in range(len(id_lists) + len(too_big)) if i not in set(too_big)]
+            remap = {old: new for new, old in enumerate(kept)}
+            moved = {remap[i]: v for i, v in explicit.items() if i in remap}
+            explicit.clear()
+            explicit.update(moved)
         total = sum(map(len, id_lists))
         return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.uint64, count=total)
 
