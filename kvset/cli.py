@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Modules that add a subcommand; each defines register(subparsers) and sets func on its parser.
-SUBCOMMAND_MODULES: list[str] = []
+SUBCOMMAND_MODULES: list[str] = ["kvset.commands.analyze", "kvset.commands.verify", "kvset.commands.model", "kvset.commands.record"]
 
 
 def build_parser() -> argparse.ArgumentParser:

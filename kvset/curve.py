@@ -46,6 +46,11 @@ class HitRateCurve:
     horizon: int
     exact: bool = True
     window_seconds: float | None = None  # None: all time
+    # Re-references of blocks already forgotten at the horizon: hits for an infinite cache,
+    # misses at every C <= H. They count in the coverage base, so a coverage target that
+    # needs them is reported as not reached instead of as a too-small number.
+    beyond_horizon_blocks: int = 0
+    beyond_horizon_tokens: int = 0
 
     def __post_init__(self) -> None:
         for name in ("capacities", "block_hits", "token_hits"):
@@ -55,6 +60,10 @@ class HitRateCurve:
             raise ValueError("capacities, block_hits and token_hits must have one length")
 
     # -- reading the curve -------------------------------------------------
+    def infinite_capacity_hits(self, unit: Unit = "blocks") -> int:
+        beyond = self.beyond_horizon_blocks if unit == "blocks" else self.beyond_horizon_tokens
+        return self.attainable_hits(unit) + beyond
+
     def _hits_array(self, unit: Unit) -> np.ndarray:
         if unit == "blocks":
             return self.block_hits
@@ -100,7 +109,7 @@ class HitRateCurve:
         """The number of hits a capacity must reach for `target`."""
         t = _as_fraction(target)
         if mode == "coverage":
-            base = self.attainable_hits(unit)
+            base = self.infinite_capacity_hits(unit)
         elif mode == "absolute":
             base = self._total(unit)
         else:
@@ -111,6 +120,8 @@ class HitRateCurve:
         """Smallest capacity (blocks) reaching `target`, or None where it is not reached inside the horizon.
 
         coverage: hits(C) >= ceil(target * hits(inf)); absolute: hit_rate(C) >= target.
+        hits(inf) is the infinite-cache hit count: hits inside the horizon plus re-references
+        beyond it.
         For a grid curve the answer is the smallest grid capacity that reaches it (an upper bound).
         """
         need = self.required_hits(target, mode, unit)

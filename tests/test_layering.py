@@ -18,7 +18,7 @@ def test_importing_kvset_loads_neither_textual_nor_rich():
 
     import kvset
 
-    names = ["kvset"] + [m.name for m in pkgutil.walk_packages(kvset.__path__, "kvset.")]
+    names = ["kvset"] + [m.name for m in pkgutil.walk_packages(kvset.__path__, "kvset.") if not m.name.endswith("__main__")]
     loaded = _modules_loaded_by("; ".join(f"import {n}" for n in names))
     assert "kvset.cli" in loaded or "kvset" in loaded
     offenders = sorted(m for m in loaded if m.split(".")[0] in {"textual", "rich", "textual_plotext", "plotext"})

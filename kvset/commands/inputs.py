@@ -1,0 +1,76 @@
+"""Where `kvset analyze` and `kvset verify` get their accesses: a trace file or the built-in demo."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from kvset.analysis import InputSummary
+from kvset.formats import FORMATS, read_trace
+from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.sources.base import AccessBatch
+from kvset.workload import WorkloadConfig, generate
+
+DEMO_ACCESSES = 2_000_000
+
+
+class InputError(Exception):
+    """Unusable input: the command prints it and exits with code 2."""
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", nargs="?", help="trace file (JSONL, .gz ok) or - for stdin")
+    p.add_argument("--demo", action="store_true", help="analyze the built-in agentic workload instead")
+    p.add_argument("--demo-accesses", type=int, default=DEMO_ACCESSES, metavar="N",
+                   help=f"size of the demo workload (default {DEMO_ACCESSES:,})")  # fmt: skip
+    p.add_argument("--format", choices=FORMATS, help="trace format (default: detected)")
+    p.add_argument("--block-size", type=int, metavar="N",
+                   help="tokens per block (default: 512 mooncake, 16 bailian and tokens)")  # fmt: skip
+    p.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces")
+    p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
+    p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+
+
+def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+    """A factory of access batches (callable again for a second pass) and what was read."""
+    if args.demo:
+        if args.trace:
+            raise InputError("give a trace or --demo, not both")
+        t0 = time.perf_counter()
+        cfg = WorkloadConfig(block_tokens=args.block_size or 16)
+        batch = generate(args.demo_accesses, cfg)
+        summary = InputSummary(
+            name="built-in agentic demo workload",
+            format="demo",
+            block_tokens=cfg.block_tokens,
+            requests=len(batch.request_starts),
+            read_seconds=time.perf_counter() - t0,
+        )
+        return (lambda: [batch]), summary
+    if not args.trace:
+        raise InputError("no trace given: kvset analyze TRACE (or --demo)")
+    if args.trace != "-" and not Path(args.trace).exists():
+        raise InputError(f"no such file: {args.trace}")
+    t0 = time.perf_counter()
+    trace = read_trace(
+        args.trace,
+        format=args.format,
+        block_size=args.block_size,
+        strict=args.strict,
+        hash_algo=args.hash_algo,
+        python_hash_seed=args.python_hash_seed,
+    )
+    summary = InputSummary(
+        name=args.trace if args.trace != "-" else "<stdin>",
+        format=trace.format,
+        block_tokens=trace.block_tokens,
+        requests=trace.requests,
+        lines=trace.lines,
+        rejects=trace.rejects,
+        warnings=trace.warnings,
+        notes=list(trace.notes),
+        read_seconds=time.perf_counter() - t0,
+    )
+    return (lambda: trace.batches()), summary

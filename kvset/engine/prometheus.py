@@ -1,0 +1,346 @@
+"""The engine's operating point from its Prometheus `/metrics` text.
+
+Parsed with prometheus_client's own text parser. Names read (vLLM labels: model_name, engine):
+
+vLLM   vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total   (counters, tokens)
+       vllm:kv_cache_usage_perc (0..1), vllm:num_requests_running
+       vllm:cache_config_info (gauge 1; labels block_size, num_gpu_blocks, ...)
+       deprecated (0.9 .. 0.11): vllm:gpu_prefix_cache_queries_total, vllm:gpu_prefix_cache_hits_total,
+       vllm:gpu_cache_usage_perc; V0 engine: vllm:gpu_prefix_cache_hit_rate (a block hit rate gauge)
+SGLang sglang:cached_tokens_total, sglang:prompt_tokens_total (counters, tokens; cached tokens may
+       carry cache_source=device|host|storage: only device hits count for the GPU pool),
+       sglang:cache_hit_rate (gauge), sglang:token_usage, sglang:max_total_num_tokens,
+       sglang:page_size, sglang:num_running_reqs
+
+How several label sets are combined (data-parallel engines, several models behind one endpoint):
+counters are summed over every series present in both polls, so the hit rate is token-weighted
+over all engines; capacities are summed over distinct engines (vLLM: one cache_config_info per
+`engine`; SGLang: series that differ only in tp_rank/pp_rank describe the same pool and count
+once); usage is the capacity-weighted mean. `describe` in the result says what was summed.
+
+The measured hit rate is Δhits / Δqueries over the polls of the last `window_s` seconds. A counter
+that goes down means the engine restarted: deltas restart from the new values and an
+`engine-reset` event is returned. A response that is empty, does not end in a newline (cut
+mid-body), fails to parse, or lacks the cache counters it had before is rejected; the caller keeps
+its last good values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvset.sources.base import EngineReading, TimelineEvent
+
+LabelKey = tuple[tuple[str, str], ...]
+
+VLLM_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+VLLM_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+VLLM_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+VLLM_V0_HIT_RATE = "vllm:gpu_prefix_cache_hit_rate"
+VLLM_CACHE_CONFIG = "vllm:cache_config_info"
+VLLM_RUNNING = "vllm:num_requests_running"
+SGLANG_CACHED = "sglang:cached_tokens_total"
+SGLANG_PROMPT = "sglang:prompt_tokens_total"
+SGLANG_HIT_GAUGE = "sglang:cache_hit_rate"
+SGLANG_USAGE = "sglang:token_usage"
+SGLANG_MAX_TOKENS = "sglang:max_total_num_tokens"
+SGLANG_PAGE_SIZE = "sglang:page_size"
+SGLANG_RUNNING = "sglang:num_running_reqs"
+# Labels that split one SGLang pool into per-GPU series carrying the same value.
+SGLANG_SHARD_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "ep_rank"})
+RESTART_TOLERANCE = 1e-6
+
+
+class MetricsError(ValueError):
+    """A /metrics response that cannot be used; `reason` is short and human."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+Series = dict[LabelKey, float]
+
+
+def _key(labels: dict[str, str], drop: frozenset[str] = frozenset()) -> LabelKey:
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
+
+
+def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Sample name -> [(labels, value)]. Raises MetricsError for an unusable body."""
+    if not text.strip():
+        raise MetricsError("empty response")
+    if not text.endswith("\n"):
+        raise MetricsError("truncated response (the body does not end with a newline)")
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    except Exception as e:  # the parser raises ValueError, IndexError, ... on broken text
+        raise MetricsError(f"unparsable metrics text ({type(e).__name__}: {str(e)[:80]})") from None
+    return samples
+
+
+@dataclass(frozen=True)
+class CacheCounters:
+    """One poll, reduced to what the operating point needs."""
+
+    engine: str  # "vllm" | "sglang"
+    queries: Series  # prompt tokens looked up in the prefix cache, per series
+    hits: Series  # of which were cache hits
+    capacity_blocks: int | None
+    capacity_tokens: int | None
+    block_size: int | None
+    kv_usage: float | None
+    running: int | None
+    engine_hit_gauge: float | None  # the engine's own hit-rate gauge, when it exports one
+    describe: tuple[str, ...] = ()  # what was summed or assumed
+
+
+def _first_present(samples: dict, names: tuple[str, ...]) -> tuple[str | None, list]:
+    for n in names:
+        if n in samples:
+            return n, samples[n]
+    return None, []
+
+
+def _finite(v: float) -> bool:
+    return not (math.isnan(v) or math.isinf(v))
+
+
+def _weighted_usage(usage: Series, weights: dict[LabelKey, float]) -> float | None:
+    vals = [(k, v) for k, v in usage.items() if _finite(v)]
+    if not vals:
+        return None
+    if weights and all(k in weights for k, _ in vals):
+        total = sum(weights[k] for k, _ in vals)
+        if total > 0:
+            return sum(v * weights[k] for k, v in vals) / total
+    return sum(v for _, v in vals) / len(vals)
+
+
+def _vllm(samples: dict) -> CacheCounters:
+    notes: list[str] = []
+    qname, q = _first_present(samples, VLLM_QUERIES)
+    hname, h = _first_present(samples, VLLM_HITS)
+    if qname and qname != VLLM_QUERIES[0]:
+        notes.append("deprecated vllm:gpu_prefix_cache_* counters (vLLM <= 0.11)")
+    queries = {_key(lb): v for lb, v in q}
+    hits = {_key(lb): v for lb, v in h}
+    engines: dict[str, tuple[int, int | None]] = {}  # engine label -> (block_size, num_gpu_blocks)
+    for lb, _ in samples.get(VLLM_CACHE_CONFIG, []):
+        try:
+            bs = int(lb.get("block_size", ""))
+        except ValueError:
+            continue
+        try:
+            nb: int | None = int(lb.get("num_gpu_blocks", ""))
+        except ValueError:
+            nb = None  # "None" before the engine has profiled its memory
+        engines[lb.get("engine", "")] = (bs, nb)
+    block_sizes = {bs for bs, _ in engines.values()}
+    block_size = min(block_sizes) if block_sizes else None
+    if len(block_sizes) > 1:
+        notes.append(f"engines differ in block size {sorted(block_sizes)}; using {block_size}")
+    known = [nb for _, nb in engines.values() if nb is not None]
+    blocks = sum(known) if known and len(known) == len(engines) else None
+    tokens = sum(bs * nb for bs, nb in engines.values() if nb is not None) if blocks is not None else None
+    _, u = _first_present(samples, VLLM_USAGE)
+    usage = {_key(lb): v for lb, v in u}
+    weights = {}
+    for k in usage:
+        eng = dict(k).get("engine", "")
+        if eng in engines and engines[eng][1] is not None:
+            weights[k] = float(engines[eng][1] or 0)
+    running_vals = [v for _, v in samples.get(VLLM_RUNNING, []) if _finite(v)]
+    v0 = [v for _, v in samples.get(VLLM_V0_HIT_RATE, []) if _finite(v)]
+    if len(engines) > 1:
+        notes.append(f"capacity summed over {len(engines)} engines")
+    if len(queries) > 1:
+        models = sorted({dict(k).get("model_name", "?") for k in queries})
+        notes.append(f"hit counters summed over {len(queries)} series (models: {', '.join(models)})")
+    return CacheCounters(
+        engine="vllm",
+        queries=queries,
+        hits=hits,
+        capacity_blocks=blocks,
+        capacity_tokens=tokens,
+        block_size=block_size,
+        kv_usage=_weighted_usage(usage, weights),
+        running=int(sum(running_vals)) if running_vals else None,
+        engine_hit_gauge=(sum(v0) / len(v0)) if v0 else None,
+        describe=tuple(notes),
+    )
+
+
+def _per_pool(series: list[tuple[dict[str, str], float]]) -> dict[LabelKey, float]:
+    """SGLang: collapse per-GPU shards of one pool (same labels but tp/pp rank) to one value."""
+    out: dict[LabelKey, float] = {}
+    for lb, v in series:
+        if not _finite(v):
+            continue
+        k = _key(lb, SGLANG_SHARD_LABELS)
+        out[k] = max(out.get(k, v), v)
+    return out
+
+
+def _sglang(samples: dict) -> CacheCounters:
+    notes: list[str] = []
+    hits: Series = {}
+    other_sources: set[str] = set()
+    for lb, v in samples.get(SGLANG_CACHED, []):
+        src = lb.get("cache_source")
+        if src is not None and src != "device":
+            other_sources.add(src)
+            continue
+        hits[_key(lb, frozenset({"cache_source"}))] = v
+    if other_sources:
+        notes.append(f"cached tokens from {', '.join(sorted(other_sources))} not counted as GPU hits")
+    queries = {_key(lb): v for lb, v in samples.get(SGLANG_PROMPT, [])}
+    pools = _per_pool(samples.get(SGLANG_MAX_TOKENS, []))
+    tokens = int(sum(pools.values())) if pools else None
+    pages = [v for _, v in samples.get(SGLANG_PAGE_SIZE, []) if _finite(v) and v > 0]
+    page = int(max(pages)) if pages else None
+    if page is None and tokens is not None:
+        page = 1
+        notes.append("sglang:page_size not exported; assumed 1 (SGLang's default)")
+    usage = _per_pool(samples.get(SGLANG_USAGE, []))
+    running = _per_pool(samples.get(SGLANG_RUNNING, []))
+    gauge = list(_per_pool(samples.get(SGLANG_HIT_GAUGE, [])).values())
+    if len(pools) > 1:
+        notes.append(f"capacity summed over {len(pools)} pools (data-parallel ranks or models)")
+    return CacheCounters(
+        engine="sglang",
+        queries=queries,
+        hits=hits,
+        capacity_blocks=(tokens // page) if tokens is not None and page else None,
+        capacity_tokens=tokens,
+        block_size=page,
+        kv_usage=_weighted_usage(usage, pools),
+        running=int(sum(running.values())) if running else None,
+        engine_hit_gauge=(sum(gauge) / len(gauge)) if gauge else None,
+        describe=tuple(notes),
+    )
+
+
+def extract(samples: dict[str, list[tuple[dict[str, str], float]]]) -> CacheCounters:
+    """The cache counters of a vLLM or SGLang exposition. Raises MetricsError if neither."""
+    has_vllm = any(n.startswith("vllm:") for n in samples)
+    has_sglang = any(n.startswith("sglang:") for n in samples)
+    if has_vllm:
+        return _vllm(samples)
+    if has_sglang:
+        return _sglang(samples)
+    raise MetricsError("no vllm: or sglang: metrics in the response")
+
+
+def counters_from_text(text: str) -> CacheCounters:
+    return extract(parse_exposition(text))
+
+
+@dataclass
+class TrackResult:
+    reading: EngineReading | None = None
+    events: list[TimelineEvent] = field(default_factory=list)
+    error: str | None = None  # the poll was rejected; keep the last good values
+    counters: CacheCounters | None = None
+
+
+class OperatingPointTracker:
+    """Turns successive polls into EngineReadings: windowed hit rate from counter deltas."""
+
+    def __init__(self, window_s: float = 60.0, label: str = "metrics", accept_missing_after: int = 3) -> None:
+        self.window_s = window_s
+        self.label = label
+        self.accept_missing_after = accept_missing_after
+        self._prev: CacheCounters | None = None
+        self._prev_at: float | None = None
+        self._base: tuple[float, float, float] | None = None  # (at, queries, hits) since start/reset
+        self._deltas: deque[tuple[float, float, float, float]] = deque()  # (t0, t1, dq, dh)
+        self._missing_streak = 0
+        self.polls = 0
+        self.resets = 0
+
+    def update(self, text: str, at: float) -> TrackResult:
+        try:
+            now = counters_from_text(text)
+        except MetricsError as e:
+            return TrackResult(error=e.reason)
+        prev = self._prev
+        if prev is not None and prev.queries and not now.queries:
+            # The counters were there before: most likely a half-written body cut at a line end.
+            self._missing_streak += 1
+            if self._missing_streak < self.accept_missing_after:
+                return TrackResult(error="incomplete response (the prefix-cache counters are missing)")
+        self._missing_streak = 0
+        self.polls += 1
+        events: list[TimelineEvent] = []
+        q_sum = sum(now.queries.values())
+        h_sum = sum(now.hits.values())
+        if prev is None or prev.engine != now.engine:
+            self._reset_window(at, q_sum, h_sum)
+        elif self._went_down(prev, now):
+            self.resets += 1
+            events.append(
+                TimelineEvent(at, "engine-reset", f"{self.label}: counters went down (engine restarted)")
+            )
+            self._reset_window(at, q_sum, h_sum)
+        else:
+            dq = sum(v - prev.queries[k] for k, v in now.queries.items() if k in prev.queries)
+            dh = sum(v - prev.hits[k] for k, v in now.hits.items() if k in prev.hits)
+            assert self._prev_at is not None
+            self._deltas.append((self._prev_at, at, dq, dh))
+            while self._deltas and self._deltas[0][1] <= at - self.window_s:
+                self._deltas.popleft()
+        self._prev, self._prev_at = now, at
+        return TrackResult(reading=self._reading(now, at), events=events, counters=now)
+
+    def _went_down(self, prev: CacheCounters, now: CacheCounters) -> bool:
+        for series_prev, series_now in ((prev.queries, now.queries), (prev.hits, now.hits)):
+            for k, v in series_now.items():
+                if k in series_prev and v < series_prev[k] - RESTART_TOLERANCE:
+                    return True
+        return False
+
+    def _reset_window(self, at: float, q: float, h: float) -> None:
+        self._deltas.clear()
+        self._base = (at, q, h)
+
+    def window_rate(self) -> tuple[float | None, float | None]:
+        dq = sum(d[2] for d in self._deltas)
+        dh = sum(d[3] for d in self._deltas)
+        if dq > 0:
+            return min(max(dh / dq, 0.0), 1.0), self._deltas[-1][1] - self._deltas[0][0]
+        return None, None
+
+    def since_start_rate(self, now: CacheCounters, at: float) -> tuple[float | None, float | None]:
+        if self._base is None:
+            return None, None
+        t0, q0, h0 = self._base
+        dq = sum(now.queries.values()) - q0
+        dh = sum(now.hits.values()) - h0
+        if dq > 0:
+            return min(max(dh / dq, 0.0), 1.0), at - t0
+        return None, None
+
+    def _reading(self, now: CacheCounters, at: float) -> EngineReading:
+        rate, span = self.window_rate()
+        if rate is None:
+            # No prompt tokens in the window (idle): the rate since start, with its own span.
+            rate, span = self.since_start_rate(now, at)
+        return EngineReading(
+            at=at,
+            capacity_blocks=now.capacity_blocks,
+            capacity_tokens=now.capacity_tokens,
+            block_size=now.block_size,
+            token_hit_rate=rate,
+            hit_rate_window_s=span,
+            kv_usage=now.kv_usage,
+            running_requests=now.running,
+            label=f"{now.engine} {self.label}",
+        )

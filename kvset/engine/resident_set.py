@@ -1,0 +1,196 @@
+"""The engine's resident blocks, as its BlockStored / BlockRemoved events describe them.
+
+Engines with page size 1 (SGLang) hold millions of resident "blocks", so the set is a numba
+open-addressing table of uint64 keys (linear probing, backward-shift deletion: no tombstones),
+not a Python set of int objects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_MIN_CAPACITY = 1024
+
+
+@njit(cache=True, nogil=True)
+def _mix(x):  # pragma: no cover - compiled
+    # splitmix64 finalizer: block hashes are already random, but test keys (0, 1, 2...) are not.
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def _add_many(table, used, keys, present):  # pragma: no cover - compiled
+    mask = np.uint64(len(table) - 1)
+    added = 0
+    for i in range(len(keys)):
+        key = keys[i]
+        j = np.int64(_mix(key) & mask)
+        found = False
+        while used[j]:
+            if table[j] == key:
+                found = True
+                break
+            j = np.int64(np.uint64(j + 1) & mask)
+        present[i] = found
+        if not found:
+            table[j] = key
+            used[j] = 1
+            added += 1
+    return added
+
+
+@njit(cache=True, nogil=True)
+def _find(table, used, key, mask):  # pragma: no cover - compiled
+    j = np.int64(_mix(key) & mask)
+    while used[j]:
+        if table[j] == key:
+            return j
+        j = np.int64(np.uint64(j + 1) & mask)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _contains_many(table, used, keys, present):  # pragma: no cover - compiled
+    mask = np.uint64(len(table) - 1)
+    for i in range(len(keys)):
+        present[i] = _find(table, used, keys[i], mask) >= 0
+
+
+@njit(cache=True, nogil=True)
+def _discard_many(table, used, keys, present):  # pragma: no cover - compiled
+    mask = np.uint64(len(table) - 1)
+    imask = np.int64(len(table) - 1)
+    removed = 0
+    for n in range(len(keys)):
+        hole = _find(table, used, keys[n], mask)
+        present[n] = hole >= 0
+        if hole < 0:
+            continue
+        removed += 1
+        used[hole] = 0
+        probe = (hole + 1) & imask
+        while used[probe]:
+            home = np.int64(_mix(table[probe]) & mask)
+            # The entry at `probe` may fill the hole iff the hole lies on its probe path.
+            if ((hole - home) & imask) < ((probe - home) & imask):
+                table[hole] = table[probe]
+                used[hole] = 1
+                used[probe] = 0
+                hole = probe
+            probe = (probe + 1) & imask
+    return removed
+
+
+class U64Set:
+    """A set of uint64 keys with vectorized add / discard / contains."""
+
+    def __init__(self, capacity: int = _MIN_CAPACITY) -> None:
+        self._allocate(max(_MIN_CAPACITY, 1 << (int(capacity) - 1).bit_length()))
+
+    def _allocate(self, capacity: int) -> None:
+        self._table = np.zeros(capacity, dtype=np.uint64)
+        self._used = np.zeros(capacity, dtype=np.uint8)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _reserve(self, extra: int) -> None:
+        # Keep the load factor at or below 1/2 so probe runs stay short.
+        if 2 * (self._count + extra) <= len(self._table):
+            return
+        live = self._table[self._used.astype(bool)]
+        capacity = len(self._table)
+        while 2 * (self._count + extra) > capacity:
+            capacity *= 2
+        self._allocate(capacity)
+        if len(live):
+            self._count = _add_many(self._table, self._used, live, np.zeros(len(live), dtype=np.bool_))
+
+    def add(self, keys: np.ndarray) -> np.ndarray:
+        """Insert keys in order; returns, per key, whether it was already present."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        present = np.zeros(len(keys), dtype=np.bool_)
+        if len(keys):
+            self._reserve(len(keys))
+            self._count += _add_many(self._table, self._used, keys, present)
+        return present
+
+    def discard(self, keys: np.ndarray) -> np.ndarray:
+        """Remove keys in order; returns, per key, whether it was present."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        present = np.zeros(len(keys), dtype=np.bool_)
+        if len(keys) and self._count:
+            self._count -= _discard_many(self._table, self._used, keys, present)
+        return present
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        present = np.zeros(len(keys), dtype=np.bool_)
+        if len(keys) and self._count:
+            _contains_many(self._table, self._used, keys, present)
+        return present
+
+    def clear(self) -> None:
+        self._allocate(_MIN_CAPACITY)
+
+
+class ResidentBlocks:
+    """What one engine (one data-parallel rank) holds, and how it churns.
+
+    - a store of a block that is already resident means the engine reports hits too;
+    - a store of a block the engine evicted earlier is a miss that a larger cache would have
+      hit ("re-store after removal"). Removed keys are remembered in two generations of
+      `removed_memory / 2` keys each, so that count covers at least the last
+      `removed_memory / 2` evictions and memory stays bounded.
+    """
+
+    def __init__(self, removed_memory: int = 2_000_000) -> None:
+        self._generation_size = max(1, removed_memory // 2)
+        self.resident = U64Set()
+        self._removed_recent = U64Set()
+        self._removed_older = U64Set()
+        self.stored_total = 0
+        self.stores_of_resident = 0
+        self.restores_after_removal = 0
+        self.evictions_total = 0
+        self.removals_not_resident = 0  # e.g. blocks stored before we joined the stream
+        self.peak_resident = 0
+
+    def __len__(self) -> int:
+        return len(self.resident)
+
+    def store(self, keys: np.ndarray) -> tuple[int, int]:
+        """Record a BlockStored; returns (stores of resident blocks, re-stores after removal)."""
+        present = self.resident.add(keys)
+        already = int(present.sum())
+        restored = 0
+        if already < len(keys) and (len(self._removed_recent) or len(self._removed_older)):
+            fresh = keys[~present]
+            restored = int((self._removed_recent.contains(fresh) | self._removed_older.contains(fresh)).sum())
+        self.stored_total += len(keys)
+        self.stores_of_resident += already
+        self.restores_after_removal += restored
+        self.peak_resident = max(self.peak_resident, len(self.resident))
+        return already, restored
+
+    def remove(self, keys: np.ndarray) -> int:
+        """Record a BlockRemoved; returns how many of the keys were resident."""
+        present = self.resident.discard(keys)
+        evicted = int(present.sum())
+        self.evictions_total += len(keys)
+        self.removals_not_resident += len(keys) - evicted
+        if len(self._removed_recent) + len(keys) > self._generation_size:
+            self._removed_older = self._removed_recent
+            self._removed_recent = U64Set()
+        self._removed_recent.add(keys)
+        return evicted
+
+    def clear(self) -> None:
+        """The engine dropped everything (AllBlocksCleared or a restart): a larger cache would be empty too."""
+        self.resident.clear()
+        self._removed_recent.clear()
+        self._removed_older.clear()

@@ -1,0 +1,396 @@
+"""JSONL trace lines -> requests of uint64 block keys, a chunk of lines at a time.
+
+Three formats (DESIGN.md section 3):
+- mooncake: {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]},
+  512 tokens per block;
+- bailian: {"chat_id", "parent_chat_id", "timestamp": s, "input_length", "output_length", "type",
+  "turn", "hash_ids": [...]}, 16 tokens per block;
+- tokens: {"timestamp": s, "token_ids" | "prompt_token_ids": [...]}, keys hashed as vLLM does.
+
+Each line is decoded by msgspec straight into a typed record (the validation happens in C);
+the per-request arithmetic (tokens per access, key conversion) is done once per chunk with numpy,
+so no Python object per access outlives its chunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
+import numpy as np
+
+from kvset.formats.byte_input import TraceError
+from kvset.formats.vllm_hash import HASH_ALGOS, block_keys
+from kvset.rejects import RejectCounter
+
+FORMATS = ("mooncake", "bailian", "tokens")
+DEFAULT_BLOCK_TOKENS = {"mooncake": 512, "bailian": 16, "tokens": 16}
+# Units of each format's "timestamp" field per second (divided, so 471 ms is exactly 0.471 s).
+TIME_UNITS_PER_SECOND = {"mooncake": 1000.0, "bailian": 1.0, "tokens": 1.0}
+UINT64_MAX = (1 << 64) - 1
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _HashRequest(msgspec.Struct):
+    """A mooncake or bailian line; other fields (output_length, chat_id, type, turn...) are not needed."""
+
+    input_length: NonNegative
+    hash_ids: list[NonNegative]
+    timestamp: float | None = None
+    # Written by `kvset record` (live engines use their own block size, not Mooncake's 512):
+    block_size: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    block_tokens: list[NonNegative] | None = None  # tokens of each block, when not the regular split
+
+
+class _TokenRequest(msgspec.Struct):
+    token_ids: list[NonNegative] | None = None
+    prompt_token_ids: list[NonNegative] | None = None
+    timestamp: float | None = None
+
+
+_HASH_DECODER = msgspec.json.Decoder(_HashRequest)
+_TOKEN_DECODER = msgspec.json.Decoder(_TokenRequest)
+_ANY_DECODER = msgspec.json.Decoder()
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def detect_format(obj: object) -> str | None:
+    """The format one decoded line belongs to, or None if it is none of ours."""
+    if not isinstance(obj, dict):
+        return None
+    if "token_ids" in obj or "prompt_token_ids" in obj:
+        return "tokens"
+    if "hash_ids" in obj:
+        # Only Bailian traces carry conversation structure.
+        if "chat_id" in obj or "parent_chat_id" in obj or "turn" in obj:
+            return "bailian"
+        return "mooncake"
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedRequests:
+    """Requests decoded from some lines, in line order (not sorted by time)."""
+
+    keys: np.ndarray  # uint64, one per access
+    tokens: np.ndarray  # int32, tokens each access covers
+    request_starts: np.ndarray  # int64 index into keys where each request starts
+    request_timestamps: np.ndarray  # float64 seconds; NaN where the line had no timestamp
+    request_lines: np.ndarray  # int64, 1-based line number of each request
+
+    @property
+    def requests(self) -> int:
+        return len(self.request_starts)
+
+    @property
+    def accesses(self) -> int:
+        return len(self.keys)
+
+    def request_lengths(self) -> np.ndarray:
+        return np.diff(np.append(self.request_starts, len(self.keys)))
+
+    @staticmethod
+    def empty() -> ParsedRequests:
+        return ParsedRequests(
+            np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.int64),
+            np.empty(0, np.float64), np.empty(0, np.int64),
+        )  # fmt: skip
+
+    @staticmethod
+    def concat(parts: list[ParsedRequests]) -> ParsedRequests:
+        parts = [p for p in parts if p.requests]
+        if not parts:
+            return ParsedRequests.empty()
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [p.accesses for p in parts[:-1]])
+        return ParsedRequests(
+            keys=np.concatenate([p.keys for p in parts]),
+            tokens=np.concatenate([p.tokens for p in parts]),
+            request_starts=np.concatenate([p.request_starts + off for p, off in zip(parts, offsets, strict=True)]),
+            request_timestamps=np.concatenate([p.request_timestamps for p in parts]),
+            request_lines=np.concatenate([p.request_lines for p in parts]),
+        )
+
+
+def _classify(error: msgspec.DecodeError) -> tuple[str, str]:
+    """(reason, detail) for a line msgspec refused. The reason is a category, the detail names the spot."""
+    message = str(error)
+    if not isinstance(error, msgspec.ValidationError):
+        return "not JSON", f"not JSON ({message.removeprefix('JSON is malformed: ')})"
+    where = message.rpartition(" - at ")[2] if " - at " in message else ""
+    field = _INDEX.sub("[]", where.removeprefix("`$.").removesuffix("`"))
+    if message.startswith("Object missing required field"):
+        return f"missing field {message.rpartition(' ')[2]}", message
+    if message.startswith("Expected `object`"):
+        return "not a JSON object", message
+    if ">= 0" in message:
+        return f"negative {field or 'value'}", message
+    if message.startswith("Number out of range"):
+        return f"number out of range ({field})", message
+    return f"wrong type ({field})" if field else "wrong type", message
+
+
+class TraceLineParser:
+    """Incremental parser: feed it chunks of raw lines, get their requests as numpy arrays.
+
+    The format is fixed at construction or detected from the first line that is one of ours.
+    Rejected lines are counted in `rejects` (with their line numbers); requests kept despite a
+    doubtful field (hash_ids count vs input_length) are counted in `warnings`. With strict=True
+    either raises TraceError naming the line.
+    """
+
+    def __init__(
+        self,
+        format: str | None,
+        block_size: int | None = None,
+        strict: bool = False,
+        hash_algo: str = "sha256",
+        python_hash_seed: str | None = None,
+    ) -> None:
+        if format is not None and format not in FORMATS:
+            raise ValueError(f"unknown trace format {format!r}; expected one of {', '.join(FORMATS)}")
+        if block_size is not None and (isinstance(block_size, bool) or block_size <= 0):
+            raise ValueError(f"block size must be a positive number of tokens, got {block_size!r}")
+        if hash_algo not in HASH_ALGOS:
+            raise ValueError(f"unknown hash algorithm {hash_algo!r}; expected one of {', '.join(HASH_ALGOS)}")
+        self.format = format
+        self.format_given = format is not None
+        self.block_size = block_size
+        self.strict = strict
+        self.hash_algo = hash_algo
+        self.python_hash_seed = python_hash_seed
+        self.rejects = RejectCounter()
+        self.warnings = RejectCounter()
+        self.notes: list[str] = []
+        self._looked = False  # whether a line was checked against the given format yet
+        self.line_block_size: int | None = None  # block_size written in the lines (`kvset record`)
+
+    @property
+    def block_tokens(self) -> int | None:
+        """Tokens per full block (None until the format is known)."""
+        if self.format is None:
+            return None
+        return self.block_size or self.line_block_size or DEFAULT_BLOCK_TOKENS[self.format]
+
+    # -- bad input -------------------------------------------------------------------------
+
+    def _reject(self, reason: str, lineno: int, detail: str) -> None:
+        example = f"line {lineno}: {detail}"
+        if self.strict:
+            raise TraceError(example)
+        self.rejects.reject(reason, example)
+
+    def _warn(self, reason: str, lineno: int, detail: str) -> None:
+        example = f"line {lineno}: {detail}"
+        if self.strict:
+            raise TraceError(f"{example} ({reason.partition(';')[0]})")
+        self.warnings.reject(reason, example)
+
+    def _refused(self, line: bytes, lineno: int, error: msgspec.DecodeError) -> None:
+        if not line.strip():
+            return  # blank lines carry nothing
+        reason, detail = _classify(error)
+        self._reject(reason, lineno, detail)
+
+    # -- format detection ------------------------------------------------------------------
+
+    def _detect(self, line: bytes, lineno: int) -> bool:
+        """Look at one line before the format is known; True once it is."""
+        try:
+            obj = _ANY_DECODER.decode(line)
+        except msgspec.DecodeError as e:
+            self._refused(line, lineno, e)
+            return False
+        found = detect_format(obj)
+        if found is None:
+            if isinstance(obj, dict):
+                self._reject(
+                    "unrecognised object (no hash_ids, token_ids or prompt_token_ids)",
+                    lineno, "no hash_ids, token_ids or prompt_token_ids",
+                )  # fmt: skip
+            else:
+                self._reject("not a JSON object", lineno, f"expected an object, got {type(obj).__name__}")
+            return False
+        self.format = found
+        self.notes.append(f"format {found} detected from line {lineno}")
+        return True
+
+    def _check_given_format(self, line: bytes) -> None:
+        """Say so once when the first object looks like another format than the one given."""
+        try:
+            found = detect_format(_ANY_DECODER.decode(line))
+        except msgspec.DecodeError:
+            return
+        if found is None:
+            return
+        self._looked = True
+        if found != self.format:
+            self.notes.append(f"the first request looks like {found}, read as {self.format} as requested")
+
+    # -- parsing ---------------------------------------------------------------------------
+
+    def feed_lines(self, lines: list[bytes], first_lineno: int) -> ParsedRequests:
+        """Parse consecutive raw lines; line i has number first_lineno + i (1-based)."""
+        start = 0
+        if self.format is None:
+            while start < len(lines):
+                found = self._detect(lines[start], first_lineno + start)
+                if found:
+                    break
+                start += 1
+            if self.format is None:
+                return ParsedRequests.empty()
+        elif not self._looked:
+            for line in lines[:64]:
+                self._check_given_format(line)
+                if self._looked:
+                    break
+        if self.format == "tokens":
+            return self._parse_tokens(lines, first_lineno, start)
+        return self._parse_hashes(lines, first_lineno, start)
+
+    def _parse_hashes(self, lines: list[bytes], first_lineno: int, start: int) -> ParsedRequests:
+        block = self.block_tokens
+        assert block is not None
+        decode = _HASH_DECODER.decode
+        id_lists: list[list[int]] = []
+        input_lengths: list[int] = []
+        stamps: list[float] = []
+        linenos: list[int] = []
+        line_blocks: list[int] = []  # tokens per block of each request (a line may carry its own)
+        explicit: dict[int, list[int]] = {}  # request index -> tokens of each block, as written
+        nan = math.nan
+        for lineno, line in enumerate(lines[start:], first_lineno + start):
+            try:
+                req = decode(line)
+            except msgspec.DecodeError as e:
+                self._refused(line, lineno, e)
+                continue
+            ids = req.hash_ids
+            n = len(ids)
+            if n == 0:
+                self._reject("empty hash_ids", lineno, "empty hash_ids")
+                continue
+            b = req.block_size or block
+            if req.block_size and self.line_block_size is None:
+                self.line_block_size = req.block_size
+            if req.block_tokens is not None:
+                if len(req.block_tokens) != n:
+                    self._reject("block_tokens and hash_ids differ in length", lineno,
+                                 f"{len(req.block_tokens)} block_tokens for {n} hash_ids")  # fmt: skip
+                    continue
+                explicit[len(id_lists)] = req.block_tokens
+            elif n != -(-req.input_length // b):
+                self._warn(
+                    f"hash_ids count is not ceil(input_length / {b}); request kept",
+                    lineno, f"{n} hash_ids for input_length {req.input_length}",
+                )  # fmt: skip
+            line_blocks.append(b)
+            id_lists.append(ids)
+            input_lengths.append(req.input_length)
+            stamps.append(nan if req.timestamp is None else req.timestamp)
+            linenos.append(lineno)
+        keys = self._hash_ids_to_keys(id_lists, input_lengths, stamps, linenos, line_blocks, explicit)
+        if not id_lists:
+            return ParsedRequests.empty()
+        counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
+        starts = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        # Access j of a request covers the tokens of input_length that fall in block j: all but
+        # the last are full, the last may be partial; the sum is min(input_length, n * block).
+        position = np.arange(len(keys), dtype=np.int64) - np.repeat(starts, counts)
+        per_block = np.repeat(np.asarray(line_blocks, dtype=np.int64), counts)
+        remaining = np.repeat(np.asarray(input_lengths, dtype=np.int64), counts) - position * per_block
+        tokens = np.clip(remaining, 0, per_block).astype(np.int32)
+        for i, given in explicit.items():
+            tokens[starts[i] : starts[i] + counts[i]] = given
+        return ParsedRequests(
+            keys=keys,
+            tokens=tokens,
+            request_starts=starts,
+            request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND[self.format or "mooncake"],
+            request_lines=np.asarray(linenos, dtype=np.int64),
+        )
+
+    def _hash_ids_to_keys(
+        self,
+        id_lists: list[list[int]],
+        input_lengths: list[int],
+        stamps: list[float],
+        linenos: list[int],
+        line_blocks: list[int],
+        explicit: dict[int, list[int]],
+    ) -> np.ndarray:
+        """All ids of the chunk as uint64; requests with an id above 2^64-1 are rejected (lists edited)."""
+        total = sum(map(len, id_lists))
+        try:
+            return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.uint64, count=total)
+        except OverflowError:
+            pass
+        too_big = [i for i, ids in enumerate(id_lists) if max(ids) > UINT64_MAX]
+        for i in too_big:
+            self._reject("hash id above 2^64-1", linenos[i], "a hash id does not fit in 64 bits")
+        for i in reversed(too_big):
+            for column in (id_lists, input_lengths, stamps, linenos, line_blocks):
+                del column[i]
+        if explicit:  # renumber the explicit token lists past the dropped requests
+            kept = [i for i in range(len(id_lists) + len(too_big)) if i not in set(too_big)]
+            remap = {old: new for new, old in enumerate(kept)}
+            moved = {remap[i]: v for i, v in explicit.items() if i in remap}
+            explicit.clear()
+            explicit.update(moved)
+        total = sum(map(len, id_lists))
+        return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.uint64, count=total)
+
+    def _parse_tokens(self, lines: list[bytes], first_lineno: int, start: int) -> ParsedRequests:
+        block = self.block_tokens
+        assert block is not None
+        key_arrays: list[np.ndarray] = []
+        stamps: list[float] = []
+        linenos: list[int] = []
+        for lineno, line in enumerate(lines[start:], first_lineno + start):
+            try:
+                req = _TOKEN_DECODER.decode(line)
+            except msgspec.DecodeError as e:
+                self._refused(line, lineno, e)
+                continue
+            token_ids = req.token_ids if req.token_ids is not None else req.prompt_token_ids
+            if token_ids is None:
+                self._reject("missing field `token_ids`", lineno, "no token_ids or prompt_token_ids")
+                continue
+            if not token_ids:
+                self._reject("empty token_ids", lineno, "empty token list")
+                continue
+            if len(token_ids) < block:
+                self._reject(
+                    f"prompt shorter than one block of {block} tokens (no full block to hash)",
+                    lineno, f"{len(token_ids)} tokens",
+                )  # fmt: skip
+                continue
+            try:
+                keys = block_keys(token_ids, block, self.hash_algo, self.python_hash_seed)
+            except (OverflowError, ValueError) as e:  # a token id pickle/cbor cannot encode as vLLM would
+                self._reject("token id cannot be hashed", lineno, str(e))
+                continue
+            key_arrays.append(keys)
+            stamps.append(math.nan if req.timestamp is None else req.timestamp)
+            linenos.append(lineno)
+        if not key_arrays:
+            return ParsedRequests.empty()
+        counts = np.fromiter(map(len, key_arrays), dtype=np.int64, count=len(key_arrays))
+        starts = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        keys = np.concatenate(key_arrays)
+        return ParsedRequests(
+            keys=keys,
+            tokens=np.full(len(keys), block, dtype=np.int32),
+            request_starts=starts,
+            request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND["tokens"],
+            request_lines=np.asarray(linenos, dtype=np.int64),
+        )

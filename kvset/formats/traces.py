@@ -1,0 +1,209 @@
+"""Read a whole trace file (Mooncake, Bailian or token-id JSONL) into numpy arrays in timestamp order.
+
+Built on TraceLineParser (the same code path a tailing source uses), one chunk of lines at a time.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from kvset.formats.byte_input import TraceError, open_trace_input
+from kvset.formats.trace_lines import FORMATS, ParsedRequests, TraceLineParser, detect_format
+from kvset.rejects import RejectCounter
+from kvset.sources.base import AccessBatch
+
+__all__ = ["FORMATS", "ParsedRequests", "Trace", "TraceError", "TraceLineParser", "detect_format", "read_trace"]
+
+CHUNK_LINES = 8192
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(eq=False)
+class Trace:
+    """Every block access of a trace, requests in timestamp order (stable), accesses in request order."""
+
+    format: str
+    block_tokens: int  # tokens per full block
+    keys: np.ndarray  # uint64, one per access
+    tokens: np.ndarray  # int32, tokens each access covers
+    request_starts: np.ndarray  # int64 index into keys where each request starts
+    request_timestamps: np.ndarray  # float64 seconds, one per request, non-decreasing
+    lines: int  # lines read, blank and rejected ones included
+    rejects: RejectCounter  # lines dropped, by reason, with line numbers
+    notes: list[str]  # what the reader decided that the user should know
+    warnings: RejectCounter = field(default_factory=RejectCounter)  # requests kept despite a doubtful field
+    request_lines: np.ndarray | None = None  # int64 line number of each request (same order)
+    parse_seconds: float = 0.0
+
+    @property
+    def requests(self) -> int:
+        return len(self.request_starts)
+
+    @property
+    def accesses(self) -> int:
+        return len(self.keys)
+
+    def request_lengths(self) -> np.ndarray:
+        """Accesses per request."""
+        return np.diff(np.append(self.request_starts, len(self.keys)))
+
+    def access_timestamps(self) -> np.ndarray:
+        """float64 seconds per access: each access at its request's time."""
+        return np.repeat(self.request_timestamps, self.request_lengths())
+
+    def batches(self, max_accesses: int = 1 << 20) -> Iterator[AccessBatch]:
+        """Whole requests per batch, at most max_accesses each (a longer request gets a batch of its own)."""
+        if max_accesses <= 0:
+            raise ValueError("max_accesses must be positive")
+        bounds = np.append(self.request_starts, len(self.keys))
+        lengths = np.diff(bounds)
+        first = 0
+        while first < self.requests:
+            begin = int(bounds[first])
+            end_request = int(np.searchsorted(bounds, begin + max_accesses, side="right")) - 1
+            end_request = min(max(end_request, first + 1), self.requests)
+            end = int(bounds[end_request])
+            yield AccessBatch(
+                keys=self.keys[begin:end],
+                tokens=self.tokens[begin:end],
+                request_starts=self.request_starts[first:end_request] - begin,
+                timestamps=np.repeat(self.request_timestamps[first:end_request], lengths[first:end_request]),
+                block_tokens=self.block_tokens,
+            )
+            first = end_request
+
+
+def _iter_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_lines: int) -> Iterator[tuple[list[bytes], int]]:
+    """(lines, number of the first) per chunk. A truncated or corrupt gzip tail ends the input visibly."""
+    lines_iter = iter(stream)
+    lineno = 1
+    while True:
+        chunk: list[bytes] = []
+        failure: Exception | None = None
+        try:
+            for line in lines_iter:
+                chunk.append(line)
+                if len(chunk) >= chunk_lines:
+                    break
+        except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+            failure = e
+        if lineno == 1 and chunk and chunk[0].startswith(_BOM):
+            chunk[0] = chunk[0][len(_BOM) :]
+        if chunk:
+            yield chunk, lineno
+            lineno += len(chunk)
+        if failure is not None:
+            detail = f"line {lineno}: input ends here ({failure})"
+            if parser.strict:
+                raise TraceError(detail) from failure
+            parser.rejects.reject("input ends early (truncated or corrupt data)", detail)
+            return
+        if len(chunk) < chunk_lines:
+            return
+
+
+def _fill_missing_times(stamps: np.ndarray) -> int:
+    """A request without a timestamp takes its predecessor's (the first valid one for leading requests),
+    so it keeps its place in line order. Returns how many were filled."""
+    missing = np.isnan(stamps)
+    n = int(missing.sum())
+    if n == 0:
+        return 0
+    if n == len(stamps):
+        stamps[:] = 0.0
+        return n
+    index = np.where(missing, 0, np.arange(len(stamps)))
+    np.maximum.accumulate(index, out=index)
+    first_valid = int(np.argmax(~missing))
+    index[:first_valid] = first_valid
+    stamps[:] = stamps[index]
+    return n
+
+
+def _sort_by_time(parsed: ParsedRequests, stamps: np.ndarray) -> tuple[ParsedRequests, np.ndarray, bool]:
+    """Requests in stable timestamp order; keys and tokens move with their request."""
+    if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):
+        return parsed, stamps, False
+    order = np.argsort(stamps, kind="stable")
+    lengths = parsed.request_lengths()[order]
+    new_starts = np.zeros(len(order), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=new_starts[1:])
+    # Access i of the new layout comes from old position i - (new start - old start) of its request.
+    source = np.arange(parsed.accesses, dtype=np.int64) + np.repeat(parsed.request_starts[order] - new_starts, lengths)
+    sorted_parsed = ParsedRequests(
+        keys=parsed.keys[source],
+        tokens=parsed.tokens[source],
+        request_starts=new_starts,
+        request_timestamps=stamps[order],
+        request_lines=parsed.request_lines[order],
+    )
+    return sorted_parsed, stamps[order], True
+
+
+def read_trace(
+    source: str | Path | BinaryIO,
+    format: str | None = None,
+    block_size: int | None = None,
+    strict: bool = False,
+    hash_algo: str = "sha256",
+    python_hash_seed: str | None = None,
+    chunk_lines: int = CHUNK_LINES,
+) -> Trace:
+    """Read a trace file (path, `-` for stdin, or a binary file object; gzip detected by content).
+
+    format: mooncake | bailian | tokens, or None to detect it from the first valid line.
+    block_size: tokens per block (default 512 mooncake, 16 bailian and tokens).
+    Raises TraceError when nothing usable is in the input, or on the first bad line with strict=True.
+    """
+    started = time.perf_counter()
+    parser = TraceLineParser(format, block_size, strict, hash_algo, python_hash_seed)
+    parts: list[ParsedRequests] = []
+    lines = 0
+    with open_trace_input(source) as stream:
+        for chunk, first_lineno in _iter_chunks(stream, parser, chunk_lines):
+            parts.append(parser.feed_lines(chunk, first_lineno))
+            lines = first_lineno + len(chunk) - 1
+    parsed = ParsedRequests.concat(parts)
+    if isinstance(source, str | Path):
+        name = "stdin" if str(source) == "-" else str(source)
+    else:
+        name = str(getattr(source, "name", "the input stream"))
+    if parsed.requests == 0:
+        why = parser.rejects.describe() if parser.rejects else "the input is empty" if lines == 0 else "no line is a request"
+        raise TraceError(f"no valid request in {name} ({lines} lines read)\n{why}")
+    assert parser.format is not None and parser.block_tokens is not None
+    notes = list(parser.notes)
+    if format is not None:
+        notes.insert(0, f"format {format} (given)")
+    notes.append(f"{parser.block_tokens} tokens per block")
+    stamps = parsed.request_timestamps.copy()
+    filled = _fill_missing_times(stamps)
+    if filled:
+        notes.append(f"{filled} requests had no timestamp; each takes its predecessor's time (line order)")
+    parsed, stamps, reordered = _sort_by_time(parsed, stamps)
+    if reordered:
+        notes.append("requests were not in timestamp order; sorted by timestamp (stable)")
+    for warning in parser.warnings.summary():
+        first = "; ".join(warning.examples[:3])
+        notes.append(f"{warning.count} requests: {warning.reason} ({first})")
+    return Trace(
+        format=parser.format,
+        block_tokens=parser.block_tokens,
+        keys=parsed.keys,
+        tokens=parsed.tokens,
+        request_starts=parsed.request_starts,
+        request_timestamps=stamps,
+        lines=lines,
+        rejects=parser.rejects,
+        notes=notes,
+        warnings=parser.warnings,
+        request_lines=parsed.request_lines,
+        parse_seconds=time.perf_counter() - started,
+    )

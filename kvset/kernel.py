@@ -1,0 +1,388 @@
+"""The numeric kernel: exact LRU stack distances in one pass (Mattson 1970 + a Fenwick tree).
+
+Every tracked block has one live access slot: the slot of its latest access. A Fenwick tree
+over slots counts live slots, so the stack distance of a re-access is
+    d = 1 + (live slots after the block's previous slot) = 1 + tracked - prefix(prev).
+Slots are renumbered (compacted) when they run out, so memory is O(tracked blocks).
+At most `horizon` blocks are tracked: the least recently used one is forgotten first, which
+is exactly the block pushed to stack position H+1, so the curve stays exact for C <= H.
+
+State lives in plain numpy arrays owned by kvset.analyzer.Analyzer; these functions are
+compiled with numba (nogil, so a worker thread leaves the UI thread free).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# meta[] layout (int64)
+M_NOW = 0  # next free slot
+M_TRACKED = 1  # live slots == tracked blocks
+M_OLDEST = 2  # no live slot below this index
+M_HORIZON = 3
+M_EVICTED = 4  # blocks forgotten at the horizon, all time
+M_BLOOM_GEN = 5  # which bloom row is current
+M_BLOOM_FILL = 6  # keys added to the current bloom row
+M_COMPACTIONS = 7
+M_BLOOM_CAP = 8  # keys per bloom row before it rotates
+META_SIZE = 9
+
+# counts[] layout (int64), accumulated per call
+C_ACCESSES = 0
+C_TOKENS = 1
+C_FIRST_TIME = 2
+C_BEYOND = 3
+C_HITS = 4  # re-references inside the horizon
+C_FIRST_TIME_TOKENS = 5
+C_BEYOND_TOKENS = 6
+C_TOUCH = 7  # sink for the prefetch loads, so the compiler keeps them
+COUNTS_SIZE = 8
+
+PREFETCH = 4  # accesses ahead
+
+# distance codes written to `out`
+FIRST_TIME = 0
+BEYOND_HORIZON = -1
+
+EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # slot value of an empty hash-table cell
+
+# The log grid for windowed histograms: exact up to 128, then 32 buckets per doubling (~3 %).
+GRID_EXACT = 128
+GRID_PER_OCTAVE = 32
+_LUT_BITS = 16
+
+
+def grid_bucket_py(d: int) -> int:
+    """Bucket index of stack distance d >= 1 (pure Python reference of the kernel's table)."""
+    if d <= GRID_EXACT:
+        return d - 1
+    e = d.bit_length() - 1
+    m = (d >> (e - 5)) - GRID_PER_OCTAVE
+    return GRID_EXACT + (e - 7) * GRID_PER_OCTAVE + m
+
+
+def grid_upper_edge(bucket: int) -> int:
+    """Largest distance that falls into `bucket`: the capacity at which a grid curve is exact."""
+    if bucket < GRID_EXACT:
+        return bucket + 1
+    k = bucket - GRID_EXACT
+    e = 7 + k // GRID_PER_OCTAVE
+    m = k % GRID_PER_OCTAVE
+    return ((GRID_PER_OCTAVE + m + 1) << (e - 5)) - 1
+
+
+def grid_size(horizon: int) -> int:
+    return grid_bucket_py(max(1, horizon)) + 1
+
+
+def grid_capacities(horizon: int) -> np.ndarray:
+    edges = np.array([grid_upper_edge(b) for b in range(grid_size(horizon))], dtype=np.int64)
+    return np.minimum(edges, horizon)
+
+
+def make_grid_lut() -> np.ndarray:
+    lut = np.zeros(1 << _LUT_BITS, dtype=np.int32)
+    for d in range(1, 1 << _LUT_BITS):
+        lut[d] = grid_bucket_py(d)
+    return lut
+
+
+@njit(inline="always")
+def _mix(x):
+    # splitmix64 finalizer: spreads dense ids and structured hashes alike
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(inline="always")
+def _grid_bucket(d, lut):
+    add = 0
+    while d >= 65536:
+        d >>= 8
+        add += 8 * 32
+    return lut[d] + add
+
+
+@njit(inline="always")
+def _fen_add(fen, i, v):
+    n = fen.shape[0] - 1
+    i += 1
+    while i <= n:
+        fen[i] += v
+        i += i & (-i)
+
+
+@njit(inline="always")
+def _fen_prefix(fen, i):
+    """Sum of entries [0, i]; 0 for i < 0."""
+    s = 0
+    i += 1
+    while i > 0:
+        s += fen[i]
+        i -= i & (-i)
+    return s
+
+
+@njit(inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+# Live slots are bits in uint64 words; the Fenwick tree counts live bits per word, so it is
+# 64x smaller than the slot array and stays in cache.
+@njit(inline="always")
+def _live_prefix(live, fen, p):
+    """Live slots in [0, p]."""
+    w = p >> 6
+    m = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (p & 63))
+    return _fen_prefix(fen, w - 1) + _popcount(live[w] & m)
+
+
+@njit(inline="always")
+def _live_test(live, p):
+    return (live[p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != 0
+
+
+@njit(inline="always")
+def _live_set(live, fen, p):
+    live[p >> 6] |= np.uint64(1) << np.uint64(p & 63)
+    _fen_add(fen, p >> 6, 1)
+
+
+@njit(inline="always")
+def _live_clear(live, fen, p):
+    live[p >> 6] &= ~(np.uint64(1) << np.uint64(p & 63))
+    _fen_add(fen, p >> 6, -1)
+
+
+@njit(inline="always")
+def _live_build(live, fen, j):
+    """Slots 0..j-1 live, all others free; Fenwick rebuilt in linear time."""
+    live[:] = 0
+    full = j >> 6
+    live[:full] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    if j & 63:
+        live[full] = (np.uint64(1) << np.uint64(j & 63)) - np.uint64(1)
+    n = fen.shape[0] - 1
+    fen[:] = 0
+    for i in range(1, n + 1):
+        fen[i] += _popcount(live[i - 1])
+        q = i + (i & (-i))
+        if q <= n:
+            fen[q] += fen[i]
+
+
+@njit(inline="always")
+def _table_find(table, mask, key):
+    """Cell index holding key, or -(free cell index) - 1."""
+    h = np.int64(_mix(key) & np.uint64(mask))
+    while True:
+        v = table[2 * h + 1]
+        if v == EMPTY:
+            return -h - 1
+        if table[2 * h] == key:
+            return h
+        h = (h + 1) & mask
+
+
+@njit(inline="always")
+def _table_delete(table, mask, h):
+    # Backward-shift deletion keeps linear probing tombstone-free.
+    j = h
+    while True:
+        j = (j + 1) & mask
+        if table[2 * j + 1] == EMPTY:
+            break
+        home = np.int64(_mix(table[2 * j]) & np.uint64(mask))
+        # move j into the hole h if its home is not cyclically in (h, j]
+        if (j > h and (home <= h or home > j)) or (j < h and (home <= h and home > j)):
+            table[2 * h] = table[2 * j]
+            table[2 * h + 1] = table[2 * j + 1]
+            h = j
+    table[2 * h + 1] = EMPTY
+
+
+@njit(inline="always")
+def _bloom_bits(key, nbits_mask, i):
+    return np.int64(_mix(key + np.uint64(0x9E3779B97F4A7C15) * np.uint64(i + 1)) & np.uint64(nbits_mask))
+
+
+@njit(inline="always")
+def _bloom_add(bloom, row, key):
+    mask = bloom.shape[1] * 64 - 1
+    for i in range(4):
+        b = _bloom_bits(key, mask, i)
+        bloom[row, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+
+
+@njit(inline="always")
+def _bloom_has(bloom, row, key):
+    mask = bloom.shape[1] * 64 - 1
+    for i in range(4):
+        b = _bloom_bits(key, mask, i)
+        if (bloom[row, b >> 6] >> np.uint64(b & 63)) & np.uint64(1) == 0:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def compact_slots(table, mask, slot_keys, live, fen, meta):
+    """Renumber live slots to 0..tracked-1 in recency order and rebuild the Fenwick tree."""
+    now = meta[M_NOW]
+    j = 0
+    for s in range(meta[M_OLDEST], now):
+        if _live_test(live, s):
+            key = slot_keys[s]
+            slot_keys[j] = key
+            h = _table_find(table, mask, key)
+            table[2 * h + 1] = np.uint64(j)
+            j += 1
+    _live_build(live, fen, j)
+    meta[M_NOW] = j
+    meta[M_OLDEST] = 0
+    meta[M_COMPACTIONS] += 1
+
+
+@njit(nogil=True, cache=True)
+def rebuild_into(old_slot_keys, old_live, old_meta, table, mask, slot_keys, live, fen, meta):
+    """Move the tracked blocks, in recency order, into freshly allocated (larger) state."""
+    j = 0
+    for s in range(old_meta[M_OLDEST], old_meta[M_NOW]):
+        if _live_test(old_live, s):
+            key = old_slot_keys[s]
+            h = -_table_find(table, mask, key) - 1
+            table[2 * h] = key
+            table[2 * h + 1] = np.uint64(j)
+            slot_keys[j] = key
+            j += 1
+    _live_build(live, fen, j)
+    meta[:] = old_meta
+    meta[M_NOW] = j
+    meta[M_OLDEST] = 0
+
+
+@njit(nogil=True, cache=True)
+def feed_kernel(
+    keys,
+    tokens,
+    start,
+    stop,
+    table,
+    mask,
+    max_tracked,
+    slot_keys,
+    live,
+    fen,
+    meta,
+    bloom,
+    hist,
+    lut,
+    bucket_blocks,
+    bucket_tokens,
+    counts,
+    out,
+):
+    """Process keys[start:stop]; return the index reached.
+
+    Returns early (index < stop) only when a new block needs a larger table
+    (tracked == max_tracked < horizon); the caller grows the state and calls again.
+    """
+    nslots = slot_keys.shape[0]
+    horizon = meta[M_HORIZON]
+    track_bloom = bloom.shape[1] > 1
+    # hot state in locals (registers), written back to meta before leaving or compacting
+    now = meta[M_NOW]
+    tracked = meta[M_TRACKED]
+    n_acc = n_tok = n_hits = 0
+    touch = np.uint64(0)
+    for i in range(start, stop):
+        if now >= nslots:
+            # compact first, so the table is consistent while slots are renumbered
+            meta[M_NOW] = now
+            compact_slots(table, mask, slot_keys, live, fen, meta)
+            now = meta[M_NOW]
+        if i + PREFETCH < stop:
+            # an early load of a later key's home cell overlaps its cache miss with this work
+            touch += table[2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask))]
+        key = keys[i]
+        tok = tokens[i]
+        h = _table_find(table, mask, key)
+        if h >= 0:
+            p = np.int64(table[2 * h + 1])
+            d = tracked - _live_prefix(live, fen, p) + 1
+            _live_clear(live, fen, p)
+            hist[d, 0] += 1  # blocks and tokens side by side: one cache line
+            hist[d, 1] += tok
+            b = _grid_bucket(d, lut)
+            bucket_blocks[b] += 1
+            bucket_tokens[b] += tok
+            n_hits += 1
+            out[i] = d
+        else:
+            if tracked >= horizon:
+                # forget the least recently used tracked block (stack position H)
+                s = meta[M_OLDEST]
+                while not _live_test(live, s):
+                    if (live[s >> 6] >> np.uint64(s & 63)) == 0:
+                        s = (s | 63) + 1  # rest of this word is free
+                    else:
+                        s += 1
+                old = slot_keys[s]
+                _live_clear(live, fen, s)
+                meta[M_OLDEST] = s + 1
+                hv = _table_find(table, mask, old)
+                _table_delete(table, mask, hv)
+                tracked -= 1
+                meta[M_EVICTED] += 1
+                if track_bloom:
+                    gen = meta[M_BLOOM_GEN]
+                    if meta[M_BLOOM_FILL] >= meta[M_BLOOM_CAP]:
+                        # rotate: the older row is cleared and becomes current
+                        gen = 1 - gen
+                        bloom[gen, :] = 0
+                        meta[M_BLOOM_GEN] = gen
+                        meta[M_BLOOM_FILL] = 0
+                    _bloom_add(bloom, gen, old)
+                    meta[M_BLOOM_FILL] += 1
+                h = _table_find(table, mask, key)
+            elif tracked >= max_tracked:
+                meta[M_NOW] = now
+                meta[M_TRACKED] = tracked
+                counts[C_ACCESSES] += n_acc
+                counts[C_TOKENS] += n_tok
+                counts[C_HITS] += n_hits
+                counts[C_TOUCH] += np.int64(touch & np.uint64(1))
+                return i
+            beyond = False
+            if track_bloom and meta[M_EVICTED] > 0:
+                beyond = _bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key)
+            if beyond:
+                counts[C_BEYOND] += 1
+                counts[C_BEYOND_TOKENS] += tok
+                out[i] = -1
+            else:
+                counts[C_FIRST_TIME] += 1
+                counts[C_FIRST_TIME_TOKENS] += tok
+                out[i] = 0
+            h = -h - 1
+            table[2 * h] = key
+            tracked += 1
+        # the access becomes its block's live slot
+        slot_keys[now] = key
+        _live_set(live, fen, now)
+        table[2 * h + 1] = np.uint64(now)
+        now += 1
+        n_acc += 1
+        n_tok += tok
+    meta[M_NOW] = now
+    meta[M_TRACKED] = tracked
+    counts[C_ACCESSES] += n_acc
+    counts[C_TOKENS] += n_tok
+    counts[C_HITS] += n_hits
+    counts[C_TOUCH] += np.int64(touch & np.uint64(1))
+    return stop

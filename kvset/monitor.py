@@ -1,0 +1,214 @@
+"""The pipeline: sources in worker threads -> analyzer -> snapshots, published at a steady pace.
+
+    monitor = Monitor([DemoSource()], analyzer=Analyzer(), builder=SnapshotBuilder(SnapshotConfig()))
+    monitor.run(stop, publish)      # blocking: call it from a worker thread
+    snapshot = monitor.collect(10)  # or: run until the sources finish (or 10 s), return the last snapshot
+
+Only the thread that calls run/collect touches the analyzer. Each source runs in its own thread and
+hands SourceUpdates over a bounded queue, so a fast replay waits for the analyzer instead of
+filling memory. A source that raises is reported in its health and the monitor keeps going.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from kvset.analyzer import Analyzer
+from kvset.rejects import Rejection
+from kvset.snapshot import Snapshot
+from kvset.snapshot_builder import SnapshotBuilder
+from kvset.sources.base import EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+
+QUEUE_UPDATES = 64
+MAX_EVENTS = 200
+HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
+
+
+class _Finished:
+    """Queue marker: a source's iterator ended (normally or not)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class Monitor:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        analyzer: Analyzer,
+        builder: SnapshotBuilder,
+        interval: float = 1.0,
+    ) -> None:
+        if not sources:
+            raise ValueError("a monitor needs at least one source")
+        self.sources = list(sources)
+        self.analyzer = analyzer
+        self.builder = builder
+        self.interval = float(interval)
+        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_UPDATES)
+        self._health: list[SourceHealth] = [
+            SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
+        ]
+        self._engine: dict[int, EngineReading] = {}
+        self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
+        self._finished: set[int] = set()
+        self._threads: list[threading.Thread] = []
+        self._rate_window: deque[tuple[float, int]] = deque()
+        self._changed = True
+        self._last_snapshot: Snapshot | None = None
+
+    # -- source threads ----------------------------------------------------
+    def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
+        try:
+            for update in source.updates(stop):
+                while not stop.is_set():
+                    try:
+                        self._queue.put((index, update), timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+        except Exception as exc:  # a broken source must not take the monitor down
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            failed = SourceHealth(
+                source=source.name, kind=source.kind, connected=False, state=f"failed: {detail}",
+                rejected=(Rejection("source failed", 1, (detail,)),), finished=True,
+            )  # fmt: skip
+            self._put_final(index, SourceUpdate(health=failed, events=(
+                TimelineEvent(time.time(), "source-failed", f"{source.name}: {detail}"),)), stop)  # fmt: skip
+        finally:
+            try:
+                source.close()
+            finally:
+                self._put_final(index, _Finished(index), stop)
+
+    def _put_final(self, index: int, item, stop: threading.Event) -> None:
+        while True:
+            try:
+                self._queue.put((index, item), timeout=0.2)
+                return
+            except queue.Full:
+                if stop.is_set():
+                    return
+
+    def _start(self, stop: threading.Event) -> None:
+        for i, s in enumerate(self.sources):
+            t = threading.Thread(target=self._pump, args=(i, s, stop), name=f"kvset-source-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    # -- the pipeline thread -----------------------------------------------
+    def _apply(self, index: int, update: SourceUpdate) -> None:
+        if update.accesses is not None and len(update.accesses):
+            self.analyzer.feed_batch(update.accesses)
+            self._rate_window.append((time.monotonic(), len(update.accesses)))
+            self._changed = True
+        if update.health is not None:
+            self._health[index] = update.health
+            self._changed = True
+        if update.engine is not None:
+            self._engine[index] = update.engine
+            self._changed = True
+        if update.events:
+            self._events.extend(update.events)
+            self._changed = True
+
+    def _drain(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                index, item = self._queue.get(timeout=max(0.0, remaining)) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Finished):
+                self._finished.add(item.index)
+                h = self._health[item.index]
+                if not h.finished:
+                    self._health[item.index] = replace(h, finished=True, connected=False,
+                                                       state=h.state if h.state.startswith("failed") else "finished")  # fmt: skip
+                self._changed = True
+            else:
+                self._apply(index, item)
+            if time.monotonic() >= deadline:
+                return
+
+    def accesses_per_second(self) -> float:
+        now = time.monotonic()
+        while self._rate_window and now - self._rate_window[0][0] > 5.0:
+            self._rate_window.popleft()
+        if not self._rate_window:
+            return 0.0
+        span = max(1.0, now - self._rate_window[0][0])
+        return sum(n for _, n in self._rate_window) / span
+
+    def engine_reading(self) -> EngineReading | None:
+        """The engine's readings from every source merged: the newest value of each field wins."""
+        readings = sorted(self._engine.values(), key=lambda r: r.at)
+        if not readings:
+            return None
+        merged = readings[0]
+        for r in readings[1:]:
+            updates = {k: v for k, v in r.__dict__.items() if v is not None and k not in ("label", "stale")}
+            merged = replace(merged, **updates)
+        labels = [r.label for r in readings if r.label]
+        stale = any(r.stale for r in readings if r.capacity_blocks or r.token_hit_rate is not None)
+        return replace(merged, label=", ".join(dict.fromkeys(labels)), stale=stale)
+
+    def snapshot(self) -> Snapshot:
+        snap = self.builder.build(
+            self.analyzer,
+            tuple(self._health),
+            self.engine_reading(),
+            tuple(self._events),
+            self.accesses_per_second(),
+        )
+        self._last_snapshot = snap
+        self._changed = False
+        return snap
+
+    @property
+    def all_finished(self) -> bool:
+        return len(self._finished) == len(self.sources)
+
+    def run(self, stop: threading.Event, publish: Callable[[Snapshot], None]) -> None:
+        """Until `stop` is set: ingest, and publish a snapshot every `interval` when something changed."""
+        self._start(stop)
+        last = 0.0
+        try:
+            while not stop.is_set():
+                self._drain(min(0.1, self.interval))
+                now = time.monotonic()
+                if now - last >= self.interval and (self._changed or now - last >= HEARTBEAT_SECONDS):
+                    publish(self.snapshot())
+                    last = now
+        finally:
+            stop.set()
+            self._join()
+
+    def collect(self, seconds: float | None = None) -> Snapshot:
+        """Run until every source finished (or `seconds` of wall time passed); return the final snapshot."""
+        stop = threading.Event()
+        self._start(stop)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        try:
+            while not self.all_finished and (deadline is None or time.monotonic() < deadline):
+                self._drain(0.1)
+        finally:
+            stop.set()
+            # take what is already queued, then the final picture
+            self._drain(0.0)
+            self._join()
+            self._drain(0.0)
+        return self.snapshot()
+
+    def _join(self) -> None:
+        for t in self._threads:
+            t.join(timeout=2.0)

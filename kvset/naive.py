@@ -1,0 +1,66 @@
+"""The independent reference: a plain LRU cache simulated once per capacity.
+
+Deliberately simple and slow (an OrderedDict per replay). `kvset verify` and the tests
+compare the one-pass analyzer against it at every capacity they check.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+
+def simulate_lru(keys: Sequence[int], capacity: int, tokens: Sequence[int] | None = None) -> tuple[int, int]:
+    """Replay `keys` through an LRU cache of `capacity` blocks; return (block hits, token hits)."""
+    cache: OrderedDict[int, None] = OrderedDict()
+    hits = token_hits = 0
+    for i, key in enumerate(keys):
+        key = int(key)
+        if key in cache:
+            cache.move_to_end(key)
+            hits += 1
+            token_hits += int(tokens[i]) if tokens is not None else 1
+        else:
+            if capacity <= 0:
+                continue
+            if len(cache) >= capacity:
+                cache.popitem(last=False)
+            cache[key] = None
+    return hits, token_hits
+
+
+def naive_curve(
+    keys: Sequence[int], capacities: Iterable[int], tokens: Sequence[int] | None = None
+) -> dict[int, tuple[int, int]]:
+    """{capacity: (block hits, token hits)}, one full replay per capacity."""
+    keys = [int(k) for k in keys]
+    toks = [int(t) for t in tokens] if tokens is not None else None
+    return {int(c): simulate_lru(keys, int(c), toks) for c in capacities}
+
+
+def naive_stack_distances(keys: Sequence[int]) -> list[int]:
+    """Stack distance of every access by walking an explicit LRU stack (0 = first access)."""
+    stack: list[int] = []  # most recent last
+    out = []
+    for key in keys:
+        key = int(key)
+        try:
+            pos = len(stack) - stack.index(key)
+        except ValueError:
+            out.append(0)
+            stack.append(key)
+            continue
+        out.append(pos)
+        stack.remove(key)
+        stack.append(key)
+    return out
+
+
+def reverse_within_requests(keys: Sequence[int], request_starts: Sequence[int]) -> list[int]:
+    """Each request's accesses last to first (accesses before the first start form a segment)."""
+    keys = list(keys)
+    bounds = sorted(set([0, *request_starts]))
+    out: list[int] = []
+    for a, b in zip(bounds, [*bounds[1:], len(keys)], strict=True):
+        out.extend(reversed(keys[a:b]))
+    return out

@@ -1,0 +1,275 @@
+"""Build a Snapshot from the analyzer's state: curves per window, working sets, churn, thrashing, reserve.
+
+Runs in the pipeline thread, right after the analyzer was fed; everything it returns is immutable.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset import kernel as K
+from kvset.analyzer import Analyzer
+from kvset.curve import HitRateCurve
+from kvset.geometry.dtypes import AUTO
+from kvset.geometry.model import ModelGeometry
+from kvset.geometry.snapshot_reserve import snapshot_reserve
+from kvset.snapshot import (
+    DEFAULT_ABSOLUTE_TARGETS,
+    DEFAULT_COVERAGE_TARGETS,
+    WINDOWS,
+    ChurnSeries,
+    Reserve,
+    Snapshot,
+    Thrashing,
+    Totals,
+    WorkingSetRow,
+)
+from kvset.sources.base import EngineReading, SourceHealth, TimelineEvent
+
+TREND_POINTS = 6
+CHURN_SECONDS = 300.0
+
+
+@dataclass
+class SnapshotConfig:
+    coverage_targets: tuple[float, ...] = DEFAULT_COVERAGE_TARGETS
+    absolute_targets: tuple[float, ...] = DEFAULT_ABSOLUTE_TARGETS
+    main_mode: str = "coverage"  # the main target is the first target of this mode
+    capacity_blocks: int | None = None  # a chosen capacity (thrashing, churn), when the engine gives none
+    geometry: ModelGeometry | None = None
+    kv_dtype: str = AUTO
+    concurrency: int | None = None  # given; measured from the engine when it reports one
+    context_tokens: int | None = None
+    demo: bool = False
+
+    @property
+    def main_target(self) -> float:
+        targets = self.coverage_targets if self.main_mode == "coverage" else self.absolute_targets
+        return targets[0]
+
+
+@dataclass
+class SnapshotBuilder:
+    config: SnapshotConfig
+    _seq: int = 0
+    _all_time_history: deque = field(default_factory=lambda: deque(maxlen=TREND_POINTS))
+    _history_sampled_at: float | None = None
+
+    def build(
+        self,
+        analyzer: Analyzer,
+        sources: tuple[SourceHealth, ...],
+        engine: EngineReading | None,
+        events: tuple[TimelineEvent, ...],
+        accesses_per_second: float,
+        now: float | None = None,
+    ) -> Snapshot:
+        now = time.time() if now is None else now
+        self._seq += 1
+        cfg = self.config
+        bt = analyzer.block_tokens
+        bytes_per_block = self._bytes_per_block(bt)
+        curves: dict[str, HitRateCurve] = {}
+        for label, seconds in WINDOWS:
+            curves[label] = analyzer.curve(window=seconds)
+        capacity, capacity_source = self._capacity(engine, curves["all"])
+        self._sample_all_time(curves["all"], analyzer)
+        rows = []
+        for label, seconds in WINDOWS:
+            for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets)):
+                trends = self._trends(analyzer, label, seconds, targets, mode)
+                for t, trend in zip(targets, trends, strict=True):
+                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, engine, trend))
+        thrashing = {}
+        if capacity:
+            for label, _ in WINDOWS:
+                thrashing[label] = _thrashing(curves[label], capacity, capacity_source, label)
+        churn = self._churn(analyzer, capacity)
+        reserve = self._reserve(curves["all"], bt, engine)
+        totals = Totals(
+            accesses=analyzer.accesses,
+            tokens=analyzer.tokens,
+            requests=analyzer.requests,
+            first_time=analyzer.first_time,
+            rereferences=analyzer.rereferences,
+            beyond_horizon=analyzer.beyond_horizon,
+            tracked_blocks=analyzer.tracked_blocks,
+            late_accesses=analyzer.late_accesses,
+        )
+        return Snapshot(
+            seq=self._seq,
+            taken_at=now,
+            data_time=analyzer.last_time_at if analyzer.last_time_at is not None else now,
+            horizon=analyzer.horizon,
+            block_tokens=bt,
+            bytes_per_block=bytes_per_block,
+            totals=totals,
+            curves=curves,
+            working_sets=tuple(rows),
+            churn=churn,
+            thrashing=thrashing,
+            reserve=reserve,
+            engine=engine,
+            sources=sources,
+            events=events,
+            accesses_per_second=accesses_per_second,
+            order=analyzer.order,
+            demo=cfg.demo,
+            model=cfg.geometry.name if cfg.geometry else None,
+            targets={"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets},
+        )
+
+    # -- parts ---------------------------------------------------------------
+    def _bytes_per_block(self, block_tokens: int | None) -> int | None:
+        g = self.config.geometry
+        if g is None or not block_tokens:
+            return None
+        return g.full_attention_bytes_per_token(self.config.kv_dtype) * block_tokens
+
+    def _capacity(self, engine: EngineReading | None, curve: HitRateCurve) -> tuple[int | None, str]:
+        if engine is not None and engine.capacity_blocks:
+            return int(engine.capacity_blocks), "engine"
+        if self.config.capacity_blocks:
+            return int(self.config.capacity_blocks), "chosen"
+        ws = curve.working_set(self.config.main_target, mode=self.config.main_mode)
+        return (ws, "working-set") if ws else (None, "none")
+
+    def _row(self, curve, window, target, mode, bt, bytes_per_block, engine, trend) -> WorkingSetRow:
+        ws = curve.working_set(target, mode=mode)
+        tokens = ws * bt if ws is not None and bt else None
+        fits = None
+        if ws is not None and engine is not None:
+            if engine.capacity_tokens and tokens is not None:
+                fits = tokens <= engine.capacity_tokens
+            elif engine.capacity_blocks:
+                fits = ws <= engine.capacity_blocks
+        return WorkingSetRow(
+            target=target,
+            mode=mode,
+            window=window,
+            capacity_blocks=ws,
+            capacity_tokens=tokens,
+            capacity_bytes=ws * bytes_per_block if ws is not None and bytes_per_block else None,
+            trend_blocks=tuple(trend),
+            fits_pool=fits,
+            exact=curve.exact,
+        )
+
+    def _sample_all_time(self, curve: HitRateCurve, analyzer: Analyzer) -> None:
+        # all-time working sets, sampled once a coarse slot, are the trend of the "all" window
+        t = analyzer.last_time_at
+        if t is None:
+            return
+        step = analyzer.coarse.width
+        if self._history_sampled_at is None or t - self._history_sampled_at >= step:
+            cfg = self.config
+            sample = {
+                (mode, target): curve.working_set(target, mode=mode)
+                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for target in targets
+            }
+            self._all_time_history.append(sample)
+            self._history_sampled_at = t
+
+    def _trends(self, analyzer: Analyzer, label: str, seconds: float | None, targets, mode) -> list[list]:
+        """Working set per target over the last consecutive windows of this length, oldest first."""
+        if seconds is None:
+            return [[h.get((mode, t)) for h in self._all_time_history] for t in targets]
+        coarse = seconds > analyzer.fine.span_seconds() / 2
+        ring = analyzer.coarse if coarse else analyzer.fine
+        per_window = max(1, round(seconds / ring.width))
+        points = min(TREND_POINTS, ring.n_slots // per_window)
+        if points < 2:
+            return [[] for _ in targets]
+        series = analyzer.slot_series(per_window * points * ring.width, coarse=coarse)
+        out: list[list] = [[] for _ in targets]
+        for k in range(points):
+            c = analyzer.curve_from_slots(series, k * per_window, (k + 1) * per_window)
+            for i, t in enumerate(targets):
+                out[i].append(c.working_set(t, mode=mode) if c.accesses else None)
+        return out
+
+    def _churn(self, analyzer: Analyzer, capacity: int | None) -> ChurnSeries:
+        fine = analyzer.slot_series(min(CHURN_SECONDS, analyzer.fine.span_seconds()))
+        w = fine.width
+        acc = fine.counts[:, K.C_ACCESSES]
+        if capacity:
+            caps = analyzer.grid_capacities
+            upto = int(np.searchsorted(caps, capacity, side="right"))  # buckets at or below the capacity
+            hits = fine.blocks[:, :upto].sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                hit_rate = np.where(acc > 0, hits / np.maximum(acc, 1), np.nan)
+        else:
+            hit_rate = np.full(len(acc), np.nan)
+        coarse = analyzer.slot_series(analyzer.coarse.span_seconds(), coarse=True)
+        ws_main = np.full(len(coarse.counts), np.nan)
+        cfg = self.config
+        for k in range(len(coarse.counts)):
+            if coarse.counts[k, K.C_ACCESSES]:
+                c = analyzer.curve_from_slots(coarse, k, k + 1)
+                ws = c.working_set(cfg.main_target, mode=cfg.main_mode)
+                ws_main[k] = np.nan if ws is None else ws
+        end_time = (fine.end_slot + 1) * w
+        return ChurnSeries(
+            slot_seconds=w,
+            end_time=end_time,
+            accesses=acc / w,
+            first_time=fine.counts[:, K.C_FIRST_TIME] / w,
+            rereferences=fine.counts[:, K.C_HITS] / w,
+            beyond_horizon=fine.counts[:, K.C_BEYOND] / w,
+            hit_rate_at_capacity=hit_rate,
+            capacity_blocks=capacity,
+            working_set_main=ws_main,
+            working_set_step_seconds=coarse.width,
+        )
+
+    def _reserve(self, curve: HitRateCurve, bt: int | None, engine: EngineReading | None) -> Reserve | None:
+        cfg = self.config
+        g = cfg.geometry
+        if g is None:
+            return None
+        if engine is not None and engine.running_requests is not None:
+            concurrency, source = engine.running_requests, "measured"
+        elif cfg.concurrency is not None:
+            concurrency, source = cfg.concurrency, "given"
+        else:
+            concurrency, source = None, "none"
+        context = cfg.context_tokens
+        if context is None:
+            context = g.max_position_embeddings or g.sliding_window or 0
+        ws = curve.working_set(cfg.main_target, mode=cfg.main_mode)
+        pool_bytes = None
+        if engine is not None and engine.capacity_tokens:
+            pool_bytes = engine.capacity_tokens * g.full_attention_bytes_per_token(cfg.kv_dtype)
+        elif engine is not None and engine.capacity_blocks and bt:
+            pool_bytes = engine.capacity_blocks * bt * g.full_attention_bytes_per_token(cfg.kv_dtype)
+        reserve, _ = snapshot_reserve(
+            g,
+            concurrency=concurrency,
+            concurrency_source=source,
+            context_tokens=context,
+            working_set_target=cfg.main_target,
+            working_set_tokens=ws * bt if ws is not None and bt else None,
+            pool_bytes=pool_bytes,
+            kv_dtype=cfg.kv_dtype,
+            block_size=bt or 16,
+        )
+        return reserve
+
+
+def _thrashing(curve: HitRateCurve, capacity: int, source: str, window: str) -> Thrashing:
+    hr = curve.hit_rate(capacity)
+    return Thrashing(
+        capacity_blocks=capacity,
+        capacity_source=source,
+        window=window,
+        hit_rate=hr,
+        gain_10pct=curve.hit_rate(math.ceil(capacity * 1.10)) - hr,
+        gain_25pct=curve.hit_rate(math.ceil(capacity * 1.25)) - hr,
+        near_miss_share=curve.miss_share_between(capacity, math.ceil(capacity * 1.25)),
+    )

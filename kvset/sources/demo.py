@@ -1,0 +1,89 @@
+"""The built-in demo: the agentic workload played live, with phase changes so the working set moves."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+from kvset.sources.base import IDLE_TICK, EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.workload import DEMO_PHASES, AgenticWorkload, Phase, WorkloadConfig
+
+# The demo's pretend engine pool: small enough that the peak phase thrashes.
+DEMO_POOL_BLOCKS = 16_384
+DEMO_CYCLE_SECONDS = 480.0
+
+
+def repeating_phases(phases: tuple[Phase, ...] = DEMO_PHASES, cycle: float = DEMO_CYCLE_SECONDS,
+                     cycles: int = 200) -> tuple[Phase, ...]:  # fmt: skip
+    """The demo's phases, repeated every `cycle` seconds of trace time."""
+    return tuple(Phase(p.at + k * cycle, p.name, p.concurrency, p.compact_histories)
+                 for k in range(cycles) for p in phases)  # fmt: skip
+
+
+class DemoSource(Source):
+    kind = "demo"
+
+    def __init__(
+        self,
+        speed: float | None = 1.0,
+        duration: float | None = None,
+        config: WorkloadConfig | None = None,
+        pool_blocks: int | None = DEMO_POOL_BLOCKS,
+        max_batch: int = 1 << 15,
+    ) -> None:
+        """speed: trace seconds per wall second (None: as fast as the analyzer takes it);
+        duration: stop after this much trace time (None: run until stopped)."""
+        self.speed = speed
+        self.duration = duration
+        self.config = config or WorkloadConfig()
+        self.pool_blocks = pool_blocks
+        self.max_batch = max_batch
+        self.name = "demo: built-in agentic workload" + (f" at {speed:g}x" if speed and speed != 1 else "")
+
+    def _health(self, wl: AgenticWorkload, delivered: int, finished: bool = False) -> SourceHealth:
+        return SourceHealth(
+            source=self.name,
+            kind=self.kind,
+            connected=not finished,
+            state="finished" if finished else f"running: {wl.phase_name}",
+            last_data_at=time.time(),
+            received=wl.requests_made,
+            accesses=delivered,
+            notes=("DEMO: synthetic agent sessions, not an engine; the pool is a pretend one",),
+            finished=finished,
+            details=(("phase", wl.phase_name), ("sessions", str(wl.concurrency))),
+        )
+
+    def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:
+        wl = AgenticWorkload(self.config, repeating_phases())
+        delivered = 0
+        engine = None
+        if self.pool_blocks:
+            engine = EngineReading(
+                at=time.time(), capacity_blocks=self.pool_blocks, block_size=self.config.block_tokens,
+                capacity_tokens=self.pool_blocks * self.config.block_tokens, label="demo pool (pretend)",
+            )  # fmt: skip
+        yield SourceUpdate(health=self._health(wl, 0), engine=engine)
+        start = time.monotonic()
+        phase = None
+        while not stop.is_set():
+            if self.duration is not None and wl.now >= self.duration:
+                break
+            until = None
+            if self.speed:
+                until = (time.monotonic() - start) * self.speed
+                if wl.now >= until:
+                    stop.wait(min(IDLE_TICK, 0.05))
+                    continue
+            if self.duration is not None:
+                until = self.duration if until is None else min(until, self.duration)
+            batch = wl.batch(self.max_batch, until=until)
+            events = ()
+            if wl.phase_name != phase:
+                phase = wl.phase_name
+                events = (TimelineEvent(time.time(), "phase", f"demo phase: {phase}"),)
+            delivered += len(batch)
+            yield SourceUpdate(accesses=batch if len(batch) else None, health=self._health(wl, delivered),
+                               events=events)  # fmt: skip
+        yield SourceUpdate(health=self._health(wl, delivered, finished=True))

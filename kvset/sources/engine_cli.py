@@ -1,0 +1,87 @@
+"""Command-line options for the log and /metrics sources, shared by `kvset-top` and `kvset analyze`.
+
+Options other than --log and --metrics carry a prefix so they cannot collide with a command's own
+(--block-size of a token-id trace, --interval of the UI).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.sources.log import ENGINES, TRUNCATED_POLICIES, LogSource
+from kvset.sources.metrics import MetricsSource
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("engine log (--log)")
+    g.add_argument("--log", metavar="PATH", help="a vLLM or SGLang log file (plain or .gz when read whole)")
+    g.add_argument("--log-engine", choices=ENGINES, default="auto", help="which engine wrote the log")
+    g.add_argument(
+        "--log-block-size", type=_positive_int, default=16, metavar="N", help="the engine's block size (vLLM: 16)"
+    )
+    g.add_argument("--log-hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM --prefix-caching-hash-algo")
+    g.add_argument(
+        "--log-hash-seed", metavar="SEED", help="PYTHONHASHSEED the engine ran with (changes vLLM's root hash)"
+    )
+    g.add_argument(
+        "--log-max-log-len", type=_positive_int, metavar="N", help="vLLM's --max-log-len, if set (else inferred)"
+    )
+    g.add_argument(
+        "--log-truncated",
+        choices=TRUNCATED_POLICIES,
+        default="skip",
+        help="prompts with cut id lists: skip them (default) or use their first blocks",
+    )
+    g.add_argument("--log-from-end", action="store_true", help="follow only what is written from now on")
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("engine metrics (--metrics)")
+    g.add_argument("--metrics", metavar="URL", help="the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics")
+    g.add_argument("--metrics-interval", type=_positive_float, default=1.0, metavar="S", help="poll every S seconds")
+    g.add_argument("--metrics-timeout", type=_positive_float, default=2.0, metavar="S", help="request timeout")
+    g.add_argument(
+        "--metrics-window", type=_positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
+    )
+
+
+def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | None:
+    if not getattr(args, "log", None):
+        return None
+    return LogSource(
+        args.log,
+        follow=follow,
+        engine=args.log_engine,
+        block_size=args.log_block_size,
+        hash_algo=args.log_hash_algo,
+        python_hash_seed=args.log_hash_seed,
+        max_log_len=args.log_max_log_len,
+        truncated=args.log_truncated,
+        from_end=args.log_from_end,
+    )
+
+
+def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
+    if not getattr(args, "metrics", None):
+        return None
+    return MetricsSource(
+        args.metrics,
+        interval=args.metrics_interval,
+        timeout=args.metrics_timeout,
+        window_s=args.metrics_window,
+    )

@@ -1,0 +1,205 @@
+"""`--metrics URL`: poll an engine's Prometheus endpoint for its operating point.
+
+Yields EngineReadings only (capacity, measured token hit rate per window, KV usage), never block
+accesses. Each poll runs in a short-lived helper thread so the source still reports its health
+every IDLE_TICK while a slow engine holds the request. Failures (timeout, connection refused, HTTP
+errors, a cut or unparsable body) back off exponentially up to `max_backoff`; meanwhile the last
+good reading is repeated with stale=True and the health says why and when the next try is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+
+from kvset.engine.prometheus import OperatingPointTracker
+from kvset.rejects import RejectCounter
+from kvset.sources.base import IDLE_TICK, EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+
+USER_AGENT = "kvset-top (metrics poller)"
+
+
+def describe_http_error(exc: BaseException) -> str:
+    """A short reason a person understands: 'connection refused', 'timeout', 'HTTP 500'."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc).lower()
+        if "refused" in text:
+            return "connection refused"
+        if "name" in text and ("resolve" in text or "known" in text):
+            return "host not found"
+        return "cannot connect"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "connection closed mid-response"
+    if isinstance(exc, httpx.HTTPError):
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Poll:
+    """One GET in a helper thread; the result or the exception lands here."""
+
+    def __init__(self, client: httpx.Client, url: str) -> None:
+        self.done = threading.Event()
+        self.text: str | None = None
+        self.error: BaseException | None = None
+        self.started = time.time()
+        self._thread = threading.Thread(target=self._run, args=(client, url), daemon=True, name="kvset-metrics")
+        self._thread.start()
+
+    def _run(self, client: httpx.Client, url: str) -> None:
+        try:
+            resp = client.get(url)
+            resp.raise_for_status()
+            self.text = resp.text
+        except BaseException as e:  # reported to the source, never raised in this thread
+            self.error = e
+        finally:
+            self.done.set()
+
+
+class MetricsSource(Source):
+    kind = "metrics"
+
+    def __init__(
+        self,
+        url: str,
+        interval: float = 1.0,
+        timeout: float = 2.0,
+        max_backoff: float = 30.0,
+        window_s: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self.url = url
+        self.interval = interval
+        self.timeout = timeout
+        self.max_backoff = max(max_backoff, interval)
+        self.name = f"metrics {url}"
+        self.tracker = OperatingPointTracker(window_s=window_s, label="/metrics")
+        self.rejects = RejectCounter()
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout), headers={"User-Agent": USER_AGENT}, transport=transport
+        )
+        self.polls = 0
+        self.good_polls = 0
+        self.failures = 0  # consecutive
+        self.last_good: EngineReading | None = None
+        self.last_data_at: float | None = None
+        self.last_error: str | None = None
+        self._next_at = 0.0
+        self._notes: tuple[str, ...] = ()
+
+    # -- the Source interface -------------------------------------------------------------
+
+    def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:
+        poll: _Poll | None = None
+        while not stop.is_set():
+            now = time.time()
+            if poll is None and now >= self._next_at:
+                poll = _Poll(self._client, self.url)
+            if poll is not None:
+                poll.done.wait(IDLE_TICK)
+                if poll.done.is_set():
+                    update = self._finish(poll)
+                    poll = None
+                    yield update
+                    continue
+                yield SourceUpdate(health=self.health(waiting_for_response=True))
+            else:
+                stop.wait(min(IDLE_TICK, max(0.0, self._next_at - now)))
+                yield SourceUpdate(health=self.health())
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- one poll -------------------------------------------------------------------------
+
+    def _finish(self, poll: _Poll) -> SourceUpdate:
+        at = time.time()
+        self.polls += 1
+        events: tuple[TimelineEvent, ...] = ()
+        if poll.error is not None:
+            # A body cut mid-transfer is a rejected message; the rest is the endpoint's health.
+            cut = isinstance(poll.error, httpx.RemoteProtocolError)
+            return self._failed(describe_http_error(poll.error), at, counted=cut)
+        assert poll.text is not None
+        result = self.tracker.update(poll.text, at)
+        if result.error is not None:
+            return self._failed(result.error, at, counted=True)
+        recovered = self.failures > 0
+        self.failures = 0
+        self.last_error = None
+        self.good_polls += 1
+        self.last_data_at = at
+        self.last_good = result.reading
+        self._next_at = poll.started + self.interval
+        if result.counters is not None:
+            self._notes = result.counters.describe
+        events = tuple(result.events)
+        if recovered:
+            events += (TimelineEvent(at, "source-recovered", f"{self.url} answers again"),)
+        return SourceUpdate(health=self.health(), engine=result.reading, events=events)
+
+    def _failed(self, reason: str, at: float, counted: bool) -> SourceUpdate:
+        """Back off, keep the last good reading marked stale, and say why."""
+        if counted:
+            self.rejects.reject(reason, f"poll {self.polls} at {time.strftime('%H:%M:%S', time.localtime(at))}")
+        self.failures += 1
+        self.last_error = reason
+        self._next_at = at + self.backoff()
+        stale = dataclasses.replace(self.last_good, stale=True) if self.last_good is not None else None
+        events: tuple[TimelineEvent, ...] = ()
+        if self.failures == 1:
+            events = (TimelineEvent(at, "source-down", f"{self.url}: {reason}"),)
+        return SourceUpdate(health=self.health(), engine=stale, events=events)
+
+    def backoff(self) -> float:
+        """Delay before the next try after `failures` consecutive failures: interval x 2^(n-1), capped."""
+        if self.failures <= 0:
+            return self.interval
+        return min(self.interval * (2 ** min(self.failures - 1, 30)), self.max_backoff)
+
+    def health(self, waiting_for_response: bool = False) -> SourceHealth:
+        now = time.time()
+        if self.last_error is not None:
+            retry = max(0.0, self._next_at - now)
+            when = f"{retry:.0f}" if retry >= 1 else f"{retry:.1f}"
+            state = f"down: {self.last_error}, retry in {when} s"
+            connected = False
+        elif self.good_polls == 0:
+            state = "connecting" if waiting_for_response else "waiting for first poll"
+            connected = False
+        else:
+            state = "connected"
+            connected = True
+        notes = list(self._notes)
+        if self.last_good is not None and self.last_error is not None:
+            notes.append("showing the last good values (stale)")
+        details = (
+            ("polls", str(self.polls)),
+            ("good polls", str(self.good_polls)),
+            ("consecutive failures", str(self.failures)),
+            ("engine restarts seen", str(self.tracker.resets)),
+            ("interval", f"{self.interval:g} s"),
+        )
+        return SourceHealth(
+            source=self.name,
+            kind=self.kind,
+            connected=connected,
+            state=state,
+            last_data_at=self.last_data_at,
+            received=self.good_polls,
+            accesses=0,
+            rejected=self.rejects.summary(),
+            notes=tuple(notes),
+            details=details,
+        )

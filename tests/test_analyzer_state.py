@@ -1,0 +1,106 @@
+"""Compaction, growth, the horizon and the time slots, driven hard on longer traces."""
+
+import numpy as np
+import pytest
+
+from kvset import kernel as K
+from kvset.analyzer import Analyzer
+from kvset.naive import naive_curve, naive_stack_distances
+
+
+def _zipf_trace(n, alphabet, seed):
+    rng = np.random.default_rng(seed)
+    return (np.minimum(rng.zipf(1.2, n), alphabet) + 1000).astype(np.uint64)
+
+
+def test_compaction_and_growth_keep_distances_exact():
+    keys = _zipf_trace(20_000, 3_000, 1)
+    a = Analyzer(horizon=1 << 20, initial_tracked=1)
+    d = a.feed(keys, timestamps=0.0, return_distances=True)
+    assert a._t.meta[K.M_COMPACTIONS] >= 5
+    assert a._t.max_tracked >= len(set(keys.tolist()))
+    assert d.tolist() == naive_stack_distances(keys.tolist())
+
+
+@pytest.mark.parametrize("horizon", [1, 7, 64, 500])
+def test_horizon_forgets_lru_and_curve_stays_exact(horizon):
+    keys = _zipf_trace(8_000, 2_000, horizon)
+    tokens = np.random.default_rng(0).integers(1, 17, len(keys))
+    a = Analyzer(horizon=horizon, initial_tracked=1)
+    d = a.feed(keys, tokens=tokens, timestamps=0.0, return_distances=True)
+    assert a.tracked_blocks <= horizon
+    caps = sorted({c for c in (1, 2, horizon // 2, horizon - 1, horizon) if 1 <= c <= horizon})
+    naive = naive_curve(keys.tolist(), caps, tokens.tolist())
+    c = a.curve()
+    for C in caps:
+        assert (c.hits(C), c.hits(C, "tokens")) == naive[C]
+    # beyond-horizon: the true distance exceeds H; the Bloom filter may over-count a little only
+    true_d = np.array(naive_stack_distances(keys.tolist()))
+    true_beyond = int(np.count_nonzero(true_d > horizon))
+    assert a.forgotten_blocks > 0
+    assert true_beyond <= a.beyond_horizon <= true_beyond + max(3, true_beyond // 50)
+    assert a.first_time + a.beyond_horizon + a.rereferences == len(keys)
+    assert np.all((d == -1) | (d == 0) | ((d >= 1) & (d <= horizon)))
+
+
+def test_coverage_target_not_reached_when_reuse_lies_beyond_horizon():
+    # a cyclic scan over 50 blocks: every re-reference has distance 50
+    keys = np.tile(np.arange(50, dtype=np.uint64), 10)
+    small = Analyzer(horizon=20)
+    small.feed(keys, timestamps=0.0)
+    c = small.curve()
+    assert c.attainable() == 0.0
+    assert c.working_set(0.95) is None
+    big = Analyzer(horizon=100)
+    big.feed(keys, timestamps=0.0)
+    assert big.curve().working_set(0.95) == 50
+
+
+def test_windows_count_only_recent_slots():
+    a = Analyzer(horizon=1000, slot_seconds=1.0, fine_slots=10, coarse_seconds=5.0, coarse_slots=4)
+    for t in range(30):  # one access per second to a block seen 3 s earlier (distance 3)
+        a.feed(np.array([t % 3], dtype=np.uint64), timestamps=float(t))
+    w = a.curve(window=5)
+    assert w.accesses == 5 and w.hits(3) == 5 and w.hits(2) == 0
+    long = a.curve(window=20)  # served by the coarse ring (5 s slots, 4 of them)
+    assert 15 < long.accesses <= 20
+    assert a.curve().accesses == 30
+
+
+def test_late_timestamps_are_counted_in_the_current_slot():
+    a = Analyzer(horizon=100)
+    a.feed(np.array([1, 2], dtype=np.uint64), timestamps=100.0)
+    a.feed(np.array([3], dtype=np.uint64), timestamps=np.array([50.0]))
+    assert a.late_accesses == 1
+    assert a.curve(window=1).accesses == 3
+
+
+def test_grid_bucket_table_matches_reference():
+    lut = K.make_grid_lut()
+    for d in [1, 2, 127, 128, 129, 131, 132, 255, 256, 1000, 65535]:
+        assert lut[d] == K.grid_bucket_py(d)
+        b = K.grid_bucket_py(d)
+        assert (K.grid_upper_edge(b - 1) if b else 0) < d <= K.grid_upper_edge(b)
+
+
+def test_window_curve_is_a_lower_bound_exact_on_grid():
+    keys = _zipf_trace(5_000, 4_000, 3)
+    a = Analyzer(horizon=1 << 16)
+    a.feed(keys, timestamps=0.0)
+    exact, grid = a.curve(), a.curve(window=60)
+    for C in grid.capacities[:200]:
+        assert grid.hits(int(C)) == exact.hits(int(C))
+    for C in (130, 1000, 3000):
+        assert grid.hits(C) <= exact.hits(C)
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="horizon"):
+        Analyzer(horizon=0)
+    with pytest.raises(ValueError, match="order"):
+        Analyzer(order="sideways")
+    a = Analyzer()
+    with pytest.raises(ValueError, match="tokens"):
+        a.feed(np.arange(3, dtype=np.uint64), tokens=[1, 2])
+    with pytest.raises(ValueError, match="request_starts"):
+        a.feed(np.arange(3, dtype=np.uint64), request_starts=[2, 1])

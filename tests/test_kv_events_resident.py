@@ -1,0 +1,73 @@
+"""The engine's resident set: the uint64 hash set against Python's set, and its churn counters."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvset.engine.resident_set import ResidentBlocks, U64Set
+
+
+def keys(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.uint64)
+
+
+def test_u64set_matches_python_set_under_random_adds_and_discards() -> None:
+    rng = np.random.default_rng(7)
+    table, reference = U64Set(), set()
+    for step in range(400):
+        # A small key space forces collisions, long probe runs and backward-shift deletions.
+        batch = rng.integers(0, 2500, size=int(rng.integers(0, 300))).astype(np.uint64)
+        if step % 3 == 2:
+            present = table.discard(batch)
+            expected = []
+            for k in batch.tolist():
+                expected.append(k in reference)
+                reference.discard(k)
+        else:
+            present = table.add(batch)
+            expected = []
+            for k in batch.tolist():
+                expected.append(k in reference)
+                reference.add(k)
+        assert present.tolist() == expected
+        assert len(table) == len(reference)
+        probe = rng.integers(0, 2500, size=64).astype(np.uint64)
+        assert table.contains(probe).tolist() == [k in reference for k in probe.tolist()]
+
+
+def test_u64set_full_64_bit_keys_and_growth() -> None:
+    rng = np.random.default_rng(3)
+    big = rng.integers(0, np.iinfo(np.uint64).max, size=50_000, dtype=np.uint64, endpoint=True)
+    big[:3] = [0, np.iinfo(np.uint64).max, 1 << 63]
+    table = U64Set()
+    assert not table.add(big).any()
+    assert len(table) == len(np.unique(big))
+    assert table.contains(big).all()
+    assert table.discard(big[:25_000]).all()
+    assert not table.contains(big[:25_000]).any() and table.contains(big[25_000:]).all()
+    table.clear()
+    assert len(table) == 0 and not table.contains(big[:10]).any()
+
+
+def test_resident_blocks_counts_hits_restores_and_evictions() -> None:
+    blocks = ResidentBlocks()
+    assert blocks.store(keys(1, 2, 3)) == (0, 0)
+    assert blocks.store(keys(3, 4)) == (1, 0)  # 3 is resident: the engine reported a hit
+    assert blocks.remove(keys(1, 2, 99)) == 2  # 99 was never seen resident
+    assert len(blocks) == 2 and blocks.evictions_total == 3 and blocks.removals_not_resident == 1
+    assert blocks.store(keys(1, 5)) == (0, 1)  # 1 was evicted before: a larger cache would have hit
+    assert (blocks.stored_total, blocks.stores_of_resident, blocks.restores_after_removal) == (7, 1, 1)
+    assert blocks.peak_resident == 4
+    blocks.clear()
+    # After a reset a larger cache would be empty too: no re-store counts, nothing resident.
+    assert len(blocks) == 0
+    assert blocks.store(keys(2, 3)) == (0, 0)
+
+
+def test_removed_memory_is_bounded_to_two_generations() -> None:
+    blocks = ResidentBlocks(removed_memory=4)  # generations of 2 keys
+    for k in range(10):
+        blocks.store(keys(k))
+        blocks.remove(keys(k))
+    # Only the most recent removals are remembered: 9 and 8 yes, 0 no.
+    assert blocks.store(keys(9, 8, 0)) == (0, 2)
