@@ -250,7 +250,7 @@ class KvsetTopApp(App[int]):
             return
         try:
             paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock())
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # unwritable directory; a value JSON cannot hold
             self.notify(f"export failed: {exc}", severity="error", timeout=8)
             return
         self.last_export = paths

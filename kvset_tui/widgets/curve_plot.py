@@ -42,7 +42,8 @@ class PlotData:
     window: CurveSeries | None
     window_label: str
     markers: tuple[tuple[str, float], ...]  # (target label, x) for reached working sets
-    engine: tuple[float, float] | None  # (x, hit rate %)
+    engine: tuple[float, float] | None  # (x, measured hit rate %)
+    engine_capacity: float | None = None  # x of the engine's pool, drawn even without a measured rate
     note: str = ""
 
 
@@ -50,6 +51,17 @@ def sample_capacities(top: int, log_x: bool, n: int = SAMPLES) -> np.ndarray:
     top = max(2, int(top))
     raw = np.geomspace(1, top, n) if log_x else np.linspace(1, top, n)
     return np.unique(np.round(raw).astype(np.int64))
+
+
+def saturation_capacity(curve: HitRateCurve) -> int:
+    """The smallest capacity at which the curve reaches its final value (beyond it the curve is flat).
+
+    Windowed curves are read on a grid that runs to the horizon; plotting to there would squeeze the
+    interesting part into a corner."""
+    if len(curve.capacities) == 0:
+        return 1
+    i = int(np.searchsorted(curve.block_hits, curve.block_hits[-1], side="left"))
+    return int(curve.capacities[min(i, len(curve.capacities) - 1)])
 
 
 def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str) -> CurveSeries:
@@ -75,9 +87,9 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         "all", view.target_mode
     )
     engine_blocks = engine_capacity_blocks(snapshot)
-    top = max(all_time.max_distance(), 2)
+    top = max(saturation_capacity(all_time), 2)
     if window_curve is not None:
-        top = max(top, window_curve.max_distance())
+        top = max(top, saturation_capacity(window_curve))
     for extra in [engine_blocks, *(r.capacity_blocks for r in rows)]:
         if extra:
             top = max(top, int(math.ceil(extra * 1.15)))
@@ -89,11 +101,10 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         if r.reached and r.capacity_blocks
     )
     engine = None
+    engine_x = to_unit(engine_blocks, snapshot, unit) if engine_blocks else None
     eng = snapshot.engine
-    if eng is not None and engine_blocks and eng.token_hit_rate is not None:
-        ex = to_unit(engine_blocks, snapshot, unit)
-        if ex is not None:
-            engine = (float(ex), 100.0 * float(eng.token_hit_rate))
+    if eng is not None and engine_x is not None and eng.token_hit_rate is not None:
+        engine = (float(engine_x), 100.0 * float(eng.token_hit_rate))
     low = to_unit(1, snapshot, unit) or 1.0
     high = to_unit(top, snapshot, unit) or float(top)
     return PlotData(
@@ -106,6 +117,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         window_label=view.window,
         markers=markers,
         engine=engine,
+        engine_capacity=engine_x,
         note=note,
     )
 
@@ -192,6 +204,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             legend.append(f"  │ WS {'/'.join(m for m, _ in d.markers)} %", style=p.rich("marker"))
         if d.engine is not None:
             legend.append("  ◆ engine", style=p.rich("engine"))
+        elif d.engine_capacity is not None:
+            legend.append("  │ engine pool", style=p.rich("engine"))
         self.border_subtitle = legend
 
     def render(self) -> RenderResult:
@@ -212,6 +226,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.plot(d.all_time.x, d.all_time.y, marker="braille", color=p.plotext("curve_all"))
         for _label, x in d.markers:
             plt.vline(x, color=p.plotext("marker"))
+        if d.engine_capacity is not None:
+            plt.vline(d.engine_capacity, color=p.plotext("engine"))
         if d.engine is not None:
             plt.scatter([d.engine[0]], [d.engine[1]], marker="◆", color=p.plotext("engine"))
         plt.ylim(0, 100)
