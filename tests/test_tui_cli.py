@@ -68,8 +68,9 @@ def test_once_json_prints_the_snapshot_json():
 
 
 def test_print_once_routes_to_the_library_report():
-    from kvset.report import snapshot_json, snapshot_text
     from tui_support import engine_snapshot
+
+    from kvset.report import snapshot_json, snapshot_text
 
     snap = engine_snapshot()
     text, js = io.StringIO(), io.StringIO()
