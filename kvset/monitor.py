@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kvset.analyzer import Analyzer
+from kvset.formats.record import TraceRecorder
 from kvset.rejects import Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot_builder import SnapshotBuilder
@@ -44,13 +45,16 @@ class Monitor:
         analyzer: Analyzer,
         builder: SnapshotBuilder,
         interval: float = 1.0,
+        recorder: TraceRecorder | None = None,
     ) -> None:
+        """recorder: saves every delivered access as a trace file (closed when the monitor stops)."""
         if not sources:
             raise ValueError("a monitor needs at least one source")
         self.sources = list(sources)
         self.analyzer = analyzer
         self.builder = builder
         self.interval = float(interval)
+        self.recorder = recorder
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_UPDATES)
         self._health: list[SourceHealth] = [
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
@@ -108,6 +112,8 @@ class Monitor:
     def _apply(self, index: int, update: SourceUpdate) -> None:
         if update.accesses is not None and len(update.accesses):
             self.analyzer.feed_batch(update.accesses)
+            if self.recorder is not None:
+                self.recorder.write(update.accesses)
             self._rate_window.append((time.monotonic(), len(update.accesses)))
             self._changed = True
         if update.health is not None:
@@ -212,3 +218,5 @@ class Monitor:
     def _join(self) -> None:
         for t in self._threads:
             t.join(timeout=2.0)
+        if self.recorder is not None:
+            self.recorder.close()

@@ -8,8 +8,8 @@ import sys
 import threading
 import time
 
-from kvset.commands.events_options import add_events_arguments, events_source_from_args
 from kvset.formats.record import TraceRecorder
+from kvset.sources.engine_cli import add_events_arguments, events_source_from_args
 
 _PROGRESS_EVERY_S = 5.0
 
