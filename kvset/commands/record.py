@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     next_progress = started + _PROGRESS_EVERY_S
     health = None
     try:
-        recorder = TraceRecorder(args.out, block_tokens=args.block_tokens)
+        recorder = TraceRecorder(args.out, block_tokens=args.events_block_size)
     except OSError as exc:
         _say(f"kvset record: cannot write {args.out}: {exc}")
         return 2
