@@ -28,6 +28,7 @@ from kvset.sources.base import EngineReading, Source, SourceHealth, SourceUpdate
 
 QUEUE_UPDATES = 64
 MAX_EVENTS = 200
+ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
 
 
@@ -60,6 +61,7 @@ class Monitor:
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
         self._engine: dict[int, EngineReading] = {}
+        self._engine_history: deque[EngineReading] = deque(maxlen=ENGINE_HISTORY)
         self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
         self._finished: set[int] = set()
         self._threads: list[threading.Thread] = []
@@ -120,6 +122,8 @@ class Monitor:
             self._health[index] = update.health
             self._changed = True
         if update.engine is not None:
+            if update.engine != self._engine.get(index):
+                self._engine_history.append(update.engine)
             self._engine[index] = update.engine
             self._changed = True
         if update.events:
@@ -175,6 +179,7 @@ class Monitor:
             self.engine_reading(),
             tuple(self._events),
             self.accesses_per_second(),
+            engine_history=tuple(self._engine_history),
         )
         self._last_snapshot = snap
         self._changed = False
