@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kvset.analyzer import Analyzer
+from kvset.formats.record import TraceRecorder
 from kvset.rejects import Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot_builder import SnapshotBuilder
@@ -27,6 +28,7 @@ from kvset.sources.base import EngineReading, Source, SourceHealth, SourceUpdate
 
 QUEUE_UPDATES = 64
 MAX_EVENTS = 200
+ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
 
 
@@ -44,18 +46,22 @@ class Monitor:
         analyzer: Analyzer,
         builder: SnapshotBuilder,
         interval: float = 1.0,
+        recorder: TraceRecorder | None = None,
     ) -> None:
+        """recorder: saves every delivered access as a trace file (closed when the monitor stops)."""
         if not sources:
             raise ValueError("a monitor needs at least one source")
         self.sources = list(sources)
         self.analyzer = analyzer
         self.builder = builder
         self.interval = float(interval)
+        self.recorder = recorder
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_UPDATES)
         self._health: list[SourceHealth] = [
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
         self._engine: dict[int, EngineReading] = {}
+        self._engine_history: deque[EngineReading] = deque(maxlen=ENGINE_HISTORY)
         self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
         self._finished: set[int] = set()
         self._threads: list[threading.Thread] = []
@@ -108,12 +114,16 @@ class Monitor:
     def _apply(self, index: int, update: SourceUpdate) -> None:
         if update.accesses is not None and len(update.accesses):
             self.analyzer.feed_batch(update.accesses)
+            if self.recorder is not None:
+                self.recorder.write(update.accesses)
             self._rate_window.append((time.monotonic(), len(update.accesses)))
             self._changed = True
         if update.health is not None:
             self._health[index] = update.health
             self._changed = True
         if update.engine is not None:
+            if update.engine != self._engine.get(index):
+                self._engine_history.append(update.engine)
             self._engine[index] = update.engine
             self._changed = True
         if update.events:
@@ -169,6 +179,7 @@ class Monitor:
             self.engine_reading(),
             tuple(self._events),
             self.accesses_per_second(),
+            engine_history=tuple(self._engine_history),
         )
         self._last_snapshot = snap
         self._changed = False
@@ -212,3 +223,5 @@ class Monitor:
     def _join(self) -> None:
         for t in self._threads:
             t.join(timeout=2.0)
+        if self.recorder is not None:
+            self.recorder.close()

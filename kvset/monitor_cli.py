@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kvset.analyzer import DEFAULT_HORIZON, ORDERS, Analyzer
 from kvset.formats import FORMATS
+from kvset.formats.record import TraceRecorder
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.geometry.arguments import add_override_arguments, dtype_name, geometry_from_args, non_negative_int
 from kvset.geometry.dtypes import AUTO
@@ -19,6 +20,14 @@ from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
+from kvset.sources.engine_cli import (
+    add_events_arguments,
+    add_log_arguments,
+    add_metrics_arguments,
+    events_source_from_args,
+    log_source_from_args,
+    metrics_source_from_args,
+)
 from kvset.sources.replay import ReplaySource
 
 ONCE_DEMO_SECONDS = 600.0  # trace seconds of demo traffic behind `--once --demo`
@@ -71,6 +80,10 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_argument_group("sources (default: --demo)")
     src.add_argument("--demo", action="store_true", help="the built-in agentic workload, played live (default)")
     src.add_argument("--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)")
+    src.add_argument("--follow", action="store_true",
+                     help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
+    src.add_argument("--record", metavar="FILE",
+                     help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
     src.add_argument("--speed", type=_speed, default=1.0, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     src.add_argument("--format", choices=FORMATS, help="trace format for --replay (default: detected)")
@@ -78,6 +91,10 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
                      help="tokens per block of the trace or engine (default: the format's)")  # fmt: skip
     src.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token ids")
     src.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
+
+    add_events_arguments(p)
+    add_log_arguments(p)
+    add_metrics_arguments(p)
 
     ana = p.add_argument_group("analysis")
     ana.add_argument("--horizon", type=_positive_int, default=DEFAULT_HORIZON, metavar="BLOCKS",
@@ -113,12 +130,26 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_sources(args: argparse.Namespace) -> list[Source]:
     sources: list[Source] = []
+    if args.follow and not args.replay:
+        raise UsageError("--follow needs --replay TRACE")
     if args.replay:
-        if args.replay != "-" and not Path(args.replay).exists():
+        if not args.follow and not Path(args.replay).exists():
             raise UsageError(f"no such trace file: {args.replay}")
         speed = None if args.once else args.speed
         sources.append(ReplaySource(args.replay, speed=speed, format=args.format, block_size=args.block_size,
-                                    hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed))  # fmt: skip
+                                    hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed,
+                                    follow=args.follow))  # fmt: skip
+    if args.events:
+        try:
+            sources.append(events_source_from_args(args))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    if args.log:
+        if args.once and not Path(args.log).exists():
+            raise UsageError(f"no such log file: {args.log}")
+        sources.append(log_source_from_args(args, follow=not args.once))
+    if args.metrics:
+        sources.append(metrics_source_from_args(args))
     if args.demo or not sources:
         if args.once:
             sources.append(DemoSource(speed=None, duration=ONCE_DEMO_SECONDS))
@@ -146,13 +177,14 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         demo=demo,
     )
     analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size)
-    return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval)
+    recorder = TraceRecorder(args.record) if args.record else None
+    return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder)
 
 
 def once_seconds(args: argparse.Namespace, monitor: Monitor) -> float | None:
     """How long `--once` listens: finite sources are read to the end, live ones for --duration (10 s)."""
     if args.duration:
         return args.duration
-    if all(s.kind in ("demo", "replay") for s in monitor.sources):
+    if all(s.kind in ("demo", "replay", "log") and not getattr(s, "follow", False) for s in monitor.sources):
         return None
     return 10.0

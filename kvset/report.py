@@ -260,6 +260,11 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "reserve": None,
         "engine": None,
         "operating_point": operating_point(s),
+        "engine_history": [
+            {"at": r.at, "token_hit_rate": r.token_hit_rate, "kv_usage": r.kv_usage, "label": r.label, "stale": r.stale}
+            for r in s.engine_history
+            if r.token_hit_rate is not None or r.kv_usage is not None
+        ],
         "sources": [
             {
                 "source": h.source, "kind": h.kind, "connected": h.connected, "state": h.state,

@@ -137,6 +137,8 @@ class Snapshot:
     demo: bool = False
     model: str | None = None
     targets: dict[str, tuple[float, ...]] = field(default_factory=dict)  # mode -> targets
+    # the engine's own readings over time (oldest first): its measured hit rate and usage history
+    engine_history: tuple[EngineReading, ...] = ()
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]

@@ -68,6 +68,7 @@ class SnapshotBuilder:
         events: tuple[TimelineEvent, ...],
         accesses_per_second: float,
         now: float | None = None,
+        engine_history: tuple[EngineReading, ...] = (),
     ) -> Snapshot:
         now = time.time() if now is None else now
         self._seq += 1
@@ -122,6 +123,7 @@ class SnapshotBuilder:
             demo=cfg.demo,
             model=cfg.geometry.name if cfg.geometry else None,
             targets={"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets},
+            engine_history=engine_history,
         )
 
     # -- parts ---------------------------------------------------------------

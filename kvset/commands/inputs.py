@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -11,6 +12,7 @@ from kvset.analysis import InputSummary
 from kvset.formats import FORMATS, read_trace
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.sources.base import AccessBatch
+from kvset.sources.engine_cli import add_log_arguments, log_source_from_args
 from kvset.workload import WorkloadConfig, generate
 
 DEMO_ACCESSES = 2_000_000
@@ -31,6 +33,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces")
     p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+    add_log_arguments(p)
 
 
 def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
@@ -49,8 +52,12 @@ def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBa
             read_seconds=time.perf_counter() - t0,
         )
         return (lambda: [batch]), summary
+    if args.log:
+        if args.trace:
+            raise InputError("give a trace or --log, not both")
+        return _load_log(args)
     if not args.trace:
-        raise InputError("no trace given: kvset analyze TRACE (or --demo)")
+        raise InputError("no trace given: kvset analyze TRACE (or --demo, or --log PATH)")
     if args.trace != "-" and not Path(args.trace).exists():
         raise InputError(f"no such file: {args.trace}")
     t0 = time.perf_counter()
@@ -74,3 +81,34 @@ def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBa
         read_seconds=time.perf_counter() - t0,
     )
     return (lambda: trace.batches()), summary
+
+
+def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+    """A whole vLLM/SGLang log, read once: the prompts it logged become the access stream."""
+    if args.log != "-" and not Path(args.log).exists():
+        raise InputError(f"no such file: {args.log}")
+    t0 = time.perf_counter()
+    source = log_source_from_args(args, follow=False)
+    batches: list[AccessBatch] = []
+    health = None
+    try:
+        for update in source.updates(threading.Event()):
+            if update.accesses is not None and len(update.accesses):
+                batches.append(update.accesses)
+            health = update.health or health
+    finally:
+        source.close()
+    summary = InputSummary(
+        name=args.log,
+        format=f"{'/'.join(sorted(source.engines_seen)) or args.log_engine} log",
+        block_tokens=args.log_block_size,
+        requests=sum(len(b.request_starts) for b in batches if b.request_starts is not None),
+        lines=source.lines,
+        rejects=source.rejects,
+        notes=list(health.notes) if health is not None else [],
+        read_seconds=time.perf_counter() - t0,
+    )
+    if not batches:
+        raise InputError(f"{args.log}: no prompt with token ids in the log "
+                         f"({source.lines:,} lines; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))")  # fmt: skip
+    return (lambda: batches), summary

@@ -8,8 +8,8 @@ import sys
 import threading
 import time
 
-from kvset.commands.events_options import add_events_arguments, events_source_from_args
 from kvset.formats.record import TraceRecorder
+from kvset.sources.engine_cli import add_events_arguments, events_source_from_args
 
 _PROGRESS_EVERY_S = 5.0
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     next_progress = started + _PROGRESS_EVERY_S
     health = None
     try:
-        recorder = TraceRecorder(args.out, block_tokens=args.block_tokens)
+        recorder = TraceRecorder(args.out, block_tokens=args.events_block_size)
     except OSError as exc:
         _say(f"kvset record: cannot write {args.out}: {exc}")
         return 2

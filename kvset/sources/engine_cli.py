@@ -1,4 +1,4 @@
-"""Command-line options for the log and /metrics sources, shared by `kvset-top` and `kvset analyze`.
+"""Command-line options of the engine sources (KV events, log, /metrics), shared by kvset-top, analyze, record.
 
 Options other than --log and --metrics carry a prefix so they cannot collide with a command's own
 (--block-size of a token-id trace, --interval of the UI).
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.sources.kv_events import DEFAULT_MEDIUM, KvEventsSource
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES, LogSource
 from kvset.sources.metrics import MetricsSource
 
@@ -84,4 +85,65 @@ def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
         interval=args.metrics_interval,
         timeout=args.metrics_timeout,
         window_s=args.metrics_window,
+    )
+
+
+def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    group = parser.add_argument_group("KV events over ZMQ (vLLM, SGLang)")
+    group.add_argument(
+        "--events",
+        action="append",
+        metavar="ENDPOINT",
+        required=required,
+        help="the engine's KV-event PUB endpoint, e.g. tcp://HOST:5557; repeat it or give a port range "
+        "(tcp://HOST:5557-5560) for data-parallel ranks, which publish on port + rank",
+    )
+    group.add_argument(
+        "--replay-endpoint",
+        action="append",
+        metavar="ENDPOINT",
+        help="the engine's replay ROUTER endpoint (its replay_endpoint), used to recover sequence gaps; "
+        "one per --events endpoint, or one that is offset by rank like the engine does",
+    )
+    group.add_argument(
+        "--topic", default="", help="the engine's event topic (default: empty, vLLM's default)"
+    )
+    group.add_argument(
+        "--medium",
+        default=DEFAULT_MEDIUM,
+        help="which cache tier's events count: GPU (default), CPU, STORAGE, CPU_PINNED, DISK, EXTERNAL, or all",
+    )
+    group.add_argument(
+        "--group-idx",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep only this KV cache group's events (hybrid models: pick the full-attention group)",
+    )
+    group.add_argument(
+        "--events-block-size",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="tokens per block for events that carry neither block_size nor token_ids (default 16)",
+    )
+    group.add_argument(
+        "--replay-timeout",
+        type=_positive_float,
+        default=1.0,
+        metavar="S",
+        help="how long to wait for a replay before counting the missing batches as lost (default 1 s)",
+    )
+
+
+def events_source_from_args(args: argparse.Namespace) -> KvEventsSource:
+    """Raises ValueError for unusable endpoint specs."""
+    return KvEventsSource(
+        endpoints=args.events,
+        replay_endpoints=args.replay_endpoint,
+        topic=args.topic,
+        medium=args.medium,
+        group_idx=args.group_idx,
+        block_tokens=args.events_block_size,
+        replay_timeout=args.replay_timeout,
     )

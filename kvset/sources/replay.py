@@ -7,8 +7,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kvset.formats import TraceError, read_trace
-from kvset.sources.base import Source, SourceHealth, SourceUpdate, TimelineEvent
+import numpy as np
+
+from kvset.formats import TraceError, TraceLineParser, read_trace
+from kvset.sources.base import IDLE_TICK, AccessBatch, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.sources.tail import FileTailer
 
 PACED_BATCH = 4096  # accesses per batch when pacing by timestamps
 FAST_BATCH = 1 << 18
@@ -25,14 +28,18 @@ class ReplaySource(Source):
         block_size: int | None = None,
         hash_algo: str = "sha256",
         python_hash_seed: str | None = None,
+        follow: bool = False,
     ) -> None:
+        """follow: tail the file like `tail -F` (rotation and truncation handled), playing new
+        requests as they are written, instead of reading it once in timestamp order."""
         self.path = path
+        self.follow = follow
         self.speed = speed
         self.format = format
         self.block_size = block_size
         self.hash_algo = hash_algo
         self.python_hash_seed = python_hash_seed
-        pace = "as fast as possible" if not speed else f"{speed:g}x"
+        pace = "following" if follow else ("as fast as possible" if not speed else f"{speed:g}x")
         self.name = f"replay {Path(path).name} ({pace})"
 
     def _health(self, state: str, delivered: int, trace=None, finished=False, connected=True) -> SourceHealth:
@@ -50,6 +57,9 @@ class ReplaySource(Source):
         )
 
     def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:
+        if self.follow:
+            yield from self._follow(stop)
+            return
         yield SourceUpdate(health=self._health("reading trace", 0))
         try:
             trace = read_trace(self.path, format=self.format, block_size=self.block_size,
@@ -76,3 +86,59 @@ class ReplaySource(Source):
             yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
         yield SourceUpdate(health=self._health(f"finished: {delivered:,} accesses replayed", delivered, trace,
                                                finished=True, connected=False))  # fmt: skip
+
+    def _follow(self, stop: threading.Event) -> Iterator[SourceUpdate]:
+        parser = TraceLineParser(self.format, block_size=self.block_size, hash_algo=self.hash_algo,
+                                 python_hash_seed=self.python_hash_seed)  # fmt: skip
+        tailer = FileTailer(self.path, follow=True)
+        delivered = lines = 0
+        last_data = None
+        try:
+            while not stop.is_set():
+                read = tailer.read(timeout=IDLE_TICK)
+                now = time.time()
+                events = tuple(ev.to_timeline() for ev in read.events if ev.kind != "line-too-long")
+                for ev in read.events:
+                    if ev.kind == "line-too-long":
+                        parser.rejects.reject("line longer than the tail limit", ev.text)
+                batches = [b for b in self._parse_runs(parser, read.lines, now) if len(b)]
+                lines += len(read.lines)
+                for b in batches:
+                    delivered += len(b)
+                if read.lines:
+                    last_data = now
+                state = "waiting for the file" if read.waiting else "following"
+                health = SourceHealth(
+                    source=self.name, kind=self.kind, connected=not read.waiting, state=state,
+                    last_data_at=last_data, received=lines, accesses=delivered,
+                    rejected=parser.rejects.summary(), notes=tuple(parser.notes),
+                )  # fmt: skip
+                if not batches:
+                    yield SourceUpdate(health=health, events=events)
+                for i, b in enumerate(batches):
+                    yield SourceUpdate(accesses=b, health=health, events=events if i == 0 else ())
+        finally:
+            tailer.close()
+
+    @staticmethod
+    def _parse_runs(parser: TraceLineParser, numbered: list[tuple[int, bytes]], now: float) -> list[AccessBatch]:
+        """Parse runs of consecutive line numbers (a rotation restarts the numbering)."""
+        out = []
+        i = 0
+        while i < len(numbered):
+            j = i + 1
+            while j < len(numbered) and numbered[j][0] == numbered[j - 1][0] + 1:
+                j += 1
+            try:
+                parsed = parser.feed_lines([raw for _, raw in numbered[i:j]], numbered[i][0])
+            except TraceError as exc:  # only in strict mode; followed files are never strict
+                parser.rejects.reject("unreadable lines", str(exc))
+                parsed = None
+            if parsed is not None and parsed.requests:
+                stamps = np.where(np.isnan(parsed.request_timestamps), now, parsed.request_timestamps)
+                out.append(AccessBatch(
+                    keys=parsed.keys, tokens=parsed.tokens, request_starts=parsed.request_starts,
+                    timestamps=np.repeat(stamps, parsed.request_lengths()), block_tokens=parser.block_tokens,
+                ))  # fmt: skip
+            i = j
+        return out

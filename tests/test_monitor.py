@@ -1,0 +1,173 @@
+"""The pipeline: sources in threads -> analyzer -> snapshots; failing sources; --once; recording."""
+
+import argparse
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from kvset.analyzer import Analyzer
+from kvset.formats import read_trace
+from kvset.monitor import Monitor
+from kvset.monitor_cli import UsageError, add_monitor_arguments, build_monitor, once_seconds
+from kvset.report import snapshot_json, snapshot_text
+from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
+from kvset.sources.base import AccessBatch, EngineReading, Source, SourceHealth, SourceUpdate
+from kvset.sources.demo import DemoSource
+from tests.conftest import MOONCAKE_TRACE
+from tests.toy import toy_keys
+
+
+class ListSource(Source):
+    kind = "test"
+
+    def __init__(self, batches, name="list", fail_after=None, engine=None):
+        self.batches, self.name, self.fail_after, self.engine = batches, name, fail_after, engine
+
+    def updates(self, stop):
+        yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected"), engine=self.engine)
+        for i, b in enumerate(self.batches):
+            if self.fail_after is not None and i >= self.fail_after:
+                raise ConnectionError("engine went away")
+            yield SourceUpdate(accesses=b)
+
+
+def _monitor(*sources, **config):
+    return Monitor(list(sources), Analyzer(horizon=1000), SnapshotBuilder(SnapshotConfig(**config)), interval=0.05)
+
+
+def test_collect_gives_the_same_curve_as_feeding_directly():
+    keys = np.array(toy_keys(), dtype=np.uint64)
+    src = ListSource([AccessBatch(keys[:20], timestamps=1.0), AccessBatch(keys[20:], timestamps=2.0)])
+    snap = _monitor(src).collect()
+    c = snap.curve("all")
+    assert c.accesses == 50 and c.hits(8) == 37 and c.hits(7) == 30
+    assert snap.sources[0].finished
+    assert snap.totals.first_time == 13
+
+
+def test_failing_source_is_reported_and_others_keep_going():
+    keys = np.arange(100, dtype=np.uint64)
+    bad = ListSource([AccessBatch(keys[:10], timestamps=1.0)] * 3, name="flaky", fail_after=1)
+    good = ListSource([AccessBatch(keys, timestamps=1.0)], name="good")
+    snap = _monitor(bad, good).collect()
+    flaky = next(h for h in snap.sources if h.source == "flaky")
+    assert flaky.state.startswith("failed") and "engine went away" in flaky.state
+    assert flaky.rejected_total == 1
+    assert any(e.kind == "source-failed" for e in snap.events)
+    assert snap.totals.accesses == 110
+
+
+def test_run_publishes_snapshots_until_stopped():
+    got = []
+    m = Monitor([DemoSource(speed=50)], Analyzer(), SnapshotBuilder(SnapshotConfig(demo=True)), interval=0.1)
+    stop = threading.Event()
+    t = threading.Thread(target=m.run, args=(stop, got.append))
+    t.start()
+    deadline = time.monotonic() + 20
+    while (len(got) < 3 or got[-1].totals.accesses == 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    t.join(5)
+    assert not t.is_alive()
+    assert len(got) >= 3 and got[-1].demo
+    assert [s.seq for s in got] == sorted(s.seq for s in got)
+    assert got[-1].totals.accesses > got[0].totals.accesses
+
+
+def test_engine_capacity_drives_thrashing_and_fits_pool():
+    keys = np.tile(np.arange(40, dtype=np.uint64), 20)  # a scan over 40 blocks: every reuse at distance 40
+    engine = EngineReading(at=time.time(), capacity_blocks=36, capacity_tokens=36 * 16, block_size=16)
+    snap = _monitor(ListSource([AccessBatch(keys, timestamps=5.0, block_tokens=16)], engine=engine)).collect()
+    th = snap.thrashing["all"]
+    assert th.capacity_blocks == 36 and th.capacity_source == "engine"
+    assert th.hit_rate == 0.0 and th.gain_25pct > 0.9
+    assert th.near_miss_share == pytest.approx(760 / 800) and th.level == "thrashing"  # first accesses are far misses
+    row = snap.working_set_rows("all", "coverage")[0]
+    assert row.capacity_blocks == 40 and row.fits_pool is False
+
+
+def test_snapshot_json_and_text_round_trip():
+    snap = _monitor(ListSource([AccessBatch(np.array(toy_keys(), np.uint64), timestamps=0.0)])).collect()
+    j = json.loads(json.dumps(snapshot_json(snap)))
+    assert j["accesses"] == 50 and j["distinct_blocks"] == 13
+    assert set(j["windows"]) == {"1m", "5m", "1h", "all"}
+    assert {"capacity_blocks", "block_hit_rate", "token_hit_rate"} <= set(j["curve"][0])
+    text = snapshot_text(snap)
+    assert "accesses 50" in text and "working sets" in text and "LRU only" in text
+
+
+def _args(*argv):
+    p = argparse.ArgumentParser()
+    add_monitor_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_once_replay_equals_offline_analysis():
+    args = _args("--once", "--replay", str(MOONCAKE_TRACE))
+    m = build_monitor(args)
+    snap = m.collect(once_seconds(args, m))
+    trace = read_trace(MOONCAKE_TRACE)
+    a = Analyzer()
+    a.feed(trace.keys, tokens=trace.tokens, timestamps=0.0)
+    offline = a.curve()
+    live = snap.curve("all")
+    assert live.accesses == offline.accesses == 121_877
+    for c in (10, 1000, 25_000, 43_000):
+        assert live.hits(c) == offline.hits(c) and live.hits(c, "tokens") == offline.hits(c, "tokens")
+
+
+def test_demo_once_shows_phases_and_pool():
+    args = _args("--once")
+    m = build_monitor(args)
+    m.sources[0].duration = 200.0  # keep the test short
+    snap = m.collect(once_seconds(args, m))
+    assert snap.demo and snap.engine.capacity_blocks
+    assert any(e.kind == "phase" for e in snap.events)
+    assert snap.thrashing["all"].capacity_source == "engine"
+
+
+def test_follow_tails_a_growing_trace(tmp_path):
+    path = tmp_path / "growing.jsonl"
+    lines = MOONCAKE_TRACE.read_text().splitlines()
+    path.write_text("\n".join(lines[:100]) + "\n")
+    args = _args("--replay", str(path), "--follow")
+    m = build_monitor(args)
+    got = []
+    stop = threading.Event()
+    t = threading.Thread(target=m.run, args=(stop, got.append))
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while (not got or got[-1].totals.requests < 100) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with path.open("a") as f:
+            f.write("\n".join(lines[100:200]) + "\n")
+        while got[-1].totals.requests < 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(5)
+    assert got[-1].totals.requests == 200
+
+
+def test_record_saves_what_was_seen(tmp_path):
+    out = tmp_path / "rec.jsonl.gz"
+    args = _args("--once", "--replay", str(MOONCAKE_TRACE), "--record", str(out))
+    m = build_monitor(args)
+    m.collect(once_seconds(args, m))
+    again = read_trace(out)
+    original = read_trace(MOONCAKE_TRACE)
+    assert again.keys.tolist() == original.keys.tolist()
+    assert again.tokens.tolist() == original.tokens.tolist()
+
+
+def test_usage_errors():
+    with pytest.raises(UsageError, match="--follow"):
+        build_monitor(_args("--follow"))
+    with pytest.raises(UsageError, match="--once"):
+        build_monitor(_args("--json"))
+    with pytest.raises(UsageError, match="no such"):
+        build_monitor(_args("--replay", "/nonexistent/trace.jsonl"))
