@@ -99,6 +99,7 @@ class KvsetTopApp(App[int]):
         view: ViewState | None = None,
         clock: Callable[[], float] = time.time,
         export_dir: Path = Path("exports"),
+        main_mode: str = "coverage",
     ) -> None:
         palette = palette or choose_theme(theme_name)
         # Without colour, ANSI mode makes Textual strip colours instead of greying them.
@@ -110,6 +111,7 @@ class KvsetTopApp(App[int]):
         self.view = view or ViewState()
         self.clock = clock
         self.export_dir = export_dir
+        self.main_mode = main_mode  # the monitor's --target-mode: whose first target is the main one
         self.latest: Snapshot | None = snapshot  # newest from the monitor (shown unless paused)
         self.shown: Snapshot | None = None  # what the panels show
         self.frames_received = 0
@@ -130,7 +132,7 @@ class KvsetTopApp(App[int]):
                 yield WorkingSetTable(p, id="working-sets")
                 yield ReservePanel(p, id="reserve")
                 yield EventsPanel(p, id="events")
-        yield ChurnPanel(p, id="churn")
+        yield ChurnPanel(p, main_mode=self.main_mode, id="churn")
         yield StatusLine(p, clock=self.clock, id="status")
         yield Footer()
 

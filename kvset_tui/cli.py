@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     from kvset_tui.app import KvsetTopApp
 
     view = ViewState(window=args.window, unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
-    app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir)
+    app = KvsetTopApp(
+        monitor, palette=palette, view=view, export_dir=args.export_dir, main_mode=args.target_mode
+    )
     code = app.run(mouse=not args.no_mouse)
     return int(code or 0)

@@ -22,7 +22,9 @@ PANELS = (
     ("Thrashing",
      "At the engine's capacity (or the main working set without an engine): the hit rate gained by "
      "+10 % and +25 % capacity, and the near-miss share: misses whose stack distance is within 1.25× "
-     "the capacity. Many near misses means a slightly larger cache would hit them: the cache thrashes."),
+     "the capacity. Many near misses means a slightly larger cache would hit them: the cache thrashes. "
+     "Levels: OK below 10 % near misses, WARN from 10 %, THRASHING from 25 %. With an engine that reports "
+     "its hit rate, its measured token hit rate is shown beside the LRU prediction at its capacity."),
     ("Page churn",
      "Per time slot, newest on the right: block accesses/s, first-time blocks/s (never seen before), "
      "re-references/s (hits inside the horizon), the hit rate at the engine's capacity, and the working "

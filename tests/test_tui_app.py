@@ -16,6 +16,7 @@ from tui_support import (
     empty_snapshot,
     engine_snapshot,
     fixed_clock,
+    metrics_only_snapshot,
     screen_text,
 )
 
@@ -305,10 +306,12 @@ async def test_every_panel_shows_numbers_at_both_sizes(size):
         await pilot.pause()
         text = screen_text(app)
         for must in ("LRU block hit rate", "Thrashing", "THRASHING", "25.7 %", "near misses", "Working sets",
-                     "99.9 % cov", "Reserve", share, "Page churn", "accesses/s", "27.2k/s",
+                     "99.9 % cov", "Reserve", share, "Page churn", "27.2k/s", "58.1 %",
                      "events tcp://127.0.0.1:5557", "? Help"):
             assert must in text, (size, must)
         assert ("Events" in text) == (size == (120, 40))  # the events panel collapses on short screens
+        # a short screen puts two sparklines per line under short labels
+        assert ("re-refs/s" in text, "reref/s" in text) == ((True, False) if size == (120, 40) else (False, True))
 
 
 async def test_no_color_uses_the_monochrome_theme(monkeypatch):
@@ -330,3 +333,16 @@ async def test_the_app_never_sets_term():
 
 def test_default_view_is_five_minutes_blocks_log_coverage():
     assert ViewState() == ViewState(window="5m", unit="blocks", log_x=True, target_mode="coverage", paused=False)
+
+
+async def test_metrics_only_shows_the_engine_point_and_its_history():
+    app = make_app(metrics_only_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        plot = app.query_one(HitRateCurvePlot)
+        assert plot.data is not None and plot.data.engine == (float(17_000), 62.0)
+        assert "engine's own point only" in str(plot.border_subtitle)
+        assert "◆" in text
+        assert "Engine history" in text and "engine hit (tok)" in text and "62.0 %" in text
+        assert "engine KV use" in text and "91.0 %" in text

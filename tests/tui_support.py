@@ -308,6 +308,7 @@ def engine_snapshot(seq: int = 7) -> Snapshot:
         pool_bytes=ENGINE_POOL_BLOCKS * bytes_per_block,
         notes=("linear-attention state: 288 MiB per running request (from config.json)",),
     )
+    history = engine_history(engine, 30)
     return Snapshot(
         seq=seq,
         taken_at=NOW - 1.2,
@@ -335,7 +336,41 @@ def engine_snapshot(seq: int = 7) -> Snapshot:
         accesses_per_second=27_941.0,
         model="Qwen3-Next-80B-A3B",
         targets=TARGETS,
+        engine_history=history,
     )
+
+
+def engine_history(latest: EngineReading, n: int) -> tuple[EngineReading, ...]:
+    """The engine's readings every 10 s, its hit rate sagging as the pool starts to thrash."""
+    out = []
+    for i in range(n):
+        back = n - 1 - i
+        out.append(
+            dataclasses.replace(
+                latest,
+                at=latest.at - 10.0 * back,
+                token_hit_rate=round(latest.token_hit_rate + 0.004 * back - (0.01 * ((i * 7) % 3) if back else 0.0), 4),
+                kv_usage=round(latest.kv_usage - 0.004 * back, 4),
+            )
+        )
+    return tuple(out)
+
+
+def metrics_only_snapshot(seq: int = 3) -> Snapshot:
+    """Only the engine's /metrics: no block accesses, just its operating point and history."""
+    base = empty_snapshot(seq)
+    engine = EngineReading(
+        at=NOW - 3.0, capacity_tokens=ENGINE_POOL_BLOCKS * BLOCK_TOKENS, block_size=BLOCK_TOKENS,
+        token_hit_rate=0.62, kv_usage=0.91, running_requests=31, label="vllm /metrics",
+    )  # fmt: skip
+    metrics = SourceHealth(
+        source="metrics http://127.0.0.1:8000/metrics", kind="metrics", connected=True, state="polling every 1 s",
+        last_data_at=NOW - 3.0, received=120,
+    )  # fmt: skip
+    return dataclasses.replace(
+        base, block_tokens=BLOCK_TOKENS, engine=engine, engine_history=engine_history(engine, 40),
+        sources=(metrics,),
+    )  # fmt: skip
 
 
 def fixed_clock(now: float = NOW) -> Callable[[], float]:

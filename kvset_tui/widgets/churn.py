@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from typing import NamedTuple
 
 import numpy as np
 from rich.text import Text
@@ -19,6 +20,14 @@ from kvset_tui.widgets.panel import SnapshotView
 
 LABEL_WIDTH = 16
 VALUE_WIDTH = 12
+TWO_COLUMN_MIN_WIDTH = 70  # a short screen puts two sparklines on each line from this width on
+
+
+class ChurnRow(NamedTuple):
+    label: str
+    short: str  # label on a short screen (two sparklines per line)
+    series: np.ndarray
+    latest: str  # the newest value with its unit
 
 
 def _last_finite(values: np.ndarray) -> float | None:
@@ -28,9 +37,25 @@ def _last_finite(values: np.ndarray) -> float | None:
     return None
 
 
-def churn_rows(snapshot: Snapshot, unit: str) -> list[tuple[str, np.ndarray, str]]:
-    """(label, series, latest value with unit) for each sparkline; rates per second."""
+def engine_rows(snapshot: Snapshot) -> list[ChurnRow]:
+    """The engine's own measured token hit rate (and KV use) over time, from its reading history."""
+    history = snapshot.engine_history
+    rows = []
+    hits = np.array([np.nan if r.token_hit_rate is None else r.token_hit_rate for r in history], dtype=float)
+    if len(hits) and not np.isnan(hits).all():
+        rows.append(ChurnRow("engine hit (tok)", "eng hit", hits, fmt.percent(_last_finite(hits))))
+    usage = np.array([np.nan if r.kv_usage is None else r.kv_usage for r in history], dtype=float)
+    if len(usage) and not np.isnan(usage).all():
+        rows.append(ChurnRow("engine KV use", "eng KV", usage, fmt.percent(_last_finite(usage))))
+    return rows
+
+
+def churn_rows(snapshot: Snapshot, unit: str, main_mode: str = "coverage") -> list[ChurnRow]:
+    """One row per sparkline, rates per second; `main_mode` names the main target's kind (the
+    monitor's --target-mode), whose first target the working-set series follows."""
     c: ChurnSeries = snapshot.churn
+    if len(c) == 0:
+        return engine_rows(snapshot)
     slot = c.slot_seconds or 1.0
     accesses = np.asarray(c.accesses, dtype=float) / slot
     first = np.asarray(c.first_time, dtype=float) / slot
@@ -39,30 +64,34 @@ def churn_rows(snapshot: Snapshot, unit: str) -> list[tuple[str, np.ndarray, str
     ws = np.asarray(c.working_set_main, dtype=float)
     cap = capacity_text(c.capacity_blocks, snapshot, unit) if c.capacity_blocks else "?"
     main = ""
-    coverage = snapshot.targets.get("coverage") or ()
-    if coverage:
-        main = " " + fmt.target(coverage[0], "coverage").replace(" % cov", "%")
+    targets = snapshot.targets.get(main_mode) or ()
+    if targets:
+        main = " " + fmt.target(targets[0], main_mode).replace(" % ", "% ")
     last_hit = _last_finite(hit)
     last_ws = _last_finite(ws)
+    ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else "not reached"
     return [
-        ("accesses/s", accesses, fmt.rate(_last_finite(accesses))),
-        ("first-time/s", first, fmt.rate(_last_finite(first))),
-        ("re-refs/s", reref, fmt.rate(_last_finite(reref))),
-        (f"hit @ {cap}", hit, fmt.percent(last_hit) if last_hit is not None else "–"),
-        (f"WS{main}", ws, capacity_text(last_ws, snapshot, unit) if last_ws is not None else "not reached"),
+        ChurnRow("accesses/s", "acc/s", accesses, fmt.rate(_last_finite(accesses))),
+        ChurnRow("first-time/s", "new/s", first, fmt.rate(_last_finite(first))),
+        ChurnRow("re-refs/s", "reref/s", reref, fmt.rate(_last_finite(reref))),
+        ChurnRow(f"hit @ {cap}", "hit@cap", hit, fmt.percent(last_hit) if last_hit is not None else "–"),
+        ChurnRow(f"WS{main}", "WS main", ws, ws_latest),
+        *engine_rows(snapshot),
     ]
 
 
 class ChurnPanel(SnapshotView, Widget):
-    """Five sparklines, newest on the right, each with its latest value and unit."""
+    """Sparklines over time, newest on the right, each with its latest value and unit (plus the
+    engine's own hit rate and KV use when it reports them)."""
 
     DEFAULT_CSS = """
     ChurnPanel { height: auto; }
     """
 
-    def __init__(self, palette: KvsetTheme, *, id: str | None = None) -> None:
+    def __init__(self, palette: KvsetTheme, *, main_mode: str = "coverage", id: str | None = None) -> None:
         super().__init__(id=id)
         self.palette = palette
+        self.main_mode = main_mode
         self.border_title = "Page churn"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
@@ -71,7 +100,7 @@ class ChurnPanel(SnapshotView, Widget):
     def on_data(self) -> None:
         snap = self.snapshot
         if snap is None or len(snap.churn) == 0:
-            self.border_title = "Page churn"
+            self.border_title = "Page churn" if snap is None or not snap.engine_history else "Engine history"
             return
         c = snap.churn
         span = fmt.duration(len(c) * c.slot_seconds)
@@ -83,17 +112,39 @@ class ChurnPanel(SnapshotView, Widget):
     def render(self) -> RenderResult:
         p = self.palette
         snap = self.snapshot
-        if snap is None or len(snap.churn) == 0:
+        unit = self.view.effective_unit(snap) if snap is not None else "blocks"
+        rows = churn_rows(snap, unit, self.main_mode) if snap is not None else []
+        if not rows:
             return Text("no accesses yet", style=p.rich("muted"))
-        unit = self.view.effective_unit(snap)
         width = self.content_width
+        if self.compact and width >= TWO_COLUMN_MIN_WIDTH:
+            return self._render_two_columns(rows, width)
         label_w = min(LABEL_WIDTH, max(10, width // 5))
         spark_w = max(4, width - label_w - VALUE_WIDTH - 2)
         out = Text(no_wrap=True, overflow="ellipsis")
-        for i, (label, series, latest) in enumerate(churn_rows(snap, unit)):
+        for i, row in enumerate(rows):
             if i:
                 out.append("\n")
-            out.append(f"{label[:label_w]:<{label_w}} ", style=p.rich("muted"))
-            out.append(fmt.sparkline(series, spark_w).rjust(spark_w), style=p.rich("spark"))
-            out.append(f" {latest:>{VALUE_WIDTH}}", style="bold")
+            self._cell(out, row.label, label_w, row, spark_w, VALUE_WIDTH)
+        return out
+
+    def _cell(self, out: Text, label: str, label_w: int, row: ChurnRow, spark_w: int, value_w: int) -> None:
+        p = self.palette
+        out.append(f"{label[:label_w]:<{label_w}} ", style=p.rich("muted"))
+        out.append(fmt.sparkline(row.series, spark_w).rjust(spark_w), style=p.rich("spark"))
+        out.append(f" {row.latest:>{value_w}}", style="bold")
+
+    def _render_two_columns(self, rows: list[ChurnRow], width: int) -> Text:
+        """Two sparklines per line (short labels), so a 24-line screen keeps room for the curve."""
+        label_w, value_w = 8, 9
+        half = (width - 3) // 2
+        spark_w = max(4, half - label_w - value_w - 2)
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for i in range(0, len(rows), 2):
+            if i:
+                out.append("\n")
+            self._cell(out, rows[i].short, label_w, rows[i], spark_w, value_w)
+            if i + 1 < len(rows):
+                out.append(" │ ", style=self.palette.rich("muted"))
+                self._cell(out, rows[i + 1].short, label_w, rows[i + 1], spark_w, value_w)
         return out

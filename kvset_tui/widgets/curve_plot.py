@@ -73,9 +73,9 @@ def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str
 def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     """The curves and markers for this view, or None when there is nothing to draw yet."""
     all_time = snapshot.curves.get("all")
-    if all_time is None or all_time.accesses == 0 or len(all_time.capacities) == 0:
-        return None
     unit = view.effective_unit(snapshot)
+    if all_time is None or all_time.accesses == 0 or len(all_time.capacities) == 0:
+        return engine_only(snapshot, unit)
     window_curve = None
     note = ""
     if view.window != "all":
@@ -119,6 +119,28 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine=engine,
         engine_capacity=engine_x,
         note=note,
+    )
+
+
+def engine_only(snapshot: Snapshot, unit: str) -> PlotData | None:
+    """Without block accesses (e.g. only /metrics), the engine's own operating point is all there is."""
+    blocks = engine_capacity_blocks(snapshot)
+    eng = snapshot.engine
+    if eng is None or not blocks or eng.token_hit_rate is None:
+        return None
+    x = to_unit(blocks, snapshot, unit) or float(blocks)
+    return PlotData(
+        unit=unit,
+        hit_unit="tokens",
+        x_low=x / 10.0,
+        x_high=x * 10.0,
+        all_time=None,
+        window=None,
+        window_label="",
+        markers=(),
+        engine=(x, 100.0 * float(eng.token_hit_rate)),
+        engine_capacity=x,
+        note="no block accesses: engine's own point only",
     )
 
 
@@ -195,7 +217,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self.border_title = f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
-        legend.append("⣿ all time", style=p.rich("curve_all"))
+        if d.all_time is not None:
+            legend.append("⣿ all time", style=p.rich("curve_all"))
         if d.window is not None:
             legend.append(f"  · {d.window_label}", style=p.rich("curve_window"))
         elif d.note:

@@ -27,7 +27,7 @@ class EventsPanel(SnapshotView, Widget):
     """The newest events first, each with its age; fills the space the side column has left."""
 
     DEFAULT_CSS = """
-    EventsPanel { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
+    EventsPanel { height: 1fr; min-height: 3; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     AUTO_HEIGHT = False

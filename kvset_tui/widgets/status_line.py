@@ -19,8 +19,13 @@ from kvset_tui.widgets.panel import SnapshotView
 MAX_SOURCE_LINES = 3
 
 
-def source_lines(health: SourceHealth, now: float, palette: KvsetTheme, width: int) -> list[Text]:
-    """One line for the source's health, or two (name and state, then the facts) when it is too wide."""
+def source_lines(
+    health: SourceHealth, now: float, palette: KvsetTheme, width: int, compact: bool = False
+) -> list[Text]:
+    """One line for the source's health, or two (name and state, then the facts) when it is too wide.
+
+    On a short screen (`compact`) a healthy source keeps to one line, cut at the edge; a source that
+    is down or rejects input always gets its second line."""
     p = palette
     if health.finished:
         dot, colour = "◼", p.rich("muted")
@@ -47,7 +52,8 @@ def source_lines(health: SourceHealth, now: float, palette: KvsetTheme, width: i
         facts.append(f" · {fmt.count(health.accesses)} accesses", style=p.rich("muted"))
     if health.notes:
         facts.append(f" · {health.notes[0]}", style=p.rich("muted"))
-    if head.cell_len + 3 + facts.cell_len <= width:
+    healthy = (health.connected or health.finished) and not n
+    if head.cell_len + 3 + facts.cell_len <= width or (compact and healthy):
         return [Text.assemble(head, " · ", facts, no_wrap=True, overflow="ellipsis")]
     return [head, Text.assemble("  ", facts, no_wrap=True, overflow="ellipsis")]
 
@@ -103,7 +109,7 @@ class StatusLine(SnapshotView, Widget):
             sources = snap.sources
             width = max(20, self.content_width)
             for health in sources[:MAX_SOURCE_LINES]:
-                for line in source_lines(health, now, p, width):
+                for line in source_lines(health, now, p, width, compact=self.compact):
                     out.append_text(line)
                     out.append("\n")
             if len(sources) > MAX_SOURCE_LINES:

@@ -10,7 +10,7 @@ from textual.widget import Widget
 
 from kvset.snapshot import NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot, Thrashing
 from kvset_tui import format as fmt
-from kvset_tui.units import capacity_text
+from kvset_tui.units import capacity_text, engine_capacity_blocks
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
@@ -59,7 +59,9 @@ class ThrashingPanel(SnapshotView, Widget):
         snap = self.snapshot
         t = thrashing_for_view(snap, self.view)[0] if snap is not None else None
         if snap is None or t is None:
-            return Text("no capacity to judge yet (needs an engine pool or accesses)", style=p.rich("muted"))
+            if snap is None or snap.totals.accesses == 0:
+                return Text("no block accesses yet", style=p.rich("muted"))
+            return Text("no capacity to judge: give --capacity or an engine source", style=p.rich("muted"))
         unit = self.view.effective_unit(snap)
         level = t.level
         colour = p.rich(LEVEL_COLOR[level])
@@ -78,10 +80,18 @@ class ThrashingPanel(SnapshotView, Widget):
         out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
         out.append("   +25 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
+        measured = snap.engine.token_hit_rate if snap.engine is not None else None
+        engine_blocks = engine_capacity_blocks(snap)
+        if measured is not None and engine_blocks:
+            curve = snap.curves.get(self.view.window) or snap.curves["all"]
+            out.append("\nengine measured ", style=p.rich("muted"))
+            out.append(fmt.percent(measured), style=f"bold {p.rich('engine')}")
+            out.append(" vs LRU ", style=p.rich("muted"))
+            out.append(fmt.percent(curve.hit_rate(engine_blocks, "tokens")), style="bold")
+            out.append(" (tokens)", style=p.rich("muted"))
         if not self.compact:
-            out.append("\nnear miss: a miss with stack distance ≤ 1.25× capacity", style=p.rich("muted"))
             out.append(
-                f"\nlevels: warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%} near misses",
+                f"\nnear miss ≤ 1.25× cap · warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%}",
                 style=p.rich("muted"),
             )
         return out
