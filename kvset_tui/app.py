@@ -37,6 +37,9 @@ from kvset_tui.widgets.thrashing import ThrashingPanel
 from kvset_tui.widgets.working_sets import WorkingSetTable
 
 AGE_TICK_SECONDS = 1.0
+# While the display is paused nobody looks at new frames: the monitor keeps ingesting and analysing,
+# but builds a snapshot only this often (building one is most of an idle monitor's CPU).
+PAUSED_INTERVAL_SECONDS = 15.0
 
 
 class MonitorLike(Protocol):
@@ -120,6 +123,7 @@ class KvsetTopApp(App[int]):
         self._stop = threading.Event()
         self._monitor_worker: Worker | None = None
         self._panels: list[SnapshotView] | None = None
+        self._live_interval: float | None = None
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -225,7 +229,14 @@ class KvsetTopApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_toggle_pause(self) -> None:
-        self._set_view(self.view.toggle_pause())
+        view = self.view.toggle_pause()
+        if self.monitor is not None:
+            if view.paused:
+                self._live_interval = self.monitor.interval
+                self.monitor.interval = max(self._live_interval, PAUSED_INTERVAL_SECONDS)
+            elif self._live_interval is not None:
+                self.monitor.interval = self._live_interval
+        self._set_view(view)
 
     def action_cycle_window(self) -> None:
         self._set_view(self.view.next_window())

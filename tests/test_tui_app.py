@@ -20,7 +20,7 @@ from tui_support import (
     screen_text,
 )
 
-from kvset_tui.app import KvsetTopApp
+from kvset_tui.app import PAUSED_INTERVAL_SECONDS, KvsetTopApp
 from kvset_tui.help_screen import HelpScreen
 from kvset_tui.messages import SnapshotReady
 from kvset_tui.view_state import ViewState
@@ -101,6 +101,16 @@ async def test_pause_freezes_display_while_analysis_goes_on():
         await pilot.press("p")
         assert app.shown is app.latest and app.shown.seq > frozen.seq
         assert "PAUSED" not in screen_text(app)
+
+
+async def test_pause_slows_the_monitors_snapshots_and_resume_restores_them():
+    monitor = ScriptedMonitor([demo_snapshot()], interval=0.5)
+    app = make_app(monitor=monitor)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        assert monitor.interval == PAUSED_INTERVAL_SECONDS  # nobody looks: fewer snapshots, same analysis
+        await pilot.press("p")
+        assert monitor.interval == 0.5
 
 
 async def test_keys_change_the_view_while_paused_without_taking_new_data():

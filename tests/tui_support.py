@@ -404,6 +404,7 @@ class ContinuousMonitor:
     def __init__(self, base: Snapshot, interval: float = 0.02) -> None:
         self.build = lambda seq: dataclasses.replace(base, seq=seq)
         self.interval = interval
+        self.period = interval  # fixed: frames keep coming while the app has slowed `interval` (paused)
         self.published = 0
 
     def run(self, stop: threading.Event, publish: Callable[[Snapshot], None]) -> None:
@@ -412,7 +413,7 @@ class ContinuousMonitor:
             seq += 1
             publish(self.build(seq))
             self.published += 1
-            stop.wait(self.interval)
+            stop.wait(self.period)
 
 
 class CrashingMonitor:
