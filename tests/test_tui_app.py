@@ -9,6 +9,7 @@ import pytest
 from textual import events
 from textual.widgets import Static
 from tui_support import (
+    NOW,
     ContinuousMonitor,
     CrashingMonitor,
     ScriptedMonitor,
@@ -356,3 +357,20 @@ async def test_metrics_only_shows_the_engine_point_and_its_history():
         assert "◆" in text
         assert "Engine history" in text and "engine hit (tok)" in text and "62.0 %" in text
         assert "engine KV use" in text and "91.0 %" in text
+
+
+async def test_last_data_age_follows_the_clock_but_freezes_while_paused():
+    now = [NOW]
+    app = KvsetTopApp(snapshot=engine_snapshot(), clock=lambda: now[0], theme_name="dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "data 1.2 s ago" in screen_text(app)
+        now[0] += 10.0
+        app._tick_ages()  # what the once-a-second timer calls
+        await pilot.pause()
+        assert "data 11 s ago" in screen_text(app)
+        await pilot.press("p")
+        now[0] += 100.0
+        app._tick_ages()
+        await pilot.pause()
+        assert "data 11 s ago" in screen_text(app)

@@ -20,6 +20,7 @@ from kvset_tui.widgets.panel import SnapshotView
 
 LABEL_WIDTH = 16
 VALUE_WIDTH = 12
+TRACE_CLOCK_SKEW = 120.0  # seconds between the data's clock and the wall clock that mean "trace time"
 TWO_COLUMN_MIN_WIDTH = 70  # a short screen puts two sparklines on each line from this width on
 
 
@@ -104,7 +105,9 @@ class ChurnPanel(SnapshotView, Widget):
             return
         c = snap.churn
         span = fmt.duration(len(c) * c.slot_seconds)
-        title = f"Page churn · last {span} in {fmt.duration(c.slot_seconds)} slots"
+        # A replay (or the demo) runs on its own clock: say so, rates are per trace second then.
+        clock = " of trace time" if abs(c.end_time - snap.taken_at) > TRACE_CLOCK_SKEW else ""
+        title = f"Page churn · last {span}{clock} in {fmt.duration(c.slot_seconds)} slots"
         if c.working_set_step_seconds and c.working_set_step_seconds != c.slot_seconds:
             title += f" · WS every {fmt.duration(c.working_set_step_seconds)}"
         self.border_title = title

@@ -29,7 +29,8 @@ class SnapshotView:
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (id(snapshot), view)
 
-    def show(self, snapshot: Snapshot | None, view: ViewState) -> bool:
+    def show(self, snapshot: Snapshot | None, view: ViewState, layout: bool | None = None) -> bool:
+        """Take this snapshot and view; redraw (and re-measure, unless `layout` is False) if they differ."""
         key = self.render_key(snapshot, view)
         if key == self._shown_key:
             return False
@@ -38,7 +39,7 @@ class SnapshotView:
         self.view = view
         self.renders += 1
         self.on_data()
-        self.refresh(layout=self.AUTO_HEIGHT)  # type: ignore[attr-defined]
+        self.refresh(layout=self.AUTO_HEIGHT if layout is None else layout)  # type: ignore[attr-defined]
         return True
 
     def get_content_height(self, container, viewport, width: int) -> int:

@@ -88,8 +88,9 @@ class StatusLine(SnapshotView, Widget):
         return (id(snapshot), view, self._ages(snapshot), self.monitor_error)
 
     def tick(self) -> bool:
-        """Re-render only if a shown age changed (called once a second while not paused)."""
-        return self.show(self.snapshot, self.view)
+        """Re-render only if a shown age changed (called once a second while not paused). An age
+        changes no line count worth a layout pass; the next snapshot re-measures anyway."""
+        return self.show(self.snapshot, self.view, layout=False)
 
     def set_monitor_error(self, error: str | None) -> None:
         self.monitor_error = error
