@@ -53,6 +53,7 @@ def parse_rate(screen: str) -> float | None:
 
 class Pane:
     def __init__(self, speed: str, name: str) -> None:
+        self.started = time.monotonic()
         self.socket = f"kvset-bench-{os.getpid()}-{name}"
         cmd = f"exec {sys.executable} -m kvset_tui --demo --speed {speed} --no-mouse"
         tmux(self.socket, "new-session", "-d", "-s", "top", "-x", "120", "-y", "40", "-c", str(ROOT), cmd)
@@ -108,7 +109,10 @@ class Pane:
 def scenario(name: str, speed: str, paused: bool, seconds: float, presses: int, warmup: float) -> dict:
     pane = Pane(speed, name)
     try:
+        pane.wait_for("? Help")  # the UI is up
+        ui_up = time.monotonic() - pane.started
         pane.wait_for("near misses")  # the first analysed frame is on screen
+        first_frame = time.monotonic() - pane.started
         time.sleep(warmup)
         if paused:
             pane.keys("p")
@@ -119,6 +123,7 @@ def scenario(name: str, speed: str, paused: bool, seconds: float, presses: int, 
     finally:
         pane.close()
     result = {"scenario": name, "speed": speed, "paused": paused, "seconds": seconds,
+              "startup_ui_s": round(ui_up, 2), "startup_first_frame_s": round(first_frame, 2),
               "ingest_accesses_per_s": rate, "cpu_process_pct": round(process, 1), "cpu_ui_thread_pct": round(ui, 1)}  # fmt: skip
     if latency:
         result |= {"key_latency_ms_median": round(statistics.median(latency), 1),
@@ -145,12 +150,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
-    print(f"{'scenario':<12} {'ingest acc/s':>13} {'CPU process':>12} {'CPU UI thread':>14} {'key ms (median/max)':>20}")
+    print(f"{'scenario':<12} {'ingest acc/s':>13} {'CPU process':>12} {'CPU UI thread':>14} "
+          f"{'key ms (median/max)':>20} {'start s (UI/frame)':>19}")  # fmt: skip
     for r in results:
         rate = f"{r['ingest_accesses_per_s']:,.0f}" if r["ingest_accesses_per_s"] else "?"
         keys = f"{r.get('key_latency_ms_median', '-')}/{r.get('key_latency_ms_max', '-')}"
+        start = f"{r['startup_ui_s']}/{r['startup_first_frame_s']}"
         print(f"{r['scenario']:<12} {rate:>13} {r['cpu_process_pct']:>11.1f}% {r['cpu_ui_thread_pct']:>13.1f}% "
-              f"{keys:>20}")  # fmt: skip
+              f"{keys:>20} {start:>19}")  # fmt: skip
     return 0
 
 
