@@ -90,6 +90,8 @@ class KvsetTopApp(App[int]):
         Binding("t", "cycle_targets", "Targets", id="kvset.targets"),
         Binding("e", "export", "Export", id="kvset.export"),
         Binding("q", "quit", "Quit", id="kvset.quit"),
+        # On-call muscle memory: ctrl+c ends a `top`, so it ends this one too.
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt"),
     ]
 
     def __init__(

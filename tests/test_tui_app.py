@@ -35,6 +35,11 @@ SIZE = (120, 40)
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(autouse=True)
+def _colour_environment(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)  # a CI shell's NO_COLOR must not change what is tested
+
+
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
@@ -66,6 +71,7 @@ async def test_bindings_have_ids_and_cover_every_documented_key():
         "t": "kvset.targets",
         "e": "kvset.export",
         "q": "kvset.quit",
+        "ctrl+c": "kvset.interrupt",
     }
 
 
@@ -223,12 +229,13 @@ async def test_e_without_a_snapshot_says_so():
         assert any("nothing to export" in n.message for n in app._notifications)
 
 
-async def test_q_quits_and_stops_the_monitor():
+@pytest.mark.parametrize("key", ["q", "ctrl+c"])
+async def test_q_quits_and_stops_the_monitor(key):
     monitor = ScriptedMonitor([demo_snapshot()])
     app = make_app(monitor=monitor)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: app.shown is not None)
-        await pilot.press("q")
+        await pilot.press(key)
     assert monitor.stopped.wait(2.0)
     assert app.return_code == 0
 

@@ -78,3 +78,23 @@ def test_print_once_routes_to_the_library_report():
     print_once(snap, as_json=True, out=js)
     assert text.getvalue() == snapshot_text(snap).rstrip("\n") + "\n"
     assert json.loads(js.getvalue()) == json.loads(json.dumps(snapshot_json(snap)))
+
+
+def test_main_starts_the_app_with_the_display_flags(monkeypatch, tmp_path):
+    from kvset_tui.app import KvsetTopApp
+
+    seen = {}
+
+    def fake_run(self, *, mouse=True, **kw):
+        seen.update(app=self, mouse=mouse)
+        return 0
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr(KvsetTopApp, "run", fake_run)
+    code = main(["--demo", "--no-mouse", "--theme", "light", "--window", "1h", "--units", "tokens", "--linear",
+                 "--target-mode", "absolute", "--export-dir", str(tmp_path)])  # fmt: skip
+    app = seen["app"]
+    assert code == 0 and seen["mouse"] is False
+    assert app.palette.name == "light" and app.export_dir == tmp_path
+    assert (app.view.window, app.view.unit, app.view.log_x, app.view.target_mode) == ("1h", "tokens", False, "absolute")
+    assert app.main_mode == "absolute" and app.monitor is not None and app.monitor.interval == 1.0

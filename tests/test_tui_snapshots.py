@@ -13,6 +13,11 @@ from kvset_tui.app import KvsetTopApp
 from kvset_tui.theming import load_theme
 
 
+@pytest.fixture(autouse=True)
+def _colour_environment(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)  # screenshots are of the named theme, always
+
+
 def app_for(snapshot, theme: str) -> KvsetTopApp:
     return KvsetTopApp(snapshot=snapshot, palette=load_theme(theme), clock=fixed_clock())
 
