@@ -122,8 +122,9 @@ def run_python(trace: BenchTrace, prefix_accesses: int) -> dict:
     hist, first = stack_distance_histogram(keys)
     took = time.perf_counter() - started
     rss = mem.delta_bytes()
-    nz = [d for d in range(len(hist) - 1, 0, -1) if hist[d]][:1]
-    top = nz[0] if nz else 0
+    top = len(hist) - 1
+    while top > 0 and hist[top] == 0:
+        top -= 1
     return {
         "accesses": len(keys),
         "total_seconds": took,
