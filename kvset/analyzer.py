@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +35,32 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
 
 
+try:  # numpy's switch for madvise(MADV_HUGEPAGE) on large arrays (private, so guarded)
+    from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
+except ImportError:  # pragma: no cover - older or newer numpy
+    _get_madvise_hugepage = _set_madvise_hugepage = None
+
+
+@contextmanager
+def _no_hugepage_advice():
+    """Allocate the state without numpy's huge-page advice.
+
+    Where transparent huge pages are on "madvise" but none can be had (as on the VMs we
+    measured), each first touch of advised memory tries to compact memory synchronously:
+    touching 80 MB took 0.11 s with the advice and 0.03 s without, and growing the analyzer
+    to 1M blocks spent most of its time there (benchmarks/: 0.90-1.0 s against 0.70 s).
+    """
+    if _set_madvise_hugepage is None:
+        yield
+        return
+    previous = _get_madvise_hugepage()
+    _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(previous)
+
+
 class _Tracker:
     """The kernel's state arrays, sized for `max_tracked` blocks; grown by doubling."""
 
@@ -48,18 +75,26 @@ class _Tracker:
         self.meta[K.M_BLOOM_CAP] = self.bloom_cap
 
     def _allocate(self, max_tracked: int) -> None:
+        with _no_hugepage_advice():
+            self._allocate_arrays(max_tracked)
+
+    def _allocate_arrays(self, max_tracked: int) -> None:
         self.max_tracked = min(self.horizon, max_tracked)
         table_cells = _next_pow2(2 * self.max_tracked)
         self.mask = table_cells - 1
         self.table = np.empty(2 * table_cells, dtype=np.uint64)
         self.table[1::2] = K.EMPTY
-        nwords = (2 * self.max_tracked) // 64 + 1  # at least twice the tracked blocks: amortized compaction
+        # slots: at least twice the tracked blocks (amortized compaction), whole superblocks
+        superblocks = (2 * self.max_tracked) // (64 * K.WORDS_PER_SB) + 1
+        nwords = superblocks * K.WORDS_PER_SB
         self.slot_keys = np.zeros(64 * nwords, dtype=np.uint64)
         self.live = np.zeros(nwords, dtype=np.uint64)  # one bit per slot
-        self.fen = np.zeros(nwords + 1, dtype=np.int64)  # live bits per word
+        self.fen = np.zeros(superblocks + 1, dtype=np.int64)  # live bits per superblock
         hist_len = self.max_tracked + 2
         if len(self.hist) < hist_len:
-            grown = np.zeros((hist_len, 2), dtype=np.int64)
+            # Reserve rows ahead: np.zeros maps untouched pages lazily, so rows beyond the largest
+            # distance seen cost no memory, and the next few doublings need no copy.
+            grown = np.zeros((min(self.horizon + 2, 16 * hist_len), 2), dtype=np.int64)
             grown[: len(self.hist)] = self.hist
             self.hist = grown
         if self.max_tracked >= self.horizon and self.bloom.shape[1] == 1:
@@ -82,8 +117,9 @@ class _Tracker:
         return int(self.meta[K.M_TRACKED])
 
     def nbytes(self) -> int:
-        arrays = (self.table, self.slot_keys, self.live, self.fen, self.bloom, self.hist)
-        return sum(a.nbytes for a in arrays)
+        """Bytes of state in use (histogram rows reserved beyond the tracked blocks are never touched)."""
+        arrays = (self.table, self.slot_keys, self.live, self.fen, self.bloom)
+        return sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
 
 
 class SlotRing:
@@ -218,10 +254,13 @@ class Analyzer:
         order = None
         if self.order == "reverse" and len(starts):
             order = _reverse_within_requests(starts, n)
-            keys, tok = keys[order], tok[order]
+            keys = keys[order]
+            if tok.shape[0] == n:
+                tok = tok[order]
             if ts.shape[0] == n:
                 ts = ts[order]
-        out = np.empty(n, dtype=np.int64)
+        # no per-batch buffers unless needed: fresh pages cost more than the kernel on some VMs
+        out = np.empty(n if return_distances else 1, dtype=np.int64)
         self._feed_by_slot(keys, tok, starts, ts, out)
         if not return_distances:
             return None
@@ -232,10 +271,13 @@ class Analyzer:
         return out
 
     def _tokens_array(self, tokens, n: int) -> np.ndarray:
+        """Per-access tokens, or a length-1 array when every access covers the same number."""
         if tokens is None:
-            return np.full(n, self.block_tokens or 1, dtype=np.int64)
+            tokens = self.block_tokens or 1
         if np.isscalar(tokens):
-            return np.full(n, int(tokens), dtype=np.int64)
+            if int(tokens) < 0:
+                raise ValueError("tokens per access must not be negative")
+            return np.array([int(tokens)], dtype=np.int64)
         tok = np.ascontiguousarray(tokens, dtype=np.int64)
         if tok.shape != (n,):
             raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
@@ -266,41 +308,47 @@ class Analyzer:
         return ts
 
     def _feed_by_slot(self, keys, tok, starts, ts, out) -> None:
+        """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
         n = len(keys)
         fine = self.fine
-        # Time never runs backwards in the rings: late accesses count in the current slot.
-        slots = np.floor(ts / fine.width).astype(np.int64)
-        mono = np.maximum.accumulate(slots if fine.current is None else np.maximum(slots, fine.current))
-        late = int(np.count_nonzero(slots < mono))
-        self.late_accesses += late * n if len(slots) == 1 else late
-        t_first, t_last = float(ts.min()), float(ts.max())
-        self.first_time_at = t_first if self.first_time_at is None else min(self.first_time_at, t_first)
-        self.last_time_at = t_last if self.last_time_at is None else max(self.last_time_at, t_last)
-        if len(mono) == 1:
-            runs = [(0, n, int(mono[0]))]
-        else:
-            cuts = np.flatnonzero(np.diff(mono)) + 1
-            bounds = np.concatenate([[0], cuts, [n]])
-            runs = [(int(a), int(b), int(mono[a])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        for a, b, slot in runs:
-            self._feed_run(keys, tok, a, b, out)
-            req = int(np.searchsorted(starts, b) - np.searchsorted(starts, a))
-            self._close_run(slot, req)
-
-    def _feed_run(self, keys, tok, a: int, b: int, out) -> None:
+        per_access = len(ts) == n and n > 1
+        first = fine.slot_of(float(ts[0]))
+        if fine.current is not None and first < fine.current:
+            # time never runs backwards in the rings: late accesses count in the current slot
+            if not per_access:
+                self.late_accesses += n
+            first = fine.current
         t = self._t
+        t.meta[K.M_SLOT] = first
+        late_before = int(t.meta[K.M_LATE])
+        t_lo, t_hi = (float(ts.min()), float(ts.max())) if per_access else (float(ts[0]), float(ts[0]))
+        self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
+        self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
+        i = run_start = 0
+        self._clear_scratch()
+        while True:
+            i = K.feed_kernel(
+                keys, tok, ts, per_access, fine.width, i, n, t.table, t.mask, t.max_tracked, t.slot_keys,
+                t.live, t.fen, t.meta, t.bloom, t.hist, self._lut,
+                self._scratch_blocks, self._scratch_tokens, self._scratch_counts, out,
+            )  # fmt: skip
+            reason = int(t.meta[K.M_REASON])
+            if reason == K.STOP_GROW:
+                t.grow()
+                continue
+            slot = int(t.meta[K.M_SLOT])
+            requests = int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
+            self._close_run(slot, requests)
+            if reason == K.STOP_DONE:
+                break
+            run_start = i  # the kernel has set the next slot
+            self._clear_scratch()
+        self.late_accesses += int(t.meta[K.M_LATE]) - late_before
+
+    def _clear_scratch(self) -> None:
         self._scratch_blocks[:] = 0
         self._scratch_tokens[:] = 0
         self._scratch_counts[:] = 0
-        i = a
-        while i < b:
-            i = K.feed_kernel(
-                keys, tok, i, b, t.table, t.mask, t.max_tracked, t.slot_keys, t.live, t.fen, t.meta,
-                t.bloom, t.hist, self._lut,
-                self._scratch_blocks, self._scratch_tokens, self._scratch_counts, out,
-            )  # fmt: skip
-            if i < b:
-                t.grow()
 
     def _close_run(self, fine_slot: int, requests: int) -> None:
         fine_row = self.fine.advance(fine_slot)

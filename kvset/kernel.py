@@ -26,7 +26,14 @@ M_BLOOM_GEN = 5  # which bloom row is current
 M_BLOOM_FILL = 6  # keys added to the current bloom row
 M_COMPACTIONS = 7
 M_BLOOM_CAP = 8  # keys per bloom row before it rotates
-META_SIZE = 9
+M_SLOT = 9  # the fine time slot accesses are counted in
+M_LATE = 10  # accesses stamped before the current slot, all time
+M_REASON = 11  # why feed_kernel returned
+META_SIZE = 12
+
+STOP_DONE = 0
+STOP_GROW = 1
+STOP_NEXT_SLOT = 2
 
 # counts[] layout (int64), accumulated per call
 C_ACCESSES = 0
@@ -133,14 +140,22 @@ def _popcount(x):
     return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
-# Live slots are bits in uint64 words; the Fenwick tree counts live bits per word, so it is
-# 64x smaller than the slot array and stays in cache.
+# Live slots are bits in uint64 words, grouped in superblocks of 8 words (512 slots, one cache
+# line). The Fenwick tree counts live bits per superblock, so it is 512x smaller than the slot
+# array and stays in L1; inside a superblock the few words before a slot are popcounted.
+SB_SHIFT = 9  # slots per superblock = 2**9
+WORDS_PER_SB = 8
+
+
 @njit(inline="always")
 def _live_prefix(live, fen, p):
     """Live slots in [0, p]."""
     w = p >> 6
+    s = _fen_prefix(fen, (p >> SB_SHIFT) - 1)
+    for k in range(w & ~(WORDS_PER_SB - 1), w):
+        s += _popcount(live[k])
     m = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (p & 63))
-    return _fen_prefix(fen, w - 1) + _popcount(live[w] & m)
+    return s + _popcount(live[w] & m)
 
 
 @njit(inline="always")
@@ -149,15 +164,9 @@ def _live_test(live, p):
 
 
 @njit(inline="always")
-def _live_set(live, fen, p):
-    live[p >> 6] |= np.uint64(1) << np.uint64(p & 63)
-    _fen_add(fen, p >> 6, 1)
-
-
-@njit(inline="always")
 def _live_clear(live, fen, p):
     live[p >> 6] &= ~(np.uint64(1) << np.uint64(p & 63))
-    _fen_add(fen, p >> 6, -1)
+    _fen_add(fen, p >> SB_SHIFT, -1)
 
 
 @njit(inline="always")
@@ -171,7 +180,10 @@ def _live_build(live, fen, j):
     n = fen.shape[0] - 1
     fen[:] = 0
     for i in range(1, n + 1):
-        fen[i] += _popcount(live[i - 1])
+        c = 0
+        for k in range((i - 1) * WORDS_PER_SB, min(i * WORDS_PER_SB, live.shape[0])):
+            c += _popcount(live[k])
+        fen[i] += c
         q = i + (i & (-i))
         if q <= n:
             fen[q] += fen[i]
@@ -266,10 +278,24 @@ def rebuild_into(old_slot_keys, old_live, old_meta, table, mask, slot_keys, live
     meta[M_OLDEST] = 0
 
 
+@njit(inline="always")
+def _release(live, fen, pend, now, p):
+    """Free slot p; a bit still pending in the newest word never reached the tree. Returns pend."""
+    bit = np.uint64(1) << np.uint64(p & 63)
+    if (p >> 6) == (now >> 6) and (pend & bit):
+        live[p >> 6] &= ~bit
+        return pend & ~bit
+    _live_clear(live, fen, p)
+    return pend
+
+
 @njit(nogil=True, cache=True)
 def feed_kernel(
     keys,
     tokens,
+    stamps,
+    per_access,
+    slot_width,
     start,
     stop,
     table,
@@ -287,22 +313,47 @@ def feed_kernel(
     counts,
     out,
 ):
-    """Process keys[start:stop]; return the index reached.
+    """Process keys[start:stop] into the current time slot meta[M_SLOT]; return the index reached.
 
-    Returns early (index < stop) only when a new block needs a larger table
-    (tracked == max_tracked < horizon); the caller grows the state and calls again.
+    With per_access, stamps holds one timestamp per access; otherwise the caller has put the whole
+    call into the current slot. Stops early, with meta[M_REASON] saying why, when
+      STOP_GROW: a new block needs a larger table (tracked == max_tracked < horizon), or
+      STOP_NEXT_SLOT: an access belongs to a later time slot than the current one.
+    Accesses stamped before the current slot count in it (meta[M_LATE]).
     """
     nslots = slot_keys.shape[0]
     horizon = meta[M_HORIZON]
     track_bloom = bloom.shape[1] > 1
-    # hot state in locals (registers), written back to meta before leaving or compacting
+    # one token count for all, and no distances wanted, are given as length-1 arrays
+    per_access_tokens = tokens.shape[0] == keys.shape[0]
+    want_out = out.shape[0] == keys.shape[0]
+    slot = meta[M_SLOT]
+    # hot state in locals (registers), written back to meta once on the way out
     now = meta[M_NOW]
     tracked = meta[M_TRACKED]
+    late = 0
     n_acc = n_tok = n_hits = 0
     touch = np.uint64(0)
-    for i in range(start, stop):
+    # The newest word's live bits join the Fenwick tree only when the word is full: one tree
+    # update per 64 accesses instead of one per access. Queries never read the newest word
+    # from the tree (they popcount it), so the tree stays exact where it is read.
+    pend = np.uint64(0)
+    reason = STOP_DONE
+    i = start
+    while i < stop:
+        if per_access:
+            s = np.int64(np.floor(stamps[i] / slot_width))
+            if s > slot:
+                meta[M_SLOT] = s
+                reason = STOP_NEXT_SLOT
+                break
+            if s < slot:
+                late += 1
         if now >= nslots:
             # compact first, so the table is consistent while slots are renumbered
+            if pend:
+                _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+                pend = np.uint64(0)
             meta[M_NOW] = now
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
@@ -310,19 +361,20 @@ def feed_kernel(
             # an early load of a later key's home cell overlaps its cache miss with this work
             touch += table[2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask))]
         key = keys[i]
-        tok = tokens[i]
+        tok = tokens[i] if per_access_tokens else tokens[0]
         h = _table_find(table, mask, key)
         if h >= 0:
             p = np.int64(table[2 * h + 1])
             d = tracked - _live_prefix(live, fen, p) + 1
-            _live_clear(live, fen, p)
+            pend = _release(live, fen, pend, now, p)
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
             b = _grid_bucket(d, lut)
             bucket_blocks[b] += 1
             bucket_tokens[b] += tok
             n_hits += 1
-            out[i] = d
+            if want_out:
+                out[i] = d
         else:
             if tracked >= horizon:
                 # forget the least recently used tracked block (stack position H)
@@ -333,10 +385,9 @@ def feed_kernel(
                     else:
                         s += 1
                 old = slot_keys[s]
-                _live_clear(live, fen, s)
+                pend = _release(live, fen, pend, now, s)
                 meta[M_OLDEST] = s + 1
-                hv = _table_find(table, mask, old)
-                _table_delete(table, mask, hv)
+                _table_delete(table, mask, _table_find(table, mask, old))
                 tracked -= 1
                 meta[M_EVICTED] += 1
                 if track_bloom:
@@ -351,38 +402,44 @@ def feed_kernel(
                     meta[M_BLOOM_FILL] += 1
                 h = _table_find(table, mask, key)
             elif tracked >= max_tracked:
-                meta[M_NOW] = now
-                meta[M_TRACKED] = tracked
-                counts[C_ACCESSES] += n_acc
-                counts[C_TOKENS] += n_tok
-                counts[C_HITS] += n_hits
-                counts[C_TOUCH] += np.int64(touch & np.uint64(1))
-                return i
-            beyond = False
-            if track_bloom and meta[M_EVICTED] > 0:
-                beyond = _bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key)
-            if beyond:
+                if per_access and np.floor(stamps[i] / slot_width) < slot:
+                    late -= 1  # counted again when the caller resumes here
+                reason = STOP_GROW
+                break
+            if track_bloom and meta[M_EVICTED] > 0 and (_bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key)):
                 counts[C_BEYOND] += 1
                 counts[C_BEYOND_TOKENS] += tok
-                out[i] = -1
+                if want_out:
+                    out[i] = BEYOND_HORIZON
             else:
                 counts[C_FIRST_TIME] += 1
                 counts[C_FIRST_TIME_TOKENS] += tok
-                out[i] = 0
+                if want_out:
+                    out[i] = FIRST_TIME
             h = -h - 1
             table[2 * h] = key
             tracked += 1
         # the access becomes its block's live slot
         slot_keys[now] = key
-        _live_set(live, fen, now)
+        bit = np.uint64(1) << np.uint64(now & 63)
+        live[now >> 6] |= bit
+        pend |= bit
         table[2 * h + 1] = np.uint64(now)
         now += 1
+        if (now & 63) == 0:
+            _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+            pend = np.uint64(0)
         n_acc += 1
         n_tok += tok
+        i += 1
+    if pend:
+        _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
     meta[M_NOW] = now
     meta[M_TRACKED] = tracked
+    meta[M_LATE] += late
+    meta[M_REASON] = reason
     counts[C_ACCESSES] += n_acc
     counts[C_TOKENS] += n_tok
     counts[C_HITS] += n_hits
     counts[C_TOUCH] += np.int64(touch & np.uint64(1))
-    return stop
+    return i

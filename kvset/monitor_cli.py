@@ -145,9 +145,11 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         except ValueError as e:
             raise UsageError(str(e)) from None
     if args.log:
-        if args.once and not Path(args.log).exists():
+        # --once reads a log whole, unless told to listen for --duration seconds
+        follow = not args.once or args.duration is not None
+        if not follow and not Path(args.log).exists():
             raise UsageError(f"no such log file: {args.log}")
-        sources.append(log_source_from_args(args, follow=not args.once))
+        sources.append(log_source_from_args(args, follow=follow))
     if args.metrics:
         sources.append(metrics_source_from_args(args))
     if args.demo or not sources:

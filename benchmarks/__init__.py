@@ -1,0 +1,1 @@
+"""Benchmarks of kvset's exact analyzer: `make bench` runs `python -m benchmarks`."""
