@@ -55,7 +55,7 @@ def churn_rows(snapshot: Snapshot, unit: str, main_mode: str = "coverage") -> li
     """One row per sparkline, rates per second; `main_mode` names the main target's kind (the
     monitor's --target-mode), whose first target the working-set series follows."""
     c: ChurnSeries = snapshot.churn
-    if len(c) == 0:
+    if len(c) == 0 or snapshot.totals.accesses == 0:
         return engine_rows(snapshot)
     slot = c.slot_seconds or 1.0
     accesses = np.asarray(c.accesses, dtype=float) / slot
@@ -100,7 +100,7 @@ class ChurnPanel(SnapshotView, Widget):
 
     def on_data(self) -> None:
         snap = self.snapshot
-        if snap is None or len(snap.churn) == 0:
+        if snap is None or len(snap.churn) == 0 or snap.totals.accesses == 0:
             self.border_title = "Page churn" if snap is None or not snap.engine_history else "Engine history"
             return
         c = snap.churn
