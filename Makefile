@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kvset analyze --demo
+	$(VENV)/bin/kvset-top --demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
