@@ -400,7 +400,7 @@ class Analyzer:
 
     def _exact_curve(self) -> HitRateCurve:
         t = self._t
-        hist_b = t.hist[:, 0]
+        hist_b = t.hist[: t.max_tracked + 2, 0]  # rows beyond were never touched
         nz = np.flatnonzero(hist_b)
         maxd = int(nz[-1]) if len(nz) else 0
         caps = np.arange(1, maxd + 1, dtype=np.int64)

@@ -7,6 +7,8 @@ a slow terminal only ever draws the newest frame; panels redraw only when their 
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -168,6 +170,9 @@ class KvsetTopApp(App[int]):
         self._render_view()
         if self.monitor is not None:
             self._monitor_worker = self._run_monitor()
+        # A hung-up terminal (an SSH drop, a killed tmux pane) reads as endless EOF, which the
+        # driver's input thread spins on; notice that the tty is gone and quit instead.
+        self._tty_fd = _tty_fd()
         self.set_interval(AGE_TICK_SECONDS, self._tick_ages)
 
     # -- the monitor thread ------------------------------------------------------------------
@@ -213,6 +218,10 @@ class KvsetTopApp(App[int]):
         return self.panels[-1]  # type: ignore[return-value]
 
     def _tick_ages(self) -> None:
+        if self._tty_fd is not None and not os.isatty(self._tty_fd):
+            self._stop.set()
+            self.exit(0)
+            return
         if not self.view.paused:
             self.status_line.tick()
 
@@ -277,6 +286,16 @@ class KvsetTopApp(App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+
+
+def _tty_fd() -> int | None:
+    """The controlling terminal's input, when the app runs in one (not under a test harness)."""
+    stream = sys.__stdin__
+    try:
+        fd = stream.fileno() if stream is not None else None
+    except (OSError, ValueError):
+        return None
+    return fd if fd is not None and os.isatty(fd) else None
 
 
 def main(argv: list[str] | None = None) -> int:

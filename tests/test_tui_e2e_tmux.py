@@ -62,3 +62,27 @@ def test_demo_in_a_real_terminal_shows_numbers_in_all_four_panels():
         assert not Path(f"/proc/{pid}").exists(), "kvset-top did not exit on q"
     finally:
         subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=10, check=False)
+
+
+def test_exits_when_its_terminal_goes_away_even_if_sighup_never_arrives():
+    """An SSH drop or a killed pane hangs the tty up. A parent (make, a wrapper) may keep SIGHUP from
+    the app; here it is ignored outright, so only noticing the dead terminal can end the app."""
+    socket = f"kvset-hup-{os.getpid()}"
+    command = f"sh -c 'trap \"\" HUP; exec {sys.executable} -m kvset_tui --demo --no-mouse'"
+    tmux(socket, "new-session", "-d", "-s", "top", "-x", "100", "-y", "30", "-c", str(ROOT), command)
+    try:
+        pid = int(tmux(socket, "display-message", "-p", "-t", "top", "#{pane_pid}").strip())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "accesses" not in tmux(socket, "capture-pane", "-p", "-t", "top"):
+            time.sleep(0.3)
+        tmux(socket, "kill-session", "-t", "top")  # the pane's tty hangs up
+        for _ in range(100):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.1)
+        alive = Path(f"/proc/{pid}").exists()
+        if alive:
+            os.kill(pid, 9)
+        assert not alive, "kvset-top kept running on a hung-up terminal"
+    finally:
+        subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=10, check=False)

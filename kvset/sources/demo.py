@@ -10,7 +10,7 @@ from kvset.sources.base import IDLE_TICK, EngineReading, Source, SourceHealth, S
 from kvset.workload import DEMO_PHASES, AgenticWorkload, Phase, WorkloadConfig
 
 # The demo's pretend engine pool: small enough that the peak phase thrashes.
-DEMO_POOL_BLOCKS = 16_384
+DEMO_POOL_BLOCKS = 10_240
 DEMO_CYCLE_SECONDS = 480.0
 
 
