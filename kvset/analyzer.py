@@ -203,7 +203,6 @@ class Analyzer:
         self.order: Order = order
         self.block_tokens = block_tokens
         self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)))
-        self._lut = K.make_grid_lut()
         self.grid_capacities = K.grid_capacities(self.horizon)
         nb = len(self.grid_capacities)
         self.fine = SlotRing(slot_seconds, fine_slots, nb)
@@ -329,7 +328,7 @@ class Analyzer:
         while True:
             i = K.feed_kernel(
                 keys, tok, ts, per_access, fine.width, i, n, t.table, t.mask, t.max_tracked, t.slot_keys,
-                t.live, t.fen, t.meta, t.bloom, t.hist, self._lut,
+                t.live, t.fen, t.meta, t.bloom, t.hist,
                 self._scratch_blocks, self._scratch_tokens, self._scratch_counts, out,
             )  # fmt: skip
             reason = int(t.meta[K.M_REASON])
@@ -390,7 +389,7 @@ class Analyzer:
 
     def memory_bytes(self) -> int:
         rings = sum(a.nbytes for r in (self.fine, self.coarse) for a in (r.blocks, r.tokens, r.counts))
-        return self._t.nbytes() + rings + self._lut.nbytes
+        return self._t.nbytes() + rings
 
     def curve(self, window: float | None = None) -> HitRateCurve:
         """The all-time curve (exact at every capacity), or the last `window` seconds' (grid)."""
@@ -400,13 +399,11 @@ class Analyzer:
 
     def _exact_curve(self) -> HitRateCurve:
         t = self._t
-        hist_b = t.hist[: t.max_tracked + 2, 0]  # rows beyond were never touched
-        nz = np.flatnonzero(hist_b)
-        maxd = int(nz[-1]) if len(nz) else 0
+        maxd = int(t.meta[K.M_MAX_DISTANCE])
         caps = np.arange(1, maxd + 1, dtype=np.int64)
         return HitRateCurve(
             capacities=caps,
-            block_hits=np.cumsum(hist_b[1 : maxd + 1]),
+            block_hits=np.cumsum(t.hist[1 : maxd + 1, 0]),
             token_hits=np.cumsum(t.hist[1 : maxd + 1, 1]),
             accesses=self.accesses,
             tokens=self.tokens,

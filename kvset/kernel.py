@@ -14,7 +14,9 @@ compiled with numba (nogil, so a worker thread leaves the UI thread free).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 # meta[] layout (int64)
 M_NOW = 0  # next free slot
@@ -29,7 +31,8 @@ M_BLOOM_CAP = 8  # keys per bloom row before it rotates
 M_SLOT = 9  # the fine time slot accesses are counted in
 M_LATE = 10  # accesses stamped before the current slot, all time
 M_REASON = 11  # why feed_kernel returned
-META_SIZE = 12
+M_MAX_DISTANCE = 12  # largest stack distance seen: the exact curve's last capacity
+META_SIZE = 13
 
 STOP_DONE = 0
 STOP_GROW = 1
@@ -57,7 +60,6 @@ EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # slot value of an empty hash-table cell
 # The log grid for windowed histograms: exact up to 128, then 32 buckets per doubling (~3 %).
 GRID_EXACT = 128
 GRID_PER_OCTAVE = 32
-_LUT_BITS = 16
 
 
 def grid_bucket_py(d: int) -> int:
@@ -88,13 +90,6 @@ def grid_capacities(horizon: int) -> np.ndarray:
     return np.minimum(edges, horizon)
 
 
-def make_grid_lut() -> np.ndarray:
-    lut = np.zeros(1 << _LUT_BITS, dtype=np.int32)
-    for d in range(1, 1 << _LUT_BITS):
-        lut[d] = grid_bucket_py(d)
-    return lut
-
-
 @njit(inline="always")
 def _mix(x):
     # splitmix64 finalizer: spreads dense ids and structured hashes alike
@@ -103,13 +98,25 @@ def _mix(x):
     return x ^ (x >> np.uint64(31))
 
 
+@intrinsic
+def _ctlz(typingctx, x):
+    """LLVM's ctlz: count leading zeros in one instruction (lzcnt/bsr)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
+
+
 @njit(inline="always")
-def _grid_bucket(d, lut):
-    add = 0
-    while d >= 65536:
-        d >>= 8
-        add += 8 * 32
-    return lut[d] + add
+def _grid_bucket(d):
+    """grid_bucket_py in registers: exact below 129, then 32 buckets per doubling."""
+    if d <= GRID_EXACT:
+        return d - 1
+    e = 63 - np.int64(_ctlz(np.uint64(d)))
+    m = (d >> (e - 5)) - GRID_PER_OCTAVE
+    return GRID_EXACT + (e - 7) * GRID_PER_OCTAVE + m
 
 
 @njit(inline="always")
@@ -132,12 +139,20 @@ def _fen_prefix(fen, i):
     return s
 
 
+@intrinsic
+def _ctpop(typingctx, x):
+    """LLVM's ctpop: one popcnt instruction where the CPU has it."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
 @njit(inline="always")
 def _popcount(x):
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+    return np.int64(_ctpop(np.uint64(x)))
 
 
 # Live slots are bits in uint64 words, grouped in superblocks of 8 words (512 slots, one cache
@@ -307,7 +322,6 @@ def feed_kernel(
     meta,
     bloom,
     hist,
-    lut,
     bucket_blocks,
     bucket_tokens,
     counts,
@@ -328,10 +342,13 @@ def feed_kernel(
     per_access_tokens = tokens.shape[0] == keys.shape[0]
     want_out = out.shape[0] == keys.shape[0]
     slot = meta[M_SLOT]
+    slot_begin = slot * slot_width
+    slot_end = (slot + 1) * slot_width
     # hot state in locals (registers), written back to meta once on the way out
     now = meta[M_NOW]
     tracked = meta[M_TRACKED]
     late = 0
+    max_d = meta[M_MAX_DISTANCE]
     n_acc = n_tok = n_hits = 0
     touch = np.uint64(0)
     # The newest word's live bits join the Fenwick tree only when the word is full: one tree
@@ -342,13 +359,15 @@ def feed_kernel(
     i = start
     while i < stop:
         if per_access:
-            s = np.int64(np.floor(stamps[i] / slot_width))
-            if s > slot:
-                meta[M_SLOT] = s
-                reason = STOP_NEXT_SLOT
-                break
-            if s < slot:
-                late += 1
+            t = stamps[i]
+            if t >= slot_end or t < slot_begin:  # divide only near or past the slot's bounds
+                s = np.int64(np.floor(t / slot_width))
+                if s > slot:
+                    meta[M_SLOT] = s
+                    reason = STOP_NEXT_SLOT
+                    break
+                if s < slot:
+                    late += 1
         if now >= nslots:
             # compact first, so the table is consistent while slots are renumbered
             if pend:
@@ -366,10 +385,12 @@ def feed_kernel(
         if h >= 0:
             p = np.int64(table[2 * h + 1])
             d = tracked - _live_prefix(live, fen, p) + 1
+            if d > max_d:
+                max_d = d
             pend = _release(live, fen, pend, now, p)
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
-            b = _grid_bucket(d, lut)
+            b = _grid_bucket(d)
             bucket_blocks[b] += 1
             bucket_tokens[b] += tok
             n_hits += 1
@@ -438,6 +459,7 @@ def feed_kernel(
     meta[M_TRACKED] = tracked
     meta[M_LATE] += late
     meta[M_REASON] = reason
+    meta[M_MAX_DISTANCE] = max_d
     counts[C_ACCESSES] += n_acc
     counts[C_TOKENS] += n_tok
     counts[C_HITS] += n_hits
