@@ -9,10 +9,11 @@ import argparse
 from pathlib import Path
 
 from kvset.analyzer import DEFAULT_HORIZON, ORDERS, Analyzer
+from kvset.argtypes import non_negative_int, positive_float, positive_int
 from kvset.formats import FORMATS
 from kvset.formats.record import TraceRecorder
 from kvset.formats.vllm_hash import HASH_ALGOS
-from kvset.geometry.arguments import add_override_arguments, dtype_name, geometry_from_args, non_negative_int
+from kvset.geometry.arguments import add_override_arguments, dtype_name, geometry_from_args
 from kvset.geometry.dtypes import AUTO
 from kvset.monitor import Monitor
 from kvset.report import parse_fractions
@@ -49,26 +50,6 @@ def _speed(text: str) -> float | None:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
 def _fractions(text: str) -> tuple[float, ...]:
     try:
         return parse_fractions(text)
@@ -87,7 +68,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--speed", type=_speed, default=1.0, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     src.add_argument("--format", choices=FORMATS, help="trace format for --replay (default: detected)")
-    src.add_argument("--block-size", type=_positive_int, metavar="TOKENS",
+    src.add_argument("--block-size", type=positive_int, metavar="TOKENS",
                      help="tokens per block of the trace or engine (default: the format's)")  # fmt: skip
     src.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token ids")
     src.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
@@ -97,7 +78,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     add_metrics_arguments(p)
 
     ana = p.add_argument_group("analysis")
-    ana.add_argument("--horizon", type=_positive_int, default=DEFAULT_HORIZON, metavar="BLOCKS",
+    ana.add_argument("--horizon", type=positive_int, default=DEFAULT_HORIZON, metavar="BLOCKS",
                      help=f"most blocks tracked; curves are exact up to it (default {DEFAULT_HORIZON:,})")  # fmt: skip
     ana.add_argument("--order", choices=ORDERS, default="forward", help="order of a request's blocks")
     ana.add_argument("--targets", type=_fractions, default=DEFAULT_COVERAGE_TARGETS, metavar="T1,T2,..",
@@ -106,9 +87,9 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
                      help="absolute hit-rate targets (default 0.5,0.7,0.9)")  # fmt: skip
     ana.add_argument("--target-mode", choices=("coverage", "absolute"), default="coverage",
                      help="which targets come first (t cycles them in the app)")  # fmt: skip
-    ana.add_argument("--capacity", type=_positive_int, metavar="BLOCKS",
+    ana.add_argument("--capacity", type=positive_int, metavar="BLOCKS",
                      help="capacity for the thrashing and churn panels when the engine reports none")  # fmt: skip
-    ana.add_argument("--interval", type=_positive_float, default=1.0, metavar="SECONDS",
+    ana.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
                      help="refresh interval (default 1)")  # fmt: skip
 
     mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
@@ -123,7 +104,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     once = p.add_argument_group("one-shot report")
     once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
     once.add_argument("--json", action="store_true", help="with --once: the snapshot as JSON")
-    once.add_argument("--duration", type=_positive_float, metavar="SECONDS",
+    once.add_argument("--duration", type=positive_float, metavar="SECONDS",
                       help="with --once: how long to listen to live sources (default 10 s; files and the "
                            "demo are read to the end)")  # fmt: skip
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from kvset.argtypes import non_negative_int, positive_int
 from kvset.geometry.dtypes import AUTO, canonical_dtype
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.model import DEFAULT_BLOCK_SIZE, ModelGeometry
@@ -38,26 +39,6 @@ OVERRIDE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--mamba-conv-elements", "mamba_conv_elements", "conv state elements per Mamba layer"),
     ("--mamba-state-elements", "mamba_ssm_elements", "SSM state elements per Mamba layer"),
 )
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def dtype_name(text: str) -> str:

@@ -8,24 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from kvset.argtypes import positive_float, positive_int
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.sources.kv_events import DEFAULT_MEDIUM, KvEventsSource
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES, LogSource
 from kvset.sources.metrics import MetricsSource
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
-    return value
 
 
 def add_log_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,14 +20,14 @@ def add_log_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--log", metavar="PATH", help="a vLLM or SGLang log file (plain or .gz when read whole)")
     g.add_argument("--log-engine", choices=ENGINES, default="auto", help="which engine wrote the log")
     g.add_argument(
-        "--log-block-size", type=_positive_int, default=16, metavar="N", help="the engine's block size (vLLM: 16)"
+        "--log-block-size", type=positive_int, default=16, metavar="N", help="the engine's block size (vLLM: 16)"
     )
     g.add_argument("--log-hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM --prefix-caching-hash-algo")
     g.add_argument(
         "--log-hash-seed", metavar="SEED", help="PYTHONHASHSEED the engine ran with (changes vLLM's root hash)"
     )
     g.add_argument(
-        "--log-max-log-len", type=_positive_int, metavar="N", help="vLLM's --max-log-len, if set (else inferred)"
+        "--log-max-log-len", type=positive_int, metavar="N", help="vLLM's --max-log-len, if set (else inferred)"
     )
     g.add_argument(
         "--log-truncated",
@@ -54,10 +41,10 @@ def add_log_arguments(parser: argparse.ArgumentParser) -> None:
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("engine metrics (--metrics)")
     g.add_argument("--metrics", metavar="URL", help="the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics")
-    g.add_argument("--metrics-interval", type=_positive_float, default=1.0, metavar="S", help="poll every S seconds")
-    g.add_argument("--metrics-timeout", type=_positive_float, default=2.0, metavar="S", help="request timeout")
+    g.add_argument("--metrics-interval", type=positive_float, default=1.0, metavar="S", help="poll every S seconds")
+    g.add_argument("--metrics-timeout", type=positive_float, default=2.0, metavar="S", help="request timeout")
     g.add_argument(
-        "--metrics-window", type=_positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
+        "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
 
 
@@ -122,14 +109,14 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
     )
     group.add_argument(
         "--events-block-size",
-        type=_positive_int,
+        type=positive_int,
         default=16,
         metavar="N",
         help="tokens per block for events that carry neither block_size nor token_ids (default 16)",
     )
     group.add_argument(
         "--replay-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="S",
         help="how long to wait for a replay before counting the missing batches as lost (default 1 s)",
