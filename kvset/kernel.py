@@ -352,8 +352,8 @@ def feed_kernel(
     n_acc = n_tok = n_hits = 0
     touch = np.uint64(0)
     # The newest word's live bits join the Fenwick tree only when the word is full: one tree
-    # update per 64 accesses instead of one per access. Queries never read the newest word
-    # from the tree (they popcount it), so the tree stays exact where it is read.
+    # update per 64 accesses instead of one per access. A query reads the tree only for the
+    # superblocks below its own and popcounts the words of its own, so it never misses them.
     pend = np.uint64(0)
     reason = STOP_DONE
     i = start
