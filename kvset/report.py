@@ -171,7 +171,7 @@ def operating_point(snapshot, window: str = "all") -> dict | None:
     if e is None or not (e.capacity_blocks or e.capacity_tokens):
         return None
     bt = snapshot.block_tokens
-    cap = e.capacity_blocks or (e.capacity_tokens // bt if bt else None)
+    cap = e.capacity_in_blocks(bt)
     curve = snapshot.curve(window)
     predicted = curve.hit_rate(cap, "tokens") if cap and curve.tokens else None
     measured = e.token_hit_rate

@@ -78,7 +78,7 @@ class SnapshotBuilder:
         curves: dict[str, HitRateCurve] = {}
         for label, seconds in WINDOWS:
             curves[label] = analyzer.curve(window=seconds)
-        capacity, capacity_source = self._capacity(engine, curves["all"])
+        capacity, capacity_source = self._capacity(engine, curves["all"], bt)
         self._sample_all_time(curves["all"], analyzer)
         rows = []
         for label, seconds in WINDOWS:
@@ -133,9 +133,11 @@ class SnapshotBuilder:
             return None
         return g.full_attention_bytes_per_token(self.config.kv_dtype) * block_tokens
 
-    def _capacity(self, engine: EngineReading | None, curve: HitRateCurve) -> tuple[int | None, str]:
-        if engine is not None and engine.capacity_blocks:
-            return int(engine.capacity_blocks), "engine"
+    def _capacity(self, engine: EngineReading | None, curve: HitRateCurve, block_tokens: int | None
+                  ) -> tuple[int | None, str]:  # fmt: skip
+        pool = engine.capacity_in_blocks(block_tokens) if engine is not None else None
+        if pool:
+            return pool, "engine"
         if self.config.capacity_blocks:
             return int(self.config.capacity_blocks), "chosen"
         ws = curve.working_set(self.config.main_target, mode=self.config.main_mode)
@@ -145,11 +147,9 @@ class SnapshotBuilder:
         ws = curve.working_set(target, mode=mode)
         tokens = ws * bt if ws is not None and bt else None
         fits = None
-        if ws is not None and engine is not None:
-            if engine.capacity_tokens and tokens is not None:
-                fits = tokens <= engine.capacity_tokens
-            elif engine.capacity_blocks:
-                fits = ws <= engine.capacity_blocks
+        pool = engine.capacity_in_blocks(bt) if engine is not None else None
+        if ws is not None and pool:
+            fits = ws <= pool
         return WorkingSetRow(
             target=target,
             mode=mode,
@@ -245,11 +245,8 @@ class SnapshotBuilder:
         if context is None:
             context = g.max_position_embeddings or g.sliding_window or 0
         ws = curve.working_set(cfg.main_target, mode=cfg.main_mode)
-        pool_bytes = None
-        if engine is not None and engine.capacity_tokens:
-            pool_bytes = engine.capacity_tokens * g.full_attention_bytes_per_token(cfg.kv_dtype)
-        elif engine is not None and engine.capacity_blocks and bt:
-            pool_bytes = engine.capacity_blocks * bt * g.full_attention_bytes_per_token(cfg.kv_dtype)
+        pool = engine.capacity_in_blocks(bt) if engine is not None else None
+        pool_bytes = pool * bt * g.full_attention_bytes_per_token(cfg.kv_dtype) if pool and bt else None
         reserve, _ = snapshot_reserve(
             g,
             concurrency=concurrency,

@@ -49,13 +49,4 @@ def axis_value_text(value: float, unit: str) -> str:
 def engine_capacity_blocks(snapshot: Snapshot) -> int | None:
     """The engine's pool in the analyzer's blocks (the engine's block size may differ from the trace's)."""
     eng = snapshot.engine
-    if eng is None:
-        return None
-    tokens = eng.capacity_tokens
-    if not tokens and eng.capacity_blocks and eng.block_size:
-        tokens = eng.capacity_blocks * eng.block_size
-    if tokens and snapshot.block_tokens:
-        return int(tokens // snapshot.block_tokens)
-    if eng.capacity_blocks:
-        return int(eng.capacity_blocks)
-    return None
+    return None if eng is None else eng.capacity_in_blocks(snapshot.block_tokens)

@@ -171,3 +171,17 @@ def test_usage_errors():
         build_monitor(_args("--json"))
     with pytest.raises(UsageError, match="no such"):
         build_monitor(_args("--replay", "/nonexistent/trace.jsonl"))
+
+
+def test_engine_pool_is_converted_to_the_streams_blocks_through_tokens():
+    # a vLLM pool of 61,275 blocks of 16 tokens, against a trace of 512-token blocks
+    engine = EngineReading(at=0.0, capacity_blocks=61_275, block_size=16)
+    assert engine.capacity_in_blocks(16) == 61_275
+    assert engine.capacity_in_blocks(512) == 61_275 * 16 // 512
+    assert EngineReading(at=0.0, capacity_tokens=980_400).capacity_in_blocks(512) == 1_914
+    assert EngineReading(at=0.0, capacity_blocks=100).capacity_in_blocks(None) == 100
+    keys = np.arange(5000, dtype=np.uint64)
+    src = ListSource([AccessBatch(np.tile(keys, 2), timestamps=1.0, block_tokens=512)], engine=engine)
+    snap = _monitor(src).collect()
+    assert snap.thrashing["all"].capacity_blocks == 1_914
+    assert snapshot_json(snap)["operating_point"]["capacity_blocks"] == 1_914

@@ -57,6 +57,16 @@ class EngineReading:
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 
+    def capacity_in_blocks(self, block_tokens: int | None) -> int | None:
+        """The pool in blocks of `block_tokens` tokens (the analyzed stream's blocks, which need not
+        be the engine's own: a Mooncake trace has 512 tokens a block, vLLM 16)."""
+        tokens = self.capacity_tokens
+        if not tokens and self.capacity_blocks and self.block_size:
+            tokens = self.capacity_blocks * self.block_size
+        if tokens and block_tokens:
+            return int(tokens // block_tokens)
+        return int(self.capacity_blocks) if self.capacity_blocks else None
+
 
 @dataclass(frozen=True)
 class TimelineEvent:
