@@ -1,9 +1,23 @@
 """kvset: exact one-pass KV-cache working-set analysis (Mattson stack distances + a Fenwick tree).
 
+    from kvset import Analyzer
+    a = Analyzer(horizon=1 << 22, order="forward")
+    a.feed(keys)                 # numpy uint64, one access each
+    a.curve().working_set(0.95)
+
 The library never imports textual or rich; the live monitor lives in kvset_tui.
 """
 
 from kvset.curve import HitRateCurve
 
-__all__ = ["HitRateCurve"]
+__all__ = ["Analyzer", "HitRateCurve"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # The analyzer pulls in numba; load it on first use so `import kvset` stays quick.
+    if name == "Analyzer":
+        from kvset.analyzer import Analyzer
+
+        return Analyzer
+    raise AttributeError(f"module 'kvset' has no attribute {name!r}")

@@ -48,3 +48,15 @@ def test_toy_distances_equal_an_explicit_stack():
     a = Analyzer(horizon=64)
     d = a.feed(np.array(toy_keys(), dtype=np.uint64), timestamps=0.0, return_distances=True)
     assert d.tolist() == naive_stack_distances(toy_keys())
+
+
+def test_public_api_as_documented():
+    from kvset import Analyzer as PublicAnalyzer
+    from kvset import HitRateCurve
+
+    a = PublicAnalyzer(horizon=64, order="forward")
+    a.feed(np.array(toy_keys(), dtype=np.uint64))
+    c = a.curve()
+    assert isinstance(c, HitRateCurve)
+    assert c.hit_rate(8) == pytest.approx(0.74) and c.hit_rate(8, unit="tokens") == pytest.approx(0.74)
+    assert c.working_set(0.70, mode="absolute") == 8
