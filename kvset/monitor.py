@@ -67,6 +67,7 @@ class Monitor:
         self._threads: list[threading.Thread] = []
         self._rate_window: deque[tuple[float, int]] = deque()
         self._changed = True
+        self._stopping = False  # set once the monitor itself stops the sources
         self._last_snapshot: Snapshot | None = None
 
     # -- source threads ----------------------------------------------------
@@ -141,9 +142,10 @@ class Monitor:
             if isinstance(item, _Finished):
                 self._finished.add(item.index)
                 h = self._health[item.index]
-                if not h.finished:
-                    self._health[item.index] = replace(h, finished=True, connected=False,
-                                                       state=h.state if h.state.startswith("failed") else "finished")  # fmt: skip
+                if not h.finished and not self._stopping:
+                    # the source ended on its own; one we stopped keeps its last state ("down: ...")
+                    state = h.state if h.state.startswith("failed") else "finished"
+                    self._health[item.index] = replace(h, finished=True, connected=False, state=state)
                 self._changed = True
             else:
                 self._apply(index, item)
@@ -201,6 +203,7 @@ class Monitor:
                     publish(self.snapshot())
                     last = now
         finally:
+            self._stopping = True
             stop.set()
             self._join()
 
@@ -213,6 +216,7 @@ class Monitor:
             while not self.all_finished and (deadline is None or time.monotonic() < deadline):
                 self._drain(0.1)
         finally:
+            self._stopping = True
             stop.set()
             # take what is already queued, then the final picture
             self._drain(0.0)

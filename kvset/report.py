@@ -317,8 +317,12 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                if t.beyond_horizon else f"horizon {s.horizon:,} blocks, not reached")  # fmt: skip
     lines.append(f"  {horizon}; order {s.order}")
     span = "all time" if c.window_seconds is None else f"last {c.window_seconds:g} s"
-    lines.append(f"  attainable hit rate ({span}): {percent(c.attainable())} of blocks, "
-                 f"{percent(c.attainable('tokens'))} of tokens")  # fmt: skip
+    if t.accesses:
+        lines.append(f"  attainable hit rate ({span}): {percent(c.attainable())} of blocks, "
+                     f"{percent(c.attainable('tokens'))} of tokens")  # fmt: skip
+    else:
+        lines.append("  no block accesses received: no curve (a metrics endpoint alone gives the engine's "
+                     "operating point only; add --events or --log for the curve)")  # fmt: skip
     if c.accesses:
         rows = []
         for row in curve_rows(c, c.log_capacities(12), bt, bpb):
@@ -330,7 +334,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         headers = ["capacity (blocks)", "tokens"] + (["GiB"] if bpb else []) + ["block hit rate", "token hit rate"]
         lines += ["", f"hit-rate curve ({span}{'' if c.exact else ', log grid: lower bounds between grid points'}):",
                   format_table(headers, rows)]  # fmt: skip
-    ws_rows = s.working_set_rows(window, mode)
+    ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
     if ws_rows:
         headers = ["target", "blocks", "tokens"] + (["GiB"] if bpb else []) + ["fits pool", "trend (blocks)"]
         rows = []
