@@ -88,6 +88,10 @@ class SourceHealth:
     notes: tuple[str, ...] = ()  # what the user must know, e.g. "engine reports misses only"
     finished: bool = False
     details: tuple[tuple[str, str], ...] = ()  # extra key/value facts (per rank, gaps, ...)
+    # Whether the accesses include the engine's cache hits: None when the question does not arise
+    # (a trace, a log of prompts: every access is there); False while an engine's KV events show
+    # only newly stored blocks (its misses), so the curve is not the engine's own.
+    reports_hits: bool | None = None
 
     @property
     def rejected_total(self) -> int:
