@@ -25,6 +25,7 @@ from kvset.curve import HitRateCurve
 from kvset.sources.base import AccessBatch
 
 DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
+MAX_TIMESTAMP = 1e11  # seconds from zero (about 3,000 years); beyond it a timestamp is garbage
 ORDERS = ("forward", "reverse")
 Order = Literal["forward", "reverse"]
 
@@ -297,13 +298,11 @@ class Analyzer:
     def _timestamps_array(timestamps, n: int) -> np.ndarray:
         if timestamps is None:
             return np.array([time.time()], dtype=np.float64)
-        if np.isscalar(timestamps):
-            return np.array([float(timestamps)], dtype=np.float64)
-        ts = np.asarray(timestamps, dtype=np.float64)
-        if ts.shape != (n,):
+        ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
+        if ts.shape != (n,) and ts.shape != (1,):
             raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-        if not np.all(np.isfinite(ts)):
-            raise ValueError("timestamps must be finite")
+        if not np.all(np.abs(ts) <= MAX_TIMESTAMP):  # also false for nan
+            raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
         return ts
 
     def _feed_by_slot(self, keys, tok, starts, ts, out) -> None:

@@ -19,14 +19,18 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from kvset.analyzer import Analyzer
 from kvset.formats.record import TraceRecorder
-from kvset.rejects import Rejection
+from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot_builder import SnapshotBuilder
-from kvset.sources.base import EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.sources.base import AccessBatch, EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
 
 QUEUE_UPDATES = 64
+LIVE_KINDS = ("events", "log", "metrics")  # sources stamped with the engine's clock, not a trace's
+FUTURE_TOLERANCE_SECONDS = 300.0
 MAX_EVENTS = 200
 ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
@@ -61,6 +65,7 @@ class Monitor:
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
         self._engine: dict[int, EngineReading] = {}
+        self._pipeline_rejects = [RejectCounter() for _ in self.sources]  # refused by the pipeline, per source
         self._engine_history: deque[EngineReading] = deque(maxlen=ENGINE_HISTORY)
         self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
         self._finished: set[int] = set()
@@ -114,22 +119,53 @@ class Monitor:
     # -- the pipeline thread -----------------------------------------------
     def _apply(self, index: int, update: SourceUpdate) -> None:
         if update.accesses is not None and len(update.accesses):
-            self.analyzer.feed_batch(update.accesses)
-            if self.recorder is not None:
-                self.recorder.write(update.accesses)
-            self._rate_window.append((time.monotonic(), len(update.accesses)))
-            self._changed = True
+            self._feed(index, update.accesses)
         if update.health is not None:
             self._health[index] = update.health
             self._changed = True
         if update.engine is not None:
-            if update.engine != self._engine.get(index):
+            if update.engine.token_hit_rate is not None or update.engine.kv_usage is not None:
+                # the history is of what the engine measured; readings without it would crowd it out
                 self._engine_history.append(update.engine)
             self._engine[index] = update.engine
             self._changed = True
         if update.events:
             self._events.extend(update.events)
             self._changed = True
+
+    def _feed(self, index: int, batch: AccessBatch) -> None:
+        """Analyze one batch; a batch the analyzer refuses is counted against its source, not fatal."""
+        kind = self.sources[index].kind
+        if kind in LIVE_KINDS and batch.timestamps is not None:
+            batch = self._clamp_future(index, batch)
+        try:
+            self.analyzer.feed_batch(batch)
+        except ValueError as exc:
+            self._pipeline_rejects[index].reject(f"batch refused by the analyzer: {exc}", count=len(batch))
+            self._changed = True
+            return
+        if self.recorder is not None:
+            self.recorder.write(batch)
+        self._rate_window.append((time.monotonic(), len(batch)))
+        self._changed = True
+
+    def _clamp_future(self, index: int, batch: AccessBatch) -> AccessBatch:
+        """A live engine's clock ahead of ours would freeze the time windows: use arrival time instead."""
+        now = time.time()
+        ts = np.asarray(batch.timestamps, dtype=np.float64)
+        ahead = ~(ts <= now + FUTURE_TOLERANCE_SECONDS)  # nan counts as ahead
+        if not ahead.any():
+            return batch
+        self._pipeline_rejects[index].reject(
+            f"timestamps more than {FUTURE_TOLERANCE_SECONDS:g} s ahead of this clock: arrival time used",
+            count=int(ahead.sum()) if ts.ndim else len(batch),
+        )
+        return replace(batch, timestamps=np.where(ahead, now, ts) if ts.ndim else now)
+
+    def _health_with_pipeline_rejects(self, index: int) -> SourceHealth:
+        h = self._health[index]
+        extra = self._pipeline_rejects[index]
+        return replace(h, rejected=h.rejected + extra.summary()) if extra else h
 
     def _drain(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -177,7 +213,7 @@ class Monitor:
     def snapshot(self) -> Snapshot:
         snap = self.builder.build(
             self.analyzer,
-            tuple(self._health),
+            tuple(self._health_with_pipeline_rejects(i) for i in range(len(self.sources))),
             self.engine_reading(),
             tuple(self._events),
             self.accesses_per_second(),

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvset.curve import HitRateCurve
+from kvset.snapshot import MISSES_ONLY
 
 CAVEATS = (
     "LRU only: a policy with foresight (Belady MIN) needs at most these capacities.",
@@ -175,6 +176,7 @@ def operating_point(snapshot, window: str = "all") -> dict | None:
     curve = snapshot.curve(window)
     predicted = curve.hit_rate(cap, "tokens") if cap and curve.tokens else None
     measured = e.token_hit_rate
+    comparable = snapshot.curve_scope != MISSES_ONLY
     return {
         "capacity_blocks": cap,
         "capacity_tokens": e.capacity_tokens or (cap * bt if cap and bt else None),
@@ -182,7 +184,9 @@ def operating_point(snapshot, window: str = "all") -> dict | None:
         "measured_over_seconds": e.hit_rate_window_s,
         "predicted_token_hit_rate": predicted,
         "predicted_window": window,
-        "difference": measured - predicted if measured is not None and predicted is not None else None,
+        # a curve of the engine's misses alone says nothing about the engine's own hit rate
+        "difference": measured - predicted if comparable and measured is not None and predicted is not None else None,
+        "curve_scope": snapshot.curve_scope,
         "stale": e.stale,
         "label": e.label,
     }
@@ -215,6 +219,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "block_tokens": bt,
         "bytes_per_block": bpb,
         "model": s.model,
+        "curve_scope": s.curve_scope,
         "accesses": s.totals.accesses,
         "tokens": s.totals.tokens,
         "requests": s.totals.requests,
@@ -317,6 +322,10 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                if t.beyond_horizon else f"horizon {s.horizon:,} blocks, not reached")  # fmt: skip
     lines.append(f"  {horizon}; order {s.order}")
     span = "all time" if c.window_seconds is None else f"last {c.window_seconds:g} s"
+    if s.curve_scope == MISSES_ONLY:
+        lines.append("  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
+                     "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
+                     "vllm_xargs {\"kv_cache_report_mode\": \"full\"}")  # fmt: skip
     if t.accesses:
         lines.append(f"  attainable hit rate ({span}): {percent(c.attainable())} of blocks, "
                      f"{percent(c.attainable('tokens'))} of tokens")  # fmt: skip

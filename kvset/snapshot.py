@@ -19,6 +19,9 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (("1m", 60.0), ("5m", 300.0), ("
 DEFAULT_COVERAGE_TARGETS = (0.95, 0.99, 0.999)
 DEFAULT_ABSOLUTE_TARGETS = (0.50, 0.70, 0.90)
 
+ALL_ACCESSES = "all accesses"
+MISSES_ONLY = "engine misses only"
+
 # Near-miss thresholds (share of misses within 1.25x of the capacity): colour levels.
 NEAR_MISS_WARN = 0.10
 NEAR_MISS_THRASHING = 0.25
@@ -139,6 +142,9 @@ class Snapshot:
     targets: dict[str, tuple[float, ...]] = field(default_factory=dict)  # mode -> targets
     # the engine's own readings over time (oldest first): its measured hit rate and usage history
     engine_history: tuple[EngineReading, ...] = ()
+    # what the curve is the curve of: ALL_ACCESSES, or MISSES_ONLY while an engine's KV events show
+    # only its newly stored blocks (then it is not comparable with the engine's own hit rate)
+    curve_scope: str = ALL_ACCESSES
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]

@@ -19,8 +19,10 @@ from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.snapshot_reserve import snapshot_reserve
 from kvset.snapshot import (
+    ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,
     DEFAULT_COVERAGE_TARGETS,
+    MISSES_ONLY,
     WINDOWS,
     ChurnSeries,
     Reserve,
@@ -124,6 +126,7 @@ class SnapshotBuilder:
             model=cfg.geometry.name if cfg.geometry else None,
             targets={"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets},
             engine_history=engine_history,
+            curve_scope=MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES,
         )
 
     # -- parts ---------------------------------------------------------------

@@ -210,3 +210,17 @@ def test_bad_parameters_are_value_errors():
         TraceLineParser(None, block_size=0)
     with pytest.raises(ValueError, match="hash algorithm"):
         TraceLineParser("tokens", hash_algo="md5")
+
+
+def test_timestamps_out_of_range_are_rejected_with_their_line(tmp_path):
+    from kvset.formats import read_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"timestamp": 1, "input_length": 512, "hash_ids": [1]}\n'
+        '{"timestamp": 1e300, "input_length": 512, "hash_ids": [2]}\n'
+        '{"timestamp": 2, "input_length": 512, "hash_ids": [3]}\n'
+    )
+    trace = read_trace(path)
+    assert trace.keys.tolist() == [1, 3]
+    assert "line 2" in trace.rejects.describe() and "timestamp out of range" in trace.rejects.describe()

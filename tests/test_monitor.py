@@ -185,3 +185,64 @@ def test_engine_pool_is_converted_to_the_streams_blocks_through_tokens():
     snap = _monitor(src).collect()
     assert snap.thrashing["all"].capacity_blocks == 1_914
     assert snapshot_json(snap)["operating_point"]["capacity_blocks"] == 1_914
+
+
+class LiveListSource(ListSource):
+    kind = "events"
+
+    def __init__(self, *a, reports_hits=None, **kw):
+        super().__init__(*a, **kw)
+        self.reports_hits = reports_hits
+
+    def updates(self, stop):
+        yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected",
+                                               reports_hits=self.reports_hits), engine=self.engine)  # fmt: skip
+        for b in self.batches:
+            yield SourceUpdate(accesses=b)
+
+
+def test_a_batch_the_analyzer_refuses_is_counted_and_the_monitor_goes_on():
+    keys = np.arange(10, dtype=np.uint64)
+    src = ListSource([AccessBatch(keys, timestamps=1e300), AccessBatch(keys, timestamps=5.0)], name="odd")
+    snap = _monitor(src).collect()
+    assert snap.totals.accesses == 10
+    health = snap.sources[0]
+    assert health.rejected_total == 10 and "refused" in health.rejected[0].reason
+
+
+def test_a_live_engine_clock_ahead_of_ours_does_not_freeze_the_windows():
+    now = time.time()
+    ahead = AccessBatch(np.arange(5, dtype=np.uint64), timestamps=now + 365 * 86400)
+    normal = AccessBatch(np.arange(100, 200, dtype=np.uint64), timestamps=now + 2)  # after the re-stamped one
+    snap = _monitor(LiveListSource([ahead, normal])).collect()
+    assert snap.totals.late_accesses == 0  # the future batch was re-stamped, so nothing lands "late"
+    assert snap.curve("1m").accesses == 105
+    assert any("ahead of this clock" in r.reason for r in snap.sources[0].rejected)
+
+
+def test_misses_only_sources_make_the_curve_scope_misses_only():
+    from kvset.snapshot import MISSES_ONLY
+
+    engine = EngineReading(at=time.time(), capacity_blocks=50, token_hit_rate=0.5, block_size=16)
+    batch = AccessBatch(np.tile(np.arange(40, dtype=np.uint64), 3), timestamps=time.time(), block_tokens=16)
+    snap = _monitor(LiveListSource([batch], reports_hits=False, engine=engine)).collect()
+    assert snap.curve_scope == MISSES_ONLY
+    op = snapshot_json(snap)["operating_point"]
+    assert op["measured_token_hit_rate"] == 0.5 and op["difference"] is None
+    assert "MISSES only" in snapshot_text(snap)
+    full = _monitor(LiveListSource([batch], reports_hits=True, engine=engine)).collect()
+    assert snapshot_json(full)["operating_point"]["difference"] is not None
+
+
+def test_engine_history_keeps_only_what_the_engine_measured():
+    class Readings(Source):
+        kind, name = "metrics", "m"
+
+        def updates(self, stop):
+            for i in range(20):
+                rate = 0.5 if i % 5 == 0 else None
+                yield SourceUpdate(engine=EngineReading(at=float(i), token_hit_rate=rate, resident_blocks=i))
+
+    snap = _monitor(Readings()).collect()
+    assert len(snap.engine_history) == 4
+    assert all(r.token_hit_rate == 0.5 for r in snap.engine_history)

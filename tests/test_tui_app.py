@@ -381,3 +381,16 @@ async def test_last_data_age_follows_the_clock_but_freezes_while_paused():
         app._tick_ages()
         await pilot.pause()
         assert "data 11 s ago" in screen_text(app)
+
+
+async def test_misses_only_curve_is_labelled_not_compared_with_the_engine():
+    from dataclasses import replace
+
+    from kvset.snapshot import MISSES_ONLY
+
+    app = make_app(snapshot=replace(engine_snapshot(), curve_scope=MISSES_ONLY))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "misses only" in text
+        assert "engine measured" not in text  # no comparison of a misses-only curve with the engine

@@ -32,6 +32,15 @@ DEFAULT_BLOCK_TOKENS = {"mooncake": 512, "bailian": 16, "tokens": 16}
 # Units of each format's "timestamp" field per second (divided, so 471 ms is exactly 0.471 s).
 TIME_UNITS_PER_SECOND = {"mooncake": 1000.0, "bailian": 1.0, "tokens": 1.0}
 UINT64_MAX = (1 << 64) - 1
+# Timestamps beyond this many seconds from zero (about 3,000 years) are garbage, not time: they
+# would stall the analyzer's time slots.
+MAX_TIMESTAMP_SECONDS = 1e11
+
+
+def _time_out_of_range(timestamp: float | None, units_per_second: float) -> bool:
+    return timestamp is not None and not (
+        math.isfinite(timestamp) and abs(timestamp / units_per_second) <= MAX_TIMESTAMP_SECONDS
+    )
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 
@@ -277,6 +286,9 @@ class TraceLineParser:
             if n == 0:
                 self._reject("empty hash_ids", lineno, "empty hash_ids")
                 continue
+            if _time_out_of_range(req.timestamp, TIME_UNITS_PER_SECOND[self.format or "mooncake"]):
+                self._reject("timestamp out of range", lineno, f"timestamp {req.timestamp!r}")
+                continue
             b = req.block_size or block
             if req.block_size and self.line_block_size is None:
                 self.line_block_size = req.block_size
@@ -366,6 +378,9 @@ class TraceLineParser:
                 continue
             if not token_ids:
                 self._reject("empty token_ids", lineno, "empty token list")
+                continue
+            if _time_out_of_range(req.timestamp, TIME_UNITS_PER_SECOND["tokens"]):
+                self._reject("timestamp out of range", lineno, f"timestamp {req.timestamp!r}")
                 continue
             if len(token_ids) < block:
                 self._reject(

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset.snapshot import NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot, Thrashing
+from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot, Thrashing
 from kvset_tui import format as fmt
 from kvset_tui.units import capacity_text, engine_capacity_blocks
 from kvset_tui.view_state import ViewState
@@ -82,7 +82,10 @@ class ThrashingPanel(SnapshotView, Widget):
         out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
         measured = snap.engine.token_hit_rate if snap.engine is not None else None
         engine_blocks = engine_capacity_blocks(snap)
-        if measured is not None and engine_blocks:
+        if snap.curve_scope == MISSES_ONLY:
+            # the engine's KV events show its misses only: this curve is not the engine's own
+            out.append("\ncurve of the engine's misses only (no hits reported)", style=f"bold {p.rich('warn')}")
+        elif measured is not None and engine_blocks:
             curve = snap.curves.get(self.view.window) or snap.curves["all"]
             out.append("\nengine measured ", style=p.rich("muted"))
             out.append(fmt.percent(measured), style=f"bold {p.rich('engine')}")
