@@ -245,7 +245,7 @@ def test_unknown_fields_ignored_and_optional_fields_missing() -> None:
         (encode(["soon", [], 0]), "payload: ts is not a number"),
         (encode([float("nan"), [], 0]), "payload: ts is not a number"),
         (encode([1.0, {"a": 1}, 0]), "payload: events is not a list"),
-        (encode([1.0, [], -2]), "payload: rank is not an integer >= 0"),
+        (encode([1.0, [], -2]), "payload: rank is not an integer in 0..2147483647"),
         (encode({"events": []}), "payload: map without ts and events"),
     ],
 )
@@ -336,6 +336,7 @@ _scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(1 << 63), max_value=(1 << 64) - 1),
+    st.sampled_from([1 << 20, (1 << 20) + 1, (1 << 31) - 1, 1 << 31, 1 << 63, (1 << 64) - 1]),
     st.floats(allow_nan=True),
     st.text(max_size=12),
     st.binary(max_size=40),
@@ -355,6 +356,8 @@ _values = st.recursive(
                     "medium",
                     "group_idx",
                     "parent_block_hash",
+                    "kv_cache_spec_kind",
+                    "data_parallel_rank",
                     "ts",
                     "events",
                     "x",
@@ -386,3 +389,63 @@ def test_any_bytes_are_decoded_or_rejected_never_raised(data: bytes) -> None:
     seq, batch = decode_message([b"", (5).to_bytes(8, "big"), data], rejects)
     assert seq == 5
     assert batch is not None or rejects.total == 1
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        ({"type": "BlockStored", "block_hashes": [3], "block_size": 1 << 63}, "event: block_size"),
+        ({"type": "BlockStored", "block_hashes": [3], "block_size": (1 << 20) + 1}, "event: block_size"),
+        ({"type": "BlockStored", "block_hashes": [3], "group_idx": 1 << 63}, "event: group_idx"),
+        ({"type": "BlockStored", "block_hashes": [3], "group_idx": 1 << 31}, "event: group_idx"),
+        ({"type": "BlockRemoved", "block_hashes": [3], "group_idx": U64}, "event: group_idx"),
+        ({"type": "BlockRemoved", "block_hashes": [3], "group_idx": -1}, "event: group_idx"),
+    ],
+)
+def test_integers_beyond_their_range_reject_the_event_not_the_batch(event: dict, reason: str) -> None:
+    rejects = RejectCounter()
+    good = {"type": "BlockStored", "block_hashes": [7], "block_size": 1 << 20, "group_idx": (1 << 31) - 1}
+    batch = decode_payload(encode([1.0, [event, good], 0]), rejects)
+    assert batch is not None
+    assert batch.keys.tolist() == [7]
+    assert batch.block_sizes.tolist() == [1 << 20] and batch.group_idx.tolist() == [(1 << 31) - 1]
+    [rejection] = rejects.summary()
+    assert rejection.reason.startswith(reason) and rejection.count == 1
+
+
+def test_rank_beyond_its_range_rejects_the_payload() -> None:
+    rejects = RejectCounter()
+    assert decode_payload(encode([1.0, [], U64]), rejects) is None
+    assert [r.reason for r in rejects.summary()] == ["payload: rank is not an integer in 0..2147483647"]
+
+
+@pytest.mark.parametrize("depth", [200, 3000, 100_000])
+def test_deeply_nested_payload_is_a_counted_rejection(depth: int) -> None:
+    # A batch [ts, events, rank] whose events list holds one event nested `depth` arrays deep.
+    payload = b"\x93" + encode(1.0) + b"\x91" + b"\x91" * depth + b"\x90" + encode(0)
+    rejects = RejectCounter()
+    batch = decode_payload(payload, rejects, "tcp://x")
+    assert batch is None or len(batch) == 0
+    assert rejects.total == 1
+    if depth >= 3000:
+        assert [r.reason for r in rejects.summary()] == ["payload: undecodable (RecursionError)"]
+
+
+def test_token_ids_cannot_make_a_block_larger_than_a_block_can_be() -> None:
+    # Without block_size the tokens per block come from token_ids: one block of 2**21 tokens is not believed.
+    assert block_tokens(1, 0, 1 << 21, 16).tolist() == [16]
+    assert block_tokens(2, 0, (1 << 21) + 2, 16).tolist() == [16, 16]
+    assert block_tokens(1, 0, 1 << 20, 16).tolist() == [1 << 20]
+
+
+def test_spec_kind_is_decoded() -> None:
+    events = [
+        {"type": "BlockStored", "block_hashes": [1], "group_idx": 1, "kv_cache_spec_kind": "sliding_window"},
+        {"type": "BlockStored", "block_hashes": [2], "kv_cache_spec_kind": 5},  # not a string: unknown
+        {"type": "BlockRemoved", "block_hashes": [1], "group_idx": 1},
+        ["BlockStored", [4], None, [], 16, None, "GPU"],
+    ]
+    rejects = RejectCounter()
+    batch = decode_payload(encode([1.0, events, 0]), rejects)
+    assert batch is not None and not rejects
+    assert batch.spec_kinds == ("sliding_window", None, None, None)

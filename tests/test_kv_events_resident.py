@@ -71,3 +71,33 @@ def test_removed_memory_is_bounded_to_two_generations() -> None:
         blocks.remove(keys(k))
     # Only the most recent removals are remembered: 9 and 8 yes, 0 no.
     assert blocks.store(keys(9, 8, 0)) == (0, 2)
+
+
+def test_blocks_resident_before_a_gap_are_uncertain_until_stored_or_removed_again() -> None:
+    blocks = ResidentBlocks()
+    blocks.store(keys(1, 2, 3, 4))
+    blocks.mark_uncertain()  # a gap may have hidden the removal of any of them
+    assert len(blocks) == 4 and blocks.uncertain == 4
+    # 1 and 2 were perhaps evicted and stored again: not evidence of a reported hit.
+    assert blocks.store(keys(1, 2, 5)) == (0, 0)
+    assert (blocks.stores_of_resident, blocks.stores_of_uncertain) == (0, 2)
+    assert blocks.uncertain == 2  # 1 and 2 are known resident now; 3 and 4 still uncertain
+    assert blocks.store(keys(1, 2)) == (2, 0)  # stored since the gap: a hit for sure
+    assert blocks.remove(keys(3)) == 1 and blocks.uncertain == 1
+    assert blocks.store(keys(3)) == (0, 1)  # evicted after the gap and back: a re-store, not a hit
+    assert blocks.stores_of_resident == 2
+    blocks.mark_uncertain()
+    blocks.mark_uncertain()  # twice: still one set of what was resident
+    assert blocks.uncertain == len(blocks) == 5
+    blocks.clear()
+    assert blocks.uncertain == 0
+    blocks.store(keys(4))
+    assert blocks.store(keys(4)) == (1, 0)
+
+
+def test_u64set_copy_is_independent() -> None:
+    table = U64Set()
+    table.add(keys(1, 2, 3))
+    copy = table.copy()
+    table.discard(keys(1))
+    assert copy.contains(keys(1, 2, 3)).all() and len(copy) == 3 and len(table) == 2

@@ -135,6 +135,7 @@ def test_idle_source_still_reports_health_and_stops_promptly(fake: FakeVllmPubli
         run.wait_for(lambda r: r.updates >= 4 and r.health.connected, timeout=3)
         assert run.health.state == "connected, waiting for data"
         assert run.keys == [] and run.engine is None
+        assert run.health.reports_hits is False
         started = time.monotonic()
     assert time.monotonic() - started < 1.0
 
@@ -217,23 +218,101 @@ def test_gap_without_replay_endpoint_is_lost(fake: FakeVllmPublisher) -> None:
 def test_truncated_frames_and_garbage_are_rejected_and_counted(fake: FakeVllmPublisher) -> None:
     with running(source_for(fake), fake) as run:
         fake.publish([fake.stored([1])])
-        fake.send_truncated([fake.stored([2, 3, 4])])
-        fake.publish_payload(b"\xc1 this is not msgpack")
+        fake.send_truncated([fake.stored([2, 3, 4])])  # seq 1: intact in the replay buffer
+        fake.publish_payload(b"\xc1 this is not msgpack")  # seq 2: garbage in the buffer too
         fake.send_frames([b"", (3).to_bytes(8, "big")])  # a message that lost its payload frame
         fake.send_frames([b"", b"\x00\x03", b"\x90"])  # a short sequence frame
         fake.publish([fake.stored([5])])
-        run.wait_for(lambda r: r.health.received == 6)
-        assert run.keys == [1, 5]
+        run.wait_for(
+            lambda r: r.health.received == 6 and len(r.keys) == 5 and "1 lost" in r.detail("sequence gaps")
+        )
+        # The truncated batch is asked again by its number and comes back whole, in its place.
+        assert run.keys == [1, 2, 3, 4, 5]
+        assert fake.replay_requests == [1, 2]
         reasons = {r.reason: r.count for r in run.health.rejected}
-        assert reasons == {
+        assert reasons == {  # a payload that is still bad when replayed is not counted twice
             "payload: truncated msgpack": 1,
             "payload: not msgpack": 1,
             "message: not 3 frames (topic, seq, payload)": 1,
             "message: sequence frame is not 8 bytes": 1,
         }
-        # Unreadable payloads in sequence still used their numbers: no gap, no replay.
+        assert run.detail("sequence gaps") == "2 gaps, 2 batches missing: 1 recovered by replay, 1 lost"
+        texts = [e.text for e in run.events if e.kind == "sequence-gap"]
+        assert any("seq 1 unreadable: recovered by replay" in t for t in texts)
+        assert any("seq 2 unreadable: lost (its replayed copy is unreadable too" in t for t in texts)
+        # The publisher itself sends unreadable batches: they are not asked for again, one by one.
+        fake.send_truncated([fake.stored([6])])
+        fake.publish([fake.stored([7])])
+        run.wait_for(lambda r: r.health.received == 8 and len(r.keys) == 6)
+        assert run.keys == [1, 2, 3, 4, 5, 7]
+        assert fake.replay_requests == [1, 2]
+
+
+def test_unreadable_batch_without_replay_endpoint_keeps_its_number(fake: FakeVllmPublisher) -> None:
+    with running(source_for(fake, replay=False), fake) as run:
+        fake.publish([fake.stored([1])])
+        fake.send_truncated([fake.stored([2, 3, 4])])
+        fake.publish([fake.stored([5])])
+        run.wait_for(lambda r: r.health.received == 3 and len(r.keys) == 2)
+        assert run.keys == [1, 5]
+        assert {r.reason: r.count for r in run.health.rejected} == {"payload: truncated msgpack": 1}
         assert run.detail("sequence gaps").startswith("0 gaps")
-        assert fake.replay_requests == []
+
+
+def test_overflowing_and_garbage_messages_are_counted_and_the_source_keeps_running(
+    fake: FakeVllmPublisher,
+) -> None:
+    nested = b"\x93" + fake.encode_batch([], 1.0)[1:10] + b"\x91" * 3001 + b"\x90" + b"\x00"
+    with running(source_for(fake), fake) as run:
+        fake.publish([fake.stored([1], block_size=1 << 63, token_ids=[]), fake.stored([2])])
+        fake.publish([fake.removed([2], group_idx=(1 << 64) - 1)])
+        fake.publish_payload(nested)
+        fake.publish([fake.stored([3], group_idx=1 << 63, token_ids=[])])
+        fake.publish([fake.stored([4])])
+        run.wait_for(
+            lambda r: r.health.received == 5 and len(r.keys) == 2 and "1 lost" in r.detail("sequence gaps")
+        )
+        assert run.keys == [2, 4]
+        reasons = {r.reason: r.count for r in run.health.rejected}
+        assert reasons == {
+            "event: block_size is not an integer in 1..1048576": 1,
+            "event: group_idx is not an integer in 0..2147483647": 2,
+            "payload: undecodable (RecursionError)": 1,
+        }
+        assert run.health.connected and run.engine.resident_blocks == 2
+
+
+def test_an_exception_while_handling_a_message_is_counted_and_the_source_keeps_running(
+    fake: FakeVllmPublisher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kvset.sources.kv_events as events_module
+
+    poison = fake.encode_batch([fake.stored([666])], 1.0)
+    real_message, real_payload = events_module.decode_message, events_module.decode_payload
+
+    def buggy_message(frames, rejects, where=""):
+        if frames[-1] == poison:
+            raise RuntimeError("a decoder bug")
+        return real_message(frames, rejects, where)
+
+    def buggy_payload(payload, rejects, where=""):
+        if payload == poison:
+            raise RuntimeError("a decoder bug")
+        return real_payload(payload, rejects, where)
+
+    monkeypatch.setattr(events_module, "decode_message", buggy_message)
+    monkeypatch.setattr(events_module, "decode_payload", buggy_payload)
+    with running(source_for(fake), fake) as run:
+        fake.publish([fake.stored([1])])
+        fake.publish_payload(poison)  # its number is never read: seq 2 shows a gap, its replay fails too
+        fake.publish([fake.stored([3])])
+        run.wait_for(lambda r: len(r.keys) == 2 and "sequence-gap" in r.kinds())
+        assert run.keys == [1, 3]
+        assert {r.reason: r.count for r in run.health.rejected} == {"undecodable message: RuntimeError": 2}
+        assert run.detail("sequence gaps") == "1 gaps, 1 batches missing: 0 recovered by replay, 1 lost"
+        fake.publish([fake.stored([4])])
+        run.wait_for(lambda r: len(r.keys) == 3)
+        assert run.keys == [1, 3, 4]
 
 
 def test_publisher_restart_is_a_timeline_event_and_resets_the_resident_set(fake: FakeVllmPublisher) -> None:
@@ -286,6 +365,8 @@ def test_all_blocks_cleared_resets_the_resident_set(fake: FakeVllmPublisher) -> 
 
 def test_misses_only_then_hits_reported(fake: FakeVllmPublisher) -> None:
     with running(source_for(fake), fake) as run:
+        run.wait_for(lambda r: r.updates >= 1)
+        assert run.health.reports_hits is False  # nothing shows hits yet
         fake.publish([fake.stored([1, 2])])
         fake.publish([fake.stored([3], parent=2)])
         fake.publish([fake.removed([3]), fake.stored([3], parent=2)])  # evicted, then needed again
@@ -293,12 +374,102 @@ def test_misses_only_then_hits_reported(fake: FakeVllmPublisher) -> None:
         assert run.health.notes[0] == MISSES_ONLY_NOTE
         assert '"kv_cache_report_mode": "full"' in MISSES_ONLY_NOTE
         assert run.detail("hit reporting") == "misses only so far"
+        assert run.health.reports_hits is False
         assert run.engine.restores_after_removal == 1
-        # vLLM >= 0.26 with kv_cache_report_mode=full re-emits hit blocks with no parent.
+        # vLLM >= 0.26 with kv_cache_report_mode=full re-emits hit blocks with no parent; one such
+        # store is not yet a sustained signal.
         fake.publish([fake.stored([1, 2, 3], parent=None)])
         run.wait_for(lambda r: len(r.keys) == 7)
+        assert run.health.reports_hits is False
+        assert (
+            run.detail("hit reporting") == "misses only so far (3 stores of resident blocks: too few to tell)"
+        )
+        fake.publish([fake.stored([1, 2, 3], parent=None), fake.stored([1, 2, 3, 1], parent=None)])
+        run.wait_for(lambda r: len(r.keys) == 14)
         assert run.health.notes[0] == HITS_REPORTED_NOTE
-        assert run.detail("hit reporting") == "hits reported (3 stores of resident blocks)"
+        assert run.detail("hit reporting") == "hits reported (10 stores of resident blocks of 14 stores)"
+        assert run.health.reports_hits is True
+
+
+def test_hits_need_one_percent_of_the_stores(fake: FakeVllmPublisher) -> None:
+    with running(source_for(fake), fake) as run:
+        fake.publish([fake.stored(list(range(1200)))])
+        fake.publish([fake.stored(list(range(10)), parent=None)])  # 10 of 1210 stores: under 1 %
+        run.wait_for(lambda r: len(r.keys) == 1210)
+        assert run.health.reports_hits is False
+        fake.publish([fake.stored([10, 11, 12], parent=None)])  # 13 of 1213: over 1 %
+        run.wait_for(lambda r: len(r.keys) == 1213)
+        assert run.health.reports_hits is True
+
+
+@pytest.mark.parametrize("replay", [True, False])
+def test_a_removal_lost_in_a_gap_does_not_make_re_stores_look_like_hits(
+    fake: FakeVllmPublisher, replay: bool
+) -> None:
+    blocks = list(range(1, 13))
+    with running(source_for(fake, replay=replay), fake) as run:
+        fake.publish([fake.stored(blocks)])
+        fake.publish([fake.removed(blocks)], deliver=False, replayable=False)  # lost for good
+        fake.publish([fake.stored(blocks)])  # the engine computes them again: 12 misses, not hits
+        run.wait_for(lambda r: len(r.keys) == 24 and "1 lost" in r.detail("sequence gaps"))
+        assert run.health.reports_hits is False
+        assert run.detail("hit reporting") == "misses only so far"
+        # Stored after the gap they are known to be resident: storing them again is a hit.
+        fake.publish([fake.stored(blocks, parent=None)])
+        run.wait_for(lambda r: len(r.keys) == 36)
+        assert run.health.reports_hits is True
+        assert run.detail("hit reporting").startswith("hits reported (12 stores of resident blocks")
+
+
+def test_two_kv_cache_groups_with_the_same_hashes_count_one_group(fake: FakeVllmPublisher) -> None:
+    # A hybrid model: each request's blocks are stored once per KV cache group, under the same hashes.
+    with running(source_for(fake), fake) as run:
+        for r in range(6):
+            hashes = [100 * r + i for i in range(4)]
+            fake.publish([fake.stored(hashes, group_idx=0), fake.stored(hashes, group_idx=1)])
+        fake.publish([fake.removed([0, 1], group_idx=1)])  # the other group's eviction
+        run.wait_for(lambda r: r.health.received == 7 and r.engine is not None)
+        assert run.keys == [100 * r + i for r in range(6) for i in range(4)]
+        assert run.starts == [4 * r for r in range(6)]
+        assert run.health.reports_hits is False
+        assert run.detail("hit reporting") == "misses only so far"
+        assert run.engine.resident_blocks == 24 and run.engine.evictions_total == 0
+        note = next(n for n in run.health.notes if n.startswith("several KV cache groups"))
+        assert note.startswith("several KV cache groups: counting group 0 only; choose with --group-idx")
+        assert "24 stored blocks of group 1 ignored" in note
+        assert (
+            run.detail("KV cache group") == "0 (first seen); ignored: 7 events, 24 stored blocks of group 1"
+        )
+
+
+def test_the_full_attention_group_is_counted_when_events_name_the_kinds(fake: FakeVllmPublisher) -> None:
+    with running(source_for(fake), fake) as run:
+        fake.publish(
+            [
+                fake.stored([10, 11], group_idx=0, spec_kind="sliding_window"),
+                fake.stored([1, 2], group_idx=1, spec_kind="full_attention"),
+            ]
+        )
+        fake.publish([fake.stored([12], group_idx=0, spec_kind="sliding_window")])
+        fake.publish([fake.stored([3], group_idx=1, spec_kind="full_attention")])
+        run.wait_for(lambda r: r.health.received == 3 and len(r.keys) == 3)
+        assert run.keys == [1, 2, 3]
+        assert any(n.startswith("several KV cache groups: counting group 1 only") for n in run.health.notes)
+        assert run.detail("KV cache group").startswith("1 (full_attention); ignored: 2 events")
+
+
+def test_a_later_full_attention_group_takes_over_from_a_sliding_window_group(fake: FakeVllmPublisher) -> None:
+    with running(source_for(fake), fake) as run:
+        fake.publish([fake.stored([10, 11], group_idx=0, spec_kind="sliding_window")])
+        fake.publish([fake.stored([1, 2], group_idx=1, spec_kind="full_attention")])
+        fake.publish([fake.stored([12], group_idx=0, spec_kind="sliding_window")])
+        run.wait_for(lambda r: r.health.received == 3 and "kv-cache-group" in r.kinds())
+        assert run.keys == [10, 11, 1, 2]
+        switch = next(e for e in run.events if e.kind == "kv-cache-group")
+        assert (
+            "group 1 (full_attention)" in switch.text and "instead of group 0 (sliding_window)" in switch.text
+        )
+        assert run.engine.resident_blocks == 2
 
 
 def test_medium_and_group_filters(fake: FakeVllmPublisher) -> None:
@@ -316,14 +487,18 @@ def test_medium_and_group_filters(fake: FakeVllmPublisher) -> None:
         assert run.keys == [1, 4]
         assert run.engine.resident_blocks == 2 and run.engine.evictions_total == 0
         assert run.detail("medium") == "GPU; ignored: CPU 2 events"
-        assert run.detail("KV cache group").startswith("0; 1 events")
+        assert run.detail("KV cache group") == "0 (--group-idx); ignored: 1 events, 1 stored blocks of group 1"
 
 
-def test_all_media_and_several_groups_are_merged_with_a_note(fake: FakeVllmPublisher) -> None:
+def test_all_media_and_several_groups_count_the_first_group_with_a_note(fake: FakeVllmPublisher) -> None:
     with running(source_for(fake, medium="all"), fake) as run:
         fake.publish([fake.stored([1], group_idx=0), fake.stored([2], medium="CPU", group_idx=1)])
-        run.wait_for(lambda r: len(r.keys) == 2)
-        assert any("2 KV cache groups (0, 1)" in n and "--group-idx" in n for n in run.health.notes)
+        run.wait_for(lambda r: r.health.received == 1 and len(r.keys) == 1)
+        assert run.keys == [1]
+        assert any(
+            n.startswith("several KV cache groups: counting group 0 only; choose with --group-idx")
+            for n in run.health.notes
+        )
 
 
 def test_other_media_only_is_explained(fake: FakeVllmPublisher) -> None:

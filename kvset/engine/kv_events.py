@@ -16,7 +16,9 @@ values by two's complement, digests folded as vLLM folds them (last 8 bytes, big
 the same block gets the same key whichever form its engine published.
 
 Nothing here raises on bad input: every malformed message, payload or event is counted in a
-RejectCounter with its reason, and the rest of the batch is kept.
+RejectCounter with its reason, and the rest of the batch is kept. Integers are held to the ranges
+an engine can send (a block of at most 2**20 tokens, fewer than 2**31 KV cache groups and ranks),
+so that no value overflows the int64 arrays of a batch.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ END_SEQ = b"\xff" * SEQ_BYTES  # the replay end marker: -1 as a signed 64-bit bi
 
 _UINT64_MASK = (1 << 64) - 1
 _INT64_MIN = -(1 << 63)
+MAX_BLOCK_SIZE = 1 << 20  # tokens per block; engines use 1..a few thousand
+MAX_INDEX = (1 << 31) - 1  # group_idx, data-parallel rank
 
 # Field order of the tagged-array layout; the map layout uses the same names.
 STORED_FIELDS = (
@@ -83,6 +87,7 @@ class KvEventBatch:
     parents: np.ndarray  # uint64 parent block key (0 where none)
     has_parent: np.ndarray  # bool
     media: tuple[str | None, ...]
+    spec_kinds: tuple[str | None, ...]  # BlockStored's kv_cache_spec_kind, e.g. "full_attention"
     layout: str  # "map" or "array" (of its first good event; "" when it has none)
 
     def __len__(self) -> int:
@@ -138,12 +143,12 @@ def hashes_to_keys(values: object) -> np.ndarray:
     return np.array([hash_to_key(v) for v in values], dtype=np.uint64)
 
 
-def _optional_int(fields: dict, name: str, minimum: int) -> int | None:
+def _optional_int(fields: dict, name: str, minimum: int, maximum: int) -> int | None:
     value = fields.get(name)
     if value is None:
         return None
-    if not _is_int(value) or value < minimum:
-        raise _BadEvent(f"{name} is not an integer >= {minimum}")
+    if not _is_int(value) or not minimum <= value <= maximum:
+        raise _BadEvent(f"{name} is not an integer in {minimum}..{maximum}")
     return value
 
 
@@ -159,8 +164,11 @@ class _BatchBuilder:
         self.parents: list[int] = []
         self.has_parent: list[bool] = []
         self.media: list[str | None] = []
+        self.spec_kinds: list[str | None] = []
 
     def add(self, kind: int, fields: dict) -> None:
+        # Every check comes before the first append, so a rejected event leaves no trace.
+        spec_kind = None
         if kind == ALL_BLOCKS_CLEARED:
             keys = np.empty(0, dtype=np.uint64)
             block_size, token_count, group, medium, parent = 0, -1, -1, None, None
@@ -171,11 +179,13 @@ class _BatchBuilder:
             medium = fields.get("medium")
             if medium is not None and not isinstance(medium, str):
                 raise _BadEvent("medium is not a string")
-            group = _optional_int(fields, "group_idx", 0)
+            group = _optional_int(fields, "group_idx", 0, MAX_INDEX)
             group = -1 if group is None else group
             block_size, token_count, parent = 0, -1, None
             if kind == BLOCK_STORED:
-                block_size = _optional_int(fields, "block_size", 1) or 0
+                block_size = _optional_int(fields, "block_size", 1, MAX_BLOCK_SIZE) or 0
+                raw_kind = fields.get("kv_cache_spec_kind")
+                spec_kind = raw_kind[:40] if isinstance(raw_kind, str) else None
                 token_ids = fields.get("token_ids")
                 if token_ids is not None:
                     if not isinstance(token_ids, list):
@@ -191,6 +201,7 @@ class _BatchBuilder:
         self.parents.append(0 if parent is None else parent)
         self.has_parent.append(parent is not None)
         self.media.append(medium)
+        self.spec_kinds.append(spec_kind)
 
     def build(self, ts: float, rank: int | None, layout: str) -> KvEventBatch:
         offsets = np.zeros(len(self.kinds) + 1, dtype=np.int64)
@@ -211,6 +222,7 @@ class _BatchBuilder:
             parents=np.array(self.parents, dtype=np.uint64),
             has_parent=np.array(self.has_parent, dtype=bool),
             media=tuple(self.media),
+            spec_kinds=tuple(self.spec_kinds),
             layout=layout,
         )
 
@@ -255,16 +267,29 @@ def decode_payload(payload: bytes, rejects: RejectCounter, where: str = "") -> K
         reason = "payload: truncated msgpack" if "truncated" in str(exc) else "payload: not msgpack"
         rejects.reject(reason, f"{prefix}{len(payload)} bytes: {exc}")
         return None
+    except (RecursionError, OverflowError, ValueError, TypeError, MemoryError) as exc:
+        # e.g. thousands of nested arrays: msgspec gives up on the depth
+        rejects.reject(f"payload: undecodable ({type(exc).__name__})", f"{prefix}{len(payload)} bytes")
+        return None
+    try:
+        return _decode_batch(obj, rejects, prefix, len(payload))
+    except (RecursionError, OverflowError, ValueError, TypeError) as exc:
+        # A value this decoder does not expect; the checks above are meant to make this unreachable.
+        rejects.reject(f"payload: undecodable ({type(exc).__name__})", f"{prefix}{len(payload)} bytes")
+        return None
+
+
+def _decode_batch(obj: object, rejects: RejectCounter, prefix: str, size: int) -> KvEventBatch | None:
     try:
         ts, events, rank = _split_batch(obj)
         if not (_is_int(ts) or isinstance(ts, float)) or not math.isfinite(ts):  # type: ignore[arg-type]
             raise _BadEvent("ts is not a number")
         if not isinstance(events, list):
             raise _BadEvent("events is not a list")
-        if rank is not None and not (_is_int(rank) and rank >= 0):  # type: ignore[operator]
-            raise _BadEvent("rank is not an integer >= 0")
+        if rank is not None and not (_is_int(rank) and 0 <= rank <= MAX_INDEX):  # type: ignore[operator]
+            raise _BadEvent(f"rank is not an integer in 0..{MAX_INDEX}")
     except _BadEvent as exc:
-        rejects.reject(f"payload: {exc}", f"{prefix}{type(obj).__name__} of {len(payload)} bytes")
+        rejects.reject(f"payload: {exc}", f"{prefix}{type(obj).__name__} of {size} bytes")
         return None
 
     builder = _BatchBuilder()
@@ -280,6 +305,8 @@ def decode_payload(payload: bytes, rejects: RejectCounter, where: str = "") -> K
             layout = layout or layout_of_event
         except _BadEvent as exc:
             rejects.reject(f"event: {exc}", f"{prefix}event {i}")
+        except (RecursionError, OverflowError, ValueError, TypeError) as exc:
+            rejects.reject(f"event: undecodable ({type(exc).__name__})", f"{prefix}event {i}")
     return builder.build(float(ts), rank, layout)  # type: ignore[arg-type]
 
 

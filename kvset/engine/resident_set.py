@@ -102,7 +102,7 @@ class U64Set:
         # Keep the load factor at or below 1/2 so probe runs stay short.
         if 2 * (self._count + extra) <= len(self._table):
             return
-        live = self._table[self._used.astype(bool)]
+        live = self.keys()
         capacity = len(self._table)
         while 2 * (self._count + extra) > capacity:
             capacity *= 2
@@ -137,6 +137,14 @@ class U64Set:
     def clear(self) -> None:
         self._allocate(_MIN_CAPACITY)
 
+    def copy(self) -> U64Set:
+        other = U64Set.__new__(U64Set)
+        other._table, other._used, other._count = self._table.copy(), self._used.copy(), self._count
+        return other
+
+    def keys(self) -> np.ndarray:
+        return self._table[self._used.astype(bool)]
+
 
 class ResidentBlocks:
     """What one engine (one data-parallel rank) holds, and how it churns.
@@ -145,16 +153,20 @@ class ResidentBlocks:
     - a store of a block the engine evicted earlier is a miss that a larger cache would have
       hit ("re-store after removal"). Removed keys are remembered in two generations of
       `removed_memory / 2` keys each, so that count covers at least the last
-      `removed_memory / 2` evictions and memory stays bounded.
+      `removed_memory / 2` evictions and memory stays bounded;
+    - after events were lost (`mark_uncertain`), the blocks resident then may have been evicted
+      unseen: a store of one of them is no evidence of a hit, until it is stored or removed again.
     """
 
     def __init__(self, removed_memory: int = 2_000_000) -> None:
         self._generation_size = max(1, removed_memory // 2)
         self.resident = U64Set()
+        self._uncertain = U64Set()  # a subset of `resident`
         self._removed_recent = U64Set()
         self._removed_older = U64Set()
         self.stored_total = 0
-        self.stores_of_resident = 0
+        self.stores_of_resident = 0  # of blocks known to be resident: the engine reported a hit
+        self.stores_of_uncertain = 0  # of blocks resident before lost events: perhaps re-stores
         self.restores_after_removal = 0
         self.evictions_total = 0
         self.removals_not_resident = 0  # e.g. blocks stored before we joined the stream
@@ -163,12 +175,31 @@ class ResidentBlocks:
     def __len__(self) -> int:
         return len(self.resident)
 
+    @property
+    def uncertain(self) -> int:
+        """Resident blocks whose removal may have been lost."""
+        return len(self._uncertain)
+
+    def mark_uncertain(self) -> None:
+        """Events were lost: any block resident now may have been evicted without our seeing it."""
+        if len(self._uncertain):
+            self._uncertain.add(self.resident.keys())
+        else:
+            self._uncertain = self.resident.copy()
+
     def store(self, keys: np.ndarray) -> tuple[int, int]:
-        """Record a BlockStored; returns (stores of resident blocks, re-stores after removal)."""
+        """Record a BlockStored; returns (stores of blocks known to be resident, re-stores after removal)."""
         present = self.resident.add(keys)
-        already = int(present.sum())
+        if len(self._uncertain):
+            # Stored now, so resident for sure from here on; but this store is no evidence of a hit.
+            unsure = self._uncertain.discard(keys)
+            self.stores_of_uncertain += int((present & unsure).sum())
+            present_for_sure = present & ~unsure
+        else:
+            present_for_sure = present
+        already = int(present_for_sure.sum())
         restored = 0
-        if already < len(keys) and (len(self._removed_recent) or len(self._removed_older)):
+        if not present.all() and (len(self._removed_recent) or len(self._removed_older)):
             fresh = keys[~present]
             restored = int((self._removed_recent.contains(fresh) | self._removed_older.contains(fresh)).sum())
         self.stored_total += len(keys)
@@ -180,6 +211,8 @@ class ResidentBlocks:
     def remove(self, keys: np.ndarray) -> int:
         """Record a BlockRemoved; returns how many of the keys were resident."""
         present = self.resident.discard(keys)
+        if len(self._uncertain):
+            self._uncertain.discard(keys)
         evicted = int(present.sum())
         self.evictions_total += len(keys)
         self.removals_not_resident += len(keys) - evicted
@@ -192,5 +225,6 @@ class ResidentBlocks:
     def clear(self) -> None:
         """The engine dropped everything (AllBlocksCleared or a restart): a larger cache would be empty too."""
         self.resident.clear()
+        self._uncertain.clear()
         self._removed_recent.clear()
         self._removed_older.clear()

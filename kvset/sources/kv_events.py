@@ -12,8 +12,20 @@ Meaning of the events:
 - AllBlocksCleared and a sequence number going backwards (engine restart) reset that rank's
   resident set and become timeline events.
 
-Sequence gaps are recovered from the publisher's replay socket (DEALER -> ROUTER, vLLM's
-protocol) with a bounded wait; whatever cannot be recovered is counted and shown.
+Hybrid models store each request's blocks once per KV cache group, often under the same hashes.
+Only one group is counted: the one given with --group-idx, else the group that says it is full
+attention (kv_cache_spec_kind), else the first group seen; each (rank, group) has its own
+resident set, so one group's blocks never look like hits in another.
+
+Whether the engine reports its hits is decided from a sustained signal: enough stores of
+blocks that are already resident (HITS_MIN_STORES, and HITS_MIN_SHARE of all stores). After
+events were lost, the blocks resident then may have been evicted unseen, so their next store is
+not taken as a hit.
+
+Sequence gaps, and payloads that arrive unreadable in sequence, are recovered from the
+publisher's replay socket (DEALER -> ROUTER, vLLM's protocol) with a bounded wait; whatever
+cannot be recovered is counted and shown. No message can stop the source: an error while
+handling one is a counted rejection.
 Nothing here blocks: sockets are polled with a timeout and an update is yielded at least
 every `idle_tick` seconds.
 """
@@ -25,7 +37,7 @@ import re
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +49,7 @@ from kvset.engine.kv_events import (
     BLOCK_REMOVED,
     BLOCK_STORED,
     END_SEQ,
+    MAX_BLOCK_SIZE,
     KvEventBatch,
     decode_message,
     decode_payload,
@@ -57,11 +70,18 @@ from kvset.sources.base import (
 
 ALL_MEDIA = ("all", "any", "*")
 DEFAULT_MEDIUM = "GPU"  # what events without a medium field (older vLLM, SGLang) describe
+# "Hits reported" needs this many stores of resident blocks, and this share of all stores: one
+# stray duplicate (a lost BlockRemoved, a second KV cache group) must not decide it.
+HITS_MIN_STORES = 10
+HITS_MIN_SHARE = 0.01
+# kv_cache_spec_kind values of groups whose blocks hold a shared prefix's full KV state.
+FULL_ATTENTION_KINDS = frozenset({"full_attention", "mla_attention", "sink_full_attention"})
+NO_GROUP = -1  # events without group_idx (older vLLM, SGLang): always counted
 HITS_REPORTED_NOTE = "hits reported: the curve is the exact LRU curve of the engine's accesses"
 MISSES_ONLY_NOTE = (
-    "engine reports misses only (no stored block was ever already resident): the curve is the LRU "
-    "curve of the engine's misses, its hits are invisible. Fix: vLLM >= 0.26, send requests with "
-    'vllm_xargs: {"kv_cache_report_mode": "full"}'
+    "engine reports misses only (stored blocks are not already resident, or too rarely to tell): the "
+    "curve is the LRU curve of the engine's misses, its hits are invisible. Fix: vLLM >= 0.26, send "
+    'requests with vllm_xargs: {"kv_cache_report_mode": "full"}'
 )
 EVENTS_HELP = (
     "KV events (--events): every block the engine stores is one access, one BlockStored one request. "
@@ -70,9 +90,11 @@ EVENTS_HELP = (
     "cache tier behind the engine would see), not of all its accesses. vLLM >= 0.26 also publishes "
     'the hit blocks of requests sent with vllm_xargs: {"kv_cache_report_mode": "full"}; then the '
     "curve is the exact LRU curve of the engine's accesses. The status line says which case is seen "
-    "(a store of a block that is already resident means hits are reported). BlockRemoved events give "
-    "the engine's own resident blocks, evictions and re-stores after removal (misses a larger cache "
-    "would have hit)."
+    f"(at least {HITS_MIN_STORES} stores of blocks that are already resident, and at least "
+    f"{HITS_MIN_SHARE:.0%} of all stores, mean hits are reported). BlockRemoved events give the engine's "
+    "own resident blocks, evictions and re-stores after removal (misses a larger cache would have hit). "
+    "Hybrid models publish one copy of each block per KV cache group: one group is counted (--group-idx, "
+    "else the full-attention group when the events say which it is, else the first group seen)."
 )
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 _MAX_MESSAGES_PER_POLL = 2000
@@ -139,7 +161,7 @@ def block_tokens(n_blocks: int, block_size: int, token_count: int, fallback: int
     """Tokens each stored block covers: block_size each, a shorter last block if token_ids say so."""
     if block_size > 0:
         size = block_size
-    elif token_count > 0 and token_count % n_blocks == 0:
+    elif token_count > 0 and token_count % n_blocks == 0 and token_count // n_blocks <= MAX_BLOCK_SIZE:
         size = token_count // n_blocks
     else:
         size = fallback
@@ -156,18 +178,20 @@ class _Replay:
     start: int  # first missing sequence number
     stop: int  # the sequence number that revealed the gap (exclusive)
     deadline: float
+    # True: asked again for one batch that arrived in sequence but unreadable (already rejected once)
+    unreadable: bool = False
     got: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass
 class _Stream:
-    """One publisher endpoint: its sockets, its sequence state and its engine's resident set."""
+    """One publisher endpoint: its sockets, its sequence state and its engine's resident sets."""
 
     address: str
     replay_address: str | None
     sub: zmq.Socket
     monitor: zmq.Socket | None
-    blocks: ResidentBlocks
+    groups: dict[int, ResidentBlocks] = field(default_factory=dict)  # by KV cache group (NO_GROUP)
     dealer: zmq.Socket | None = None
     connected: bool = False
     ever_connected: bool = False
@@ -175,6 +199,9 @@ class _Stream:
     first_seq: int | None = None
     replay: _Replay | None = None
     held: deque = field(default_factory=deque)  # (seq, batch) waiting for a replay to finish
+    # False once a batch asked again came back just as unreadable: the publisher itself sends such
+    # bytes, and asking again for each would make it resend its replay buffer every time.
+    retry_unreadable: bool = True
     rank: int | None = None
     batches: int = 0
     accesses: int = 0
@@ -242,9 +269,13 @@ class KvEventsSource(Source):
         self.last_data_at: float | None = None
         self.block_size: int | None = None
         self._block_sizes_seen: set[int] = set()
+        # KV cache groups: the one counted (given, or chosen on the first stores) and the others.
+        self._group_in_use: int | None = group_idx
         self._groups_seen: set[int] = set()
+        self._group_kinds: dict[int, str] = {}  # kv_cache_spec_kind by group, where the events say
+        self._ignored_group_events = 0
+        self._ignored_group_blocks = 0
         self._ignored_media: Counter[str] = Counter()
-        self._ignored_groups = 0
         self._eviction_samples: deque[tuple[float, int]] = deque()
 
     # ----------------------------------------------------------------- sockets
@@ -261,7 +292,7 @@ class KvEventsSource(Source):
                 monitor = sub.get_monitor_socket(_MONITORED)
             except zmq.ZMQError:  # monitoring unsupported: connection state is inferred from data
                 monitor = None
-            stream = _Stream(address, replay_address, sub, monitor, ResidentBlocks(self.removed_memory))
+            stream = _Stream(address, replay_address, sub, monitor)
             try:
                 sub.connect(address)
             except zmq.ZMQError as exc:  # e.g. an address libzmq cannot parse: shown, not raised
@@ -348,25 +379,43 @@ class KvEventsSource(Source):
             self.received += 1
             self.last_data_at = stream.last_data_at = now
             stream.connected = stream.ever_connected = True
-            seq, batch = decode_message(frames, self.rejects, stream.address)
-            if seq is None:
-                continue
-            if stream.replay is not None:
-                stream.held.append((seq, batch))
-            else:
-                self._sequence(stream, seq, batch)
+            try:
+                seq, batch = decode_message(frames, self.rejects, stream.address)
+                if seq is not None:
+                    if stream.replay is not None:
+                        stream.held.append((seq, batch))
+                    else:
+                        self._sequence(stream, seq, batch)
+            except Exception as exc:  # noqa: BLE001 - no message may stop the source
+                self._handling_failed(stream, exc, stream.address)
             if self._pending >= self.flush_accesses:
                 return
+
+    def _handling_failed(self, stream: _Stream, exc: Exception, where: str) -> None:
+        """A message whose handling raised: counted, and what it may have changed is not trusted."""
+        self.rejects.reject(f"undecodable message: {type(exc).__name__}", f"{where}: {exc}")
+        self._events_lost(stream)
+
+    def _events_lost(self, stream: _Stream) -> None:
+        for blocks in stream.groups.values():
+            blocks.mark_uncertain()
 
     # ----------------------------------------------------------------- sequence numbers
     def _sequence(self, stream: _Stream, seq: int, batch: KvEventBatch | None) -> None:
         """Place one published batch in its stream's sequence: accept, recover a gap, or reset."""
         if stream.expected is None:
-            stream.first_seq = seq
-            self._accept(stream, seq, batch)
-            return
+            stream.first_seq = stream.expected = seq
         if seq == stream.expected:
-            self._accept(stream, seq, batch)  # a bad payload in sequence still uses its number
+            if batch is not None:
+                self._accept(stream, seq, batch)
+            elif stream.replay_address is not None and stream.retry_unreadable:
+                # Cut short on the way: the engine's replay buffer still holds it whole.
+                self.gaps += 1
+                self.missing += 1
+                self._start_replay(stream, seq, seq + 1, unreadable=True)
+            else:
+                stream.expected = seq + 1  # its number is used; its events are gone
+                self._events_lost(stream)
             return
         if batch is None:
             return  # an unreadable payload out of sequence: its number is not trusted
@@ -380,7 +429,8 @@ class KvEventsSource(Source):
                     "engine restarted; its resident set was reset",
                 )
             )
-            stream.blocks.clear()
+            for blocks in stream.groups.values():
+                blocks.clear()
             stream.expected = 0
             if seq == 0:
                 self._accept(stream, seq, batch)
@@ -398,14 +448,15 @@ class KvEventsSource(Source):
                     "no replay endpoint",
                 )
             )
+            self._events_lost(stream)
             self._accept(stream, seq, batch)
             return
         stream.held.appendleft((seq, batch))
         self._start_replay(stream, stream.expected, seq)
 
-    def _start_replay(self, stream: _Stream, start: int, stop: int) -> None:
+    def _start_replay(self, stream: _Stream, start: int, stop: int, unreadable: bool = False) -> None:
         assert self._ctx is not None and self._poller is not None and stream.replay_address is not None
-        stream.replay = _Replay(start, stop, time.monotonic() + self.replay_timeout)
+        stream.replay = _Replay(start, stop, time.monotonic() + self.replay_timeout, unreadable)
         if stream.dealer is None:
             stream.dealer = self._ctx.socket(zmq.DEALER)
             stream.dealer.setsockopt(zmq.LINGER, 0)
@@ -446,43 +497,110 @@ class KvEventsSource(Source):
         stream.replay = None
         if timed_out:
             self._close_dealer(stream)  # late replies must not be taken for the next replay's
+        # A batch that was unreadable when published has been rejected once already.
+        rejects = RejectCounter() if replay.unreadable else self.rejects
+        recovered = 0
         for seq in sorted(replay.got):
             where = f"{stream.replay_address} seq {seq}"
-            self._accept(stream, seq, decode_payload(replay.got[seq], self.rejects, where))
+            try:
+                batch = decode_payload(replay.got[seq], rejects, where)
+                if batch is not None:
+                    self._accept(stream, seq, batch)
+                    recovered += 1
+            except Exception as exc:  # noqa: BLE001 - no message may stop the source
+                self._handling_failed(stream, exc, where)
         missing = replay.stop - replay.start
-        recovered = len(replay.got)
         self.recovered += recovered
         self.lost += missing - recovered
+        if recovered < missing:
+            self._events_lost(stream)
         stream.expected = replay.stop
         why = " (replay timed out)" if timed_out and recovered < missing else ""
-        self._timeline.append(
-            TimelineEvent(
-                time.time(),
-                "sequence-gap",
+        if replay.unreadable:
+            outcome = "recovered by replay" if recovered else f"lost{why}"
+            if replay.got and not recovered:
+                stream.retry_unreadable = False
+                outcome += " (its replayed copy is unreadable too: such batches are not asked for again)"
+            text = f"{self._label(stream)}: seq {replay.start} unreadable: {outcome}"
+        else:
+            text = (
                 f"{self._label(stream)}: {missing} batches missing (seq {replay.start}..{replay.stop - 1}): "
-                f"{recovered} recovered by replay, {missing - recovered} lost{why}",
+                f"{recovered} recovered by replay, {missing - recovered} lost{why}"
             )
-        )
+        self._timeline.append(TimelineEvent(time.time(), "sequence-gap", text))
         while stream.held and stream.replay is None:
-            seq, batch = stream.held.popleft()
-            self._sequence(stream, seq, batch)
+            seq, held_batch = stream.held.popleft()
+            try:
+                self._sequence(stream, seq, held_batch)
+            except Exception as exc:  # noqa: BLE001 - no message may stop the source
+                self._handling_failed(stream, exc, f"{stream.address} seq {seq}")
 
     # ----------------------------------------------------------------- events
     def _medium_selected(self, medium: str | None) -> bool:
         return self.medium is None or (medium or DEFAULT_MEDIUM).upper() == self.medium
 
-    def _accept(self, stream: _Stream, seq: int, batch: KvEventBatch | None) -> None:
-        stream.expected = seq + 1
-        if batch is None:
+    def _blocks(self, stream: _Stream, group: int) -> ResidentBlocks:
+        blocks = stream.groups.get(group)
+        if blocks is None:
+            blocks = stream.groups[group] = ResidentBlocks(self.removed_memory)
+        return blocks
+
+    def _counted_sets(self, stream: _Stream) -> list[ResidentBlocks]:
+        """The resident sets whose blocks are accesses: events without a group, and the group in use."""
+        return [b for g, b in stream.groups.items() if g == NO_GROUP or g == self._group_in_use]
+
+    def _group_name(self, group: int) -> str:
+        kind = self._group_kinds.get(group)
+        return f"group {group}" + (f" ({kind})" if kind else "")
+
+    def _choose_group(self, stream: _Stream, batch: KvEventBatch) -> None:
+        """Without --group-idx: pick the counted KV cache group from a batch's stores.
+
+        The full-attention group when the events name the kinds, else the first group seen. A
+        group already in use that the events call something else (sliding window, Mamba) gives way
+        to a full-attention group that shows up later.
+        """
+        candidates: list[int] = []
+        for i in range(len(batch)):
+            group = int(batch.group_idx[i])
+            if group < 0 or batch.kinds[i] != BLOCK_STORED or not self._medium_selected(batch.media[i]):
+                continue
+            kind = batch.spec_kinds[i]
+            if kind is not None:
+                self._group_kinds[group] = kind
+            candidates.append(group)
+        if not candidates:
             return
+        full = next((g for g in candidates if self._group_kinds.get(g) in FULL_ATTENTION_KINDS), None)
+        current = self._group_in_use
+        if current is None:
+            self._group_in_use = candidates[0] if full is None else full
+            return
+        current_kind = self._group_kinds.get(current)
+        if full is not None and current_kind is not None and current_kind not in FULL_ATTENTION_KINDS:
+            self._group_in_use = full
+            self._timeline.append(
+                TimelineEvent(
+                    time.time(),
+                    "kv-cache-group",
+                    f"{self._label(stream)}: counting KV cache {self._group_name(full)} from now on "
+                    f"instead of {self._group_name(current)} (the accesses so far came from group {current})",
+                )
+            )
+
+    def _accept(self, stream: _Stream, seq: int, batch: KvEventBatch) -> None:
+        stream.expected = seq + 1
         stream.batches += 1
         if batch.rank is not None:
             stream.rank = batch.rank
+        if self.group_idx is None:
+            self._choose_group(stream, batch)
         for i in range(len(batch)):
             kind = int(batch.kinds[i])
             if kind == ALL_BLOCKS_CLEARED:
                 self.clears += 1
-                stream.blocks.clear()
+                for blocks in stream.groups.values():
+                    blocks.clear()
                 self._timeline.append(
                     TimelineEvent(
                         time.time(),
@@ -496,16 +614,24 @@ class KvEventsSource(Source):
                 self._ignored_media[(medium or DEFAULT_MEDIUM).upper()] += 1
                 continue
             group = int(batch.group_idx[i])
-            if group >= 0:
-                if self.group_idx is not None and group != self.group_idx:
-                    self._ignored_groups += 1
-                    continue
-                self._groups_seen.add(group)
             keys = batch.event_keys(i)
+            counted = group == NO_GROUP or group == self._group_in_use
+            if group >= 0:
+                self._groups_seen.add(group)
+                if not counted and self._group_in_use is not None:  # (None: a removal before any store)
+                    self._ignored_group_events += 1
+                    if kind == BLOCK_STORED:
+                        self._ignored_group_blocks += len(keys)
+                    if self.group_idx is not None:
+                        continue  # the user chose a group: the others are not even tracked
+            # Every group keeps its own resident set, so that a later switch finds it right.
+            blocks = self._blocks(stream, group)
             if kind == BLOCK_REMOVED:
-                stream.blocks.remove(keys)
+                blocks.remove(keys)
             elif kind == BLOCK_STORED and len(keys):
-                stream.blocks.store(keys)
+                blocks.store(keys)
+                if not counted:
+                    continue
                 size = int(batch.block_sizes[i])
                 if size > 0:
                     self.block_size = size
@@ -544,19 +670,35 @@ class KvEventsSource(Source):
         return EngineReading(
             at=now,
             block_size=self.block_size,
-            resident_blocks=sum(len(s.blocks) for s in self._streams),
+            resident_blocks=self._counted_total(lambda b: len(b)),
             evictions_total=self.evictions_total,
-            restores_after_removal=sum(s.blocks.restores_after_removal for s in self._streams),
+            restores_after_removal=self._counted_total(lambda b: b.restores_after_removal),
             label="kv events",
+        )
+
+    def _counted_total(
+        self, count: Callable[[ResidentBlocks], int], streams: list[_Stream] | None = None
+    ) -> int:
+        return sum(
+            count(b) for s in (self._streams if streams is None else streams) for b in self._counted_sets(s)
         )
 
     @property
     def evictions_total(self) -> int:
-        return sum(s.blocks.evictions_total for s in self._streams)
+        return self._counted_total(lambda b: b.evictions_total)
+
+    def _hit_evidence(self) -> tuple[int, int]:
+        """(stores of blocks known to be resident, all stores) of the counted groups."""
+        return (
+            self._counted_total(lambda b: b.stores_of_resident),
+            self._counted_total(lambda b: b.stored_total),
+        )
 
     @property
     def hits_reported(self) -> bool:
-        return any(s.blocks.stores_of_resident for s in self._streams)
+        """Whether the engine's stores include its hits: a sustained share of stores of resident blocks."""
+        resident, stored = self._hit_evidence()
+        return resident >= HITS_MIN_STORES and resident >= HITS_MIN_SHARE * stored
 
     def _eviction_rate(self, now: float) -> float:
         samples = self._eviction_samples
@@ -576,6 +718,37 @@ class KvEventsSource(Source):
             events=events,
         )
 
+    def _group_facts(self) -> tuple[str, str] | None:
+        """(note, detail) about KV cache groups, when there is more than one to choose from."""
+        if self._group_in_use is None or (self.group_idx is None and len(self._groups_seen) < 2):
+            return None
+        others = sorted(self._groups_seen - {self._group_in_use})
+        of = ("group " if len(others) == 1 else "groups ") + ", ".join(map(str, others))
+        if self.group_idx is not None:
+            why = "--group-idx"
+        else:
+            why = self._group_kinds.get(self._group_in_use) or "first seen"
+        detail = f"{self._group_in_use} ({why})"
+        if others:
+            events, blocks = self._ignored_group_events, self._ignored_group_blocks
+            detail += f"; ignored: {events} events, {blocks} stored blocks of {of}"
+        note = ""
+        if self.group_idx is None:
+            note = (
+                f"several KV cache groups: counting group {self._group_in_use} only; choose with --group-idx "
+                f"({self._ignored_group_blocks} stored blocks of {of} ignored)"
+            )
+        return note, detail
+
+    def _hit_reporting(self) -> str:
+        resident, stored = self._hit_evidence()
+        if self.hits_reported:
+            return f"hits reported ({resident} stores of resident blocks of {stored} stores)"
+        if resident:
+            of = f" of {stored} stores" if resident >= HITS_MIN_STORES else ""
+            return f"misses only so far ({resident} stores of resident blocks{of}: too few to tell)"
+        return "misses only so far" if stored else "unknown (no stores yet)"
+
     def health(self, now: float | None = None) -> SourceHealth:
         now = time.time() if now is None else now
         streams = self._streams
@@ -591,11 +764,12 @@ class KvEventsSource(Source):
             state = "down: disconnected, reconnecting"
         else:
             state = "connecting"
-        stored = sum(s.blocks.stored_total for s in streams)
-        stores_of_resident = sum(s.blocks.stores_of_resident for s in streams)
+        stored = self._counted_total(lambda b: b.stored_total)
+        hits_reported = self.hits_reported
+        group_facts = self._group_facts()
 
         notes: list[str] = []
-        if stores_of_resident:
+        if hits_reported:
             notes.append(HITS_REPORTED_NOTE)
         elif stored:
             notes.append(MISSES_ONLY_NOTE)
@@ -604,26 +778,23 @@ class KvEventsSource(Source):
             notes.append(
                 f"{self.lost} event batches lost in sequence gaps: their accesses are missing from the curve{why}"
             )
-        if self.group_idx is None and len(self._groups_seen) > 1:
-            groups = ", ".join(map(str, sorted(self._groups_seen)))
-            notes.append(
-                f"events from {len(self._groups_seen)} KV cache groups ({groups}) are merged; "
-                "use --group-idx to keep the full-attention group only"
-            )
+        if group_facts is not None and group_facts[0]:
+            notes.append(group_facts[0])
         if self._ignored_media and not stored:
             seen = ", ".join(f"{m} ({n} events)" for m, n in self._ignored_media.most_common())
             notes.append(f"no {self.medium} events yet; other media seen: {seen}; see --medium")
 
         details: list[tuple[str, str]] = []
         for stream in streams:
-            blocks = stream.blocks
             label = self._label(stream) + ("" if stream.rank is None else f" {stream.address}")
             seq = "-" if stream.expected is None else str(stream.expected - 1)
+            resident = self._counted_total(lambda b: len(b), [stream])
+            evictions = self._counted_total(lambda b: b.evictions_total, [stream])
             details.append(
                 (
                     label,
-                    f"{stream.batches} batches, {stream.accesses} accesses, {len(blocks)} resident blocks, "
-                    f"{blocks.evictions_total} evictions, last seq {seq}"
+                    f"{stream.batches} batches, {stream.accesses} accesses, {resident} resident blocks, "
+                    f"{evictions} evictions, last seq {seq}"
                     + ("" if not stream.first_seq else f" (joined at seq {stream.first_seq})"),
                 )
             )
@@ -637,22 +808,21 @@ class KvEventsSource(Source):
         )
         details.append(("evictions", f"{self.evictions_total} total, {self._eviction_rate(now):.1f}/s"))
         details.append(
-            ("re-stores after removal", str(sum(s.blocks.restores_after_removal for s in streams)))
+            ("re-stores after removal", str(self._counted_total(lambda b: b.restores_after_removal)))
         )
-        details.append(
-            (
-                "hit reporting",
-                f"hits reported ({stores_of_resident} stores of resident blocks)"
-                if stores_of_resident
-                else ("misses only so far" if stored else "unknown (no stores yet)"),
+        details.append(("hit reporting", self._hit_reporting()))
+        unsure = self._counted_total(lambda b: b.stores_of_uncertain)
+        if unsure:
+            details.append(
+                (
+                    "stores after lost events",
+                    f"{unsure} stores of blocks whose eviction may have been lost: not taken as hits",
+                )
             )
-        )
         ignored = ", ".join(f"{m} {n} events" for m, n in self._ignored_media.most_common())
         details.append(("medium", (self.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
-        if self.group_idx is not None:
-            details.append(
-                ("KV cache group", f"{self.group_idx}; {self._ignored_groups} events of other groups ignored")
-            )
+        if group_facts is not None:
+            details.append(("KV cache group", group_facts[1]))
         if self.block_size is not None:
             details.append(("block size", f"{self.block_size} tokens"))
         if self.resets or self.clears:
@@ -669,4 +839,5 @@ class KvEventsSource(Source):
             rejected=self.rejects.summary(),
             notes=tuple(notes),
             details=tuple(details),
+            reports_hits=hits_reported,
         )

@@ -185,12 +185,21 @@ class FakeVllmPublisher:
         medium: str | None = "GPU",
         group_idx: int | None = 0,
         lora_id: int | None = None,
+        spec_kind: str | None = None,
     ) -> Any:
         if token_ids is None:
             token_ids = list(range(block_size * len(hashes)))
         if self.layout == "vllm":
             return _BlockStored(
-                hashes, parent, token_ids, block_size, lora_id, medium, None, group_idx=group_idx
+                hashes,
+                parent,
+                token_ids,
+                block_size,
+                lora_id,
+                medium,
+                None,
+                group_idx=group_idx,
+                kv_cache_spec_kind=spec_kind,
             )
         if self.layout == "vllm-array":
             return ["BlockStored", hashes, parent, token_ids, block_size, lora_id, medium]
