@@ -105,7 +105,8 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
         type=int,
         default=None,
         metavar="N",
-        help="keep only this KV cache group's events (hybrid models: pick the full-attention group)",
+        help="count only this KV cache group's events (default: the group the events call full attention, "
+        "else the first group seen)",
     )
     group.add_argument(
         "--events-block-size",
