@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 from pathlib import Path
@@ -87,3 +88,28 @@ def test_an_unreadable_path_read_whole_finishes_with_the_error(tmp_path: Path) -
         p.chmod(0)
         lines, events, _ = read_whole(p)
         assert lines == [] and [e.kind for e in events] == ["read-error"]
+
+
+def test_a_read_failure_while_following_is_reported_and_reading_goes_on(tmp_path: Path) -> None:
+    p = tmp_path / "a.log"
+    p.write_bytes(b"one\n")
+    t = FileTailer(p, follow=True)
+    assert [b for _, b in t.read().lines] == [b"one"]
+    real = t._fh
+
+    class FailingDisk:
+        def read(self, n: int) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+        def __getattr__(self, name: str):
+            return getattr(real, name)
+
+    t._fh = FailingDisk()  # type: ignore[assignment]
+    r = t.read()
+    assert [e.kind for e in r.events] == ["read-error"] and "Input/output error" in r.events[0].text
+    assert t.read().events == []  # the same failure again is not a new event
+    t._fh = real
+    with open(p, "ab") as f:
+        f.write(b"two\n")
+    assert [b for _, b in t.read().lines] == [b"two"]
+    t.close()

@@ -211,15 +211,12 @@ class FileTailer:
 
         try:
             data = self._fh.read(self.max_bytes)
-        except OSError as e:
+            if data:
+                self._consume(data, out)
+            else:
+                self._check_file(out)
+        except OSError as e:  # e.g. EIO on a failing disk: report it and try again on the next poll
             self._event("read-error", f"{self.path}: {e.strerror or e}")
-            out.events = self._pending + out.events
-            self._pending = []
-            return out
-        if data:
-            self._consume(data, out)
-        else:
-            self._check_file(out)
         out.events = self._pending + out.events
         self._pending = []
         return out
