@@ -1,4 +1,4 @@
-"""A fake engine /metrics endpoint on 127.0.0.1 for tests: healthy, slow, failing, cut or down."""
+"""A fake engine /metrics endpoint on 127.0.0.1 for tests: healthy, slow, trickling, failing, cut or down."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def vllm_exposition(queries: float, hits: float, usage: float = 0.25) -> str:
 
 
 class FakeEngine:
-    """mode: ok | slow | error | cut (Content-Length promised, body short) | cut_close (no length,
-    body cut mid-line, then the connection closes)."""
+    """mode: ok | slow (`delay` s before answering) | trickle (the body one byte every `delay` s, so
+    no single read ever times out) | error | cut (Content-Length promised, body short) | cut_close
+    (no length, body cut mid-line, then the connection closes)."""
 
     def __init__(self) -> None:
         self.mode = "ok"
@@ -68,6 +69,17 @@ class FakeEngine:
                     self.end_headers()
                     self.wfile.write(body[: len(body) // 2])
                     self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if mode == "trickle":
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    for i in range(len(body)):
+                        if engine.mode != "trickle" or engine._server is None:
+                            break  # the test moved on: end this answer (the client sees a cut body)
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(engine.delay)
                     self.close_connection = True
                     return
                 if mode == "cut_close":

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from kvset.sources import metrics
 from kvset.sources.base import SourceUpdate
 from kvset.sources.metrics import MetricsSource
 from tests.engine_metrics_server import FakeEngine
@@ -140,3 +141,70 @@ def test_a_half_written_response_is_rejected_and_the_last_values_kept(engine: Fa
 def test_bad_interval_is_an_error() -> None:
     with pytest.raises(ValueError):
         MetricsSource("http://127.0.0.1:1/metrics", interval=0)
+
+
+def count_poll_threads(monkeypatch) -> dict[str, int]:
+    """Live and peak number of poll helper threads, counted as each one runs."""
+    seen = {"live": 0, "peak": 0}
+    lock = threading.Lock()
+    real_run = metrics._Poll._run
+
+    def counted(self, client, url) -> None:
+        with lock:
+            seen["live"] += 1
+            seen["peak"] = max(seen["peak"], seen["live"])
+        try:
+            real_run(self, client, url)
+        finally:
+            with lock:
+                seen["live"] -= 1
+
+    monkeypatch.setattr(metrics._Poll, "_run", counted)
+    return seen
+
+
+@pytest.mark.parametrize(("byte_every", "timeout"), [(0.05, 0.3), (0.5, 0.6)])
+def test_a_trickling_body_hits_the_overall_deadline_without_piling_up_polls(
+    engine: FakeEngine, byte_every, timeout, monkeypatch
+) -> None:
+    # No single read waits as long as httpx's per-read timeout. At one byte every 0.5 s the poll
+    # is abandoned at its deadline while its thread still waits, longer than a tick, for a byte.
+    threads = count_poll_threads(monkeypatch)
+    src = source(engine.url, timeout=timeout, max_backoff=0.2)
+    good = drive(src, lambda u: u.engine is not None)[-1].engine
+    engine.mode, engine.delay = "trickle", byte_every
+    t0 = time.monotonic()
+    first = drive(src, lambda u: u.health is not None and "timeout" in u.health.state)
+    assert time.monotonic() - t0 < timeout + 0.5  # the deadline, plus one tick
+    assert not first[-1].health.connected
+    stale = [u.engine for u in first if u.engine is not None]
+    assert stale[-1].stale and stale[-1].capacity_blocks == good.capacity_blocks
+    # several more deadlines while it keeps trickling: never more than one request out at a time
+    n = len(engine.requests)
+    drive(src, lambda u: len(engine.requests) >= n + 2 and src.failures >= 3, timeout=8.0)
+    assert threads["peak"] == 1
+    assert src.last_error is not None and "timeout" in src.last_error and src.rejects.total == 0
+    engine.mode = "ok"
+    ups = drive(src, lambda u: u.engine is not None and not u.engine.stale)
+    assert ups[-1].health.connected
+    src.close()
+
+
+def test_an_unexpected_error_reading_a_body_costs_one_poll_not_the_source(engine: FakeEngine, monkeypatch) -> None:
+    src = source(engine.url)
+    drive(src, lambda u: u.engine is not None)
+    real = src.tracker.update
+    broken = {"on": True}
+
+    def fragile(text: str, at: float):
+        if broken["on"]:
+            raise OverflowError("a bug on odd input")
+        return real(text, at)
+
+    monkeypatch.setattr(src.tracker, "update", fragile)
+    ups = drive(src, lambda u: u.health is not None and u.health.rejected_total >= 1)
+    h = ups[-1].health
+    assert h.rejected[0].reason == "unusable metrics (OverflowError)" and not h.connected
+    broken["on"] = False
+    drive(src, lambda u: u.engine is not None and not u.engine.stale)
+    src.close()

@@ -21,14 +21,17 @@ once); usage is the capacity-weighted mean. `describe` in the result says what w
 The measured hit rate is Δhits / Δqueries over the polls of the last `window_s` seconds. A counter
 that goes down means the engine restarted: deltas restart from the new values and an
 `engine-reset` event is returned. A response that is empty, does not end in a newline (cut
-mid-body), fails to parse, or lacks the cache counters it had before is rejected; the caller keeps
-its last good values.
+mid-body), fails to parse, lacks the cache counters it had before, or has a counter that is not a
+finite non-negative number is rejected; the caller keeps its last good values. Unusable label
+values (cache_config_info block_size="0", num_gpu_blocks="abc") and absurd gauges (a negative or
+non-finite pool size, a page size below 1) are ignored and named in `describe`; they never raise.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -53,6 +56,8 @@ SGLANG_RUNNING = "sglang:num_running_reqs"
 # Labels that split one SGLang pool into per-GPU series carrying the same value.
 SGLANG_SHARD_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "ep_rank"})
 RESTART_TOLERANCE = 1e-6
+# Counts (blocks, tokens, requests) above this are damage; summing a few of them stays finite.
+MAX_COUNT = float(2**53)
 
 
 class MetricsError(ValueError):
@@ -113,6 +118,29 @@ def _finite(v: float) -> bool:
     return not (math.isnan(v) or math.isinf(v))
 
 
+def _count(v: float, minimum: float = 0.0) -> bool:
+    """A gauge that can be a count: finite, at least `minimum`, not absurdly large."""
+    return _finite(v) and minimum <= v <= MAX_COUNT
+
+
+def _label_int(text: str) -> int | None:
+    """A label value that is a plain decimal ("16"); None for "None", "abc", "1_6", "-5", "1e3"."""
+    if text.isascii() and text.isdigit() and len(text) <= 15:
+        return int(text)
+    return None
+
+
+def _counter_series(name: str | None, series: list, drop: frozenset[str] = frozenset()) -> Series:
+    """A counter's series by labels; MetricsError if any value is not a finite non-negative number
+    (dropping it would read as zero hits)."""
+    out: Series = {}
+    for lb, v in series:
+        if not (_finite(v) and v >= 0):
+            raise MetricsError(f"unusable counter value: {name} = {v}")
+        out[_key(lb, drop)] = v
+    return out
+
+
 def _weighted_usage(usage: Series, weights: dict[LabelKey, float]) -> float | None:
     vals = [(k, v) for k, v in usage.items() if _finite(v)]
     if not vals:
@@ -130,26 +158,29 @@ def _vllm(samples: dict) -> CacheCounters:
     hname, h = _first_present(samples, VLLM_HITS)
     if qname and qname != VLLM_QUERIES[0]:
         notes.append("deprecated vllm:gpu_prefix_cache_* counters (vLLM <= 0.11)")
-    queries = {_key(lb): v for lb, v in q}
-    hits = {_key(lb): v for lb, v in h}
-    engines: dict[str, tuple[int, int | None]] = {}  # engine label -> (block_size, num_gpu_blocks)
+    queries = _counter_series(qname, q)
+    hits = _counter_series(hname, h)
+    # engine label -> (block_size, num_gpu_blocks); None where the label is unusable or not known yet
+    engines: dict[str, tuple[int | None, int | None]] = {}
     for lb, _ in samples.get(VLLM_CACHE_CONFIG, []):
-        try:
-            bs = int(lb.get("block_size", ""))
-        except ValueError:
+        raw_bs, raw_nb = lb.get("block_size", ""), lb.get("num_gpu_blocks", "")
+        bs = _label_int(raw_bs)
+        if bs is None or bs < 1:
+            notes.append(f"cache_config_info block_size={raw_bs[:20]!r} unusable: that engine's capacity ignored")
+            engines[lb.get("engine", "")] = (None, None)
             continue
-        try:
-            nb: int | None = int(lb.get("num_gpu_blocks", ""))
-        except ValueError:
-            nb = None  # "None" before the engine has profiled its memory
+        nb = _label_int(raw_nb)
+        if nb is None and raw_nb != "None":  # "None": the engine has not profiled its memory yet
+            notes.append(f"cache_config_info num_gpu_blocks={raw_nb[:20]!r} unusable: capacity unknown")
         engines[lb.get("engine", "")] = (bs, nb)
-    block_sizes = {bs for bs, _ in engines.values()}
+    block_sizes = {bs for bs, _ in engines.values() if bs is not None}
     block_size = min(block_sizes) if block_sizes else None
     if len(block_sizes) > 1:
         notes.append(f"engines differ in block size {sorted(block_sizes)}; using {block_size}")
-    known = [nb for _, nb in engines.values() if nb is not None]
-    blocks = sum(known) if known and len(known) == len(engines) else None
-    tokens = sum(bs * nb for bs, nb in engines.values() if nb is not None) if blocks is not None else None
+    known = [(bs, nb) for bs, nb in engines.values() if bs is not None and nb is not None]
+    complete = bool(known) and len(known) == len(engines)
+    blocks = sum(nb for _, nb in known) if complete else None
+    tokens = sum(bs * nb for bs, nb in known) if complete else None
     _, u = _first_present(samples, VLLM_USAGE)
     usage = {_key(lb): v for lb, v in u}
     weights = {}
@@ -157,7 +188,7 @@ def _vllm(samples: dict) -> CacheCounters:
         eng = dict(k).get("engine", "")
         if eng in engines and engines[eng][1] is not None:
             weights[k] = float(engines[eng][1] or 0)
-    running_vals = [v for _, v in samples.get(VLLM_RUNNING, []) if _finite(v)]
+    running_vals = [v for _, v in samples.get(VLLM_RUNNING, []) if _count(v)]
     v0 = [v for _, v in samples.get(VLLM_V0_HIT_RATE, []) if _finite(v)]
     if len(engines) > 1:
         notes.append(f"capacity summed over {len(engines)} engines")
@@ -178,11 +209,13 @@ def _vllm(samples: dict) -> CacheCounters:
     )
 
 
-def _per_pool(series: list[tuple[dict[str, str], float]]) -> dict[LabelKey, float]:
+def _per_pool(
+    series: list[tuple[dict[str, str], float]], keep: Callable[[float], bool] = _finite
+) -> dict[LabelKey, float]:
     """SGLang: collapse per-GPU shards of one pool (same labels but tp/pp rank) to one value."""
     out: dict[LabelKey, float] = {}
     for lb, v in series:
-        if not _finite(v):
+        if not keep(v):
             continue
         k = _key(lb, SGLANG_SHARD_LABELS)
         out[k] = max(out.get(k, v), v)
@@ -191,26 +224,27 @@ def _per_pool(series: list[tuple[dict[str, str], float]]) -> dict[LabelKey, floa
 
 def _sglang(samples: dict) -> CacheCounters:
     notes: list[str] = []
-    hits: Series = {}
+    device: list[tuple[dict[str, str], float]] = []
     other_sources: set[str] = set()
     for lb, v in samples.get(SGLANG_CACHED, []):
         src = lb.get("cache_source")
         if src is not None and src != "device":
             other_sources.add(src)
             continue
-        hits[_key(lb, frozenset({"cache_source"}))] = v
+        device.append((lb, v))
+    hits = _counter_series(SGLANG_CACHED, device, frozenset({"cache_source"}))
     if other_sources:
         notes.append(f"cached tokens from {', '.join(sorted(other_sources))} not counted as GPU hits")
-    queries = {_key(lb): v for lb, v in samples.get(SGLANG_PROMPT, [])}
-    pools = _per_pool(samples.get(SGLANG_MAX_TOKENS, []))
+    queries = _counter_series(SGLANG_PROMPT, samples.get(SGLANG_PROMPT, []))
+    pools = _per_pool(samples.get(SGLANG_MAX_TOKENS, []), _count)
     tokens = int(sum(pools.values())) if pools else None
-    pages = [v for _, v in samples.get(SGLANG_PAGE_SIZE, []) if _finite(v) and v > 0]
+    pages = [v for _, v in samples.get(SGLANG_PAGE_SIZE, []) if _count(v, minimum=1.0)]
     page = int(max(pages)) if pages else None
     if page is None and tokens is not None:
         page = 1
         notes.append("sglang:page_size not exported; assumed 1 (SGLang's default)")
     usage = _per_pool(samples.get(SGLANG_USAGE, []))
-    running = _per_pool(samples.get(SGLANG_RUNNING, []))
+    running = _per_pool(samples.get(SGLANG_RUNNING, []), _count)
     gauge = list(_per_pool(samples.get(SGLANG_HIT_GAUGE, [])).values())
     if len(pools) > 1:
         notes.append(f"capacity summed over {len(pools)} pools (data-parallel ranks or models)")

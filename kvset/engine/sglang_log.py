@@ -25,21 +25,25 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from kvset.engine.vllm_log import LogLineError, strip_ansi
+from kvset.engine.vllm_log import LogLineError, parse_count, strip_ansi
 
+# Numeric patterns are re.ASCII: a Unicode \d also matches digits SGLang never writes.
 PREFIX_RE = re.compile(
     r"\[(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,6}))?"
-    r"(?P<ranks>(?: [A-Za-z_]+\d*)*)\]\s?"
+    r"(?P<ranks>(?: [A-Za-z_]+\d*)*)\]\s?",
+    re.ASCII,
 )
 PREFILL_MARK = "Prefill batch"
-NEW_SEQ_RE = re.compile(r"#new-seq: (?P<v>\d+)")
-NEW_TOKEN_RE = re.compile(r"#new-token: (?P<v>\d+)")
-CACHED_TOKEN_RE = re.compile(r"#cached-token: (?P<v>\d+)")
-USAGE_RE = re.compile(r"(?:full )?(?:token|page) usage: (?P<v>[0-9.]+)")
-RUNNING_RE = re.compile(r"#running-req: (?P<v>\d+)")
-QUEUE_RE = re.compile(r"#queue-req: (?P<v>\d+)")
-MAX_TOKENS_RE = re.compile(r"max_total_num_tokens=(?P<v>\d+)")
-PAGE_SIZE_RE = re.compile(r"\bpage_size=(?P<v>\d+)")
+NEW_SEQ_RE = re.compile(r"#new-seq: (?P<v>\d+)", re.ASCII)
+NEW_TOKEN_RE = re.compile(r"#new-token: (?P<v>\d+)", re.ASCII)
+CACHED_TOKEN_RE = re.compile(r"#cached-token: (?P<v>\d+)", re.ASCII)
+# Captured up to the next separator and then checked, so "0.1.2" is a rejection that says so.
+USAGE_RE = re.compile(r"(?:full )?(?:token|page) usage: (?P<v>[^,\s]*)")
+USAGE_VALUE_RE = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+RUNNING_RE = re.compile(r"#running-req: (?P<v>\d+)", re.ASCII)
+QUEUE_RE = re.compile(r"#queue-req: (?P<v>\d+)", re.ASCII)
+MAX_TOKENS_RE = re.compile(r"max_total_num_tokens=(?P<v>\d+)", re.ASCII)
+PAGE_SIZE_RE = re.compile(r"\bpage_size=(?P<v>\d+)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -92,21 +96,30 @@ def _need(rx: re.Pattern[str], msg: str, what: str) -> int:
     m = rx.search(msg)
     if m is None:
         raise LogLineError(f"prefill line without {what}")
-    return int(m.group("v"))
+    return parse_count(m.group("v"))
 
 
 def _opt_int(rx: re.Pattern[str], msg: str) -> int | None:
     m = rx.search(msg)
-    return int(m.group("v")) if m else None
+    return parse_count(m.group("v")) if m else None
+
+
+def _usage(msg: str) -> float | None:
+    m = USAGE_RE.search(msg)
+    if m is None:
+        return None
+    if not USAGE_VALUE_RE.fullmatch(m.group("v")):
+        raise LogLineError("bad token usage", m.group()[:60])
+    usage = float(m.group("v"))
+    if not 0.0 <= usage <= 1.5:
+        raise LogLineError("token usage out of range", m.group()[:60])
+    return usage
 
 
 def parse_message(msg: str, ranks: str = "") -> SglangRecord | None:
     """Classify and parse one message. None: not ours. LogLineError: ours but malformed."""
     if msg.startswith(PREFILL_MARK):
-        usage_m = USAGE_RE.search(msg)
-        usage = float(usage_m.group("v")) if usage_m else None
-        if usage is not None and not 0.0 <= usage <= 1.5:
-            raise LogLineError("token usage out of range", usage_m.group() if usage_m else "")
+        usage = _usage(msg)
         return PrefillBatch(
             ranks=ranks,
             new_seqs=_need(NEW_SEQ_RE, msg, "#new-seq"),
@@ -120,11 +133,11 @@ def parse_message(msg: str, ranks: str = "") -> SglangRecord | None:
         m = MAX_TOKENS_RE.search(msg)
         if m is None:
             raise LogLineError("malformed max_total_num_tokens line", msg[:80])
-        return PoolSize(ranks, max_total_tokens=int(m.group("v")))
+        return PoolSize(ranks, max_total_tokens=parse_count(m.group("v")))
     if "ServerArgs(" in msg:
         m = PAGE_SIZE_RE.search(msg)
         if m:
-            return PoolSize(ranks, page_size=int(m.group("v")))
+            return PoolSize(ranks, page_size=parse_count(m.group("v")))
     return None
 
 

@@ -45,12 +45,14 @@ import numpy as np
 
 from kvset.formats.vllm_hash import block_keys
 
+# Numeric patterns are re.ASCII: a Unicode \d also matches digits vLLM never writes (and int() takes).
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-PROC_RE = re.compile(r"\s*\((?P<proc>[^()\s]+)\s+pid=(?P<pid>\d+)[^()]*\)\s*")
+PROC_RE = re.compile(r"\s*\((?P<proc>[^()\s]+)\s+pid=(?P<pid>\d+)[^()]*\)\s*", re.ASCII)
 HEAD_RE = re.compile(
     r"(?<![A-Za-z])(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
     r"(?P<mon>\d\d)-(?P<day>\d\d)\s+(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d{1,6}))?\s+"
-    r"\[?(?P<src>[^\]\s]*:\d+)\]\s?"
+    r"\[?(?P<src>[^\]\s]*:\d+)\]\s?",
+    re.ASCII,
 )
 HEAD_SEARCH_CHARS = 400  # the prefix sits near the start of a line; do not scan a huge prompt for it
 
@@ -60,22 +62,29 @@ RECEIVED_PARAMS_RE = re.compile(r"Received request (?P<id>.+?): params: ")
 IDS_FIELD = "prompt_token_ids: "
 
 STATS_MARK = "Avg prompt throughput:"
-USAGE_RE = re.compile(r"GPU KV cache usage: (?P<v>[0-9.]+)%")
-HIT_RE = re.compile(r"Prefix cache hit rate: (?P<v>[0-9.]+)%")
-RUNNING_RE = re.compile(r"Running: (?P<v>\d+) reqs")
-WAITING_RE = re.compile(r"(?:Waiting|Pending): (?P<v>\d+) reqs")
-ENGINE_RE = re.compile(r"^\s*(?P<label>Engine \d+|\d+ Engines Aggregated)\s*:")
-V0_HIT_RE = re.compile(r"Prefix cache hit rate: GPU: (?P<gpu>[0-9.]+)%, CPU: (?P<cpu>[0-9.]+)%")
-CACHE_SIZE_RE = re.compile(r"\b(?P<dev>[A-Z]PU) KV cache size: (?P<n>[0-9][0-9,]*) tokens")
+# Percentages are captured loosely (up to the '%') and then checked, so "1.2.3%" is a rejection
+# that says so rather than a stats line without the field.
+PERCENT_RE = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+USAGE_RE = re.compile(r"GPU KV cache usage: (?P<v>[^%,\s]*)%")
+HIT_RE = re.compile(r"Prefix cache hit rate: (?P<v>[^%,\s]*)%")
+RUNNING_RE = re.compile(r"Running: (?P<v>\d+) reqs", re.ASCII)
+WAITING_RE = re.compile(r"(?:Waiting|Pending): (?P<v>\d+) reqs", re.ASCII)
+ENGINE_RE = re.compile(r"^\s*(?P<label>Engine \d+|\d+ Engines Aggregated)\s*:", re.ASCII)
+V0_HIT_RE = re.compile(r"Prefix cache hit rate: GPU: (?P<gpu>[^%,\s]*)%, CPU: (?P<cpu>[^%,\s]*)%")
+CACHE_SIZE_RE = re.compile(r"\b(?P<dev>[A-Z]PU) KV cache size: (?P<n>[0-9][0-9,]*) tokens", re.ASCII)
 CACHE_SIZE_MARK = "KV cache size: "
-NUM_BLOCKS_RE = re.compile(r"num_gpu_blocks is: (?P<n>\d+)")
-V0_BLOCKS_RE = re.compile(r"# (?:GPU|cuda|CUDA|gpu) blocks: (?P<n>\d+), # CPU blocks: (?P<cpu>\d+)")
+NUM_BLOCKS_RE = re.compile(r"num_gpu_blocks is: (?P<n>\d+)", re.ASCII)
+V0_BLOCKS_RE = re.compile(r"# (?:GPU|cuda|CUDA|gpu) blocks: (?P<n>\d+), # CPU blocks: (?P<cpu>\d+)", re.ASCII)
 ESCAPE_RE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{[^}]*\}|.)")
 
 # vLLM's INFO preview of prompt ids (--enable-log-request-prompts) is capped at this many ids.
 INFO_PREVIEW_MAX_IDS = 512
 # Inference of --max-log-len from "prompt chars == ids" needs a length no natural prompt hits.
 MIN_INFERRED_CAP = 16
+# Token ids are held as int64 (vLLM's own are < 2**31); a larger one is a damaged line.
+MAX_TOKEN_ID = 2**63 - 1
+# Counts (requests, blocks, tokens) longer than this are damage, and int() refuses 4300+ digits.
+MAX_COUNT_DIGITS = 18
 
 _ids_decoder = msgspec.json.Decoder(list[int])
 
@@ -87,6 +96,17 @@ class LogLineError(ValueError):
         super().__init__(reason + (f": {detail}" if detail else ""))
         self.reason = reason
         self.detail = detail
+
+
+def _clip(text: str, n: int = 24) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def parse_count(digits: str) -> int:
+    """An ASCII decimal count from a log line; LogLineError when it is absurdly long."""
+    if len(digits) > MAX_COUNT_DIGITS:
+        raise LogLineError("number out of range", _clip(digits))
+    return int(digits)
 
 
 @dataclass(frozen=True)
@@ -146,7 +166,8 @@ def split_prefix(line: str) -> tuple[LinePrefix, str]:
     rest = line
     m = PROC_RE.match(line)
     if m:
-        proc, pid = m.group("proc"), int(m.group("pid"))
+        digits = m.group("pid")
+        proc, pid = m.group("proc"), int(digits) if len(digits) <= MAX_COUNT_DIGITS else None
         rest = line[m.end() :]
     h = HEAD_RE.search(rest, 0, min(len(rest), HEAD_SEARCH_CHARS))
     if not h:
@@ -251,22 +272,33 @@ def parse_token_list(text: str, pos: int) -> tuple[np.ndarray | None, str]:
     body = text[pos : close + 1]
     try:
         values = _ids_decoder.decode(body)
+    except msgspec.ValidationError as e:
+        if "out of range" in str(e):  # an integer past what msgspec holds (> 2**64)
+            raise LogLineError("token id out of range", str(e)) from None
+        raise LogLineError("malformed token id list", body[:60]) from None
     except msgspec.DecodeError:
         if "..." in body or "\u2026" in body:
             return _leading_ints(body[1:]), "the list is elided with '...'"
         raise LogLineError("malformed token id list", body[:60]) from None
-    ids = np.asarray(values, dtype=np.int64)
+    try:
+        ids = np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        bad = next(v for v in values if not -MAX_TOKEN_ID - 1 <= v <= MAX_TOKEN_ID)
+        raise LogLineError("token id out of range", _clip(str(bad))) from None
     if ids.size and int(ids.min()) < 0:
         raise LogLineError("negative token id", str(int(ids.min())))
     return ids, ""
 
 
 def _leading_ints(body: str) -> np.ndarray:
+    """The ids before the first thing that is not one (a cut number, '...', damage)."""
     out: list[int] = []
     for part in body.split(","):
         part = part.strip()
-        if not part.isdigit():
+        if not (part.isascii() and part.isdigit()):  # "²" is a digit to isdigit() but not to int()
             break
+        if len(part) > len(str(MAX_TOKEN_ID)) or int(part) > MAX_TOKEN_ID:
+            raise LogLineError("token id out of range", _clip(part))
         out.append(int(part))
     return np.asarray(out, dtype=np.int64)
 
@@ -299,17 +331,22 @@ def _parse_received_params(msg: str, m: re.Match[str]) -> RequestPrompt | Reques
     return RequestPrompt(m.group("id"), ids, "preview", cut, None)
 
 
-def _pct(m: re.Match[str] | None) -> float | None:
-    if m is None:
-        return None
-    v = float(m.group("v"))
+def _percent(text: str, context: str) -> float:
+    """0..1 from vLLM's `%.1f`/`%.2f` percentage text."""
+    if not PERCENT_RE.fullmatch(text):
+        raise LogLineError("bad percentage", _clip(context, 60))
+    v = float(text)
     if not 0.0 <= v <= 100.0:
-        raise LogLineError("percentage out of range", m.group())
+        raise LogLineError("percentage out of range", _clip(context, 60))
     return v / 100.0
 
 
+def _pct(m: re.Match[str] | None) -> float | None:
+    return None if m is None else _percent(m.group("v"), m.group())
+
+
 def _int(m: re.Match[str] | None) -> int | None:
-    return int(m.group("v")) if m else None
+    return parse_count(m.group("v")) if m else None
 
 
 def _parse_stats(msg: str) -> EngineStats:
@@ -349,12 +386,12 @@ def parse_message(msg: str, prefix: LinePrefix | None = None) -> Record | None:
         m = V0_HIT_RE.match(msg)
         if not m:
             raise LogLineError("malformed V0 prefix cache hit rate line", head[:60])
-        return EngineStats("", None, float(m.group("gpu")) / 100.0, None, None, "blocks")
+        return EngineStats("", None, _percent(m.group("gpu"), m.group()), None, None, "blocks")
     proc = (prefix.proc if prefix else None) or ""
     if CACHE_SIZE_MARK in head:
         m = CACHE_SIZE_RE.search(msg)
         if m:
-            return CacheCapacity(proc, tokens=int(m.group("n").replace(",", "")))
+            return CacheCapacity(proc, tokens=parse_count(m.group("n").replace(",", "")))
         if "tokens" in head:
             raise LogLineError("malformed KV cache size line", head[:80])
         return None
@@ -363,11 +400,11 @@ def parse_message(msg: str, prefix: LinePrefix | None = None) -> Record | None:
         if not m:
             raise LogLineError("malformed num_gpu_blocks line", head[:80])
         em = ENGINE_RE.match(msg)
-        return CacheCapacity(em.group("label") if em else proc, blocks=int(m.group("n")))
+        return CacheCapacity(em.group("label") if em else proc, blocks=parse_count(m.group("n")))
     if " blocks: " in head and "# CPU blocks: " in head:
         m = V0_BLOCKS_RE.search(msg)
         if m:
-            return CacheCapacity(proc, blocks=int(m.group("n")))
+            return CacheCapacity(proc, blocks=parse_count(m.group("n")))
     return None
 
 

@@ -140,6 +140,7 @@ class LogSource(Source):
         self._engine_dirty: str | None = None  # "vllm" | "sglang": which engine's state changed
         self._events: list[TimelineEvent] = []
         self._state = "starting"
+        self.read_error: str | None = None  # why the file could not be read (on), shown in the notes
 
     # -- the Source interface -------------------------------------------------------------
 
@@ -153,10 +154,14 @@ class LogSource(Source):
                 self._state = "finished"
             else:
                 self._state = "following" if self.follow else "reading"
+            if read.lines and self.follow:
+                self.read_error = None  # reading again
             for ev in read.events:
                 if ev.kind == "line-too-long":
                     self.rejects.reject("line longer than the tail limit", ev.text)
                 else:
+                    if ev.kind == "read-error":
+                        self.read_error = ev.text
                     self._events.append(ev.to_timeline())
             pending = _Pending()
             for number, raw in read.lines:
@@ -186,6 +191,9 @@ class LogSource(Source):
                 return
         except vllm_log.LogLineError as e:
             self.rejects.reject(e.reason, f"line {number}: {e.detail or text[:80]}")
+            return
+        except Exception as e:  # a parser bug on odd input must cost one line, never the source
+            self.rejects.reject(f"unparsable line: {type(e).__name__}", f"line {number}: {text[:80]}")
             return
         self.unrelated_lines += 1
 
@@ -319,6 +327,11 @@ class LogSource(Source):
 
     def health(self) -> SourceHealth:
         notes: list[str] = []
+        if self.read_error is not None:
+            if self.follow:
+                notes.append(f"cannot read the log: {self.read_error}")
+            else:
+                notes.append(f"the log could not be read to its end ({self.read_error}); what came before is used")
         if "vllm" in self.engines_seen or self.engine == "vllm":
             if self.prompts == 0 and self.requests_without_ids:
                 notes.append(

@@ -2,9 +2,12 @@
 
 Yields EngineReadings only (capacity, measured token hit rate per window, KV usage), never block
 accesses. Each poll runs in a short-lived helper thread so the source still reports its health
-every IDLE_TICK while a slow engine holds the request. Failures (timeout, connection refused, HTTP
-errors, a cut or unparsable body) back off exponentially up to `max_backoff`; meanwhile the last
-good reading is repeated with stale=True and the health says why and when the next try is.
+every IDLE_TICK while a slow engine holds the request. A poll has `timeout` seconds in all, not per
+read: an endpoint that trickles its body byte by byte is a timeout too. A poll past its deadline
+is abandoned and its thread told to stop; no new poll starts until that thread has ended, so
+there is never more than one request out. Failures (timeout, connection refused, HTTP errors, a
+cut or unparsable body) back off exponentially up to `max_backoff`; meanwhile the last good
+reading is repeated with stale=True and the health says why and when the next try is.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ def describe_http_error(exc: BaseException) -> str:
     """A short reason a person understands: 'connection refused', 'timeout', 'HTTP 500'."""
     if isinstance(exc, httpx.HTTPStatusError):
         return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, PollDeadlineExceeded):
+        return f"timeout ({exc})"
     if isinstance(exc, httpx.TimeoutException):
         return "timeout"
     if isinstance(exc, httpx.ConnectError):
@@ -43,22 +48,45 @@ def describe_http_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class _Poll:
-    """One GET in a helper thread; the result or the exception lands here."""
+class PollDeadlineExceeded(Exception):
+    """The whole answer did not arrive within the poll's overall deadline."""
 
-    def __init__(self, client: httpx.Client, url: str) -> None:
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no complete response in {seconds:g} s")
+
+
+class _Poll:
+    """One GET in a helper thread; the result or the exception lands here.
+
+    The body is streamed so the thread can check the overall deadline (and a cancel from the
+    source) between pieces; httpx's own timeout bounds each single read only.
+    """
+
+    def __init__(self, client: httpx.Client, url: str, timeout: float) -> None:
         self.done = threading.Event()
+        self.cancel = threading.Event()
         self.text: str | None = None
         self.error: BaseException | None = None
         self.started = time.time()
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
         self._thread = threading.Thread(target=self._run, args=(client, url), daemon=True, name="kvset-metrics")
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def _run(self, client: httpx.Client, url: str) -> None:
         try:
-            resp = client.get(url)
-            resp.raise_for_status()
-            self.text = resp.text
+            with client.stream("GET", url) as resp:
+                resp.raise_for_status()
+                parts: list[str] = []
+                for piece in resp.iter_text():
+                    parts.append(piece)
+                    if self.cancel.is_set() or time.monotonic() > self.deadline:
+                        raise PollDeadlineExceeded(self.timeout)
+                self.text = "".join(parts)
         except BaseException as e:  # reported to the source, never raised in this thread
             self.error = e
         finally:
@@ -97,6 +125,7 @@ class MetricsSource(Source):
         self.last_error: str | None = None
         self._next_at = 0.0
         self._notes: tuple[str, ...] = ()
+        self._abandoned: _Poll | None = None  # a poll past its deadline whose thread has not ended yet
 
     # -- the Source interface -------------------------------------------------------------
 
@@ -104,19 +133,34 @@ class MetricsSource(Source):
         poll: _Poll | None = None
         while not stop.is_set():
             now = time.time()
-            if poll is None and now >= self._next_at:
-                poll = _Poll(self._client, self.url)
+            if poll is None and now >= self._next_at and not self._abandoned_running():
+                poll = _Poll(self._client, self.url, self.timeout)
             if poll is not None:
-                poll.done.wait(IDLE_TICK)
+                poll.done.wait(max(0.0, min(IDLE_TICK, poll.deadline - time.monotonic())))
                 if poll.done.is_set():
                     update = self._finish(poll)
                     poll = None
                     yield update
                     continue
+                if time.monotonic() >= poll.deadline:
+                    # The helper stops at its next piece of body or read timeout; until then no
+                    # new poll starts (see _abandoned_running).
+                    poll.cancel.set()
+                    self._abandoned = poll
+                    poll = None
+                    self.polls += 1
+                    yield self._failed(describe_http_error(PollDeadlineExceeded(self.timeout)), time.time(), counted=False)
+                    continue
                 yield SourceUpdate(health=self.health(waiting_for_response=True))
             else:
-                stop.wait(min(IDLE_TICK, max(0.0, self._next_at - now)))
+                wait = max(0.0, self._next_at - now) if not self._abandoned_running() else IDLE_TICK
+                stop.wait(min(IDLE_TICK, wait))
                 yield SourceUpdate(health=self.health())
+
+    def _abandoned_running(self) -> bool:
+        if self._abandoned is not None and not self._abandoned.running:
+            self._abandoned = None
+        return self._abandoned is not None
 
     def close(self) -> None:
         self._client.close()
@@ -132,7 +176,10 @@ class MetricsSource(Source):
             cut = isinstance(poll.error, httpx.RemoteProtocolError)
             return self._failed(describe_http_error(poll.error), at, counted=cut)
         assert poll.text is not None
-        result = self.tracker.update(poll.text, at)
+        try:
+            result = self.tracker.update(poll.text, at)
+        except Exception as e:  # a bug on odd input must cost one poll, never the source
+            return self._failed(f"unusable metrics ({type(e).__name__})", at, counted=True)
         if result.error is not None:
             return self._failed(result.error, at, counted=True)
         recovered = self.failures > 0

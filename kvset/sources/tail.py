@@ -10,7 +10,9 @@ A trailing line without a newline is held until its newline arrives (a writer ma
 except at the end of a whole-file read and when the file is rotated away, where it is complete.
 Reads are bounded (`max_bytes` per call) so a huge backlog never stalls the caller, and a
 line longer than `max_line_bytes` is dropped and reported rather than held in memory forever.
-Whole-file reads also accept gzip (`.gz`); a gzip file cannot be followed.
+Whole-file reads also accept gzip (`.gz`); a gzip file cannot be followed. A whole-file read of
+damaged input (a .gz cut short or corrupt, an unreadable path) keeps what was read before the
+damage, reports a `read-error` event and finishes; it never raises.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import gzip
 import os
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -26,6 +29,8 @@ from kvset.sources.base import TimelineEvent
 
 DEFAULT_MAX_BYTES = 4 << 20
 DEFAULT_MAX_LINE_BYTES = 64 << 20
+# What a damaged gzip stream raises (BadGzipFile is an OSError, as are plain read failures).
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 @dataclass(frozen=True)
@@ -182,30 +187,75 @@ class FileTailer:
             out.finished = True
             return out
         if self._fh is None and not self._open():
-            out.waiting = True
+            if not self.follow:
+                # A whole-file read of a path that cannot be opened: the error is the answer.
+                if not self._pending:
+                    self._event("read-error", f"{self.path}: no such file")
+                self._finish(out)
+            else:
+                out.waiting = True
             out.events, self._pending = self._pending, []
             return out
         assert self._fh is not None
         if not self.follow:
+            data, damage = self._read_whole_chunk()
+            if data:
+                self._consume(data, out)
+            if damage is not None:
+                self._event("read-error", damage)
+                self._finish(out)
+            elif not data:
+                self._finish(out)
+            out.events, self._pending = self._pending, []
+            return out
+
+        try:
             data = self._fh.read(self.max_bytes)
             if data:
                 self._consume(data, out)
             else:
-                self._flush_partial(out)
-                self._finished = True
-                out.finished = True
-                self.close()
-            out.events, self._pending = self._pending, []
-            return out
-
-        data = self._fh.read(self.max_bytes)
-        if data:
-            self._consume(data, out)
-        else:
-            self._check_file(out)
+                self._check_file(out)
+        except OSError as e:  # e.g. EIO on a failing disk: report it and try again on the next poll
+            self._event("read-error", f"{self.path}: {e.strerror or e}")
         out.events = self._pending + out.events
         self._pending = []
         return out
+
+    def _finish(self, out: TailRead) -> None:
+        self._flush_partial(out)
+        self._finished = True
+        out.finished = True
+        self.close()
+
+    def _read_whole_chunk(self) -> tuple[bytes, str | None]:
+        """Up to max_bytes, and why the input cannot be read further (None while it can).
+
+        gzip is read one decompressed piece at a time: a single large read() that meets the
+        damage raises and drops everything it had decompressed before it.
+        """
+        assert self._fh is not None
+        if not self.gzip:
+            try:
+                return self._fh.read(self.max_bytes), None
+            except OSError as e:
+                return b"", f"{self.path}: {e.strerror or e}"
+        parts: list[bytes] = []
+        n = 0
+        damage: str | None = None
+        while n < self.max_bytes:
+            try:
+                part = self._fh.read1(self.max_bytes - n)
+            except EOFError as e:
+                damage = f"{self.path}: input ends early: {e}"
+                break
+            except READ_ERRORS as e:
+                damage = f"{self.path}: gzip data damaged: {e}"
+                break
+            if not part:
+                break
+            parts.append(part)
+            n += len(part)
+        return b"".join(parts), damage
 
     def _check_file(self, out: TailRead) -> None:
         """At the end of the open file: has the path been rotated or the file truncated?"""
