@@ -109,6 +109,8 @@ def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBat
         read_seconds=time.perf_counter() - t0,
     )
     if not batches:
+        if source.read_error:
+            raise InputError(f"{args.log}: could not be read: {source.read_error}")
         raise InputError(f"{args.log}: no prompt with token ids in the log "
                          f"({source.lines:,} lines; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))")  # fmt: skip
     return (lambda: batches), summary
