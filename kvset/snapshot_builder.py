@@ -91,7 +91,7 @@ class SnapshotBuilder:
         thrashing = {}
         if capacity:
             for label, _ in WINDOWS:
-                thrashing[label] = _thrashing(curves[label], capacity, capacity_source, label)
+                thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
         churn = self._churn(analyzer, capacity)
         reserve = self._reserve(curves["all"], bt, engine)
         totals = Totals(
@@ -264,7 +264,8 @@ class SnapshotBuilder:
         return reserve
 
 
-def _thrashing(curve: HitRateCurve, capacity: int, source: str, window: str) -> Thrashing:
+def thrashing_at(curve: HitRateCurve, capacity: int, source: str, window: str) -> Thrashing:
+    """The thrashing figures of `curve` at `capacity` blocks."""
     hr = curve.hit_rate(capacity)
     return Thrashing(
         capacity_blocks=capacity,

@@ -19,10 +19,10 @@ from kvset.snapshot import (
     ChurnSeries,
     Reserve,
     Snapshot,
-    Thrashing,
     Totals,
     WorkingSetRow,
 )
+from kvset.snapshot_builder import thrashing_at
 from kvset.sources.base import EngineReading, SourceHealth, TimelineEvent
 
 NOW = 1_767_225_600.0  # fixed "now" (2026-01-01T00:00:00Z) for ages in screenshots
@@ -103,17 +103,7 @@ def _rows(
     return tuple(rows)
 
 
-def _thrashing(curve: HitRateCurve, capacity: int, source: str, window: str) -> Thrashing:
-    base = curve.hit_rate(capacity)
-    return Thrashing(
-        capacity_blocks=capacity,
-        capacity_source=source,
-        window=window,
-        hit_rate=base,
-        gain_10pct=curve.hit_rate(int(capacity * 1.10)) - base,
-        gain_25pct=curve.hit_rate(int(capacity * 1.25)) - base,
-        near_miss_share=curve.miss_share_between(capacity, int(capacity * 1.25)),
-    )
+_thrashing = thrashing_at  # the library's own figures
 
 
 def _churn(n: int, rate: float, capacity: int | None, ws_main: float, phase_at: int | None = None) -> ChurnSeries:
