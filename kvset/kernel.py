@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 # meta[] layout (int64)
@@ -46,10 +47,9 @@ C_BEYOND = 3
 C_HITS = 4  # re-references inside the horizon
 C_FIRST_TIME_TOKENS = 5
 C_BEYOND_TOKENS = 6
-C_TOUCH = 7  # sink for the prefetch loads, so the compiler keeps them
-COUNTS_SIZE = 8
+COUNTS_SIZE = 7
 
-PREFETCH = 4  # accesses ahead
+PREFETCH = 8  # accesses ahead
 
 # distance codes written to `out`
 FIRST_TIME = 0
@@ -96,6 +96,25 @@ def _mix(x):
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """LLVM's prefetch of arr[idx]: starts the cache miss without waiting for it."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        i32 = ir.IntType(32)
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @intrinsic
@@ -350,7 +369,6 @@ def feed_kernel(
     late = 0
     max_d = meta[M_MAX_DISTANCE]
     n_acc = n_tok = n_hits = 0
-    touch = np.uint64(0)
     # The newest word's live bits join the Fenwick tree only when the word is full: one tree
     # update per 64 accesses instead of one per access. A query reads the tree only for the
     # superblocks below its own and popcounts the words of its own, so it never misses them.
@@ -377,8 +395,8 @@ def feed_kernel(
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
         if i + PREFETCH < stop:
-            # an early load of a later key's home cell overlaps its cache miss with this work
-            touch += table[2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask))]
+            # start the cache miss of a later key's home cell now, so it overlaps this work
+            _prefetch(table, 2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask)))
         key = keys[i]
         tok = tokens[i] if per_access_tokens else tokens[0]
         h = _table_find(table, mask, key)
@@ -463,5 +481,4 @@ def feed_kernel(
     counts[C_ACCESSES] += n_acc
     counts[C_TOKENS] += n_tok
     counts[C_HITS] += n_hits
-    counts[C_TOUCH] += np.int64(touch & np.uint64(1))
     return i
