@@ -11,6 +11,7 @@ import numpy as np
 
 from kvset.curve import HitRateCurve
 from kvset.snapshot import MISSES_ONLY
+from kvset.units import GIB
 
 CAVEATS = (
     "LRU only: a policy with foresight (Belady MIN) needs at most these capacities.",
@@ -18,7 +19,6 @@ CAVEATS = (
     "Today's trace: the working set drifts as the workload changes.",
 )
 
-GIB = 1 << 30
 
 
 def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
@@ -69,12 +69,6 @@ def target_label(t: float) -> str:
 
 def gib(n_bytes: int | None) -> float | None:
     return None if n_bytes is None else n_bytes / GIB
-
-
-def human_count(n: int | float | None) -> str:
-    if n is None:
-        return "-"
-    return f"{int(n):,}"
 
 
 def curve_rows(

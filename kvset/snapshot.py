@@ -6,7 +6,6 @@ Built in the pipeline's worker thread after the analyzer has been fed; views (th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,11 +154,3 @@ class Snapshot:
     @property
     def rejected_total(self) -> int:
         return sum(s.rejected_total for s in self.sources)
-
-
-def finite_or_none(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-
-
-def series_to_list(arr: np.ndarray) -> list:
-    return [finite_or_none(float(v)) for v in np.asarray(arr, dtype=float)]

@@ -82,15 +82,11 @@ def detect_format(obj: object) -> str | None:
     return None
 
 
-@dataclass(frozen=True, eq=False)
-class ParsedRequests:
-    """Requests decoded from some lines, in line order (not sorted by time)."""
+class RequestArrays:
+    """What requests held as arrays (keys, request_starts) can say about themselves."""
 
-    keys: np.ndarray  # uint64, one per access
-    tokens: np.ndarray  # int32, tokens each access covers
-    request_starts: np.ndarray  # int64 index into keys where each request starts
-    request_timestamps: np.ndarray  # float64 seconds; NaN where the line had no timestamp
-    request_lines: np.ndarray  # int64, 1-based line number of each request
+    keys: np.ndarray
+    request_starts: np.ndarray
 
     @property
     def requests(self) -> int:
@@ -101,7 +97,19 @@ class ParsedRequests:
         return len(self.keys)
 
     def request_lengths(self) -> np.ndarray:
+        """Accesses per request."""
         return np.diff(np.append(self.request_starts, len(self.keys)))
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedRequests(RequestArrays):
+    """Requests decoded from some lines, in line order (not sorted by time)."""
+
+    keys: np.ndarray  # uint64, one per access
+    tokens: np.ndarray  # int32, tokens each access covers
+    request_starts: np.ndarray  # int64 index into keys where each request starts
+    request_timestamps: np.ndarray  # float64 seconds; NaN where the line had no timestamp
+    request_lines: np.ndarray  # int64, 1-based line number of each request
 
     @staticmethod
     def empty() -> ParsedRequests:

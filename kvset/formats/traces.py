@@ -15,7 +15,7 @@ from typing import BinaryIO
 import numpy as np
 
 from kvset.formats.byte_input import TraceError, open_trace_input
-from kvset.formats.trace_lines import FORMATS, ParsedRequests, TraceLineParser, detect_format
+from kvset.formats.trace_lines import FORMATS, ParsedRequests, RequestArrays, TraceLineParser, detect_format
 from kvset.rejects import RejectCounter
 from kvset.sources.base import AccessBatch
 
@@ -26,7 +26,7 @@ _BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(eq=False)
-class Trace:
+class Trace(RequestArrays):
     """Every block access of a trace, requests in timestamp order (stable), accesses in request order."""
 
     format: str
@@ -41,18 +41,6 @@ class Trace:
     warnings: RejectCounter = field(default_factory=RejectCounter)  # requests kept despite a doubtful field
     request_lines: np.ndarray | None = None  # int64 line number of each request (same order)
     parse_seconds: float = 0.0
-
-    @property
-    def requests(self) -> int:
-        return len(self.request_starts)
-
-    @property
-    def accesses(self) -> int:
-        return len(self.keys)
-
-    def request_lengths(self) -> np.ndarray:
-        """Accesses per request."""
-        return np.diff(np.append(self.request_starts, len(self.keys)))
 
     def access_timestamps(self) -> np.ndarray:
         """float64 seconds per access: each access at its request's time."""
