@@ -376,6 +376,7 @@ def feed_kernel(
     reason = STOP_DONE
     i = start
     while i < stop:
+        is_late = 0  # counted only once the access is done, so a resumed access is not counted twice
         if per_access:
             t = stamps[i]
             if t >= slot_end or t < slot_begin:  # divide only near or past the slot's bounds
@@ -385,7 +386,7 @@ def feed_kernel(
                     reason = STOP_NEXT_SLOT
                     break
                 if s < slot:
-                    late += 1
+                    is_late = 1
         if now >= nslots:
             # compact first, so the table is consistent while slots are renumbered
             if pend:
@@ -441,8 +442,6 @@ def feed_kernel(
                     meta[M_BLOOM_FILL] += 1
                 h = _table_find(table, mask, key)
             elif tracked >= max_tracked:
-                if per_access and np.floor(stamps[i] / slot_width) < slot:
-                    late -= 1  # counted again when the caller resumes here
                 reason = STOP_GROW
                 break
             if track_bloom and meta[M_EVICTED] > 0 and (_bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key)):
@@ -470,6 +469,7 @@ def feed_kernel(
             pend = np.uint64(0)
         n_acc += 1
         n_tok += tok
+        late += is_late
         i += 1
     if pend:
         _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))

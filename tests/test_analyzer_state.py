@@ -103,3 +103,12 @@ def test_bad_arguments_are_clear_errors():
         a.feed(np.arange(3, dtype=np.uint64), tokens=[1, 2])
     with pytest.raises(ValueError, match="request_starts"):
         a.feed(np.arange(3, dtype=np.uint64), request_starts=[2, 1])
+
+
+def test_late_accesses_are_counted_once_even_when_the_state_grows_among_them():
+    a = Analyzer(horizon=1 << 16, initial_tracked=1)
+    a.feed(np.array([1, 2], dtype=np.uint64), timestamps=np.array([100.0, 100.5]))
+    late = np.arange(10, 3010, dtype=np.uint64)  # new blocks: the tables grow several times mid-batch
+    a.feed(late, timestamps=np.full(len(late), 50.0))
+    assert a.late_accesses == 3000
+    assert a.curve(window=1).accesses == 3002
