@@ -73,19 +73,12 @@ class Monitor:
         self._rate_window: deque[tuple[float, int]] = deque()
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
-        self._last_snapshot: Snapshot | None = None
 
     # -- source threads ----------------------------------------------------
     def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
         try:
             for update in source.updates(stop):
-                while not stop.is_set():
-                    try:
-                        self._queue.put((index, update), timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not self._put(index, update, stop) or stop.is_set():
                     break
         except Exception as exc:  # a broken source must not take the monitor down
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -93,22 +86,23 @@ class Monitor:
                 source=source.name, kind=source.kind, connected=False, state=f"failed: {detail}",
                 rejected=(Rejection("source failed", 1, (detail,)),), finished=True,
             )  # fmt: skip
-            self._put_final(index, SourceUpdate(health=failed, events=(
+            self._put(index, SourceUpdate(health=failed, events=(
                 TimelineEvent(time.time(), "source-failed", f"{source.name}: {detail}"),)), stop)  # fmt: skip
         finally:
             try:
                 source.close()
             finally:
-                self._put_final(index, _Finished(index), stop)
+                self._put(index, _Finished(index), stop)
 
-    def _put_final(self, index: int, item, stop: threading.Event) -> None:
+    def _put(self, index: int, item, stop: threading.Event) -> bool:
+        """Queue an item, waiting while the analyzer catches up; False once stopped with no room."""
         while True:
             try:
                 self._queue.put((index, item), timeout=0.2)
-                return
+                return True
             except queue.Full:
                 if stop.is_set():
-                    return
+                    return False
 
     def _start(self, stop: threading.Event) -> None:
         for i, s in enumerate(self.sources):
@@ -219,7 +213,6 @@ class Monitor:
             self.accesses_per_second(),
             engine_history=tuple(self._engine_history),
         )
-        self._last_snapshot = snap
         self._changed = False
         return snap
 
