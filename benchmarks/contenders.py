@@ -1,6 +1,6 @@
 """The three contenders, each measured the same way: time to a full answer and peak memory added.
 
-- the exact analyzer (kvset.analyzer.Analyzer): the whole trace, then the whole curve;
+- the exact analyzer (kvset.core.analyzer.Analyzer): the whole trace, then the whole curve;
 - the pure-Python Fenwick baseline (benchmarks.pyfenwick): a prefix of the trace;
 - libCacheSim's LRU: one pass over the whole trace per capacity, through its C trace reader
   (binary oracleGeneral file) and its C simulation loop, so no Python runs per request.
@@ -41,7 +41,7 @@ def worst_bytes_per_block(tracked: int) -> float:
     it is full, so right after the doubling that follows `next_pow2(tracked)` blocks it holds
     twice that room for one block more.
     """
-    from kvset.analyzer import Analyzer
+    from kvset.core.analyzer import Analyzer
 
     room = max(1024, 1 << max(0, tracked - 1).bit_length())
     grown = Analyzer(initial_tracked=2 * room)
@@ -50,7 +50,7 @@ def worst_bytes_per_block(tracked: int) -> float:
 
 def analyzer_histogram(trace: BenchTrace) -> tuple[list[int], int]:
     """(hist[1..max distance], first accesses) from kvset's analyzer: the reference for the checks."""
-    from kvset.analyzer import Analyzer
+    from kvset.core.analyzer import Analyzer
 
     a = Analyzer(block_tokens=trace.block_tokens)
     _feed_all(a, split_batches(trace))
@@ -60,7 +60,7 @@ def analyzer_histogram(trace: BenchTrace) -> tuple[list[int], int]:
 
 
 def run_analyzer(trace: BenchTrace, capacities: list[int], prefix_accesses: int) -> dict:
-    from kvset.analyzer import Analyzer
+    from kvset.core.analyzer import Analyzer
 
     batches = split_batches(trace)  # views into the trace, made before any clock starts
     prefix_batches = split_batches(trace.prefix(prefix_accesses))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvset.sources.base import AccessBatch
+from kvset.types import AccessBatch
 from kvset.workload import WorkloadConfig, generate
 
 ACCESSES = 10_000_000

@@ -8,7 +8,7 @@
 The library never imports textual or rich; the live monitor lives in kvset_tui.
 """
 
-from kvset.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve
 
 __all__ = ["Analyzer", "HitRateCurve"]
 __version__ = "0.1.0"
@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     # The analyzer pulls in numba; load it on first use so `import kvset` stays quick.
     if name == "Analyzer":
-        from kvset.analyzer import Analyzer
+        from kvset.core.analyzer import Analyzer
 
         return Analyzer
     raise AttributeError(f"module 'kvset' has no attribute {name!r}")

@@ -21,12 +21,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from kvset.analyzer import Analyzer
+from kvset.core.analyzer import Analyzer
 from kvset.formats.record import TraceRecorder
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot_builder import SnapshotBuilder
-from kvset.sources.base import AccessBatch, EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.sources.base import Source
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 QUEUE_UPDATES = 64
 LIVE_KINDS = ("events", "log", "metrics")  # sources stamped with the engine's clock, not a trace's

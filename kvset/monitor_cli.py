@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvset.analyzer import DEFAULT_HORIZON, ORDERS, Analyzer
 from kvset.argtypes import non_negative_int, positive_float, positive_int
+from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS, Analyzer
 from kvset.formats import FORMATS
 from kvset.formats.record import TraceRecorder
 from kvset.formats.vllm_hash import HASH_ALGOS

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kvset.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve
+from kvset.quantities import GIB
 from kvset.snapshot import MISSES_ONLY
-from kvset.units import GIB
 
 CAVEATS = (
     "LRU only: a policy with foresight (Belady MIN) needs at most these capacities.",

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.curve import HitRateCurve
-from kvset.sources.base import EngineReading, SourceHealth, TimelineEvent
+from kvset.core.curve import HitRateCurve
+from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 # Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
 WINDOWS: tuple[tuple[str, float | None], ...] = (("1m", 60.0), ("5m", 300.0), ("1h", 3600.0), ("all", None))

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset import kernel as K
-from kvset.analyzer import Analyzer
-from kvset.curve import HitRateCurve
+from kvset.core import kernel as K
+from kvset.core.analyzer import Analyzer
+from kvset.core.curve import HitRateCurve
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.snapshot_reserve import snapshot_reserve
@@ -31,7 +31,7 @@ from kvset.snapshot import (
     Totals,
     WorkingSetRow,
 )
-from kvset.sources.base import EngineReading, SourceHealth, TimelineEvent
+from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 TREND_POINTS = 6
 CHURN_SECONDS = 300.0

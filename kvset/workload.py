@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kvset.sources.base import AccessBatch
+from kvset.types import AccessBatch
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Themes as data: `themes/*.toml` (shipped as the package `kvset_tui.themes`) turned into
+"""Themes as data: `kvset_tui/themes/*.toml` (a data package, so a plain checkout finds them too) turned into
 a Textual theme, Rich styles for the panels and Plotext colours for the curve.
 
 A theme names its colours by meaning (curve_all, engine, bad, ...). A truecolour theme gives
@@ -12,7 +12,6 @@ import importlib.resources
 import os
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from textual.theme import Theme
 
@@ -165,20 +164,13 @@ def parse_theme(text: str, origin: str = "<theme>") -> KvsetTheme:
 
 
 def _theme_files() -> dict[str, str]:
-    """name -> TOML text of every shipped theme (the package first, then the repo's themes/ dir)."""
-    found: dict[str, str] = {}
-    try:
-        root = importlib.resources.files("kvset_tui.themes")
-        for entry in root.iterdir():
-            if entry.name.endswith(".toml"):
-                found.setdefault(entry.name[: -len(".toml")], entry.read_text(encoding="utf-8"))
-    except ModuleNotFoundError:
-        pass  # running from a source tree without an install: the directory below has them
-    repo_dir = Path(__file__).resolve().parent.parent / "themes"
-    if repo_dir.is_dir():
-        for path in repo_dir.glob("*.toml"):
-            found.setdefault(path.stem, path.read_text(encoding="utf-8"))
-    return found
+    """name -> TOML text of every shipped theme (the data package kvset_tui/themes/)."""
+    root = importlib.resources.files("kvset_tui.themes")
+    return {
+        entry.name[: -len(".toml")]: entry.read_text(encoding="utf-8")
+        for entry in root.iterdir()
+        if entry.name.endswith(".toml")
+    }
 
 
 def available_themes() -> list[str]:
@@ -189,7 +181,7 @@ def load_theme(name: str) -> KvsetTheme:
     files = _theme_files()
     if name not in files:
         raise ThemeError(f"unknown theme {name!r}; available: {', '.join(sorted(files))}")
-    return parse_theme(files[name], origin=f"themes/{name}.toml")
+    return parse_theme(files[name], origin=f"kvset_tui/themes/{name}.toml")
 
 
 def no_color_requested(environ: dict[str, str] | None = None) -> bool:

@@ -4,8 +4,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvset.analyzer import Analyzer
-from kvset.naive import naive_curve, naive_stack_distances, reverse_within_requests
+from kvset.core.analyzer import Analyzer
+from kvset.core.naive import naive_curve, naive_stack_distances, reverse_within_requests
 
 
 @st.composite

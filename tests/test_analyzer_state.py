@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from kvset import kernel as K
-from kvset.analyzer import Analyzer
-from kvset.naive import naive_curve, naive_stack_distances
+from kvset.core import kernel as K
+from kvset.core.analyzer import Analyzer
+from kvset.core.naive import naive_curve, naive_stack_distances
 
 
 def _zipf_trace(n, alphabet, seed):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from kvset.analyzer import Analyzer
-from kvset.naive import naive_curve, naive_stack_distances
+from kvset.core.analyzer import Analyzer
+from kvset.core.naive import naive_curve, naive_stack_distances
 from tests.toy import PUBLISHED, toy_keys
 
 

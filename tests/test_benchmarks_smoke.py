@@ -18,7 +18,7 @@ from benchmarks.trace import (
     split_batches,
     write_oracle_general,
 )
-from kvset.naive import naive_curve, naive_stack_distances
+from kvset.core.naive import naive_curve, naive_stack_distances
 
 TINY = 20_000
 

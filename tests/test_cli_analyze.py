@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from kvset.cli import main
-from kvset.naive import naive_curve
+from kvset.core.naive import naive_curve
 from tests.conftest import MOONCAKE_TRACE
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvset.analyzer import Analyzer
+from kvset.core.analyzer import Analyzer
 from kvset.formats.vllm_hash import block_keys
 from kvset.workload import AgenticWorkload, WorkloadConfig
 from tests.engine_metrics_server import FakeEngine

@@ -1,8 +1,8 @@
-"""kvset.units: binary byte units, always labelled."""
+"""kvset.quantities: binary byte units, always labelled."""
 
 import pytest
 
-from kvset.units import GIB, KIB, MIB, TIB, format_bytes, format_gib, parse_bytes
+from kvset.quantities import GIB, KIB, MIB, TIB, format_bytes, format_gib, parse_bytes
 
 
 @pytest.mark.parametrize(

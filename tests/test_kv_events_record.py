@@ -14,7 +14,7 @@ import pytest
 
 from kvset.commands import record as record_command
 from kvset.formats.record import TraceRecorder
-from kvset.sources.base import AccessBatch
+from kvset.types import AccessBatch
 from tests.fakes.vllm_publisher import FakeVllmPublisher
 
 U64 = (1 << 64) - 1
@@ -161,7 +161,7 @@ def test_recorded_trace_reads_back_with_read_trace(tmp_path: Path) -> None:
     """The core's own reader replays a recording exactly: keys, tokens, request boundaries, block size."""
     from kvset.formats import read_trace
     from kvset.formats.record import TraceRecorder
-    from kvset.sources.base import AccessBatch
+    from kvset.types import AccessBatch
 
     out = tmp_path / "rec.jsonl"
     rec = TraceRecorder(out)

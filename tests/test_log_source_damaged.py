@@ -13,8 +13,8 @@ import pytest
 from kvset.cli import main
 from kvset.engine import vllm_log
 from kvset.formats.vllm_hash import block_keys
-from kvset.sources.base import SourceUpdate
 from kvset.sources.log import LogSource
+from kvset.types import SourceUpdate
 
 HEAD = "(APIServer pid=2311) DEBUG 03-14 09:12:{s:02d} [logger.py:48] "
 STATS = "(APIServer pid=2311) INFO 03-14 09:13:10 [loggers.py:147] Engine 000: Avg prompt throughput: 1.0 tokens/s, "

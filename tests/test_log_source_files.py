@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from kvset.formats.vllm_hash import block_keys
-from kvset.sources.base import SourceUpdate
 from kvset.sources.log import LogSource
+from kvset.types import SourceUpdate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())

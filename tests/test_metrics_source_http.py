@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from kvset.sources import metrics
-from kvset.sources.base import SourceUpdate
 from kvset.sources.metrics import MetricsSource
+from kvset.types import SourceUpdate
 from tests.engine_metrics_server import FakeEngine
 
 

@@ -8,14 +8,15 @@ import time
 import numpy as np
 import pytest
 
-from kvset.analyzer import Analyzer
+from kvset.core.analyzer import Analyzer
 from kvset.formats import read_trace
 from kvset.monitor import Monitor
 from kvset.monitor_cli import UsageError, add_monitor_arguments, build_monitor, once_seconds
 from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
-from kvset.sources.base import AccessBatch, EngineReading, Source, SourceHealth, SourceUpdate
+from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
 from tests.conftest import MOONCAKE_TRACE
 from tests.toy import toy_keys
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kvset.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve
 from kvset.rejects import Rejection
 from kvset.snapshot import (
     ChurnSeries,
@@ -23,7 +23,7 @@ from kvset.snapshot import (
     WorkingSetRow,
 )
 from kvset.snapshot_builder import thrashing_at
-from kvset.sources.base import EngineReading, SourceHealth, TimelineEvent
+from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 NOW = 1_767_225_600.0  # fixed "now" (2026-01-01T00:00:00Z) for ages in screenshots
 BLOCK_TOKENS = 16

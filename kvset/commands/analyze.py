@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 
-from kvset.analysis import DEFAULT_TARGETS, AnalysisResult, analyze_batches
-from kvset.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.commands.inputs import InputError, add_input_arguments, load_input
+from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.formats import TraceError
 from kvset.geometry.arguments import (
     add_override_arguments,
@@ -20,6 +19,7 @@ from kvset.geometry.arguments import (
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
+from kvset.offline import DEFAULT_TARGETS, AnalysisResult, analyze_batches
 from kvset.report import (
     CAVEATS,
     curve_rows,

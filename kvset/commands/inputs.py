@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from kvset.analysis import InputSummary
 from kvset.formats import FORMATS, read_trace
 from kvset.formats.vllm_hash import HASH_ALGOS
-from kvset.sources.base import AccessBatch
+from kvset.offline import InputSummary
 from kvset.sources.engine_cli import add_log_arguments, log_source_from_args
+from kvset.types import AccessBatch
 from kvset.workload import WorkloadConfig, generate
 
 DEMO_ACCESSES = 2_000_000

@@ -17,7 +17,7 @@ from kvset.geometry.arguments import (
 )
 from kvset.geometry.presets import PRESETS
 from kvset.geometry.reserve import HybridReserve
-from kvset.units import GIB, format_bytes
+from kvset.quantities import GIB, format_bytes
 
 DESCRIPTION = """\
 Show a model's KV geometry: bytes per cached token and per block in its full-attention layers (the

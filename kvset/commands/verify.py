@@ -7,11 +7,11 @@ import json
 import sys
 import time
 
-from kvset.analysis import DEFAULT_TARGETS, analyze_batches, keys_in_analyzed_order, verify_capacities
 from kvset.commands.analyze import add_analysis_arguments
 from kvset.commands.inputs import InputError, add_input_arguments, load_input
+from kvset.core.naive import naive_curve
 from kvset.formats import TraceError
-from kvset.naive import naive_curve
+from kvset.offline import DEFAULT_TARGETS, analyze_batches, keys_in_analyzed_order, verify_capacities
 from kvset.report import format_table, parse_fractions
 
 

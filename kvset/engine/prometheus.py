@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvset.sources.base import EngineReading, TimelineEvent
+from kvset.types import EngineReading, TimelineEvent
 
 LabelKey = tuple[tuple[str, str], ...]
 

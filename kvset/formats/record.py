@@ -26,7 +26,7 @@ from typing import IO
 import msgspec
 import numpy as np
 
-from kvset.sources.base import AccessBatch
+from kvset.types import AccessBatch
 
 
 class TraceRecorder:

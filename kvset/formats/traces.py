@@ -17,7 +17,7 @@ import numpy as np
 from kvset.formats.byte_input import TraceError, open_trace_input
 from kvset.formats.trace_lines import FORMATS, ParsedRequests, RequestArrays, TraceLineParser, detect_format
 from kvset.rejects import RejectCounter
-from kvset.sources.base import AccessBatch
+from kvset.types import AccessBatch
 
 __all__ = ["FORMATS", "ParsedRequests", "Trace", "TraceError", "TraceLineParser", "detect_format", "read_trace"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.model import ModelGeometry
-from kvset.units import format_bytes
+from kvset.quantities import format_bytes
 
 
 @dataclass(frozen=True)

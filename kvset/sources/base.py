@@ -10,100 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from kvset.rejects import Rejection
+from kvset.types import SourceUpdate
 
 IDLE_TICK = 0.25
-
-
-@dataclass(frozen=True, eq=False)
-class AccessBatch:
-    """Block accesses in order. keys: uint64, one access each.
-
-    tokens: tokens each access covers (None: `block_tokens` each);
-    request_starts: indices into keys where a request begins (None: one request per batch
-    is not assumed; the batch is a plain access stream);
-    timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival).
-    """
-
-    keys: np.ndarray
-    tokens: np.ndarray | None = None
-    request_starts: np.ndarray | None = None
-    timestamps: np.ndarray | float | None = None
-    block_tokens: int | None = None
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-
-@dataclass(frozen=True)
-class EngineReading:
-    """What the engine itself says: its operating point and its own cache counters."""
-
-    at: float  # wall time of the reading
-    capacity_blocks: int | None = None
-    capacity_tokens: int | None = None
-    block_size: int | None = None
-    token_hit_rate: float | None = None  # the engine's measured prefix-cache hit rate (tokens)
-    hit_rate_window_s: float | None = None  # over what period the engine measured it
-    kv_usage: float | None = None  # 0..1
-    running_requests: int | None = None
-    resident_blocks: int | None = None  # from BlockStored/BlockRemoved
-    evictions_total: int | None = None
-    restores_after_removal: int | None = None  # misses a larger cache would have hit
-    stale: bool = False
-    label: str = ""  # e.g. "vllm /metrics", "rank 1"
-
-    def capacity_in_blocks(self, block_tokens: int | None) -> int | None:
-        """The pool in blocks of `block_tokens` tokens (the analyzed stream's blocks, which need not
-        be the engine's own: a Mooncake trace has 512 tokens a block, vLLM 16)."""
-        tokens = self.capacity_tokens
-        if not tokens and self.capacity_blocks and self.block_size:
-            tokens = self.capacity_blocks * self.block_size
-        if tokens and block_tokens:
-            return int(tokens // block_tokens)
-        return int(self.capacity_blocks) if self.capacity_blocks else None
-
-
-@dataclass(frozen=True)
-class TimelineEvent:
-    at: float
-    kind: str  # engine-reset | all-blocks-cleared | sequence-gap | log-rotated | log-truncated | phase | ...
-    text: str
-
-
-@dataclass(frozen=True)
-class SourceHealth:
-    source: str  # human name, e.g. "events tcp://127.0.0.1:5557"
-    kind: str  # demo | replay | events | log | metrics
-    connected: bool
-    state: str  # short status: "connected", "waiting for data", "down: connection refused", "finished"
-    last_data_at: float | None = None  # wall time of the last data received
-    received: int = 0  # messages, lines or polls received
-    accesses: int = 0  # block accesses delivered so far
-    rejected: tuple[Rejection, ...] = ()
-    notes: tuple[str, ...] = ()  # what the user must know, e.g. "engine reports misses only"
-    finished: bool = False
-    details: tuple[tuple[str, str], ...] = ()  # extra key/value facts (per rank, gaps, ...)
-    # Whether the accesses include the engine's cache hits: None when the question does not arise
-    # (a trace, a log of prompts: every access is there); False while an engine's KV events show
-    # only newly stored blocks (its misses), so the curve is not the engine's own.
-    reports_hits: bool | None = None
-
-    @property
-    def rejected_total(self) -> int:
-        return sum(r.count for r in self.rejected)
-
-
-@dataclass(frozen=True)
-class SourceUpdate:
-    accesses: AccessBatch | None = None
-    health: SourceHealth | None = None
-    engine: EngineReading | None = None
-    events: tuple[TimelineEvent, ...] = field(default_factory=tuple)
 
 
 class Source:

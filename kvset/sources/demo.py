@@ -6,7 +6,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from kvset.sources.base import IDLE_TICK, EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.sources.base import IDLE_TICK, Source
+from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.workload import DEMO_PHASES, AgenticWorkload, Phase, WorkloadConfig
 
 # The demo's pretend engine pool: small enough that the peak phase thrashes.

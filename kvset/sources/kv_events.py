@@ -58,15 +58,8 @@ from kvset.engine.kv_events import (
 )
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.rejects import RejectCounter
-from kvset.sources.base import (
-    IDLE_TICK,
-    AccessBatch,
-    EngineReading,
-    Source,
-    SourceHealth,
-    SourceUpdate,
-    TimelineEvent,
-)
+from kvset.sources.base import IDLE_TICK, Source
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 ALL_MEDIA = ("all", "any", "*")
 DEFAULT_MEDIUM = "GPU"  # what events without a medium field (older vLLM, SGLang) describe

@@ -23,16 +23,9 @@ import numpy as np
 from kvset.engine import sglang_log, vllm_log
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.rejects import RejectCounter
-from kvset.sources.base import (
-    IDLE_TICK,
-    AccessBatch,
-    EngineReading,
-    Source,
-    SourceHealth,
-    SourceUpdate,
-    TimelineEvent,
-)
+from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 ENGINES = ("auto", "vllm", "sglang")
 TRUNCATED_POLICIES = ("skip", "prefix")

@@ -21,7 +21,8 @@ import httpx
 
 from kvset.engine.prometheus import OperatingPointTracker
 from kvset.rejects import RejectCounter
-from kvset.sources.base import IDLE_TICK, EngineReading, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.sources.base import IDLE_TICK, Source
+from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 USER_AGENT = "kvset-top (metrics poller)"
 

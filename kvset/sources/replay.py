@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from kvset.formats import TraceError, TraceLineParser, read_trace
-from kvset.sources.base import IDLE_TICK, AccessBatch, Source, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
+from kvset.types import AccessBatch, SourceHealth, SourceUpdate, TimelineEvent
 
 PACED_BATCH = 4096  # accesses per batch when pacing by timestamps
 FAST_BATCH = 1 << 18

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from kvset.sources.base import TimelineEvent
+from kvset.types import TimelineEvent
 
 DEFAULT_MAX_BYTES = 4 << 20
 DEFAULT_MAX_LINE_BYTES = 64 << 20

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
-from kvset.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve
 from kvset.snapshot import Snapshot
 from kvset_tui import format as fmt
 from kvset_tui.theming import KvsetTheme

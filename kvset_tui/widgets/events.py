@@ -9,7 +9,7 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from kvset.snapshot import Snapshot
-from kvset.sources.base import TimelineEvent
+from kvset.types import TimelineEvent
 from kvset_tui import format as fmt
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView

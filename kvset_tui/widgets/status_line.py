@@ -10,7 +10,7 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from kvset.snapshot import Snapshot
-from kvset.sources.base import SourceHealth
+from kvset.types import SourceHealth
 from kvset_tui import format as fmt
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState

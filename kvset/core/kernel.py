@@ -7,7 +7,7 @@ Slots are renumbered (compacted) when they run out, so memory is O(tracked block
 At most `horizon` blocks are tracked: the least recently used one is forgotten first, which
 is exactly the block pushed to stack position H+1, so the curve stays exact for C <= H.
 
-State lives in plain numpy arrays owned by kvset.analyzer.Analyzer; these functions are
+State lives in plain numpy arrays owned by kvset.core.analyzer.Analyzer; these functions are
 compiled with numba (nogil, so a worker thread leaves the UI thread free).
 """
 

@@ -20,9 +20,9 @@ from typing import Literal
 
 import numpy as np
 
-from kvset import kernel as K
-from kvset.curve import HitRateCurve
-from kvset.sources.base import AccessBatch
+from kvset.core import kernel as K
+from kvset.core.curve import HitRateCurve
+from kvset.types import AccessBatch
 
 DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
 MAX_TIMESTAMP = 1e11  # seconds from zero (about 3,000 years); beyond it a timestamp is garbage

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.analyzer import DEFAULT_HORIZON, Analyzer
-from kvset.curve import HitRateCurve
+from kvset.core.analyzer import DEFAULT_HORIZON, Analyzer
+from kvset.core.curve import HitRateCurve
 from kvset.rejects import RejectCounter
-from kvset.sources.base import AccessBatch
+from kvset.types import AccessBatch
 
 DEFAULT_TARGETS = (0.95, 0.99, 0.999)
 
@@ -85,7 +85,7 @@ def verify_capacities(curve: HitRateCurve, targets: Iterable[float] = DEFAULT_TA
 
 def keys_in_analyzed_order(batches: Iterable[AccessBatch], order: str) -> tuple[np.ndarray, np.ndarray]:
     """The access stream exactly as the analyzer sees it (reverse order applied), for the naive replay."""
-    from kvset.naive import reverse_within_requests
+    from kvset.core.naive import reverse_within_requests
 
     keys, tokens = [], []
     for b in batches:
