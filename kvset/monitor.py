@@ -25,7 +25,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.formats.record import TraceRecorder
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
-from kvset.snapshot_builder import SnapshotBuilder
+from kvset.snapshot.builder import SnapshotBuilder
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 

@@ -18,7 +18,7 @@ from kvset.geometry.dtypes import AUTO
 from kvset.monitor import Monitor
 from kvset.report import parse_fractions
 from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
-from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.sources.engine_cli import (

@@ -13,7 +13,7 @@ from kvset.formats import read_trace
 from kvset.monitor import Monitor
 from kvset.monitor_cli import UsageError, add_monitor_arguments, build_monitor, once_seconds
 from kvset.report import snapshot_json, snapshot_text
-from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
