@@ -43,17 +43,22 @@ def _time_out_of_range(timestamp: float | None, units_per_second: float) -> bool
     )
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+# Token counts the arrays can hold (int32 per access); a request of 2^31 tokens is garbage anyway.
+MAX_TOKENS = (1 << 31) - 1
+TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
+# vLLM and SGLang blocks are at most a few thousand tokens; a line claiming more is garbage.
+MAX_BLOCK_SIZE = 1 << 20
 
 
 class _HashRequest(msgspec.Struct):
     """A mooncake or bailian line; other fields (output_length, chat_id, type, turn...) are not needed."""
 
-    input_length: NonNegative
+    input_length: TokenCount
     hash_ids: list[NonNegative]
     timestamp: float | None = None
     # Written by `kvset record` (live engines use their own block size, not Mooncake's 512):
-    block_size: Annotated[int, msgspec.Meta(gt=0)] | None = None
-    block_tokens: list[NonNegative] | None = None  # tokens of each block, when not the regular split
+    block_size: Annotated[int, msgspec.Meta(gt=0, le=MAX_BLOCK_SIZE)] | None = None
+    block_tokens: list[TokenCount] | None = None  # tokens of each block, when not the regular split
 
 
 class _TokenRequest(msgspec.Struct):
@@ -148,7 +153,7 @@ def _classify(error: msgspec.DecodeError) -> tuple[str, str]:
         return "not a JSON object", message
     if ">= 0" in message:
         return f"negative {field or 'value'}", message
-    if message.startswith("Number out of range"):
+    if message.startswith("Number out of range") or "` <= " in message or "` < " in message:
         return f"number out of range ({field})", message
     return f"wrong type ({field})" if field else "wrong type", message
 
