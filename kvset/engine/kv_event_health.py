@@ -41,7 +41,9 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         notes.append(MISSES_ONLY_NOTE)
     if lost:
         why = "" if any(s.can_replay for s in sequences) else "; give --replay-endpoint to recover gaps"
-        notes.append(f"{lost} event batches lost in sequence gaps: their accesses are missing from the curve{why}")
+        notes.append(
+            f"{lost} event batches lost in sequence gaps: their accesses are missing from the curve{why}"
+        )
     if group_facts is not None and group_facts[0]:
         notes.append(group_facts[0])
     if tracker.ignored_media and not stored:
@@ -73,7 +75,9 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         )
     )
     details.append(("evictions", f"{tracker.evictions_total} total, {tracker.eviction_rate(at):.1f}/s"))
-    details.append(("re-stores after removal", str(tracker.counted_total(lambda b: b.restores_after_removal))))
+    details.append(
+        ("re-stores after removal", str(tracker.counted_total(lambda b: b.restores_after_removal)))
+    )
     details.append(("hit reporting", _hit_reporting(tracker)))
     unsure = tracker.counted_total(lambda b: b.stores_of_uncertain)
     if unsure:

@@ -84,9 +84,7 @@ class GapClosed:
 
     def describe(self, label: str) -> str:
         if not self.replayed:
-            return (
-                f"{label}: {self.missing} batches lost (seq {self.start}..{self.stop - 1}); no replay endpoint"
-            )
+            return f"{label}: {self.missing} batches lost (seq {self.start}..{self.stop - 1}); no replay endpoint"
         why = " (replay timed out)" if self.timed_out and self.lost else ""
         if self.unreadable:
             outcome = "recovered by replay" if self.recovered else f"lost{why}"

@@ -345,7 +345,9 @@ class KvEventTracker:
         self, count: Callable[[ResidentBlocks], int], publishers: Iterable[Publisher] | None = None
     ) -> int:
         return sum(
-            count(b) for p in (self.publishers if publishers is None else publishers) for b in self.counted_sets(p)
+            count(b)
+            for p in (self.publishers if publishers is None else publishers)
+            for b in self.counted_sets(p)
         )
 
     @property

@@ -153,7 +153,9 @@ class LogTracker:
         if n < self.block_size:
             self.short_prompts += 1
             return
-        keys = vllm_log.prompt_block_keys(rec.token_ids, self.block_size, self.hash_algo, self.python_hash_seed)
+        keys = vllm_log.prompt_block_keys(
+            rec.token_ids, self.block_size, self.hash_algo, self.python_hash_seed
+        )
         self._pending.add_request(keys, np.full(len(keys), self.block_size, dtype=np.uint32), at)
 
     def _sglang_line(self, text: str, now: float) -> bool:

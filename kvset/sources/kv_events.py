@@ -97,7 +97,9 @@ class KvEventsSource(Source):
     def _open(self) -> None:
         self._ctx = zmq.Context()
         self._poller = zmq.Poller()
-        for index, (address, replay_address) in enumerate(zip(self.endpoints, self.replay_endpoints, strict=True)):
+        for index, (address, replay_address) in enumerate(
+            zip(self.endpoints, self.replay_endpoints, strict=True)
+        ):
             sub = self._ctx.socket(zmq.SUB)
             sub.setsockopt(zmq.LINGER, 0)
             sub.setsockopt(zmq.RCVHWM, 100_000)  # vLLM's own publisher HWM
@@ -200,7 +202,9 @@ class KvEventsSource(Source):
                 frames = stream.dealer.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self._carry_out(stream, self.tracker.replay_reply(stream.index, frames, time.monotonic(), time.time()))
+            self._carry_out(
+                stream, self.tracker.replay_reply(stream.index, frames, time.monotonic(), time.time())
+            )
 
     def _carry_out(self, stream: _Stream, steps: list[ReplayStep]) -> None:
         """Do what the tracker asks of the replay socket."""

@@ -123,7 +123,9 @@ class LogSource(Source):
             if self.follow:
                 notes.append(f"cannot read the log: {self.read_error}")
             else:
-                notes.append(f"the log could not be read to its end ({self.read_error}); what came before is used")
+                notes.append(
+                    f"the log could not be read to its end ({self.read_error}); what came before is used"
+                )
         parts = self.tracker.health_parts()
         details = (
             *parts.details,

@@ -85,7 +85,13 @@ def test_a_replay_that_does_not_end_in_time_counts_the_rest_lost() -> None:
     seq.replay_reply(replayed(1, [stored([1])]), now=5.1)  # seq 2 never comes, nor the end marker
     assert seq.tick(now=5.0 + TIMEOUT - 0.01) == []
     steps = seq.tick(now=5.0 + TIMEOUT)
-    assert outline(steps) == [("drop",), ("accept", 1, [1]), ("lost",), ("gap", 1, 3, 1, 1), ("accept", 3, [3])]
+    assert outline(steps) == [
+        ("drop",),
+        ("accept", 1, [1]),
+        ("lost",),
+        ("gap", 1, 3, 1, 1),
+        ("accept", 3, [3]),
+    ]
     gap = next(s for s in steps if isinstance(s, GapClosed))
     assert gap.describe("rank 0").endswith("1 recovered by replay, 1 lost (replay timed out)")
     assert (seq.recovered, seq.lost) == (1, 1)
@@ -98,7 +104,12 @@ def test_a_replay_request_that_cannot_be_sent_is_given_up_at_once() -> None:
     seq = sequence()
     seq.published(0, one(0), now=0.0)
     seq.published(2, one(2), now=0.0)
-    assert outline(seq.replay_unsent(now=0.0)) == [("drop",), ("lost",), ("gap", 1, 2, 0, 1), ("accept", 2, [2])]
+    assert outline(seq.replay_unsent(now=0.0)) == [
+        ("drop",),
+        ("lost",),
+        ("gap", 1, 2, 0, 1),
+        ("accept", 2, [2]),
+    ]
 
 
 def test_a_gap_without_a_replay_endpoint_is_lost_at_once() -> None:
@@ -163,7 +174,12 @@ def test_a_restart_seen_late_replays_the_new_publishers_first_batches() -> None:
     seq.replay_reply(replayed(0, [stored([10])]), now=0.1)
     seq.replay_reply(replayed(1, [stored([11])]), now=0.1)
     steps = seq.replay_reply(END_OF_REPLAY, now=0.1)
-    assert outline(steps) == [("accept", 0, [10]), ("accept", 1, [11]), ("gap", 0, 2, 2, 0), ("accept", 2, [12])]
+    assert outline(steps) == [
+        ("accept", 0, [10]),
+        ("accept", 1, [11]),
+        ("gap", 0, 2, 2, 0),
+        ("accept", 2, [12]),
+    ]
 
 
 def test_a_held_batch_that_reveals_another_gap_starts_the_next_replay() -> None:

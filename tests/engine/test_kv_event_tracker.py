@@ -74,7 +74,10 @@ def test_the_full_attention_group_is_counted_when_the_events_name_the_kinds() ->
         stored([10, 11], group_idx=0, spec_kind="sliding_window"),
         stored([1, 2], group_idx=1, spec_kind="full_attention"),
     )
-    feed(stored([12], group_idx=0, spec_kind="sliding_window"), stored([3], group_idx=1, spec_kind="full_attention"))
+    feed(
+        stored([12], group_idx=0, spec_kind="sliding_window"),
+        stored([3], group_idx=1, spec_kind="full_attention"),
+    )
     assert accessed(t) == [1, 2, 3]
     assert detail(t, "KV cache group") == "1 (full_attention); ignored: 2 events, 3 stored blocks of group 0"
 
@@ -88,7 +91,8 @@ def test_without_kinds_the_first_group_seen_is_counted_and_a_note_says_so() -> N
     health = kv_event_health(t, at=100.0)
     assert health.reports_hits is False  # group 1's copies are not hits in group 0
     assert any(
-        n.startswith("several KV cache groups: counting group 0 only") and "4 stored blocks of group 1 ignored" in n
+        n.startswith("several KV cache groups: counting group 0 only")
+        and "4 stored blocks of group 1 ignored" in n
         for n in health.notes
     )
 
@@ -108,7 +112,10 @@ def test_a_full_attention_group_that_shows_up_later_takes_over() -> None:
 def test_a_group_given_by_the_user_is_the_only_one_tracked() -> None:
     t = tracker(group_idx=1)
     feed = Feed(t)
-    feed(stored([1], group_idx=0, spec_kind="full_attention"), stored([2], group_idx=1, spec_kind="sliding_window"))
+    feed(
+        stored([1], group_idx=0, spec_kind="full_attention"),
+        stored([2], group_idx=1, spec_kind="sliding_window"),
+    )
     assert accessed(t) == [2]
     assert detail(t, "KV cache group") == "1 (--group-idx); ignored: 1 events, 1 stored blocks of group 0"
 
@@ -116,10 +123,19 @@ def test_a_group_given_by_the_user_is_the_only_one_tracked() -> None:
 def test_only_the_selected_medium_counts_and_the_others_are_named() -> None:
     t = tracker()  # GPU, what events without a medium describe
     feed = Feed(t)
-    feed(stored([1], medium="GPU"), stored([2], medium="CPU"), stored([3], medium=None), removed([1], medium="CPU"))
+    feed(
+        stored([1], medium="GPU"),
+        stored([2], medium="CPU"),
+        stored([3], medium=None),
+        removed([1], medium="CPU"),
+    )
     update = t.take(at=100.0)
     assert update.accesses is not None and update.accesses.keys.tolist() == [1, 3]
-    assert update.engine is not None and update.engine.resident_blocks == 2 and update.engine.evictions_total == 0
+    assert (
+        update.engine is not None
+        and update.engine.resident_blocks == 2
+        and update.engine.evictions_total == 0
+    )
     assert detail(t, "medium") == "GPU; ignored: CPU 2 events"
 
 
@@ -134,7 +150,9 @@ def test_other_media_only_is_explained() -> None:
     t = tracker()
     Feed(t)(stored([1], medium="CPU_PINNED"))
     assert accessed(t) == []
-    assert any("no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in kv_event_health(t, 100.0).notes)
+    assert any(
+        "no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in kv_event_health(t, 100.0).notes
+    )
 
 
 def test_hits_are_reported_from_ten_stores_of_resident_blocks() -> None:
@@ -169,7 +187,9 @@ def test_after_lost_events_a_re_store_is_no_evidence_of_a_hit() -> None:
     feed.skip()  # perhaps the engine evicted them all in the batch that was lost
     feed(stored(blocks))
     assert kv_event_health(t, 100.0).reports_hits is False
-    assert detail(t, "stores after lost events").startswith("12 stores of blocks whose eviction may have been lost")
+    assert detail(t, "stores after lost events").startswith(
+        "12 stores of blocks whose eviction may have been lost"
+    )
     feed(stored(blocks))  # stored after the gap, they are known to be resident now
     assert kv_event_health(t, 100.0).reports_hits is True
 
@@ -205,7 +225,11 @@ def test_a_restart_and_a_clear_empty_the_resident_set() -> None:
     feed(stored([1, 2, 3]))
     feed(removed([1]), cleared(), stored([4]))
     update = t.take(at=100.0)
-    assert update.engine is not None and update.engine.resident_blocks == 1 and update.engine.evictions_total == 1
+    assert (
+        update.engine is not None
+        and update.engine.resident_blocks == 1
+        and update.engine.evictions_total == 1
+    )
     assert "all-blocks-cleared" in [e.kind for e in update.events]
     feed.seq = 0  # the engine started again
     feed(stored([7, 8]))
@@ -219,7 +243,9 @@ def test_a_restart_and_a_clear_empty_the_resident_set() -> None:
 def test_the_data_parallel_rank_names_the_publisher() -> None:
     t = tracker()
     Feed(t)(stored([1, 2]), removed([2]), rank=3)
-    assert detail(t, f"rank 3 {ADDRESS}").startswith("1 batches, 2 accesses, 1 resident blocks, 1 evictions, last seq 0")
+    assert detail(t, f"rank 3 {ADDRESS}").startswith(
+        "1 batches, 2 accesses, 1 resident blocks, 1 evictions, last seq 0"
+    )
 
 
 def test_a_message_without_its_payload_is_rejected_and_its_number_shows_as_a_gap() -> None:
@@ -230,4 +256,6 @@ def test_a_message_without_its_payload_is_rejected_and_its_number_shows_as_a_gap
     feed.skip()
     feed(stored([2]))
     assert accessed(t) == [1, 2]
-    assert {r.reason: r.count for r in t.rejects.summary()} == {"message: not 3 frames (topic, seq, payload)": 1}
+    assert {r.reason: r.count for r in t.rejects.summary()} == {
+        "message: not 3 frames (topic, seq, payload)": 1
+    }

@@ -18,7 +18,10 @@ IDS = list(range(100, 140))  # 40 ids: two full blocks of 16
 
 def request(rid: str, ids: list[int], second: int, tail: str = "]") -> bytes:
     listed = str(ids)[:-1] + tail
-    line = HEAD.format(s=second) + f"Request {rid} details: prompt: 'p', prompt_token_ids: {listed}, prompt_embeds shape: None."
+    line = (
+        HEAD.format(s=second)
+        + f"Request {rid} details: prompt: 'p', prompt_token_ids: {listed}, prompt_embeds shape: None."
+    )
     return line.encode()
 
 
