@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvset.engine.kv_event_tracker import block_tokens
 from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
     BLOCK_REMOVED,
@@ -22,14 +23,8 @@ from kvset.engine.kv_events import (
     decode_payload,
     split_replay_reply,
 )
+from kvset.engine.zmq_endpoints import connect_address, expand_endpoints, offset_port, pair_replay_endpoints
 from kvset.rejects import RejectCounter
-from kvset.sources.kv_events import (
-    block_tokens,
-    connect_address,
-    expand_endpoints,
-    offset_port,
-    pair_replay_endpoints,
-)
 from tests.fakes.vllm_publisher import FakeVllmPublisher
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_kv_events"

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from kvset.sources.kv_events import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE, KvEventsSource
+from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
+from kvset.sources.kv_events import KvEventsSource
 from tests.fakes.vllm_publisher import FakeVllmPublisher
 
 TICK = 0.05
@@ -285,10 +286,11 @@ def test_overflowing_and_garbage_messages_are_counted_and_the_source_keeps_runni
 def test_an_exception_while_handling_a_message_is_counted_and_the_source_keeps_running(
     fake: FakeVllmPublisher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kvset.sources.kv_events as events_module
+    import kvset.engine.kv_event_sequence as sequence_module
+    import kvset.engine.kv_event_tracker as tracker_module
 
     poison = fake.encode_batch([fake.stored([666])], 1.0)
-    real_message, real_payload = events_module.decode_message, events_module.decode_payload
+    real_message, real_payload = tracker_module.decode_message, sequence_module.decode_payload
 
     def buggy_message(frames, rejects, where=""):
         if frames[-1] == poison:
@@ -300,8 +302,8 @@ def test_an_exception_while_handling_a_message_is_counted_and_the_source_keeps_r
             raise RuntimeError("a decoder bug")
         return real_payload(payload, rejects, where)
 
-    monkeypatch.setattr(events_module, "decode_message", buggy_message)
-    monkeypatch.setattr(events_module, "decode_payload", buggy_payload)
+    monkeypatch.setattr(tracker_module, "decode_message", buggy_message)
+    monkeypatch.setattr(sequence_module, "decode_payload", buggy_payload)
     with running(source_for(fake), fake) as run:
         fake.publish([fake.stored([1])])
         fake.publish_payload(poison)  # its number is never read: seq 2 shows a gap, its replay fails too

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvset.engine import prometheus as prom
+from kvset.engine.metrics_tracker import MetricsTracker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 DP2 = (FIXTURES / "vllm_dp2.prom").read_text()  # two engines: 30000 and 10000 blocks of 16 tokens
@@ -85,12 +86,12 @@ def test_a_broken_counter_rejects_the_poll(value: str) -> None:
     with pytest.raises(prom.MetricsError) as info:
         prom.counters_from_text(body)
     assert "vllm:prefix_cache_hits_total" in info.value.reason
-    t = prom.OperatingPointTracker()
+    t = MetricsTracker()
     assert t.update(body, 0.0).error == info.value.reason
 
 
 def test_the_tracker_never_raises_on_any_of_these_bodies() -> None:
-    t = prom.OperatingPointTracker(window_s=60.0)
+    t = MetricsTracker(window_s=60.0)
     bodies = [
         DP2,
         engine0_config(block_size="0"),

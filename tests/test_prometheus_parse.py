@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvset.engine import prometheus as prom
+from kvset.engine.metrics_tracker import MetricsTracker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 
@@ -82,7 +83,7 @@ def test_unusable_bodies_are_rejected_with_a_reason(body: str, reason: str) -> N
 
 def test_tracker_hit_rate_from_counter_deltas_over_a_window() -> None:
     base = text("vllm_0_13.prom")
-    t = prom.OperatingPointTracker(window_s=10)
+    t = MetricsTracker(window_s=10)
     r0 = t.update(with_values(base, vllm__prefix_cache_queries_total=1000.0, vllm__prefix_cache_hits_total=0.0), 0.0)
     assert r0.error is None and r0.reading.token_hit_rate is None  # one poll: no delta yet
     assert r0.reading.capacity_blocks == 61275 and r0.reading.label == "vllm metrics"
@@ -98,7 +99,7 @@ def test_tracker_hit_rate_from_counter_deltas_over_a_window() -> None:
 
 def test_tracker_idle_window_falls_back_to_the_rate_since_start() -> None:
     base = text("vllm_0_13.prom")
-    t = prom.OperatingPointTracker(window_s=5)
+    t = MetricsTracker(window_s=5)
     t.update(with_values(base, vllm__prefix_cache_queries_total=100.0, vllm__prefix_cache_hits_total=0.0), 0.0)
     t.update(with_values(base, vllm__prefix_cache_queries_total=300.0, vllm__prefix_cache_hits_total=100.0), 1.0)
     idle = t.update(with_values(base, vllm__prefix_cache_queries_total=300.0, vllm__prefix_cache_hits_total=100.0), 30.0)
@@ -108,7 +109,7 @@ def test_tracker_idle_window_falls_back_to_the_rate_since_start() -> None:
 
 def test_counters_going_down_mean_an_engine_restart() -> None:
     base = text("vllm_0_13.prom")
-    t = prom.OperatingPointTracker(window_s=60)
+    t = MetricsTracker(window_s=60)
     t.update(with_values(base, vllm__prefix_cache_queries_total=10000.0, vllm__prefix_cache_hits_total=9000.0), 0.0)
     t.update(with_values(base, vllm__prefix_cache_queries_total=20000.0, vllm__prefix_cache_hits_total=18000.0), 1.0)
     r = t.update(with_values(base, vllm__prefix_cache_queries_total=50.0, vllm__prefix_cache_hits_total=0.0), 2.0)
@@ -121,7 +122,7 @@ def test_counters_going_down_mean_an_engine_restart() -> None:
 
 def test_a_body_cut_at_a_line_end_is_rejected_until_it_persists() -> None:
     base = text("vllm_0_13.prom")
-    t = prom.OperatingPointTracker(window_s=60, accept_missing_after=3)
+    t = MetricsTracker(window_s=60, accept_missing_after=3)
     t.update(base, 0.0)
     cut = base[: base.index("# HELP vllm:prefix_cache_queries_total")]
     assert t.update(cut, 1.0).error.startswith("incomplete response")
@@ -132,7 +133,7 @@ def test_a_body_cut_at_a_line_end_is_rejected_until_it_persists() -> None:
 
 def test_sglang_hit_rate_from_device_cached_tokens_over_prompt_tokens() -> None:
     base = text("sglang_0_5.prom")
-    t = prom.OperatingPointTracker(window_s=60)
+    t = MetricsTracker(window_s=60)
     t.update(base, 0.0)
 
     def bump(body: str, device: float, host: float, prompt: float) -> str:
