@@ -1,5 +1,6 @@
-"""The `kvset-top` command: monitor flags from kvset.monitor_cli plus the display flags, then either
-the live app or (`--once`) one report printed by kvset.report, without a terminal."""
+"""The `kvset-top` command (its entry point `main`): the monitor flags of kvset.cli.flags plus the
+display flags, then either the live app or (`--once`) one report printed by kvset.report, without a
+terminal."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kvset_tui.view_state import UNITS, WINDOW_LABELS, ViewState
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kvset.monitor_cli import add_monitor_arguments
+    from kvset.cli.flags import add_monitor_arguments
 
     parser = argparse.ArgumentParser(
         prog="kvset-top",
@@ -45,7 +46,7 @@ def print_once(snapshot: Snapshot, as_json: bool, out=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kvset.monitor_cli import UsageError, build_monitor, once_seconds
+    from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
 
     parser = build_parser()
     args = parser.parse_args(argv)
