@@ -21,11 +21,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from kvset.core.analyzer import Analyzer
+from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
 from kvset.formats.record import TraceRecorder
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
-from kvset.snapshot_builder import SnapshotBuilder
+from kvset.snapshot.builder import SnapshotBuilder
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
@@ -129,10 +129,14 @@ class Monitor:
             self._changed = True
 
     def _feed(self, index: int, batch: AccessBatch) -> None:
-        """Analyze one batch; a batch the analyzer refuses is counted against its source, not fatal."""
+        """Analyze one batch; accesses the analyzer cannot take are counted against their source."""
         kind = self.sources[index].kind
-        if kind in LIVE_KINDS and batch.timestamps is not None:
-            batch = self._clamp_future(index, batch)
+        if batch.timestamps is not None:
+            batch = self._drop_unusable_times(index, batch)
+            if kind in LIVE_KINDS:
+                batch = self._clamp_future(index, batch)
+        if not len(batch):
+            return
         try:
             self.analyzer.feed_batch(batch)
         except ValueError as exc:
@@ -143,6 +147,22 @@ class Monitor:
             self.recorder.write(batch)
         self._rate_window.append((time.monotonic(), len(batch)))
         self._changed = True
+
+    def _drop_unusable_times(self, index: int, batch: AccessBatch) -> AccessBatch:
+        """Accesses stamped outside the analyzer's time range (or nan) are refused, the rest analysed."""
+        ts = np.asarray(batch.timestamps, dtype=np.float64)
+        usable = np.abs(ts) <= MAX_TIMESTAMP  # false for nan
+        if usable.all():
+            return batch
+        refused = len(batch) if ts.ndim == 0 else int((~usable).sum())
+        self._pipeline_rejects[index].reject(
+            f"timestamp not within ±{MAX_TIMESTAMP:g} s: access refused", count=refused,
+            example=f"timestamp {ts.flat[int(np.argmin(usable))]!r}",
+        )  # fmt: skip
+        self._changed = True
+        if ts.ndim == 0:
+            return batch.subset(np.zeros(len(batch), dtype=bool))
+        return batch.subset(usable)
 
     def _clamp_future(self, index: int, batch: AccessBatch) -> AccessBatch:
         """A live engine's clock ahead of ours would freeze the time windows: use arrival time instead."""

@@ -34,6 +34,34 @@ class AccessBatch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def subset(self, keep: np.ndarray) -> AccessBatch:
+        """The accesses where `keep` is true, in order; a request whose first access is dropped starts
+        at its next kept one, a request with no access left is gone."""
+        keep = np.asarray(keep, dtype=bool)
+        starts = None
+        if self.request_starts is not None:
+            begins = np.zeros(len(self.keys), dtype=bool)
+            begins[np.asarray(self.request_starts, dtype=np.int64)] = True
+            request_id = np.cumsum(begins) - 1  # -1: accesses before the first start, in no request
+            kept_ids = request_id[keep]
+            # the first kept access of each request begins it
+            first = np.ones(len(kept_ids), dtype=bool)
+            first[1:] = kept_ids[1:] != kept_ids[:-1]
+            starts = np.flatnonzero(first & (kept_ids >= 0)).astype(np.int64)
+
+        def part(values):
+            if values is None or np.ndim(values) == 0:
+                return values
+            return np.asarray(values)[keep]
+
+        return AccessBatch(
+            keys=np.asarray(self.keys)[keep],
+            tokens=part(self.tokens),
+            request_starts=starts,
+            timestamps=part(self.timestamps),
+            block_tokens=self.block_tokens,
+        )
+
 
 @dataclass(frozen=True)
 class EngineReading:

@@ -24,7 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from kvset.snapshot import Snapshot
 from kvset_tui.export import export_snapshot
-from kvset_tui.help_screen import HelpScreen
+from kvset_tui.help_screen import HelpScreen, key_help
 from kvset_tui.messages import SnapshotReady
 from kvset_tui.theming import KvsetTheme, choose_theme
 from kvset_tui.view_state import ViewState
@@ -83,18 +83,22 @@ class KvsetTopApp(App[int]):
     CSS = APP_CSS
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
+    # Each binding's tooltip is its line in the help screen, which reads the live bindings.
     BINDINGS = [
-        Binding("question_mark", "help", "Help", id="kvset.help"),
-        Binding("p", "toggle_pause", "Pause", id="kvset.pause"),
-        Binding("w", "cycle_window", "Window", id="kvset.window"),
-        Binding("u", "cycle_units", "Units", id="kvset.units"),
-        Binding("l", "toggle_log", "Log/lin", id="kvset.log"),
-        Binding("t", "cycle_targets", "Targets", id="kvset.targets"),
-        Binding("e", "export", "Export", id="kvset.export"),
-        Binding("q", "quit", "Quit", id="kvset.quit"),
+        Binding("question_mark", "help", "Help", id="kvset.help", tooltip="this help"),
+        Binding("p", "toggle_pause", "Pause", id="kvset.pause",
+                tooltip="pause the display; analysis goes on, pause again shows the latest"),
+        Binding("w", "cycle_window", "Window", id="kvset.window", tooltip="cycle the window: 1m, 5m, 1h, all"),
+        Binding("u", "cycle_units", "Units", id="kvset.units",
+                tooltip="cycle units: blocks, tokens, GiB (GiB needs --model)"),
+        Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
+        Binding("t", "cycle_targets", "Targets", id="kvset.targets", tooltip="cycle target sets: coverage, absolute"),
+        Binding("e", "export", "Export", id="kvset.export",
+                tooltip="export the current snapshot: JSON and an SVG screenshot"),
+        Binding("q", "quit", "Quit", id="kvset.quit", tooltip="quit"),
         # On-call muscle memory: ctrl+c ends a `top`, so it ends this one too.
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt"),
-    ]
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt", tooltip="quit"),
+    ]  # fmt: skip
 
     def __init__(
         self,
@@ -107,6 +111,7 @@ class KvsetTopApp(App[int]):
         clock: Callable[[], float] = time.time,
         export_dir: Path = Path("exports"),
         main_mode: str = "coverage",
+        keymap: dict[str, str] | None = None,
     ) -> None:
         palette = palette or choose_theme(theme_name)
         # Without colour, ANSI mode makes Textual strip colours instead of greying them.
@@ -128,6 +133,8 @@ class KvsetTopApp(App[int]):
         self._monitor_worker: Worker | None = None
         self._panels: list[SnapshotView] | None = None
         self._live_interval: float | None = None
+        if keymap:
+            self.set_keymap(keymap)
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -237,7 +244,7 @@ class KvsetTopApp(App[int]):
     # -- actions -----------------------------------------------------------------------------
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(key_help(self)))
 
     def action_toggle_pause(self) -> None:
         view = self.view.toggle_pause()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
@@ -35,41 +35,53 @@ PANELS = (
      "Full-attention working set (bytes, from the model geometry) plus the reserve hybrid layers need "
      "per running request (sliding window, linear attention, SSM state) times the concurrency, against "
      "the engine's pool. Needs --model."),
+    ("Events",
+     "The timeline of what happened to the sources and the engine, newest last: engine restarts and "
+     "AllBlocksCleared, sequence gaps and what the replay recovered, log rotation and truncation, KV "
+     "cache group changes, failed sources and the demo's phase changes."),
     ("Status line",
      "Each source: connected (●) or not (○), its state, the age of its last data, accesses delivered and "
      "input rejected (with the main reason). Then the ingest rate, horizon, window, units and PAUSED."),
 )
 
-KEYS = (
-    ("?", "this help (esc closes)"),
-    ("p", "pause the display; analysis goes on, p again shows the latest"),
-    ("w", "cycle the window: 1m, 5m, 1h, all"),
-    ("u", "cycle units: blocks, tokens, GiB (GiB needs --model)"),
-    ("l", "log or linear capacity axis"),
-    ("t", "cycle target sets: coverage, absolute"),
-    ("e", "export the current snapshot: JSON and an SVG screenshot"),
-    ("q", "quit"),
-)
 
+def help_text(keys: list[tuple[str, str]]) -> Text:
+    """The help page: the keys first (so they show at 80x24), then the panels, then the caveats.
 
-def help_text() -> Text:
+    keys: (key as displayed, what it does), read off the app's live bindings so a user key map
+    shows the keys that really work.
+    """
     out = Text()
     out.append("kvset-top", style="bold")
     out.append(": how much KV cache buys which prefix-cache hit rate, live. Every number carries its unit "
                "and its window.\n\n")
-    out.append("Caveats\n", style="bold underline")
-    for caveat in (*CAVEATS, WINDOWED_CURVES):
-        out.append(f"{caveat.name}: ", style="bold")
-        out.append(caveat.long + "\n")
-    out.append("\nKeys\n", style="bold underline")
-    for key, meaning in KEYS:
+    out.append("Keys\n", style="bold underline")
+    for key, meaning in keys:
         out.append(f" {key} ", style="bold reverse")
         out.append(f" {meaning}\n")
+    out.append(" esc ", style="bold reverse")
+    out.append(" close this help\n")
     out.append("\nPanels\n", style="bold underline")
     for name, meaning in PANELS:
         out.append(f"{name}: ", style="bold")
         out.append(meaning + "\n")
+    out.append("\nCaveats\n", style="bold underline")
+    for caveat in (*CAVEATS, WINDOWED_CURVES):
+        out.append(f"{caveat.name}: ", style="bold")
+        out.append(caveat.long + "\n")
     return out
+
+
+def key_help(app: App) -> list[tuple[str, str]]:
+    """The app's own keys as they are bound now (after any key map), with what each does."""
+    order = {b.id: i for i, b in enumerate(app.BINDINGS) if isinstance(b, Binding)}
+    rows = []
+    for active in app.active_bindings.values():
+        binding = active.binding
+        if active.node is not app or binding.system or binding.id not in order:
+            continue
+        rows.append((order[binding.id], app.get_key_display(binding), binding.tooltip or binding.description))
+    return [(key, meaning) for _, key, meaning in sorted(rows)]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -86,10 +98,14 @@ class HelpScreen(ModalScreen[None]):
         Binding("q", "close", "Close", show=False, id="help.quit"),
     ]
 
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = keys
+
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
             scroll.border_title = "Help"
-            yield Static(help_text(), id="help-text")
+            yield Static(help_text(self.keys), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -224,3 +224,23 @@ def test_timestamps_out_of_range_are_rejected_with_their_line(tmp_path):
     trace = read_trace(path)
     assert trace.keys.tolist() == [1, 3]
     assert "line 2" in trace.rejects.describe() and "timestamp out of range" in trace.rejects.describe()
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"input_length": 1 << 63}, "input_length"),
+        ({"block_size": 1 << 63}, "block_size"),
+        ({"block_size": 16, "block_tokens": [1 << 31]}, "block_tokens"),
+        ({"input_length": -1}, "input_length"),
+    ],
+)
+def test_out_of_range_numbers_reject_their_line_and_the_rest_is_read(tmp_path, bad, field):
+    path = tmp_path / "t.jsonl"
+    lines = [moon(1, [1]), {**moon(2, [2]), **bad}, moon(3, [3])]
+    path.write_bytes(raw(*lines))
+    trace = read_trace(path)
+    assert trace.keys.tolist() == [1, 3]
+    assert trace.rejects.total == 1
+    described = trace.rejects.describe()
+    assert "line 2" in described and field in described

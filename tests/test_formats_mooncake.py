@@ -136,3 +136,43 @@ def test_random_mooncake_file_round_trips_its_hash_ids(requests, chunk_lines):
     assert (trace.request_lines - 1).tolist() == order
     sums = np.add.reduceat(trace.tokens.astype(np.int64), trace.request_starts)
     assert sums.tolist() == [lines[i]["input_length"] for i in order]
+
+
+def _trace_with_block_size(tmp_path, block: int, n: int = 200, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        length = int(rng.integers(block + 1, 40 * block))
+        ids = [int(x) for x in rng.integers(0, 500, size=-(-length // block))]
+        lines.append({"timestamp": i, "input_length": length, "output_length": 1, "hash_ids": ids})
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path, lines
+
+
+def test_a_trace_made_with_another_block_size_is_read_with_the_one_its_lines_keep(tmp_path):
+    path, lines = _trace_with_block_size(tmp_path, 64)
+    trace = read_trace(path)
+    assert trace.block_tokens == 64
+    assert trace.warnings.total == 0
+    per_request = np.add.reduceat(trace.tokens.astype(np.int64), trace.request_starts)
+    assert per_request.tolist() == [x["input_length"] for x in lines]
+    assert any("block size inferred" in note and "64" in note for note in trace.notes)
+    given = read_trace(path, block_size=64)
+    assert given.tokens.tolist() == trace.tokens.tolist()
+
+
+def test_a_given_block_size_the_lines_break_is_refused_with_the_fix(tmp_path):
+    path, _ = _trace_with_block_size(tmp_path, 64)
+    with pytest.raises(TraceError, match="give --block-size 64"):
+        read_trace(path, block_size=512)
+
+
+def test_lines_that_fit_no_block_size_keep_the_default_and_say_it_is_doubtful(tmp_path):
+    rng = np.random.default_rng(5)
+    lines = [{"timestamp": i, "input_length": int(rng.integers(1, 100_000)), "hash_ids": [1, 2, 3]} for i in range(100)]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    trace = read_trace(path)
+    assert trace.block_tokens == 512
+    assert any("block size doubtful" in note for note in trace.notes)

@@ -117,7 +117,7 @@ def test_reserve_dict_breaks_the_parts_down():
 
 
 def test_snapshot_reserve_fills_the_panel_from_tokens():
-    from kvset.geometry.snapshot_reserve import snapshot_reserve
+    from kvset.snapshot.reserve import snapshot_reserve
 
     g = load_preset("gemma-3-27b")
     # A working set of 1,000 Mooncake blocks of 512 tokens = 512,000 tokens x 81,920 B = 41,943,040,000 B.

@@ -14,7 +14,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.formats import read_trace
 from kvset.monitor import Monitor
 from kvset.report import snapshot_json, snapshot_text
-from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
@@ -210,6 +210,30 @@ def test_a_batch_the_analyzer_refuses_is_counted_and_the_monitor_goes_on():
     assert snap.totals.accesses == 10
     health = snap.sources[0]
     assert health.rejected_total == 10 and "refused" in health.rejected[0].reason
+
+
+def test_only_the_accesses_with_unusable_timestamps_are_refused():
+    keys = np.arange(500, dtype=np.uint64)
+    stamps = np.linspace(10.0, 20.0, 500)
+    bad = np.arange(5, 500, 50)  # 10 accesses, one in each of 10 requests
+    stamps[bad[:5]] = -1e300
+    stamps[bad[5:]] = np.nan
+    starts = np.arange(0, 500, 50)
+    batch = AccessBatch(keys, tokens=np.full(500, 16), request_starts=starts, timestamps=stamps)
+    snap = _monitor(ListSource([batch])).collect()
+    assert snap.totals.accesses == 490
+    assert snap.totals.requests == 10  # every request kept its other accesses
+    assert snap.sources[0].rejected_total == 10
+
+
+def test_a_batch_subset_keeps_whole_requests_where_they_survive():
+    batch = AccessBatch(np.arange(8, dtype=np.uint64), tokens=np.arange(8), request_starts=np.array([2, 5]),
+                        timestamps=np.arange(8.0))  # fmt: skip
+    keep = np.array([True, False, False, True, True, False, False, False])
+    part = batch.subset(keep)
+    assert part.keys.tolist() == [0, 3, 4] and part.tokens.tolist() == [0, 3, 4]
+    assert part.timestamps.tolist() == [0.0, 3.0, 4.0]
+    assert part.request_starts.tolist() == [1]  # request 1 now begins at key 3; request 2 is gone
 
 
 def test_a_live_engine_clock_ahead_of_ours_does_not_freeze_the_windows():

@@ -184,3 +184,31 @@ def test_unreadable_path_is_one_error_event_until_it_can_be_read(tmp_path: Path)
     p.write_bytes(b"now a file\n")
     r = t.read()
     assert r.lines == [(1, b"now a file")]
+
+
+def test_truncated_and_rewritten_between_two_polls_is_read_from_its_start(tmp_path: Path) -> None:
+    p = tmp_path / "engine.log"
+    p.write_bytes(b"old line one\nold line two\n")
+    t = FileTailer(p, follow=True)
+    assert len(t.read().lines) == 2
+    # truncated and written past our read position before the next poll: the size never shrinks
+    # below where we were, only the content tells
+    with open(p, "r+b") as f:
+        f.truncate(0)
+        f.write(b"".join(b"rewritten %d\n" % i for i in range(1, 6)))
+    lines, kinds = drain(t)
+    assert kinds == ["log-truncated"]
+    assert lines == [(i, b"rewritten %d" % i) for i in range(1, 6)]
+    assert t.truncations == 1
+
+
+def test_plain_appends_are_not_taken_for_a_rewrite(tmp_path: Path) -> None:
+    p = tmp_path / "engine.log"
+    p.write_bytes(b"a\n")
+    t = FileTailer(p, follow=True)
+    seen = [line for _, line in t.read().lines]
+    for i in range(30):
+        append(p, b"line %d\n" % i)
+        seen += [line for _, line in t.read().lines]
+    assert seen == [b"a"] + [b"line %d" % i for i in range(30)]
+    assert t.truncations == 0

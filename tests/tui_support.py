@@ -22,7 +22,7 @@ from kvset.snapshot import (
     Totals,
     WorkingSetRow,
 )
-from kvset.snapshot_builder import thrashing_at
+from kvset.snapshot.builder import thrashing_at
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 NOW = 1_767_225_600.0  # fixed "now" (2026-01-01T00:00:00Z) for ages in screenshots

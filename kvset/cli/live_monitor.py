@@ -17,7 +17,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.formats.record import TraceRecorder
 from kvset.monitor import Monitor
 from kvset.quantities import parse_fractions
-from kvset.snapshot_builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.sources.replay import ReplaySource

@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from kvset.core import kernel as K
 from kvset.core.curve import HitRateCurve
+from kvset.core.slots import SlotRing, SlotSeries
 from kvset.types import AccessBatch
 
 DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
@@ -121,62 +121,6 @@ class _Tracker:
         """Bytes of state in use (histogram rows reserved beyond the tracked blocks are never touched)."""
         arrays = (self.table, self.slot_keys, self.live, self.fen, self.bloom)
         return sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
-
-
-class SlotRing:
-    """Histograms and counters per time slot, for the last `n_slots` slots of `width` seconds."""
-
-    def __init__(self, width: float, n_slots: int, n_buckets: int) -> None:
-        self.width = float(width)
-        self.n_slots = int(n_slots)
-        self.blocks = np.zeros((n_slots, n_buckets), dtype=np.int64)
-        self.tokens = np.zeros((n_slots, n_buckets), dtype=np.int64)
-        self.counts = np.zeros((n_slots, K.COUNTS_SIZE), dtype=np.int64)
-        self.requests = np.zeros(n_slots, dtype=np.int64)
-        self.slot_ids = np.full(n_slots, np.iinfo(np.int64).min, dtype=np.int64)
-        self.current: int | None = None  # absolute index of the newest slot
-
-    def slot_of(self, t: float) -> int:
-        return math.floor(t / self.width)
-
-    def advance(self, slot: int) -> int:
-        """Make `slot` the current slot (clearing rows it reuses); return its row."""
-        if self.current is None or slot > self.current:
-            first = slot - self.n_slots + 1 if self.current is None else max(self.current + 1, slot - self.n_slots + 1)
-            for s in range(first, slot + 1):
-                row = s % self.n_slots
-                self.blocks[row] = 0
-                self.tokens[row] = 0
-                self.counts[row] = 0
-                self.requests[row] = 0
-                self.slot_ids[row] = s
-            self.current = slot
-        return self.current % self.n_slots
-
-    def add(self, row: int, blocks: np.ndarray, tokens: np.ndarray, counts: np.ndarray, requests: int) -> None:
-        self.blocks[row] += blocks
-        self.tokens[row] += tokens
-        self.counts[row] += counts
-        self.requests[row] += requests
-
-    def rows_between(self, first_slot: int, last_slot: int) -> np.ndarray:
-        """Rows holding slots in [first_slot, last_slot]."""
-        return np.flatnonzero((self.slot_ids >= first_slot) & (self.slot_ids <= last_slot))
-
-    def span_seconds(self) -> float:
-        return self.width * self.n_slots
-
-
-@dataclass(frozen=True)
-class SlotSeries:
-    """Per-slot counters over the recent past, oldest first (missing slots are zeros)."""
-
-    width: float
-    end_slot: int
-    counts: np.ndarray  # (n, COUNTS_SIZE)
-    requests: np.ndarray
-    blocks: np.ndarray  # (n, n_buckets) grid histograms
-    tokens: np.ndarray
 
 
 class Analyzer:
@@ -417,54 +361,44 @@ class Analyzer:
         return self.fine if window <= self.fine.span_seconds() else self.coarse
 
     def _window_curve(self, window: float) -> HitRateCurve:
-        ring = self._ring_for(window)
-        n = max(1, math.ceil(window / ring.width))
-        rows = ring.rows_between(ring.current - n + 1, ring.current) if ring.current is not None else []
-        return self._grid_curve(ring.blocks[rows].sum(axis=0), ring.tokens[rows].sum(axis=0),
-                                ring.counts[rows].sum(axis=0), window)  # fmt: skip
+        return self._ring_for(window).window_curve(window, self.grid_capacities, self.horizon)
 
-    def _grid_curve(self, blocks, tokens, counts, window: float | None) -> HitRateCurve:
-        caps = self.grid_capacities
-        # the grid may repeat the horizon at its top; keep the first of equal capacities
-        keep = np.concatenate([[True], np.diff(caps) > 0])
-        cb = np.cumsum(blocks)[keep]
-        ct = np.cumsum(tokens)[keep]
-        return HitRateCurve(
-            capacities=caps[keep].copy(),
-            block_hits=cb,
-            token_hits=ct,
-            accesses=int(counts[K.C_ACCESSES]),
-            tokens=int(counts[K.C_TOKENS]),
-            horizon=self.horizon,
-            exact=False,
-            window_seconds=window,
-            beyond_horizon_blocks=int(counts[K.C_BEYOND]),
-            beyond_horizon_tokens=int(counts[K.C_BEYOND_TOKENS]),
-        )
+    # -- time slots, for views over time (trends, churn) --------------------
+    @property
+    def fine_slot_seconds(self) -> float:
+        return self.fine.width
+
+    @property
+    def fine_span_seconds(self) -> float:
+        """How far back the fine ring reaches."""
+        return self.fine.span_seconds()
+
+    @property
+    def coarse_slot_seconds(self) -> float:
+        return self.coarse.width
+
+    @property
+    def coarse_span_seconds(self) -> float:
+        return self.coarse.span_seconds()
 
     def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
         """Per-slot counters and grid histograms for the last `seconds`, oldest first."""
         ring = self.coarse if coarse else self.fine
-        n = min(ring.n_slots, max(1, math.ceil(seconds / ring.width)))
-        end = -1 if ring.current is None else ring.current
-        want = np.arange(end - n + 1, end + 1)
-        counts = np.zeros((n, K.COUNTS_SIZE), dtype=np.int64)
-        requests = np.zeros(n, dtype=np.int64)
-        blocks = np.zeros((n, ring.blocks.shape[1]), dtype=np.int64)
-        tokens = np.zeros_like(blocks)
-        if ring.current is not None:
-            rows = want % ring.n_slots
-            valid = ring.slot_ids[rows] == want
-            counts[valid] = ring.counts[rows[valid]]
-            requests[valid] = ring.requests[rows[valid]]
-            blocks[valid] = ring.blocks[rows[valid]]
-            tokens[valid] = ring.tokens[rows[valid]]
-        return SlotSeries(ring.width, end, counts, requests, blocks, tokens)
+        return ring.series(seconds, self.grid_capacities, self.horizon)
 
-    def curve_from_slots(self, series: SlotSeries, first: int, last: int) -> HitRateCurve:
-        """Grid curve over rows [first, last) of a SlotSeries."""
-        return self._grid_curve(series.blocks[first:last].sum(axis=0), series.tokens[first:last].sum(axis=0),
-                                series.counts[first:last].sum(axis=0), (last - first) * series.width)  # fmt: skip
+    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
+        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first.
+
+        Fewer than two windows fit in the rings: an empty list (no trend to show).
+        """
+        coarse = seconds > self.fine.span_seconds() / 2
+        ring = self.coarse if coarse else self.fine
+        per_window = max(1, round(seconds / ring.width))
+        points = min(points, ring.n_slots // per_window)
+        if points < 2:
+            return []
+        series = self.slot_series(per_window * points * ring.width, coarse=coarse)
+        return [series.curve(k * per_window, (k + 1) * per_window) for k in range(points)]
 
 
 def _reverse_within_requests(starts: np.ndarray, n: int) -> np.ndarray:

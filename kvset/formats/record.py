@@ -14,32 +14,84 @@ Mooncake assumes 512 tokens per block and live engines use their own (vLLM 16, S
   each block, so the trace still replays exactly.
 A reader replaying the lines in order, each request's hash_ids first to last, sees exactly
 the recorded access stream.
+
+What cannot be read back is not written as such: a timestamp that is not finite, or that lies
+outside what the reader accepts, is written as the previous request's time and counted in
+`clamped` (one absurd clock reading must not make every later request unreadable).
+
+A path is written atomically: to a hidden temporary file beside it, renamed over the target on
+close, so a half-written recording never replaces a good file and a symlink at the target is
+replaced, not followed. An existing target is refused unless overwrite=True.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import math
+import os
+import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
 import msgspec
 import numpy as np
 
+from kvset.formats.trace_lines import MAX_TIMESTAMP_SECONDS
 from kvset.types import AccessBatch
 
 
+class RecordTargetError(ValueError):
+    """A recording target that must not be written: its one line says why and what to do."""
+
+
+def check_record_target(target: str | Path, inputs: Iterable[str | Path] = (), overwrite: bool = False) -> Path:
+    """The path to record to, or RecordTargetError: not onto an input, not over a file unless asked,
+    not into a folder that does not exist."""
+    path = Path(target)
+    for given in inputs:
+        with contextlib.suppress(OSError):
+            if path.exists() and os.path.samefile(path, given):
+                raise RecordTargetError(f"refusing to record onto the input {given}: choose another file")
+    if path.is_dir():
+        raise RecordTargetError(f"{path} is a folder: give a file name to record to")
+    if not path.parent.is_dir():
+        raise RecordTargetError(f"cannot record to {path}: the folder {path.parent} does not exist")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise RecordTargetError(f"{path} exists: give --force to replace it, or choose another file")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 class TraceRecorder:
-    def __init__(self, out: str | Path | IO[bytes], block_tokens: int | None = None) -> None:
+    def __init__(
+        self, out: str | Path | IO[bytes], block_tokens: int | None = None, overwrite: bool = False
+    ) -> None:
         """out: a path (".gz" is gzip-compressed) or a binary file object; block_tokens: tokens per
-        block for batches that carry neither per-access tokens nor their own block_tokens."""
+        block for batches that carry neither per-access tokens nor their own block_tokens.
+        Raises RecordTargetError for a path that must not be written (see check_record_target)."""
+        self.path: Path | None = None
+        self._tmp: Path | None = None
         if isinstance(out, str | Path):
-            path = Path(out)
-            self._file: IO[bytes] = gzip.open(path, "wb") if path.suffix == ".gz" else open(path, "wb")  # noqa: SIM115
+            self.path = check_record_target(out, overwrite=overwrite)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
+            self._tmp = Path(tmp)
+            os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp makes it private; a trace is a plain file
+            raw = os.fdopen(fd, "wb")
+            self._file: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if self.path.suffix == ".gz" else raw
+            self._raw: IO[bytes] | None = raw if self.path.suffix == ".gz" else None
             self._owned = True
         else:
-            self._file, self._owned = out, False
+            self._file, self._raw, self._owned = out, None, False
         self.block_tokens = block_tokens
+        self.clamped = 0  # requests whose timestamp could not be written as given
         self.first_timestamp: float | None = None  # seconds, the time of the first recorded request
         self.requests = 0
         self.accesses = 0
@@ -83,9 +135,16 @@ class TraceRecorder:
         return len(lines)
 
     def _line(self, keys: np.ndarray, tokens: np.ndarray, ts: float, block_size: int | None) -> bytes:
-        if self.first_timestamp is None:
+        if not (math.isfinite(ts) and abs(ts) <= MAX_TIMESTAMP_SECONDS):
+            ts = math.nan
+        if self.first_timestamp is None and not math.isnan(ts):
             self.first_timestamp = ts
-        ms = max(self._last_ms, int(round((ts - self.first_timestamp) * 1000)))
+        offset = ts - self.first_timestamp if self.first_timestamp is not None else math.nan
+        if math.isnan(offset) or abs(offset) > MAX_TIMESTAMP_SECONDS:
+            # unreadable as written: keep the previous request's time
+            self.clamped += 1
+            offset = self._last_ms / 1000
+        ms = max(self._last_ms, int(round(offset * 1000)))
         self._last_ms = ms
         largest = int(tokens.max())
         size = block_size if block_size and block_size >= largest else largest
@@ -108,10 +167,17 @@ class TraceRecorder:
         self._file.flush()
 
     def close(self) -> None:
-        if self._owned:
-            self._file.close()
-        else:
+        """Finish the file: a path is renamed into place only now."""
+        if not self._owned:
             self._file.flush()
+            return
+        if self._file.closed:
+            return
+        self._file.close()
+        if self._raw is not None:
+            self._raw.close()
+        if self._tmp is not None and self.path is not None:
+            os.replace(self._tmp, self.path)
 
     def __enter__(self) -> TraceRecorder:
         return self

@@ -43,17 +43,22 @@ def _time_out_of_range(timestamp: float | None, units_per_second: float) -> bool
     )
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+# Token counts the arrays can hold (int32 per access); a request of 2^31 tokens is garbage anyway.
+MAX_TOKENS = (1 << 31) - 1
+TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
+# vLLM and SGLang blocks are at most a few thousand tokens; a line claiming more is garbage.
+MAX_BLOCK_SIZE = 1 << 20
 
 
 class _HashRequest(msgspec.Struct):
     """A mooncake or bailian line; other fields (output_length, chat_id, type, turn...) are not needed."""
 
-    input_length: NonNegative
+    input_length: TokenCount
     hash_ids: list[NonNegative]
     timestamp: float | None = None
     # Written by `kvset record` (live engines use their own block size, not Mooncake's 512):
-    block_size: Annotated[int, msgspec.Meta(gt=0)] | None = None
-    block_tokens: list[NonNegative] | None = None  # tokens of each block, when not the regular split
+    block_size: Annotated[int, msgspec.Meta(gt=0, le=MAX_BLOCK_SIZE)] | None = None
+    block_tokens: list[TokenCount] | None = None  # tokens of each block, when not the regular split
 
 
 class _TokenRequest(msgspec.Struct):
@@ -110,12 +115,15 @@ class ParsedRequests(RequestArrays):
     request_starts: np.ndarray  # int64 index into keys where each request starts
     request_timestamps: np.ndarray  # float64 seconds; NaN where the line had no timestamp
     request_lines: np.ndarray  # int64, 1-based line number of each request
+    # int64 input_length of each request as written (token traces: tokens); -1 where the line gave
+    # its blocks' tokens explicitly (block_tokens, or its own block_size), so no block size is implied
+    request_input_lengths: np.ndarray
 
     @staticmethod
     def empty() -> ParsedRequests:
         return ParsedRequests(
             np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.int64),
-            np.empty(0, np.float64), np.empty(0, np.int64),
+            np.empty(0, np.float64), np.empty(0, np.int64), np.empty(0, np.int64),
         )  # fmt: skip
 
     @staticmethod
@@ -132,7 +140,37 @@ class ParsedRequests(RequestArrays):
             request_starts=np.concatenate([p.request_starts + off for p, off in zip(parts, offsets, strict=True)]),
             request_timestamps=np.concatenate([p.request_timestamps for p in parts]),
             request_lines=np.concatenate([p.request_lines for p in parts]),
+            request_input_lengths=np.concatenate([p.request_input_lengths for p in parts]),
         )
+
+    def reordered(self, order: np.ndarray) -> ParsedRequests:
+        """The same requests in `order`; keys and tokens move with their request."""
+        lengths = self.request_lengths()[order]
+        new_starts = np.zeros(len(order), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=new_starts[1:])
+        # Access i of the new layout comes from old position i - (new start - old start) of its request.
+        source = np.arange(self.accesses, dtype=np.int64) + np.repeat(self.request_starts[order] - new_starts, lengths)
+        return ParsedRequests(
+            keys=self.keys[source],
+            tokens=self.tokens[source],
+            request_starts=new_starts,
+            request_timestamps=self.request_timestamps[order],
+            request_lines=self.request_lines[order],
+            request_input_lengths=self.request_input_lengths[order],
+        )
+
+
+def split_tokens(input_lengths: np.ndarray, counts: np.ndarray, block: np.ndarray | int) -> np.ndarray:
+    """Tokens each access covers: access j of a request covers the tokens of input_length that fall
+    in block j; all but the last are full, the last may be partial, the sum is
+    min(input_length, n * block). int32, one per access."""
+    starts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    total = int(counts.sum())
+    position = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+    per_block = np.repeat(np.asarray(block, dtype=np.int64), counts) if np.ndim(block) else np.int64(block)
+    remaining = np.repeat(np.asarray(input_lengths, dtype=np.int64), counts) - position * per_block
+    return np.clip(remaining, 0, per_block).astype(np.int32)
 
 
 def _classify(error: msgspec.DecodeError) -> tuple[str, str]:
@@ -148,7 +186,7 @@ def _classify(error: msgspec.DecodeError) -> tuple[str, str]:
         return "not a JSON object", message
     if ">= 0" in message:
         return f"negative {field or 'value'}", message
-    if message.startswith("Number out of range"):
+    if message.startswith("Number out of range") or "` <= " in message or "` < " in message:
         return f"number out of range ({field})", message
     return f"wrong type ({field})" if field else "wrong type", message
 
@@ -282,6 +320,7 @@ class TraceLineParser:
         linenos: list[int] = []
         line_blocks: list[int] = []  # tokens per block of each request (a line may carry its own)
         explicit: dict[int, list[int]] = {}  # request index -> tokens of each block, as written
+        implied: list[int] = []  # input_length where the line leaves the block size to us, else -1
         nan = math.nan
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
@@ -314,20 +353,16 @@ class TraceLineParser:
             line_blocks.append(b)
             id_lists.append(ids)
             input_lengths.append(req.input_length)
+            implied.append(req.input_length if req.block_size is None and req.block_tokens is None else -1)
             stamps.append(nan if req.timestamp is None else req.timestamp)
             linenos.append(lineno)
-        keys = self._hash_ids_to_keys(id_lists, input_lengths, stamps, linenos, line_blocks, explicit)
+        keys = self._hash_ids_to_keys(id_lists, input_lengths, stamps, linenos, line_blocks, implied, explicit)
         if not id_lists:
             return ParsedRequests.empty()
         counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
         starts = np.zeros(len(counts), dtype=np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
-        # Access j of a request covers the tokens of input_length that fall in block j: all but
-        # the last are full, the last may be partial; the sum is min(input_length, n * block).
-        position = np.arange(len(keys), dtype=np.int64) - np.repeat(starts, counts)
-        per_block = np.repeat(np.asarray(line_blocks, dtype=np.int64), counts)
-        remaining = np.repeat(np.asarray(input_lengths, dtype=np.int64), counts) - position * per_block
-        tokens = np.clip(remaining, 0, per_block).astype(np.int32)
+        tokens = split_tokens(np.asarray(input_lengths, dtype=np.int64), counts, np.asarray(line_blocks))
         for i, given in explicit.items():
             tokens[starts[i] : starts[i] + counts[i]] = given
         return ParsedRequests(
@@ -336,6 +371,7 @@ class TraceLineParser:
             request_starts=starts,
             request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND[self.format or "mooncake"],
             request_lines=np.asarray(linenos, dtype=np.int64),
+            request_input_lengths=np.asarray(implied, dtype=np.int64),
         )
 
     def _hash_ids_to_keys(
@@ -345,6 +381,7 @@ class TraceLineParser:
         stamps: list[float],
         linenos: list[int],
         line_blocks: list[int],
+        implied: list[int],
         explicit: dict[int, list[int]],
     ) -> np.ndarray:
         """All ids of the chunk as uint64; requests with an id above 2^64-1 are rejected (lists edited)."""
@@ -357,7 +394,7 @@ class TraceLineParser:
         for i in too_big:
             self._reject("hash id above 2^64-1", linenos[i], "a hash id does not fit in 64 bits")
         for i in reversed(too_big):
-            for column in (id_lists, input_lengths, stamps, linenos, line_blocks):
+            for column in (id_lists, input_lengths, stamps, linenos, line_blocks, implied):
                 del column[i]
         if explicit:  # renumber the explicit token lists past the dropped requests
             kept = [i for i in range(len(id_lists) + len(too_big)) if i not in set(too_big)]
@@ -374,6 +411,7 @@ class TraceLineParser:
         key_arrays: list[np.ndarray] = []
         stamps: list[float] = []
         linenos: list[int] = []
+        lengths: list[int] = []
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
                 req = _TOKEN_DECODER.decode(line)
@@ -404,6 +442,7 @@ class TraceLineParser:
             key_arrays.append(keys)
             stamps.append(math.nan if req.timestamp is None else req.timestamp)
             linenos.append(lineno)
+            lengths.append(len(token_ids))
         if not key_arrays:
             return ParsedRequests.empty()
         counts = np.fromiter(map(len, key_arrays), dtype=np.int64, count=len(key_arrays))
@@ -416,4 +455,5 @@ class TraceLineParser:
             request_starts=starts,
             request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND["tokens"],
             request_lines=np.asarray(linenos, dtype=np.int64),
+            request_input_lengths=np.asarray(lengths, dtype=np.int64),
         )

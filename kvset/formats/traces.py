@@ -8,14 +8,22 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
+from kvset.formats.block_size import check_block_size
 from kvset.formats.byte_input import TraceError, open_trace_input
-from kvset.formats.trace_lines import FORMATS, ParsedRequests, RequestArrays, TraceLineParser, detect_format
+from kvset.formats.trace_lines import (
+    FORMATS,
+    ParsedRequests,
+    RequestArrays,
+    TraceLineParser,
+    detect_format,
+    split_tokens,
+)
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch
 
@@ -120,19 +128,7 @@ def _sort_by_time(parsed: ParsedRequests, stamps: np.ndarray) -> tuple[ParsedReq
     if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):
         return parsed, stamps, False
     order = np.argsort(stamps, kind="stable")
-    lengths = parsed.request_lengths()[order]
-    new_starts = np.zeros(len(order), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=new_starts[1:])
-    # Access i of the new layout comes from old position i - (new start - old start) of its request.
-    source = np.arange(parsed.accesses, dtype=np.int64) + np.repeat(parsed.request_starts[order] - new_starts, lengths)
-    sorted_parsed = ParsedRequests(
-        keys=parsed.keys[source],
-        tokens=parsed.tokens[source],
-        request_starts=new_starts,
-        request_timestamps=stamps[order],
-        request_lines=parsed.request_lines[order],
-    )
-    return sorted_parsed, stamps[order], True
+    return parsed.reordered(order), stamps[order], True
 
 
 def read_trace(
@@ -170,7 +166,10 @@ def read_trace(
     notes = list(parser.notes)
     if format is not None:
         notes.insert(0, f"format {format} (given)")
-    notes.append(f"{parser.block_tokens} tokens per block")
+    block_tokens, warnings = parser.block_tokens, parser.warnings
+    if parser.format != "tokens":
+        parsed, block_tokens, warnings = _settle_block_size(parsed, parser, block_size is not None, notes)
+    notes.append(f"{block_tokens} tokens per block")
     stamps = parsed.request_timestamps.copy()
     filled = _fill_missing_times(stamps)
     if filled:
@@ -178,12 +177,12 @@ def read_trace(
     parsed, stamps, reordered = _sort_by_time(parsed, stamps)
     if reordered:
         notes.append("requests were not in timestamp order; sorted by timestamp (stable)")
-    for warning in parser.warnings.summary():
+    for warning in warnings.summary():
         first = "; ".join(warning.examples[:3])
         notes.append(f"{warning.count} requests: {warning.reason} ({first})")
     return Trace(
         format=parser.format,
-        block_tokens=parser.block_tokens,
+        block_tokens=block_tokens,
         keys=parsed.keys,
         tokens=parsed.tokens,
         request_starts=parsed.request_starts,
@@ -191,7 +190,44 @@ def read_trace(
         lines=lines,
         rejects=parser.rejects,
         notes=notes,
-        warnings=parser.warnings,
+        warnings=warnings,
         request_lines=parsed.request_lines,
         parse_seconds=time.perf_counter() - started,
     )
+
+
+def _settle_block_size(
+    parsed: ParsedRequests, parser: TraceLineParser, given: bool, notes: list[str]
+) -> tuple[ParsedRequests, int, RejectCounter]:
+    """Check the block size against the lines; take the one they keep when the default is wrong.
+
+    A block size the user gave that the lines break is refused with the fix: a silent wrong
+    token hit rate is worse than no answer.
+    """
+    block = parser.block_tokens
+    assert block is not None
+    check = check_block_size(parsed.request_input_lengths, parsed.request_lengths(), block)
+    if not check.wrong:
+        return parsed, block, parser.warnings
+    if not check.better_known:
+        notes.append(f"block size doubtful: {check.describe()}; check --block-size")
+        return parsed, block, parser.warnings
+    if given:
+        raise TraceError(f"--block-size {block} does not fit this trace: {check.describe()}: "
+                         f"give --block-size {check.best}")  # fmt: skip
+    best = check.best
+    implied = parsed.request_input_lengths >= 0
+    counts = parsed.request_lengths()
+    tokens = parsed.tokens.copy()
+    redone = split_tokens(np.maximum(parsed.request_input_lengths, 0), counts, best)
+    in_implied = np.repeat(implied, counts)
+    tokens[in_implied] = redone[in_implied]
+    notes.append(f"block size inferred from the lines: {check.describe()}; read with {best} "
+                 f"(give --block-size to override)")  # fmt: skip
+    warnings = RejectCounter()
+    lengths = parsed.request_input_lengths
+    broken = np.flatnonzero(implied & (-(-lengths // best) != counts))
+    for i in broken:
+        warnings.reject(f"hash_ids count is not ceil(input_length / {best}); request kept",
+                        f"line {parsed.request_lines[i]}: {counts[i]} hash_ids for input_length {lengths[i]}")  # fmt: skip
+    return replace(parsed, tokens=tokens), best, warnings

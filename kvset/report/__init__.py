@@ -5,10 +5,9 @@ tables: curve and working-set rows and their plain-text tables; as_text: the two
 as_json: the two JSON objects; caveats: the caveats every report carries.
 """
 
-from kvset.report.as_json import analysis_json, snapshot_json
+from kvset.report.as_json import analysis_json, operating_point_json, snapshot_json
 from kvset.report.as_text import analysis_text, snapshot_text
 from kvset.report.caveats import CAVEATS, WINDOWED_CURVES, Caveat
-from kvset.report.operating_point import operating_point
 
 __all__ = [
     "CAVEATS",
@@ -16,7 +15,7 @@ __all__ = [
     "Caveat",
     "analysis_json",
     "analysis_text",
-    "operating_point",
+    "operating_point_json",
     "snapshot_json",
     "snapshot_text",
 ]

@@ -8,7 +8,6 @@ from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
-from kvset.report.operating_point import operating_point
 from kvset.report.tables import curve_rows, working_set_rows
 
 
@@ -75,6 +74,26 @@ def analysis_json(
         out["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from, "summary": reserve.summary()}
         out["hybrid_reserve_bytes"] = reserve.total_bytes
     return out
+
+
+def operating_point_json(snapshot, window: str = "all") -> dict | None:
+    """The snapshot's operating point as JSON: the engine's capacity and measured hit rate beside the
+    curve's prediction at that capacity, in `window`."""
+    op = snapshot.operating_point
+    if op is None:
+        return None
+    return {
+        "capacity_blocks": op.capacity_blocks,
+        "capacity_tokens": op.capacity_tokens,
+        "measured_token_hit_rate": op.measured_token_hit_rate,
+        "measured_over_seconds": op.measured_over_seconds,
+        "predicted_token_hit_rate": op.predicted(window),
+        "predicted_window": window,
+        "difference": op.difference(window),
+        "curve_scope": op.curve_scope,
+        "stale": op.stale,
+        "label": op.label,
+    }
 
 
 def snapshot_json(snapshot, points: int = 32) -> dict:
@@ -149,7 +168,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         },
         "reserve": None,
         "engine": None,
-        "operating_point": operating_point(s),
+        "operating_point": operating_point_json(s),
         "engine_history": [
             {"at": r.at, "token_hit_rate": r.token_hit_rate, "kv_usage": r.kv_usage, "label": r.label, "stale": r.stale}
             for r in s.engine_history

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kvset.quantities import duration, points, target_label
 from kvset.report.caveats import caveat_lines
-from kvset.report.operating_point import operating_point
 from kvset.report.tables import NOT_KNOWN, curve_rows, curve_table, gib_cell, percent_cell, working_set_table
 from kvset.snapshot import MISSES_ONLY
 
@@ -121,12 +120,12 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                       f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
                       f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
                       f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
-    op = operating_point(s, window)
+    op = s.operating_point
     if op is not None:
-        measured = percent_cell(op["measured_token_hit_rate"]) if op["measured_token_hit_rate"] is not None else "not reported"
-        lines.append(f"engine operating point ({op['label'] or 'engine'}): {op['capacity_blocks']:,} blocks, "
-                     f"measured token hit rate {measured}, predicted {percent_cell(op['predicted_token_hit_rate'])}"
-                     + (" (stale)" if op["stale"] else ""))  # fmt: skip
+        measured = percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
+        lines.append(f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, "
+                     f"measured token hit rate {measured}, predicted {percent_cell(op.predicted(window))}"
+                     + (" (stale)" if op.stale else ""))  # fmt: skip
     if s.reserve is not None:
         r = s.reserve
         ws = gib_cell(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"

@@ -3,7 +3,8 @@
 `FileTailer.read()` returns complete lines (bytes, without the newline) with their line numbers and
 the file events seen on the way: rotation (the path now names another file, e.g. after
 `mv log log.1` and a fresh `log`), truncation (copytruncate: the size shrank below our position,
-so reading restarts at 0), a file that appears after we started, and a file that vanished. Each
+or the bytes just before our position changed because the file was truncated and rewritten
+faster than we poll; reading restarts at 0), a file that appears after we started, and a file that vanished. Each
 event can be turned into a `TimelineEvent` with `to_timeline()`.
 
 A trailing line without a newline is held until its newline arrives (a writer may be mid-line),
@@ -29,6 +30,9 @@ from kvset.types import TimelineEvent
 
 DEFAULT_MAX_BYTES = 4 << 20
 DEFAULT_MAX_LINE_BYTES = 64 << 20
+# Bytes just before the read position compared on each poll: a file truncated and written past
+# our position between two polls keeps its size but not its content.
+REWRITE_CHECK_BYTES = 64
 # What a damaged gzip stream raises (BadGzipFile is an OSError, as are plain read failures).
 READ_ERRORS = (OSError, EOFError, zlib.error)
 
@@ -96,6 +100,7 @@ class FileTailer:
         self._pos = 0  # bytes consumed from the current file (uncompressed for .gz)
         self._line_no = 0  # complete lines handed out from the current file
         self._partial = bytearray()
+        self._last_bytes = b""  # the last bytes consumed, ending at _pos (the rewrite check)
         self._dropping = False  # inside an over-long line: discard until its newline
         self._finished = False
         self._ever_opened = False
@@ -173,6 +178,7 @@ class FileTailer:
         self._pos = 0
         self._line_no = 0
         self._partial.clear()
+        self._last_bytes = b""
         self._dropping = False
         if self.from_end and not self._ever_opened and not self.gzip:
             # Like `tail -f`: only what is written from now on; line numbers count from here.
@@ -210,6 +216,7 @@ class FileTailer:
             return out
 
         try:
+            self._check_rewritten()
             data = self._fh.read(self.max_bytes)
             if data:
                 self._consume(data, out)
@@ -295,23 +302,41 @@ class FileTailer:
                 self._missing_reported = True  # gone again already: report it when it appears
             return
         self._missing_reported = False
+
+    def _check_rewritten(self) -> None:
+        """Before each read: the file shrank below our position (copytruncate), or the bytes before
+        our position are not what we read there (truncated and rewritten between two polls)."""
+        assert self._fh is not None
         size = os.fstat(self._fh.fileno()).st_size
         if size < self._pos:
-            lost = len(self._partial)
-            self._fh.seek(0)
-            self.truncations += 1
-            self._event(
-                "log-truncated",
-                f"{self.path} was truncated (size {size} < read position {self._pos}); reading from 0"
-                + (f", dropped a {lost}-byte unfinished line" if lost else ""),
-            )
-            self._pos = 0
-            self._line_no = 0
-            self._partial.clear()
-            self._dropping = False
+            self._restart(f"was truncated (size {size} < read position {self._pos})")
+            return
+        if not self._last_bytes:
+            return
+        n = len(self._last_bytes)
+        if os.pread(self._fh.fileno(), n, self._pos - n) != self._last_bytes:
+            self._restart(f"was truncated and rewritten (the {n} bytes before read position {self._pos} changed)")
+
+    def _restart(self, why: str) -> None:
+        """Read the same file again from its start, and say so."""
+        assert self._fh is not None
+        lost = len(self._partial)
+        self._fh.seek(0)
+        self.truncations += 1
+        self._event(
+            "log-truncated",
+            f"{self.path} {why}; reading from 0" + (f", dropped a {lost}-byte unfinished line" if lost else ""),
+        )
+        self._pos = 0
+        self._line_no = 0
+        self._partial.clear()
+        self._last_bytes = b""
+        self._dropping = False
 
     def _consume(self, data: bytes, out: TailRead) -> None:
         self._pos += len(data)
+        if not self.gzip:
+            self._last_bytes = (self._last_bytes + data[-REWRITE_CHECK_BYTES:])[-REWRITE_CHECK_BYTES:]
         self.bytes_total += len(data)
         out.bytes_read += len(data)
         start = 0

@@ -106,6 +106,35 @@ class Reserve:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """The engine's own capacity and measured hit rate beside what the curve predicts there."""
+
+    capacity_blocks: int  # the engine's pool in the analyzed stream's blocks
+    capacity_tokens: int | None
+    measured_token_hit_rate: float | None  # what the engine says
+    measured_over_seconds: float | None  # the period the engine measured it over
+    # the curve's token hit rate at the pool, by window label ("all" exact, others on the grid)
+    predicted_by_window: dict[str, float | None]
+    curve_scope: str  # a curve of the engine's misses alone predicts nothing about its hit rate
+    stale: bool
+    label: str
+
+    @property
+    def comparable(self) -> bool:
+        return self.curve_scope != MISSES_ONLY
+
+    def predicted(self, window: str = "all") -> float | None:
+        return self.predicted_by_window.get(window)
+
+    def difference(self, window: str = "all") -> float | None:
+        """Measured minus predicted, in hit-rate units (None where either is missing or not comparable)."""
+        predicted = self.predicted(window)
+        if not self.comparable or self.measured_token_hit_rate is None or predicted is None:
+            return None
+        return self.measured_token_hit_rate - predicted
+
+
+@dataclass(frozen=True)
 class Totals:
     accesses: int
     tokens: int
@@ -144,6 +173,11 @@ class Snapshot:
     # what the curve is the curve of: ALL_ACCESSES, or MISSES_ONLY while an engine's KV events show
     # only its newly stored blocks (then it is not comparable with the engine's own hit rate)
     curve_scope: str = ALL_ACCESSES
+    # the engine's pool in the analyzed stream's blocks (None: no engine, or it reports no capacity)
+    engine_capacity_blocks: int | None = None
+    operating_point: OperatingPoint | None = None
+    main_mode: str = "coverage"  # the main target is the first target of this mode
+    main_target: float | None = None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]

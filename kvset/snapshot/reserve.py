@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import DEFAULT_BLOCK_SIZE, ModelGeometry
 from kvset.geometry.reserve import HybridReserve, hybrid_reserve
-from kvset.snapshot import Reserve
+from kvset.snapshot.model import Reserve
 
 CONCURRENCY_SOURCES = ("measured", "given", "none")
 

@@ -12,25 +12,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core import kernel as K
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
-from kvset.geometry.snapshot_reserve import snapshot_reserve
-from kvset.snapshot import (
+from kvset.snapshot.model import (
     ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,
     DEFAULT_COVERAGE_TARGETS,
     MISSES_ONLY,
     WINDOWS,
     ChurnSeries,
+    OperatingPoint,
     Reserve,
     Snapshot,
     Thrashing,
     Totals,
     WorkingSetRow,
 )
+from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 TREND_POINTS = 6
@@ -80,20 +80,22 @@ class SnapshotBuilder:
         curves: dict[str, HitRateCurve] = {}
         for label, seconds in WINDOWS:
             curves[label] = analyzer.curve(window=seconds)
-        capacity, capacity_source = self._capacity(engine, curves["all"], bt)
+        pool = engine.capacity_in_blocks(bt) if engine is not None else None
+        capacity, capacity_source = self._capacity(pool, curves["all"])
         self._sample_all_time(curves["all"], analyzer)
         rows = []
         for label, seconds in WINDOWS:
             for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets)):
                 trends = self._trends(analyzer, label, seconds, targets, mode)
                 for t, trend in zip(targets, trends, strict=True):
-                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, engine, trend))
+                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, trend))
         thrashing = {}
         if capacity:
             for label, _ in WINDOWS:
                 thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
         churn = self._churn(analyzer, capacity)
-        reserve = self._reserve(curves["all"], bt, engine)
+        reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
+        curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
         totals = Totals(
             accesses=analyzer.accesses,
             tokens=analyzer.tokens,
@@ -126,7 +128,11 @@ class SnapshotBuilder:
             model=cfg.geometry.name if cfg.geometry else None,
             targets={"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets},
             engine_history=engine_history,
-            curve_scope=MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES,
+            curve_scope=curve_scope,
+            engine_capacity_blocks=pool,
+            operating_point=operating_point(engine, pool, bt, curves, curve_scope),
+            main_mode=cfg.main_mode,
+            main_target=cfg.main_target,
         )
 
     # -- parts ---------------------------------------------------------------
@@ -136,9 +142,9 @@ class SnapshotBuilder:
             return None
         return g.full_attention_bytes_per_token(self.config.kv_dtype) * block_tokens
 
-    def _capacity(self, engine: EngineReading | None, curve: HitRateCurve, block_tokens: int | None
-                  ) -> tuple[int | None, str]:  # fmt: skip
-        pool = engine.capacity_in_blocks(block_tokens) if engine is not None else None
+    def _capacity(self, pool: int | None, curve: HitRateCurve) -> tuple[int | None, str]:
+        """The capacity the thrashing and churn panels judge: the engine's, a chosen one, or the main
+        working set."""
         if pool:
             return pool, "engine"
         if self.config.capacity_blocks:
@@ -146,11 +152,10 @@ class SnapshotBuilder:
         ws = curve.working_set(self.config.main_target, mode=self.config.main_mode)
         return (ws, "working-set") if ws else (None, "none")
 
-    def _row(self, curve, window, target, mode, bt, bytes_per_block, engine, trend) -> WorkingSetRow:
+    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, trend) -> WorkingSetRow:
         ws = curve.working_set(target, mode=mode)
         tokens = ws * bt if ws is not None and bt else None
         fits = None
-        pool = engine.capacity_in_blocks(bt) if engine is not None else None
         if ws is not None and pool:
             fits = ws <= pool
         return WorkingSetRow(
@@ -170,7 +175,7 @@ class SnapshotBuilder:
         t = analyzer.last_time_at
         if t is None:
             return
-        step = analyzer.coarse.width
+        step = analyzer.coarse_slot_seconds
         if self._history_sampled_at is None or t - self._history_sampled_at >= step:
             cfg = self.config
             sample = {
@@ -185,61 +190,45 @@ class SnapshotBuilder:
         """Working set per target over the last consecutive windows of this length, oldest first."""
         if seconds is None:
             return [[h.get((mode, t)) for h in self._all_time_history] for t in targets]
-        coarse = seconds > analyzer.fine.span_seconds() / 2
-        ring = analyzer.coarse if coarse else analyzer.fine
-        per_window = max(1, round(seconds / ring.width))
-        points = min(TREND_POINTS, ring.n_slots // per_window)
-        if points < 2:
-            return [[] for _ in targets]
-        series = analyzer.slot_series(per_window * points * ring.width, coarse=coarse)
-        out: list[list] = [[] for _ in targets]
-        for k in range(points):
-            c = analyzer.curve_from_slots(series, k * per_window, (k + 1) * per_window)
-            for i, t in enumerate(targets):
-                out[i].append(c.working_set(t, mode=mode) if c.accesses else None)
-        return out
+        curves = analyzer.consecutive_window_curves(seconds, TREND_POINTS)
+        return [[c.working_set(t, mode=mode) if c.accesses else None for c in curves] for t in targets]
 
     def _churn(self, analyzer: Analyzer, capacity: int | None) -> ChurnSeries:
-        fine = analyzer.slot_series(min(CHURN_SECONDS, analyzer.fine.span_seconds()))
+        fine = analyzer.slot_series(min(CHURN_SECONDS, analyzer.fine_span_seconds))
         w = fine.width
-        acc = fine.counts[:, K.C_ACCESSES]
+        acc = fine.accesses
         if capacity:
-            caps = analyzer.grid_capacities
-            upto = int(np.searchsorted(caps, capacity, side="right"))  # buckets at or below the capacity
-            hits = fine.blocks[:, :upto].sum(axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
-                hit_rate = np.where(acc > 0, hits / np.maximum(acc, 1), np.nan)
+                hit_rate = np.where(acc > 0, fine.block_hits_at(capacity) / np.maximum(acc, 1), np.nan)
         else:
             hit_rate = np.full(len(acc), np.nan)
-        coarse = analyzer.slot_series(analyzer.coarse.span_seconds(), coarse=True)
-        ws_main = np.full(len(coarse.counts), np.nan)
+        coarse = analyzer.slot_series(analyzer.coarse_span_seconds, coarse=True)
+        ws_main = np.full(len(coarse), np.nan)
         cfg = self.config
-        for k in range(len(coarse.counts)):
-            if coarse.counts[k, K.C_ACCESSES]:
-                c = analyzer.curve_from_slots(coarse, k, k + 1)
-                ws = c.working_set(cfg.main_target, mode=cfg.main_mode)
-                ws_main[k] = np.nan if ws is None else ws
-        end_time = (fine.end_slot + 1) * w
+        for k in np.flatnonzero(coarse.accesses):
+            ws = coarse.curve(k, k + 1).working_set(cfg.main_target, mode=cfg.main_mode)
+            ws_main[k] = np.nan if ws is None else ws
         return ChurnSeries(
             slot_seconds=w,
-            end_time=end_time,
+            end_time=fine.end_time,
             accesses=acc / w,
-            first_time=fine.counts[:, K.C_FIRST_TIME] / w,
-            rereferences=fine.counts[:, K.C_HITS] / w,
-            beyond_horizon=fine.counts[:, K.C_BEYOND] / w,
+            first_time=fine.first_time / w,
+            rereferences=fine.rereferences / w,
+            beyond_horizon=fine.beyond_horizon / w,
             hit_rate_at_capacity=hit_rate,
             capacity_blocks=capacity,
             working_set_main=ws_main,
             working_set_step_seconds=coarse.width,
         )
 
-    def _reserve(self, curve: HitRateCurve, bt: int | None, engine: EngineReading | None) -> Reserve | None:
+    def _reserve(self, curve: HitRateCurve, bt: int | None, pool: int | None, running: int | None
+                 ) -> Reserve | None:  # fmt: skip
         cfg = self.config
         g = cfg.geometry
         if g is None:
             return None
-        if engine is not None and engine.running_requests is not None:
-            concurrency, source = engine.running_requests, "measured"
+        if running is not None:
+            concurrency, source = running, "measured"
         elif cfg.concurrency is not None:
             concurrency, source = cfg.concurrency, "given"
         else:
@@ -248,7 +237,6 @@ class SnapshotBuilder:
         if context is None:
             context = g.max_position_embeddings or g.sliding_window or 0
         ws = curve.working_set(cfg.main_target, mode=cfg.main_mode)
-        pool = engine.capacity_in_blocks(bt) if engine is not None else None
         pool_bytes = pool * bt * g.full_attention_bytes_per_token(cfg.kv_dtype) if pool and bt else None
         reserve, _ = snapshot_reserve(
             g,
@@ -275,4 +263,28 @@ def thrashing_at(curve: HitRateCurve, capacity: int, source: str, window: str) -
         gain_10pct=curve.hit_rate(math.ceil(capacity * 1.10)) - hr,
         gain_25pct=curve.hit_rate(math.ceil(capacity * 1.25)) - hr,
         near_miss_share=curve.miss_share_between(capacity, math.ceil(capacity * 1.25)),
+    )
+
+
+def operating_point(
+    engine: EngineReading | None,
+    pool: int | None,
+    block_tokens: int | None,
+    curves: dict[str, HitRateCurve],
+    curve_scope: str,
+) -> OperatingPoint | None:
+    """The engine's capacity and measured hit rate beside the curve's token hit rate at that capacity."""
+    if engine is None or not pool:
+        return None
+    return OperatingPoint(
+        capacity_blocks=pool,
+        capacity_tokens=engine.capacity_tokens or (pool * block_tokens if block_tokens else None),
+        measured_token_hit_rate=engine.token_hit_rate,
+        measured_over_seconds=engine.hit_rate_window_s,
+        predicted_by_window={
+            label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()
+        },
+        curve_scope=curve_scope,
+        stale=engine.stale,
+        label=engine.label,
     )

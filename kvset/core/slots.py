@@ -1,0 +1,154 @@
+"""Time slots: per-slot histograms and counters behind the windowed curves and the churn series.
+
+The analyzer keeps two rings of slots (fine: 1 s for the last minutes; coarse: 60 s for the last
+hours). A slot holds a stack-distance histogram on the kernel's log grid of capacities (about 3 %
+steps) plus the kernel's counters, so any run of consecutive slots sums to a grid curve.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvset.core import kernel as K
+from kvset.core.curve import HitRateCurve
+
+
+class SlotRing:
+    """Histograms and counters per time slot, for the last `n_slots` slots of `width` seconds."""
+
+    def __init__(self, width: float, n_slots: int, n_buckets: int) -> None:
+        self.width = float(width)
+        self.n_slots = int(n_slots)
+        self.blocks = np.zeros((n_slots, n_buckets), dtype=np.int64)
+        self.tokens = np.zeros((n_slots, n_buckets), dtype=np.int64)
+        self.counts = np.zeros((n_slots, K.COUNTS_SIZE), dtype=np.int64)
+        self.requests = np.zeros(n_slots, dtype=np.int64)
+        self.slot_ids = np.full(n_slots, np.iinfo(np.int64).min, dtype=np.int64)
+        self.current: int | None = None  # absolute index of the newest slot
+
+    def slot_of(self, t: float) -> int:
+        return math.floor(t / self.width)
+
+    def advance(self, slot: int) -> int:
+        """Make `slot` the current slot (clearing rows it reuses); return its row."""
+        if self.current is None or slot > self.current:
+            first = slot - self.n_slots + 1 if self.current is None else max(self.current + 1, slot - self.n_slots + 1)
+            for s in range(first, slot + 1):
+                row = s % self.n_slots
+                self.blocks[row] = 0
+                self.tokens[row] = 0
+                self.counts[row] = 0
+                self.requests[row] = 0
+                self.slot_ids[row] = s
+            self.current = slot
+        return self.current % self.n_slots
+
+    def add(self, row: int, blocks: np.ndarray, tokens: np.ndarray, counts: np.ndarray, requests: int) -> None:
+        self.blocks[row] += blocks
+        self.tokens[row] += tokens
+        self.counts[row] += counts
+        self.requests[row] += requests
+
+    def rows_between(self, first_slot: int, last_slot: int) -> np.ndarray:
+        """Rows holding slots in [first_slot, last_slot]."""
+        return np.flatnonzero((self.slot_ids >= first_slot) & (self.slot_ids <= last_slot))
+
+    def span_seconds(self) -> float:
+        return self.width * self.n_slots
+
+    def series(self, seconds: float, grid: np.ndarray, horizon: int) -> SlotSeries:
+        """The last `seconds` of slots, oldest first; slots that saw nothing are zeros."""
+        n = min(self.n_slots, max(1, math.ceil(seconds / self.width)))
+        end = -1 if self.current is None else self.current
+        want = np.arange(end - n + 1, end + 1)
+        counts = np.zeros((n, K.COUNTS_SIZE), dtype=np.int64)
+        requests = np.zeros(n, dtype=np.int64)
+        blocks = np.zeros((n, self.blocks.shape[1]), dtype=np.int64)
+        tokens = np.zeros_like(blocks)
+        if self.current is not None:
+            rows = want % self.n_slots
+            valid = self.slot_ids[rows] == want
+            counts[valid] = self.counts[rows[valid]]
+            requests[valid] = self.requests[rows[valid]]
+            blocks[valid] = self.blocks[rows[valid]]
+            tokens[valid] = self.tokens[rows[valid]]
+        return SlotSeries(self.width, end, counts, requests, blocks, tokens, grid, horizon)
+
+    def window_curve(self, window: float, grid: np.ndarray, horizon: int) -> HitRateCurve:
+        """The grid curve of the slots inside the last `window` seconds."""
+        n = max(1, math.ceil(window / self.width))
+        rows = self.rows_between(self.current - n + 1, self.current) if self.current is not None else []
+        return grid_curve(grid, horizon, self.blocks[rows].sum(axis=0), self.tokens[rows].sum(axis=0),
+                          self.counts[rows].sum(axis=0), window)  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class SlotSeries:
+    """Per-slot counters and grid histograms over the recent past, oldest first (missing slots are zeros)."""
+
+    width: float  # seconds per slot
+    end_slot: int  # absolute index of the newest slot (-1: none yet)
+    counts: np.ndarray  # (n, COUNTS_SIZE): the kernel's counters per slot
+    requests: np.ndarray
+    blocks: np.ndarray  # (n, n_buckets) grid histograms
+    tokens: np.ndarray
+    grid: np.ndarray  # capacities of the grid buckets
+    horizon: int
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    @property
+    def end_time(self) -> float:
+        """Timestamp at which the newest slot ends."""
+        return (self.end_slot + 1) * self.width
+
+    @property
+    def accesses(self) -> np.ndarray:
+        return self.counts[:, K.C_ACCESSES]
+
+    @property
+    def first_time(self) -> np.ndarray:
+        return self.counts[:, K.C_FIRST_TIME]
+
+    @property
+    def rereferences(self) -> np.ndarray:
+        """Accesses that were hits inside the horizon."""
+        return self.counts[:, K.C_HITS]
+
+    @property
+    def beyond_horizon(self) -> np.ndarray:
+        return self.counts[:, K.C_BEYOND]
+
+    def block_hits_at(self, capacity: int) -> np.ndarray:
+        """Per slot, the block hits of an LRU cache of `capacity` (on the grid: at the largest grid
+        capacity not above it, so a lower bound between grid points)."""
+        upto = int(np.searchsorted(self.grid, capacity, side="right"))
+        return self.blocks[:, :upto].sum(axis=1)
+
+    def curve(self, first: int, last: int) -> HitRateCurve:
+        """The grid curve of slots [first, last)."""
+        return grid_curve(self.grid, self.horizon, self.blocks[first:last].sum(axis=0),
+                          self.tokens[first:last].sum(axis=0), self.counts[first:last].sum(axis=0),
+                          (last - first) * self.width)  # fmt: skip
+
+
+def grid_curve(grid: np.ndarray, horizon: int, blocks, tokens, counts, window: float | None) -> HitRateCurve:
+    """A curve from one grid histogram (blocks and tokens per bucket) and its counters."""
+    # the grid may repeat the horizon at its top; keep the first of equal capacities
+    keep = np.concatenate([[True], np.diff(grid) > 0])
+    return HitRateCurve(
+        capacities=grid[keep].copy(),
+        block_hits=np.cumsum(blocks)[keep],
+        token_hits=np.cumsum(tokens)[keep],
+        accesses=int(counts[K.C_ACCESSES]),
+        tokens=int(counts[K.C_TOKENS]),
+        horizon=horizon,
+        exact=False,
+        window_seconds=window,
+        beyond_horizon_blocks=int(counts[K.C_BEYOND]),
+        beyond_horizon_tokens=int(counts[K.C_BEYOND_TOKENS]),
+    )

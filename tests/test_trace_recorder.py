@@ -1,0 +1,85 @@
+"""kvset record's file writer: what it writes can always be read back, and it never destroys a file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvset.formats import read_trace
+from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
+from kvset.types import AccessBatch
+
+
+def batch(keys, ts) -> AccessBatch:
+    keys = np.asarray(keys, dtype=np.uint64)
+    return AccessBatch(keys, tokens=np.full(len(keys), 16), request_starts=np.array([0]), timestamps=ts,
+                       block_tokens=16)  # fmt: skip
+
+
+def test_an_absurd_timestamp_mid_stream_is_clamped_and_everything_reads_back(tmp_path: Path):
+    out = tmp_path / "t.jsonl"
+    with TraceRecorder(out) as rec:
+        rec.write(batch([1, 2], 100.0))
+        rec.write(batch([3], 1e300))
+        rec.write(batch([4], float("nan")))
+        rec.write(batch([5, 6], 101.5))
+    assert rec.clamped == 2
+    trace = read_trace(out)
+    assert trace.rejects.total == 0
+    assert trace.keys.tolist() == [1, 2, 3, 4, 5, 6]
+    assert trace.request_timestamps.tolist() == [0.0, 0.0, 0.0, 1.5]
+
+
+def test_an_existing_file_is_refused_unless_overwrite_and_then_replaced_whole(tmp_path: Path):
+    out = tmp_path / "t.jsonl"
+    out.write_text("precious\n")
+    with pytest.raises(RecordTargetError, match="exists: give --force"):
+        TraceRecorder(out)
+    assert out.read_text() == "precious\n"
+    rec = TraceRecorder(out, overwrite=True)
+    rec.write(batch([7], 1.0))
+    assert out.read_text() == "precious\n"  # nothing replaced until the recording is finished
+    rec.close()
+    assert read_trace(out).keys.tolist() == [7]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_a_symlink_at_the_target_is_replaced_not_followed(tmp_path: Path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours\n")
+    link = tmp_path / "t.jsonl"
+    link.symlink_to(victim)
+    with TraceRecorder(link, overwrite=True) as rec:
+        rec.write(batch([1], 1.0))
+    assert victim.read_text() == "not yours\n"
+    assert not link.is_symlink() and read_trace(link).keys.tolist() == [1]
+
+
+def test_gzip_recordings_are_finished_on_close(tmp_path: Path):
+    out = tmp_path / "t.jsonl.gz"
+    with TraceRecorder(out) as rec:
+        rec.write(batch([1, 2, 3], 1.0))
+    assert read_trace(out).keys.tolist() == [1, 2, 3]
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_targets_that_must_not_be_written_get_one_line_reasons(tmp_path: Path):
+    trace = tmp_path / "in.jsonl"
+    trace.write_text("{}\n")
+    with pytest.raises(RecordTargetError, match="onto the input"):
+        check_record_target(trace, inputs=[trace], overwrite=True)
+    with pytest.raises(RecordTargetError, match="does not exist") as missing:
+        check_record_target(tmp_path / "no" / "such" / "t.jsonl")
+    assert "\n" not in str(missing.value)
+    with pytest.raises(RecordTargetError, match="is a folder"):
+        check_record_target(tmp_path)
+    assert check_record_target(tmp_path / "new.jsonl") == tmp_path / "new.jsonl"
