@@ -112,3 +112,15 @@ def test_late_accesses_are_counted_once_even_when_the_state_grows_among_them():
     a.feed(late, timestamps=np.full(len(late), 50.0))
     assert a.late_accesses == 3000
     assert a.curve(window=1).accesses == 3002
+
+
+def test_windows_after_long_gaps_hold_only_their_own_slots():
+    # slots are cleared lazily: a row written long ago must never leak into a later window
+    a = Analyzer(horizon=1000)
+    for t, n in ((0.0, 10), (359.0, 20), (720.0, 40), (725.0, 80), (1081.0, 160)):
+        a.feed(np.arange(n, dtype=np.uint64) + int(t) * 1000, timestamps=t)
+    assert a.curve(window=60).accesses == 160  # 1081 only
+    assert a.curve(window=360).accesses == 160 + 80  # slots 722..1081: 725 and 1081
+    series = a.slot_series(360.0)
+    assert series.accesses.sum() == 160 + 80
+    assert a.curve(window=3600).accesses == 310  # the coarse ring holds them all

@@ -33,16 +33,19 @@ class SlotRing:
         return math.floor(t / self.width)
 
     def advance(self, slot: int) -> int:
-        """Make `slot` the current slot (clearing rows it reuses); return its row."""
+        """Make `slot` the current slot and return its row.
+
+        Rows are cleared lazily, when a slot first writes to them: a row whose slot id is not the
+        slot is stale, and readers check the ids, so a jump over many empty slots costs nothing.
+        """
         if self.current is None or slot > self.current:
-            first = slot - self.n_slots + 1 if self.current is None else max(self.current + 1, slot - self.n_slots + 1)
-            for s in range(first, slot + 1):
-                row = s % self.n_slots
+            row = slot % self.n_slots
+            if self.slot_ids[row] != slot:
                 self.blocks[row] = 0
                 self.tokens[row] = 0
                 self.counts[row] = 0
                 self.requests[row] = 0
-                self.slot_ids[row] = s
+                self.slot_ids[row] = slot
             self.current = slot
         return self.current % self.n_slots
 
