@@ -130,7 +130,6 @@ def test_demo_analysis(capsys):
     assert 0.5 < r["attainable_hit_rate"] < 1.0
 
 
-
 def _table(text, header_start):
     """The cells of the plain-text table whose header line starts with `header_start`."""
     lines = text.splitlines()
