@@ -1,5 +1,6 @@
-"""The `kvset-top` command: monitor flags from kvset.monitor_cli plus the display flags, then either
-the live app or (`--once`) one report printed by kvset.report, without a terminal."""
+"""The `kvset-top` command (its entry point `main`): the monitor flags of kvset.cli.flags plus the
+display flags, then either the live app or (`--once`) one report printed by kvset.report, without a
+terminal."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import json
 import sys
 from pathlib import Path
 
+from kvset.cli.flags import add_monitor_arguments
+from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
+from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot import Snapshot
 from kvset_tui.theming import ThemeError, available_themes, choose_theme
 from kvset_tui.view_state import UNITS, WINDOW_LABELS, ViewState
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kvset.monitor_cli import add_monitor_arguments
-
     parser = argparse.ArgumentParser(
         prog="kvset-top",
         description="Live terminal monitor: how much KV cache buys which prefix-cache hit rate "
@@ -35,8 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_once(snapshot: Snapshot, as_json: bool, out=None) -> None:
-    from kvset.report import snapshot_json, snapshot_text
-
     out = out or sys.stdout
     if as_json:
         out.write(json.dumps(snapshot_json(snapshot), indent=1) + "\n")
@@ -45,8 +45,6 @@ def print_once(snapshot: Snapshot, as_json: bool, out=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kvset.monitor_cli import UsageError, build_monitor, once_seconds
-
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -63,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         palette = choose_theme(args.theme)
     except ThemeError as exc:
         parser.error(str(exc))
-    from kvset_tui.app import KvsetTopApp
+    from kvset_tui.app import KvsetTopApp  # here, so that --once does not load the app and its widgets
 
     view = ViewState(window=args.window, unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
     app = KvsetTopApp(

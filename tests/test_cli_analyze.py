@@ -128,3 +128,39 @@ def test_demo_analysis(capsys):
     r = json.loads(out)
     assert code == 0 and r["format"] == "demo" and r["accesses"] >= 200_000
     assert 0.5 < r["attainable_hit_rate"] < 1.0
+
+
+def _table(text, header_start):
+    """The cells of the plain-text table whose header line starts with `header_start`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start)) + 2  # header, rule
+    rows = []
+    for line in lines[start:]:
+        if not line.strip() or line.startswith(" "):
+            break
+        rows.append([cell.strip() for cell in line.split("  ") if cell.strip()])
+    return rows
+
+
+def test_analyze_and_once_print_the_same_working_sets_and_gib_columns_hold_gib(capsys):
+    import argparse
+
+    from kvset.cli.flags import add_monitor_arguments
+    from kvset.cli.live_monitor import build_monitor, once_seconds
+    from kvset.report import snapshot_text
+
+    code, offline, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--model", "llama-3.1-70b")
+    assert code == 0
+    p = argparse.ArgumentParser()
+    add_monitor_arguments(p)
+    args = p.parse_args(["--once", "--replay", str(MOONCAKE_TRACE), "--model", "llama-3.1-70b"])
+    monitor = build_monitor(args)
+    live = snapshot_text(monitor.collect(once_seconds(args, monitor)))
+    # the offline pass and the live pipeline: the same working sets, printed the same way
+    offline_ws = _table(offline, "target ")
+    assert len(offline_ws) == 3 and offline_ws[0][:2] == ["95 %", "25,549"]
+    assert [row[:4] for row in _table(live, "target ")] == offline_ws  # target, blocks, tokens, GiB
+    # a GiB column is in GiB on every row, the 1-block capacity (320 KiB x 512 tokens) too
+    for text in (offline, live):
+        gib = [row[2] for row in _table(text, "capacity (blocks)")]
+        assert gib[0] == "0.156 GiB" and all(cell.endswith(" GiB") for cell in gib)

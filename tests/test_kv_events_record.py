@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvset.commands import record as record_command
+from kvset.cli import record as record_command
 from kvset.formats.record import TraceRecorder
 from kvset.types import AccessBatch
 from tests.fakes.vllm_publisher import FakeVllmPublisher

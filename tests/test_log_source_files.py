@@ -211,12 +211,8 @@ def test_stop_ends_a_follow_promptly(tmp_path: Path) -> None:
 def test_command_line_options_build_the_sources() -> None:
     import argparse
 
-    from kvset.sources.engine_cli import (
-        add_log_arguments,
-        add_metrics_arguments,
-        log_source_from_args,
-        metrics_source_from_args,
-    )
+    from kvset.cli.flags import add_log_arguments, add_metrics_arguments
+    from kvset.cli.from_flags import log_source_from_args, metrics_source_from_args
 
     p = argparse.ArgumentParser()
     add_log_arguments(p)

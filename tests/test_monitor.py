@@ -8,10 +8,11 @@ import time
 import numpy as np
 import pytest
 
+from kvset.cli.flags import add_monitor_arguments
+from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
 from kvset.core.analyzer import Analyzer
 from kvset.formats import read_trace
 from kvset.monitor import Monitor
-from kvset.monitor_cli import UsageError, add_monitor_arguments, build_monitor, once_seconds
 from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source

@@ -28,7 +28,7 @@ def test_parser_has_the_display_flags_beside_the_monitor_flags():
     )
     assert (args.theme, args.no_mouse, args.window, args.units, args.linear) == ("ansi", True, "1h", "GiB", True)
     assert args.export_dir == Path("x")
-    assert args.interval == 1.0 and args.once is False  # from kvset.monitor_cli
+    assert args.interval == 1.0 and args.once is False  # from kvset.cli.flags
     defaults = build_parser().parse_args([])
     assert (defaults.theme, defaults.window, defaults.units, defaults.linear) == (None, "5m", "blocks", False)
     assert set(WINDOW_LABELS) == {"1m", "5m", "1h", "all"} and UNITS == ("blocks", "tokens", "GiB")

@@ -9,8 +9,11 @@ import math
 import pytest
 from tui_support import demo_snapshot, empty_snapshot, engine_snapshot
 
-from kvset_tui import format as fmt
-from kvset_tui.export import export_snapshot, fallback_snapshot_json
+from kvset import quantities as fmt
+from kvset.report.as_json import snapshot_json
+from kvset_tui.capacity_units import capacity_text, engine_capacity_blocks, to_unit
+from kvset_tui.export import export_snapshot
+from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import (
     ANSI_NAMES,
     REQUIRED_KEYS,
@@ -20,7 +23,6 @@ from kvset_tui.theming import (
     load_theme,
     parse_theme,
 )
-from kvset_tui.units import capacity_text, engine_capacity_blocks, to_unit
 from kvset_tui.view_state import ViewState, unit_missing_reason
 from kvset_tui.widgets.curve_plot import nice_ticks, plot_data, saturation_capacity
 
@@ -84,20 +86,21 @@ def test_numbers_carry_their_units():
     assert fmt.count(3281.7) == "3,282"
     assert fmt.count(None) == "–"
     assert fmt.compact(10_000) == "10k" and fmt.compact(2_500_000) == "2.5M"
-    assert fmt.gib(80 * 2**30) == "80 GiB" and fmt.gib(1.5 * 2**40) == "1,536 GiB"
-    assert fmt.binary_bytes(327_680) == "320 KiB" and fmt.binary_bytes(5 * 2**40) == "5 TiB"
+    assert fmt.format_gib(80 * 2**30, significant=3) == "80 GiB"
+    assert fmt.format_gib(1.5 * 2**40, significant=3) == "1,536 GiB"
+    assert fmt.format_bytes(327_680, significant=3) == "320 KiB" and fmt.format_bytes(5 * 2**40, significant=3) == "5 TiB"
     assert fmt.percent(0.6234) == "62.3 %" and fmt.points(0.041) == "+4.1 pt"
-    assert fmt.target(0.999, "coverage") == "99.9 % cov" and fmt.target(0.7, "absolute") == "70 % abs"
+    assert fmt.target_label(0.999, "coverage") == "99.9 % cov" and fmt.target_label(0.7, "absolute") == "70 % abs"
     assert fmt.age(0.4) == "0.4 s" and fmt.age(94) == "94 s" and fmt.age(600) == "10 min" and fmt.age(None) == "never"
 
 
 def test_sparkline_scales_from_zero_and_keeps_gaps():
-    assert fmt.sparkline([0, 4, 8], 3) == "▁▅█"
-    assert fmt.sparkline([8, 8], 2) == "██" and fmt.sparkline([0, 0], 2) == "▁▁"
-    assert fmt.sparkline([8, 8], 2, low=None) == "▅▅"  # flat on its own range: middle bars
-    assert fmt.sparkline([1, math.nan, 2], 3)[1] == " "
-    assert fmt.sparkline(range(100), 5) == fmt.sparkline(range(95, 100), 5)  # the newest values
-    assert fmt.sparkline([10, 11], 2, low=None) == "▁█"  # own range: drift shows
+    assert sparkline([0, 4, 8], 3) == "▁▅█"
+    assert sparkline([8, 8], 2) == "██" and sparkline([0, 0], 2) == "▁▁"
+    assert sparkline([8, 8], 2, low=None) == "▅▅"  # flat on its own range: middle bars
+    assert sparkline([1, math.nan, 2], 3)[1] == " "
+    assert sparkline(range(100), 5) == sparkline(range(95, 100), 5)  # the newest values
+    assert sparkline([10, 11], 2, low=None) == "▁█"  # own range: drift shows
 
 
 # -- view state and units --------------------------------------------------------------------
@@ -168,12 +171,12 @@ def test_nice_ticks():
 # -- export ----------------------------------------------------------------------------------
 
 
-def test_fallback_serializer_writes_strict_json():
-    data = fallback_snapshot_json(engine_snapshot())
+def test_export_serializer_writes_strict_json():
+    data = snapshot_json(engine_snapshot())
     text = json.dumps(data, allow_nan=False)  # nan became null
     back = json.loads(text)
     assert back["seq"] == 7 and back["churn"]["slot_seconds"] == 5.0
-    assert isinstance(back["curves"]["all"]["capacities"], list)
+    assert isinstance(back["windows"]["all"]["curve"], list)
 
 
 def test_export_writes_both_files(tmp_path):

@@ -1,4 +1,5 @@
-"""Where `kvset analyze` and `kvset verify` get their accesses: a trace file or the built-in demo."""
+"""Where `kvset analyze` and `kvset verify` get their accesses: a trace file, a whole engine log or the
+built-in demo (the flags: kvset.cli.flags.add_input_arguments)."""
 
 from __future__ import annotations
 
@@ -8,32 +9,15 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from kvset.formats import FORMATS, read_trace
-from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.cli.from_flags import log_source_from_args
+from kvset.formats import read_trace
 from kvset.offline import InputSummary
-from kvset.sources.engine_cli import add_log_arguments, log_source_from_args
 from kvset.types import AccessBatch
 from kvset.workload import WorkloadConfig, generate
-
-DEMO_ACCESSES = 2_000_000
 
 
 class InputError(Exception):
     """Unusable input: the command prints it and exits with code 2."""
-
-
-def add_input_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", nargs="?", help="trace file (JSONL, .gz ok) or - for stdin")
-    p.add_argument("--demo", action="store_true", help="analyze the built-in agentic workload instead")
-    p.add_argument("--demo-accesses", type=int, default=DEMO_ACCESSES, metavar="N",
-                   help=f"size of the demo workload (default {DEMO_ACCESSES:,})")  # fmt: skip
-    p.add_argument("--format", choices=FORMATS, help="trace format (default: detected)")
-    p.add_argument("--block-size", type=int, metavar="N",
-                   help="tokens per block (default: 512 mooncake, 16 bailian and tokens)")  # fmt: skip
-    p.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces")
-    p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
-    p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
-    add_log_arguments(p)
 
 
 def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:

@@ -8,8 +8,9 @@ import sys
 import threading
 import time
 
+from kvset.cli.flags import add_events_arguments
+from kvset.cli.from_flags import events_source_from_args
 from kvset.formats.record import TraceRecorder
-from kvset.sources.engine_cli import add_events_arguments, events_source_from_args
 
 _PROGRESS_EVERY_S = 5.0
 

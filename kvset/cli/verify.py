@@ -7,12 +7,18 @@ import json
 import sys
 import time
 
-from kvset.commands.analyze import add_analysis_arguments
-from kvset.commands.inputs import InputError, add_input_arguments, load_input
+from kvset.cli.flags import (
+    add_analysis_arguments,
+    add_input_arguments,
+    add_json_argument,
+    add_targets_argument,
+)
+from kvset.cli.inputs import InputError, load_input
 from kvset.core.naive import naive_curve
 from kvset.formats import TraceError
-from kvset.offline import DEFAULT_TARGETS, analyze_batches, keys_in_analyzed_order, verify_capacities
-from kvset.report import format_table, parse_fractions
+from kvset.offline import analyze_batches, keys_in_analyzed_order, verify_capacities
+from kvset.quantities import parse_fractions
+from kvset.report.tables import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "Exit code 1 on any difference.")  # fmt: skip
     add_input_arguments(p)
     add_analysis_arguments(p)
-    p.add_argument("--targets", default=",".join(str(t) for t in DEFAULT_TARGETS), help="working-set targets to check")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_targets_argument(p, "working-set targets to check")
+    add_json_argument(p)
     p.set_defaults(func=run)
 
 

@@ -7,14 +7,14 @@ import json
 import sys
 from typing import Any, TextIO
 
-from kvset.geometry import GeometryError, ModelGeometry, hybrid_reserve, load_preset, preset_names
-from kvset.geometry.arguments import (
+from kvset.cli.flags import (
+    add_json_argument,
     add_kv_cache_arguments,
     add_override_arguments,
     add_reserve_arguments,
-    context_tokens_from_args,
-    geometry_from_args,
 )
+from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
+from kvset.geometry import GeometryError, ModelGeometry, hybrid_reserve, load_preset, preset_names
 from kvset.geometry.presets import PRESETS
 from kvset.geometry.reserve import HybridReserve
 from kvset.quantities import GIB, format_bytes
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     parser.add_argument("model", nargs="?", metavar="MODEL", help="preset name or path to a config.json")
     parser.add_argument("--list", action="store_true", help="list the built-in presets")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_argument(parser, "print JSON instead of text")
     add_kv_cache_arguments(parser)
     add_reserve_arguments(parser)
     add_override_arguments(parser)

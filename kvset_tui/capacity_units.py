@@ -1,11 +1,12 @@
-"""Capacities in the unit the user picked (blocks, tokens, GiB), read off the snapshot's geometry."""
+"""Capacities in the display unit the user picked (blocks, tokens, GiB), read off the snapshot's
+geometry. (The formatters of every unit are in kvset.quantities.)"""
 
 from __future__ import annotations
 
 import math
 
+from kvset import quantities as fmt
 from kvset.snapshot import Snapshot
-from kvset_tui import format as fmt
 
 UNIT_SHORT = {"blocks": "blk", "tokens": "tok", "GiB": "GiB"}
 
@@ -31,18 +32,16 @@ def capacity_text(blocks: float | None, snapshot: Snapshot, unit: str) -> str:
     """A capacity with its unit: '12.3k blk', '197k tok', '61.5 GiB'."""
     value = to_unit(blocks, snapshot, unit)
     if value is None:
-        return "–"
+        return fmt.MISSING
     if unit == "GiB":
-        return fmt.gib(value * fmt.GIB)
+        return fmt.format_gib(value * fmt.GIB, significant=fmt.SHORT_DIGITS)
     return f"{fmt.count(round(value))} {UNIT_SHORT[unit]}"
 
 
 def axis_value_text(value: float, unit: str) -> str:
     """A tick label on the capacity axis (the axis title carries the unit)."""
     if unit == "GiB":
-        if value >= 100:
-            return f"{value:,.0f}"
-        return f"{value:.3g}"
+        return fmt.format_gib(value * fmt.GIB, significant=fmt.SHORT_DIGITS, with_unit=False)
     return fmt.compact(value)
 
 

@@ -1,4 +1,7 @@
-"""The `kvset` command. Each subcommand lives in its own module with a `register(subparsers)`."""
+"""The `kvset` command line: the entry point `main`, one module per subcommand (analyze, verify,
+model, record), every flag in `flags` (with its value types in `argtypes`), and what the flags
+describe in `from_flags` (model, engine sources), `inputs` (what analyze and verify read) and
+`live_monitor` (the Monitor behind kvset-top)."""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ import argparse
 import importlib
 import sys
 
-# Modules that add a subcommand; each defines register(subparsers) and sets func on its parser.
-SUBCOMMAND_MODULES: list[str] = ["kvset.commands.analyze", "kvset.commands.verify", "kvset.commands.model", "kvset.commands.record"]
+# Each subcommand module defines register(subparsers), which sets func on its parser. They are
+# imported when the parser is built, so importing a flag module does not load every command.
+SUBCOMMANDS: tuple[str, ...] = ("analyze", "verify", "model", "record")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,8 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact one-pass KV-cache working-set analysis: the LRU hit rate at every capacity.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"kvset.cli.{name}").register(sub)
     return parser
 
 
