@@ -76,7 +76,7 @@ def test_bf16_bytes_per_token(name, expected):
 
 
 def test_llama_3_1_70b_is_320_kib_per_token():
-    # The design brief's anchor: 80 x 8 x 128 x 2 (K, V) x 2 B = 327,680 B = 320 KiB.
+    # docs/geometry.md, section 1: 80 x 8 x 128 x 2 (K, V) x 2 B = 327,680 B = 320 KiB.
     assert load_model("llama-3.1-70b").full_attention_bytes_per_token("bf16") == 327_680 == 320 * 1024
 
 

@@ -1,4 +1,4 @@
-"""The article's toy agentic trace (DESIGN.md section 2), the oracle for the published curve."""
+"""The article's toy agentic trace (docs/method.md, section 11), the oracle for the published curve."""
 
 S0, S1, S2 = "S0", "S1", "S2"
 
