@@ -124,7 +124,19 @@ class _Tracker:
 
 
 class Analyzer:
-    """Exact one-pass LRU stack-distance analyzer over a stream of block accesses."""
+    """Exact one-pass LRU stack-distance analyzer over a stream of block accesses.
+
+    With sample_rate=R (or sample_size=S) and seed=N it makes a kvset.core.sampling.SampledAnalyzer
+    instead: the same interface over a spatial sample of the blocks, every curve an estimate.
+    """
+
+    def __new__(cls, *args, sample_rate: float | None = None, sample_size: int | None = None, seed: int = 0,
+                **kwargs):  # fmt: skip
+        if sample_rate is None and sample_size is None:
+            return super().__new__(cls)
+        from kvset.core.sampling import SampledAnalyzer  # it builds on this module
+
+        return SampledAnalyzer(*args, sample_rate=sample_rate, sample_size=sample_size, seed=seed, **kwargs)
 
     def __init__(
         self,
@@ -137,6 +149,9 @@ class Analyzer:
         coarse_seconds: float = 60.0,
         coarse_slots: int = 120,
         initial_tracked: int = _MIN_TRACKED,
+        sample_rate: None = None,  # see __new__: a sampled analyzer is another class
+        sample_size: None = None,
+        seed: int = 0,
     ) -> None:
         if horizon < 1:
             raise ValueError("horizon must be at least 1 block")
@@ -302,6 +317,11 @@ class Analyzer:
         self.requests += requests
 
     # -- reading -----------------------------------------------------------
+    @property
+    def sampling(self) -> None:
+        """What a sampled analyzer sampled (kvset.core.curve.SampleInfo); None: every block, exact."""
+        return None
+
     @property
     def accesses(self) -> int:
         return int(self.counts[K.C_ACCESSES])

@@ -1,0 +1,499 @@
+"""Sampled analysis: the hit-rate curve of a stream estimated from a spatial sample of its blocks.
+
+    a = Analyzer(sample_rate=0.01, seed=1)    # or Analyzer(sample_size=100_000): at most that many blocks
+    a.feed(keys, tokens=..., request_starts=..., timestamps=...)
+    c = a.curve()          # a HitRateCurve with c.estimate True, c.sample and a standard error per capacity
+
+SHARDS (Waldspurger et al., FAST'15) keeps a block iff hash(key) < R x 2^64 and scales its stack
+distances by 1/R. On prefix-cache traffic a few blocks every request shares (system prompts) take a
+large share of all accesses, and whether the sample holds them swings the curve by points. Three
+changes fix that, measured in benchmarks/sampling.py:
+
+- Boosted request heads: the block at position p of its request is kept at rate
+  min(1, R x 2^(8 - band)), band 0 for p = 0 and one band per doubling of p after it (1, 2-3, 4-7,
+  ...), so blocks from position 256 on are kept at R and the shared first blocks of requests are
+  in the sample many times more often. In a prefix cache a block's position is fixed by its
+  prefix, so a block keeps its rate.
+- Post-stratification: the accesses of each position band are counted exactly; each band's sampled
+  histogram is scaled to the band's true access count, instead of by 1/R.
+- Distances from the gap (kvset.core.sampling_kernel): d = 1 + t x k / a, the exact number of
+  accesses between the two accesses times the sample's share of distinct blocks among them.
+
+At rate 1 every block is kept and the distances are exact. The all-time curve is read off a log
+grid (exact to 256 blocks, then 0.3 % steps); windowed curves use the exact analyzer's grid and the
+band scaling known at the time each access was counted.
+
+Fixed size (SHARDS_max): the rate starts at 1. When a new block would make the sample larger than
+S, the limit falls to the priority of the block at rank S - S/16 (priority: the hash, divided by
+the head boost) and every block above it is dropped, so at most S blocks are tracked at any time.
+
+The error bound: the sampled blocks fall into 8 random groups by their hash. A band's hit rate at
+a capacity is a ratio over sampled blocks; the spread of its residuals over the groups gives its
+standard error (clustered by block, with the finite-population factor 1 - rate: a band kept whole
+adds none), and the bands combine with their exact access shares.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from kvset.core import kernel as K
+from kvset.core import sampling_kernel as SK
+from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS, Analyzer, Order, _no_hugepage_advice, _reverse_within_requests
+from kvset.core.curve import HitRateCurve, SampleInfo, TargetMode, Unit
+from kvset.core.slots import SlotRing, SlotSeries
+from kvset.types import AccessBatch
+
+HEAD_SHARE = 2.56  # about this many blocks of each head band (per shared prefix) are kept
+BANDS = 13  # position bands 0..11 (positions below 2048), then the rest
+FIXED_SIZE_HEAD = 8  # fixed size: the boost of rate 1 % (2^8 x 0.01 = HEAD_SHARE)
+EVICT_SHARE = 16  # fixed size: a full sample drops 1/16 of its blocks at once (amortized O(1) a block)
+MAX_HASH = (1 << 64) - 1
+_MIN_TRACKED = 1 << 10
+
+
+def seed_salt(seed: int) -> np.uint64:
+    """The 64-bit value mixed into every key for `seed` (splitmix64 of it: seed 0 is no identity)."""
+    x = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & MAX_HASH
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MAX_HASH
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MAX_HASH
+    return np.uint64(x ^ (x >> 31))
+
+
+def rate_limit(rate: float) -> int:
+    """The largest priority kept at `rate`: keep iff priority <= limit, i.e. hash < rate x 2^64."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"sample rate must lie in (0, 1], got {rate!r}")
+    return min(MAX_HASH, math.ceil(rate * 2.0**64) - 1)
+
+
+def limit_rate(limit: int) -> float:
+    return (limit + 1) / 2.0**64
+
+
+def head_shifts(head: int) -> np.ndarray:
+    """Band b's rate is 2^shift_b times the tail's: 2^(head - b) for the first `head` bands."""
+    return np.array([max(0, head - b) for b in range(BANDS)], dtype=np.int64)
+
+
+def head_for_rate(rate: float) -> int:
+    """Boosted bands at a fixed rate: band b keeps about min(1, max(rate, HEAD_SHARE / 2^b)) of its blocks."""
+    return max(0, min(BANDS - 1, round(math.log2(HEAD_SHARE / rate)))) if rate < 1 else 0
+
+
+def band_rates(limit: int, shifts: np.ndarray) -> np.ndarray:
+    """Sampling rate of each position band at `limit`."""
+    return np.minimum(1.0, limit_rate(limit) * np.exp2(shifts))
+
+
+def sample_filter(keys, rate: float, seed: int = 0) -> np.ndarray:
+    """SHARDS' filter: True for the keys kept at `rate` with `seed` (hash(key) < rate x 2^64).
+
+    The same rule the sampled analyzer applies to blocks past the request heads."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    return SK.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
+
+
+class _SampleState:
+    """The sampled kernel's arrays, sized for `capacity` tracked blocks; grown by doubling."""
+
+    def __init__(self, capacity: int) -> None:
+        self.meta = np.zeros(SK.META_SIZE, dtype=np.int64)
+        self.fmeta = np.zeros(SK.FMETA_SIZE, dtype=np.float64)
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        with _no_hugepage_advice():
+            cells = 1 << max(0, int(2 * capacity - 1).bit_length())
+            self.mask = cells - 1
+            self.table = np.empty(2 * cells, dtype=np.uint64)
+            self.table[1::2] = K.EMPTY
+            n = 2 * capacity  # slots: twice the blocks, so compaction is amortized
+            self.slot_key = np.zeros(n, dtype=np.uint64)
+            self.slot_f = np.zeros((n, 2), dtype=np.float64)  # (weight, weighted sampled accesses before)
+            self.slot_i = np.zeros((n, 2), dtype=np.int64)  # (full-stream index, band)
+            self.fen = np.zeros(n + 1, dtype=np.float64)
+        self.meta[SK.S_CAPACITY] = capacity
+
+    def slots(self) -> tuple:
+        return self.slot_key, self.slot_f, self.slot_i
+
+    def grow(self) -> None:
+        old_table, old_mask, old_slots = self.table, self.mask, self.slots()
+        now = int(self.meta[SK.S_NOW])
+        self._allocate(2 * int(self.meta[SK.S_CAPACITY]))
+        tracked = SK.move_slots(old_table, old_mask, *old_slots, now, self.table, self.mask, *self.slots())
+        self.meta[SK.S_NOW] = tracked
+        self.fmeta[SK.F_LIVE] = SK.rebuild_fenwick(self.slot_f, self.fen, tracked)
+
+    def reweight(self, weights: np.ndarray) -> None:
+        """Give every tracked block its band's weight at the current rates."""
+        now = int(self.meta[SK.S_NOW])
+        live = self.slot_f[:now, 0] > 0
+        self.slot_f[:now, 0] = np.where(live, weights[self.slot_i[:now, 1]], 0.0)
+        self.fmeta[SK.F_LIVE] = SK.rebuild_fenwick(self.slot_f, self.fen, now)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
+
+
+class SampledAnalyzer:
+    """The Analyzer's interface over a spatial sample of the blocks (Analyzer(sample_rate=...) makes one).
+
+    Accesses and tokens are counted exactly; hits, first-time and beyond-horizon counts and every
+    curve are estimates, and say so (HitRateCurve.sample)."""
+
+    def __init__(
+        self,
+        horizon: int = DEFAULT_HORIZON,
+        order: Order = "forward",
+        *,
+        block_tokens: int | None = None,
+        slot_seconds: float = 1.0,
+        fine_slots: int = 360,
+        coarse_seconds: float = 60.0,
+        coarse_slots: int = 120,
+        initial_tracked: int = _MIN_TRACKED,
+        sample_rate: float | None = None,
+        sample_size: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        if horizon < 1:
+            raise ValueError("horizon must be at least 1 block")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        if slot_seconds <= 0 or coarse_seconds < slot_seconds:
+            raise ValueError("slot widths must be positive and the coarse slot at least the fine one")
+        if (sample_rate is None) == (sample_size is None):
+            raise ValueError("give a sample rate or a sample size, not both")
+        if sample_size is not None and int(sample_size) < 1:
+            raise ValueError("sample size must be at least 1 block")
+        self.horizon = int(horizon)
+        self.order: Order = order
+        self.block_tokens = block_tokens
+        self.seed = int(seed)
+        self.sample_size = int(sample_size) if sample_size is not None else None
+        self._salt = seed_salt(self.seed)
+        self._limit = rate_limit(sample_rate) if sample_rate is not None else MAX_HASH
+        self._shifts = head_shifts(head_for_rate(sample_rate) if sample_rate is not None else FIXED_SIZE_HEAD)
+        self._weights = 1.0 / band_rates(self._limit, self._shifts)
+        capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
+        self._s = _SampleState(capacity)
+        self._s.meta[SK.S_HORIZON] = self.horizon
+        self._s.meta[SK.S_SIZE_LIMIT] = self.sample_size or 0
+        n_fine = len(SK.fine_capacities(self.horizon))
+        # raw all-time tallies, post-stratified when a curve is read
+        self.band_counts = np.zeros((BANDS, 2), dtype=np.int64)  # every access: (accesses, tokens) per band
+        self.sampled = np.zeros((SK.GROUPS, BANDS, SK.KINDS, 2), dtype=np.float64)
+        self.grid_capacities = K.grid_capacities(self.horizon)
+        nb = len(self.grid_capacities)
+        self.hist = np.zeros((BANDS, n_fine, 2), dtype=np.float64)  # weighted hits per band, fine grid
+        self.ghist = np.zeros((SK.GROUPS, BANDS, nb, 2), dtype=np.float64)  # per random group, coarse grid
+        self.fine = SlotRing(slot_seconds, fine_slots, nb)
+        self.coarse = SlotRing(coarse_seconds, coarse_slots, nb)
+        self._scratch_blocks = np.zeros(nb, dtype=np.int64)
+        self._scratch_tokens = np.zeros(nb, dtype=np.int64)
+        self._scratch_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
+        self._carry = 0  # position of the next access if it continues the last request
+        self.requests = 0
+        self.late_accesses = 0
+        self.first_time_at: float | None = None
+        self.last_time_at: float | None = None
+
+    # -- feeding -----------------------------------------------------------
+    def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> None:
+        if batch.block_tokens and not self.block_tokens:
+            self.block_tokens = batch.block_tokens
+        return self.feed(
+            batch.keys,
+            tokens=batch.tokens if batch.tokens is not None else batch.block_tokens,
+            request_starts=batch.request_starts,
+            timestamps=batch.timestamps,
+            return_distances=return_distances,
+        )
+
+    def feed(self, keys, tokens=None, request_starts=None, timestamps=None, return_distances: bool = False) -> None:
+        """Feed accesses in order, as Analyzer.feed (which see); no distances: they are estimates."""
+        if return_distances:
+            raise ValueError("a sampled analyzer has no per-access distances")
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        n = len(keys)
+        if n == 0:
+            return
+        # the exact analyzer's input checks, so both refuse the same input with the same words
+        tok = Analyzer._tokens_array(self, tokens, n)  # type: ignore[arg-type]
+        starts = Analyzer._request_starts(request_starts, n)
+        ts = Analyzer._timestamps_array(timestamps, n)
+        reverse = self.order == "reverse" and len(starts) > 0
+        if reverse:
+            order = _reverse_within_requests(starts, n)
+            keys = keys[order]
+            if tok.shape[0] == n:
+                tok = tok[order]
+            if ts.shape[0] == n:
+                ts = ts[order]
+        self._feed_by_slot(keys, tok, starts, ts, reverse)
+        self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
+
+    def _feed_by_slot(self, keys, tok, starts, ts, reverse: bool) -> None:
+        """Feed in runs of one fine time slot each, as the exact analyzer does."""
+        n = len(keys)
+        fine = self.fine
+        per_access = len(ts) == n and n > 1
+        first = fine.slot_of(float(ts[0]))
+        if fine.current is not None and first < fine.current:
+            if not per_access:
+                self.late_accesses += n
+            first = fine.current
+        s = self._s
+        s.meta[SK.S_SLOT] = first
+        s.meta[SK.S_POS] = self._carry
+        late_before = int(s.meta[SK.S_LATE])
+        t_lo, t_hi = (float(ts.min()), float(ts.max())) if per_access else (float(ts[0]), float(ts[0]))
+        self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
+        self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
+        i = run_start = 0
+        self._clear_scratch()
+        while True:
+            i = SK.sampled_feed_kernel(
+                keys, tok, ts, per_access, fine.width, starts, reverse, i, n,
+                self._salt, np.uint64(self._limit), self._shifts, self._weights,
+                s.table, s.mask, *s.slots(), s.fen, s.meta, s.fmeta,
+                self.band_counts, self.sampled, self.hist, self.ghist,
+                self._scratch_blocks, self._scratch_tokens, self._scratch_counts,
+            )  # fmt: skip
+            reason = int(s.meta[SK.S_REASON])
+            if reason == SK.STOP_GROW:
+                s.grow()
+                continue
+            if reason == SK.STOP_EVICT:
+                self._lower_limit()
+                continue
+            slot = int(s.meta[SK.S_SLOT])
+            requests = int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
+            self._close_run(slot, requests)
+            if reason == SK.STOP_DONE:
+                break
+            run_start = i
+            self._clear_scratch()
+        self.late_accesses += int(s.meta[SK.S_LATE]) - late_before
+
+    def _lower_limit(self) -> None:
+        """Fixed size: keep the S - S/16 blocks of lowest priority, drop the others, lower the rates."""
+        s = self._s
+        now = int(s.meta[SK.S_NOW])
+        prio = SK.live_priorities(self._salt, self._shifts, *s.slots(), now)
+        keep = len(prio) - max(1, len(prio) // EVICT_SHARE)
+        cut = int(np.partition(prio, keep)[keep])  # the lowest priority that goes
+        self._limit = min(self._limit, max(0, cut - 1))
+        dropped = SK.drop_above(np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now)
+        s.meta[SK.S_TRACKED] -= dropped
+        self._weights = 1.0 / band_rates(self._limit, self._shifts)
+        s.reweight(self._weights)
+
+    def _clear_scratch(self) -> None:
+        self._scratch_blocks[:] = 0
+        self._scratch_tokens[:] = 0
+        self._scratch_counts[:] = 0
+
+    def _close_run(self, fine_slot: int, requests: int) -> None:
+        fine_row = self.fine.advance(fine_slot)
+        self.fine.add(fine_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
+        coarse_slot = math.floor(fine_slot * self.fine.width / self.coarse.width)
+        coarse_row = self.coarse.advance(coarse_slot)
+        self.coarse.add(coarse_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
+        self.requests += requests
+
+    # -- reading: counts -----------------------------------------------------
+    @property
+    def sample_rate(self) -> float:
+        """The rate blocks past the request heads are kept at now (fixed size: where it has fallen to)."""
+        return limit_rate(self._limit)
+
+    @property
+    def sampling(self) -> SampleInfo:
+        return SampleInfo(
+            rate=self.sample_rate,
+            size=self.sample_size,
+            seed=self.seed,
+            tracked_blocks=self.tracked_blocks,
+            tracked_accesses=int(self._s.meta[SK.S_SAMPLED]),
+            accesses=self.accesses,
+        )
+
+    @property
+    def accesses(self) -> int:
+        return int(self.band_counts[:, 0].sum())
+
+    @property
+    def tokens(self) -> int:
+        return int(self.band_counts[:, 1].sum())
+
+    @property
+    def tracked_blocks(self) -> int:
+        return int(self._s.meta[SK.S_TRACKED])
+
+    def _estimated(self, kind: int) -> int:
+        """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
+        factor = _band_factors(self.band_counts[:, 0], self.sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
+        return round(float((factor * self.sampled[:, :, kind, 0].sum(axis=0)).sum()))
+
+    @property
+    def first_time(self) -> int:
+        """Estimated distinct blocks."""
+        return self._estimated(SK.T_FIRST_TIME)
+
+    @property
+    def beyond_horizon(self) -> int:
+        return self._estimated(SK.T_BEYOND)
+
+    @property
+    def forgotten_blocks(self) -> int:
+        """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
+        return self.beyond_horizon
+
+    @property
+    def rereferences(self) -> int:
+        return max(0, self.accesses - self.first_time - self.beyond_horizon)
+
+    def memory_bytes(self) -> int:
+        rings = sum(a.nbytes for r in (self.fine, self.coarse) for a in (r.blocks, r.tokens, r.counts))
+        tallies = sum(a.nbytes for a in (self.band_counts, self.sampled, self.hist, self.ghist))
+        return self._s.nbytes() + rings + tallies
+
+    # -- reading: curves -----------------------------------------------------
+    def curve(self, window: float | None = None) -> HitRateCurve:
+        """The all-time curve (fine grid, with standard errors), or the last `window` seconds' (grid)."""
+        if window is None:
+            return post_stratified_curve(self.hist, self.ghist, self.sampled, self.band_counts,
+                                         band_rates(self._limit, self._shifts), SK.fine_capacities(self.horizon),
+                                         self.grid_capacities, self.horizon, self.sampling)  # fmt: skip
+        ring = self.fine if window <= self.fine.span_seconds() else self.coarse
+        return self._unscaled(ring.window_curve(float(window), self.grid_capacities, self.horizon))
+
+    def _unscaled(self, c: HitRateCurve) -> HitRateCurve:
+        """A ring curve (fixed point) in accesses, labelled as the estimate it is."""
+        return replace(
+            c,
+            block_hits=np.round(c.block_hits / SK.SCALE).astype(np.int64),
+            token_hits=np.round(c.token_hits / SK.SCALE).astype(np.int64),
+            accesses=round(c.accesses / SK.SCALE),
+            tokens=round(c.tokens / SK.SCALE),
+            beyond_horizon_blocks=round(c.beyond_horizon_blocks / SK.SCALE),
+            beyond_horizon_tokens=round(c.beyond_horizon_tokens / SK.SCALE),
+            sample=self.sampling,
+        )
+
+    @property
+    def fine_slot_seconds(self) -> float:
+        return self.fine.width
+
+    @property
+    def fine_span_seconds(self) -> float:
+        return self.fine.span_seconds()
+
+    @property
+    def coarse_slot_seconds(self) -> float:
+        return self.coarse.width
+
+    @property
+    def coarse_span_seconds(self) -> float:
+        return self.coarse.span_seconds()
+
+    def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
+        """Per-slot estimates (accesses exact) for the last `seconds`, oldest first."""
+        ring = self.coarse if coarse else self.fine
+        s = ring.series(seconds, self.grid_capacities, self.horizon)
+        return replace(s, counts=s.counts / SK.SCALE, blocks=s.blocks / SK.SCALE, tokens=s.tokens / SK.SCALE)
+
+    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
+        # the exact analyzer's logic over this analyzer's rings and slot series
+        curves = Analyzer.consecutive_window_curves(self, seconds, points)  # type: ignore[arg-type]
+        return [replace(c, sample=self.sampling) for c in curves]
+
+
+def _band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    """Per band, true accesses per weighted sampled one. A band with accesses but no sample gets the
+    pooled factor of the others (the rest stands in for it)."""
+    factor = np.divide(exact, sampled, out=np.zeros(len(exact)), where=sampled > 0)
+    covered = exact[sampled > 0].sum()
+    if covered and covered < exact.sum():
+        factor *= exact.sum() / covered
+    return factor
+
+
+def post_stratified_curve(hist, ghist, sampled, band_counts, rates, capacities, grid, horizon: int,
+                          info: SampleInfo) -> HitRateCurve:  # fmt: skip
+    """The all-time estimate: each band's histogram scaled to its exact access count, summed, with the
+    standard error of the hit rate at every capacity from the spread over the random groups."""
+    used = int(np.flatnonzero(hist.sum(axis=(0, 2)))[-1]) + 1 if hist.any() else 0
+    # capacities may repeat the horizon at the top; keep the first of equal ones
+    caps = capacities[:used]
+    keep = np.concatenate([[True], np.diff(caps) > 0]) if used else np.zeros(0, dtype=bool)
+    on_grid = np.maximum(np.searchsorted(grid, caps, side="right") - 1, 0)  # the grid point at or below
+    out = {}
+    for u, unit in enumerate(("blocks", "tokens")):
+        exact = band_counts[:, u].astype(np.float64)
+        n_g = sampled[:, :, SK.T_ACCESSES, u]  # [group, band]
+        factor = _band_factors(exact, n_g.sum(axis=0))
+        hits = factor @ np.cumsum(hist[:, :used, u], axis=1)
+        beyond = float(factor @ sampled[:, :, SK.T_BEYOND, u].sum(axis=0))
+        err = _stderr(np.cumsum(ghist[:, :, :, u], axis=2), n_g, exact, rates)
+        out[unit] = (hits, beyond, err[on_grid] if len(err) else np.zeros(used))
+    return HitRateCurve(
+        capacities=caps[keep].copy(),
+        block_hits=np.round(out["blocks"][0][keep]).astype(np.int64),
+        token_hits=np.round(out["tokens"][0][keep]).astype(np.int64),
+        accesses=int(band_counts[:, 0].sum()),
+        tokens=int(band_counts[:, 1].sum()),
+        horizon=horizon,
+        exact=False,
+        window_seconds=None,
+        beyond_horizon_blocks=round(out["blocks"][1]),
+        beyond_horizon_tokens=round(out["tokens"][1]),
+        sample=info,
+        block_stderr=out["blocks"][2][keep],
+        token_stderr=out["tokens"][2][keep],
+    )
+
+
+def _stderr(cum_g, n_g, exact, rates) -> np.ndarray:
+    """Standard error of the post-stratified hit rate at each grid capacity (random groups, linearized).
+
+    cum_g[group, band, capacity]: weighted sampled hits; n_g[group, band]: weighted sampled accesses.
+    Band b's hit rate p_b(C) = hits_b(C) / n_b is a ratio over sampled blocks. Its residual in group
+    g, hits_gb(C) - p_b(C) n_gb, sums to 0 over the groups; their spread estimates the variance of the
+    band's residual total: Var p_b ~ (1 - r_b) G/(G-1) sum_g residual^2 / n_b^2."""
+    groups = cum_g.shape[0]
+    n = n_g.sum(axis=0)
+    total = exact.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(n[:, None] > 0, cum_g.sum(axis=0) / n[:, None], 0.0)  # [band, capacity]
+        resid = cum_g - p[None, :, :] * n_g[:, :, None]
+        var_b = (1.0 - rates)[:, None] * groups / (groups - 1) * (resid**2).sum(axis=0)
+        var_b = np.where(n[:, None] > 0, var_b / n[:, None] ** 2, 0.0)
+    share = exact / total if total else np.zeros(len(exact))
+    return np.sqrt((share[:, None] ** 2 * var_b).sum(axis=0))
+
+
+def working_set_bounds(curve: HitRateCurve, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks",
+                       z: float = 2.0) -> tuple[int | None, int | None]:  # fmt: skip
+    """For an estimated curve: the working set where the curve z standard errors above and below the
+    estimate reaches `target` (low, high; None where not reached). (ws, ws) for a measured curve."""
+    err = curve.block_stderr if unit == "blocks" else curve.token_stderr
+    if err is None:
+        ws = curve.working_set(target, mode, unit)
+        return ws, ws
+    total = curve.accesses if unit == "blocks" else curve.tokens
+    hits = curve.block_hits if unit == "blocks" else curve.token_hits
+    need = curve.required_hits(target, mode, unit)
+    bounds = []
+    for sign in (1.0, -1.0):
+        shifted = np.maximum.accumulate(hits + sign * z * err * total)
+        i = int(np.searchsorted(shifted, need, side="left"))
+        bounds.append(int(curve.capacities[i]) if i < len(shifted) and total else None)
+    return bounds[0], bounds[1]
