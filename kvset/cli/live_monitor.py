@@ -84,7 +84,8 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         context_tokens=args.context,
         demo=demo,
     )
-    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size)
+    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size,
+                        sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
     recorder = TraceRecorder(args.record) if args.record else None
     return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder)
 

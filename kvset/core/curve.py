@@ -44,6 +44,26 @@ class SampleInfo:
 
 
 @dataclass(frozen=True, eq=False)
+class CurveErrors:
+    """Standard errors of an estimated curve, one per capacity of the curve: of its hit rate and of
+    its coverage (hits(C) / hits(inf), what coverage working sets are read from), in both units."""
+
+    block_hit_rate: np.ndarray
+    token_hit_rate: np.ndarray
+    block_coverage: np.ndarray
+    token_coverage: np.ndarray
+
+    def __post_init__(self) -> None:
+        for arr in (self.block_hit_rate, self.token_hit_rate, self.block_coverage, self.token_coverage):
+            arr.setflags(write=False)
+
+    def of(self, mode: TargetMode, unit: Unit) -> np.ndarray:
+        if mode == "absolute":
+            return self.block_hit_rate if unit == "blocks" else self.token_hit_rate
+        return self.block_coverage if unit == "blocks" else self.token_coverage
+
+
+@dataclass(frozen=True, eq=False)
 class HitRateCurve:
     """Cumulative hits against capacity (in blocks), in block and token units.
 
@@ -68,22 +88,19 @@ class HitRateCurve:
     # needs them is reported as not reached instead of as a too-small number.
     beyond_horizon_blocks: int = 0
     beyond_horizon_tokens: int = 0
-    # A curve estimated from a sample: what was sampled, and the standard error of the block and
-    # token hit rate at each capacity where the sample can give one (None: not known).
+    # A curve estimated from a sample: what was sampled, and the standard errors at each capacity
+    # where the sample can give them (None: not known).
     sample: SampleInfo | None = None
-    block_stderr: np.ndarray | None = None
-    token_stderr: np.ndarray | None = None
+    errors: CurveErrors | None = None
 
     def __post_init__(self) -> None:
-        for name in ("capacities", "block_hits", "token_hits", "block_stderr", "token_stderr"):
+        for name in ("capacities", "block_hits", "token_hits"):
             arr = getattr(self, name)
-            if arr is not None:
-                arr.setflags(write=False)
+            arr.setflags(write=False)
         if not (len(self.capacities) == len(self.block_hits) == len(self.token_hits)):
             raise ValueError("capacities, block_hits and token_hits must have one length")
-        for err in (self.block_stderr, self.token_stderr):
-            if err is not None and len(err) != len(self.capacities):
-                raise ValueError("a standard error per capacity, or none")
+        if self.errors is not None and len(self.errors.block_hit_rate) != len(self.capacities):
+            raise ValueError("a standard error per capacity, or none")
 
     @property
     def estimate(self) -> bool:
@@ -139,9 +156,9 @@ class HitRateCurve:
     def hit_rate_stderrs(self, capacities, unit: Unit = "blocks") -> np.ndarray | None:
         """Standard error of hit_rates(capacities) (an estimate's); None where the curve has none."""
         self._hits_array(unit)  # checks the unit
-        err = self.block_stderr if unit == "blocks" else self.token_stderr
-        if err is None:
+        if self.errors is None:
             return None
+        err = self.errors.of("absolute", unit)
         caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
         idx = np.searchsorted(self.capacities, caps, side="right") - 1
         return np.where((idx >= 0) & (caps > 0), err[np.maximum(idx, 0)], 0.0) if len(err) else np.zeros(len(caps))

@@ -36,18 +36,27 @@ adds none), and the bands combine with their exact access shares.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 
 import numpy as np
 
 from kvset.core import kernel as K
 from kvset.core import sampling_kernel as SK
-from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS, Analyzer, Order, _no_hugepage_advice, _reverse_within_requests
-from kvset.core.curve import HitRateCurve, SampleInfo, TargetMode, Unit
+from kvset.core.analyzer import (
+    DEFAULT_HORIZON,
+    MAX_TIMESTAMP,
+    ORDERS,
+    Analyzer,
+    Order,
+    _no_hugepage_advice,
+    _reverse_within_requests,
+)
+from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
 from kvset.core.slots import SlotRing, SlotSeries
 from kvset.types import AccessBatch
 
+METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
+ERROR_Z = 2.0  # error bounds are 2 standard errors: about 95 % under the normal approximation
 HEAD_SHARE = 2.56  # about this many blocks of each head band (per shared prefix) are kept
 BANDS = 13  # position bands 0..11 (positions below 2048), then the rest
 FIXED_SIZE_HEAD = 8  # fixed size: the boost of rate 1 % (2^8 x 0.01 = HEAD_SHARE)
@@ -184,6 +193,7 @@ class SampledAnalyzer:
         capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
         self._s = _SampleState(capacity)
         self._s.meta[SK.S_HORIZON] = self.horizon
+        self._s.meta[SK.S_FINE_CURRENT] = self._s.meta[SK.S_COARSE_CURRENT] = SK.NO_SLOT
         self._s.meta[SK.S_SIZE_LIMIT] = self.sample_size or 0
         n_fine = len(SK.fine_capacities(self.horizon))
         # raw all-time tallies, post-stratified when a curve is read
@@ -227,7 +237,7 @@ class SampledAnalyzer:
         # the exact analyzer's input checks, so both refuse the same input with the same words
         tok = Analyzer._tokens_array(self, tokens, n)  # type: ignore[arg-type]
         starts = Analyzer._request_starts(request_starts, n)
-        ts = Analyzer._timestamps_array(timestamps, n)
+        ts, t_lo, t_hi, ordered = _timestamps(timestamps, n)
         reverse = self.order == "reverse" and len(starts) > 0
         if reverse:
             order = _reverse_within_requests(starts, n)
@@ -236,50 +246,47 @@ class SampledAnalyzer:
                 tok = tok[order]
             if ts.shape[0] == n:
                 ts = ts[order]
-        self._feed_by_slot(keys, tok, starts, ts, reverse)
+        self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, ordered and not reverse, reverse)
         self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
 
-    def _feed_by_slot(self, keys, tok, starts, ts, reverse: bool) -> None:
-        """Feed in runs of one fine time slot each, as the exact analyzer does."""
+    def _feed_by_slot(self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool) -> None:
+        """Feed the batch; the kernel adds each time slot's tallies to the rings as the slot ends."""
         n = len(keys)
         fine = self.fine
         per_access = len(ts) == n and n > 1
         first = fine.slot_of(float(ts[0]))
         if fine.current is not None and first < fine.current:
+            # time never runs backwards in the rings: late accesses count in the current slot
             if not per_access:
                 self.late_accesses += n
             first = fine.current
         s = self._s
         s.meta[SK.S_SLOT] = first
         s.meta[SK.S_POS] = self._carry
+        s.meta[SK.S_RUN_START] = 0
         late_before = int(s.meta[SK.S_LATE])
-        t_lo, t_hi = (float(ts.min()), float(ts.max())) if per_access else (float(ts[0]), float(ts[0]))
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
-        i = run_start = 0
-        self._clear_scratch()
+        i = 0
         while True:
             i = SK.sampled_feed_kernel(
-                keys, tok, ts, per_access, fine.width, starts, reverse, i, n,
+                keys, tok, ts, per_access, ordered, fine.width, starts, reverse, i, n,
                 self._salt, np.uint64(self._limit), self._shifts, self._weights,
                 s.table, s.mask, *s.slots(), s.fen, s.meta, s.fmeta,
                 self.band_counts, self.sampled, self.hist, self.ghist,
                 self._scratch_blocks, self._scratch_tokens, self._scratch_counts,
+                _ring_arrays(fine), self.coarse.width, _ring_arrays(self.coarse),
             )  # fmt: skip
             reason = int(s.meta[SK.S_REASON])
             if reason == SK.STOP_GROW:
                 s.grow()
-                continue
-            if reason == SK.STOP_EVICT:
+            elif reason == SK.STOP_EVICT:
                 self._lower_limit()
-                continue
-            slot = int(s.meta[SK.S_SLOT])
-            requests = int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
-            self._close_run(slot, requests)
-            if reason == SK.STOP_DONE:
+            else:
                 break
-            run_start = i
-            self._clear_scratch()
+        for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
+            ring.current = None if s.meta[at] == SK.NO_SLOT else int(s.meta[at])
+        self.requests = int(s.meta[SK.S_REQUESTS])
         self.late_accesses += int(s.meta[SK.S_LATE]) - late_before
 
     def _lower_limit(self) -> None:
@@ -294,19 +301,6 @@ class SampledAnalyzer:
         s.meta[SK.S_TRACKED] -= dropped
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
         s.reweight(self._weights)
-
-    def _clear_scratch(self) -> None:
-        self._scratch_blocks[:] = 0
-        self._scratch_tokens[:] = 0
-        self._scratch_counts[:] = 0
-
-    def _close_run(self, fine_slot: int, requests: int) -> None:
-        fine_row = self.fine.advance(fine_slot)
-        self.fine.add(fine_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
-        coarse_slot = math.floor(fine_slot * self.fine.width / self.coarse.width)
-        coarse_row = self.coarse.advance(coarse_slot)
-        self.coarse.add(coarse_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
-        self.requests += requests
 
     # -- reading: counts -----------------------------------------------------
     @property
@@ -416,6 +410,25 @@ class SampledAnalyzer:
         return [replace(c, sample=self.sampling) for c in curves]
 
 
+def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
+    """Timestamps, their range and whether they never decrease. Per-access ones are checked in one
+    pass (the exact analyzer's check makes temporaries of the whole batch, which cost as much as the
+    kernel here); anything else, or a bad value, goes through the exact analyzer's check and error."""
+    if isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,):
+        ts = np.ascontiguousarray(timestamps)
+        ok, ordered = SK.stamps_check(ts, MAX_TIMESTAMP)
+        if ok:
+            lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
+            return ts, lo, hi, ordered
+    ts = Analyzer._timestamps_array(timestamps, n)
+    return ts, float(ts.min()), float(ts.max()), len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
+
+
+def _ring_arrays(ring: SlotRing) -> tuple:
+    """A SlotRing's arrays, which the kernel adds each slot's tallies to (kernel._ring_add)."""
+    return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids
+
+
 def _band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
     """Per band, true accesses per weighted sampled one. A band with accesses but no sample gets the
     pooled factor of the others (the rest stands in for it)."""
@@ -429,71 +442,83 @@ def _band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
 def post_stratified_curve(hist, ghist, sampled, band_counts, rates, capacities, grid, horizon: int,
                           info: SampleInfo) -> HitRateCurve:  # fmt: skip
     """The all-time estimate: each band's histogram scaled to its exact access count, summed, with the
-    standard error of the hit rate at every capacity from the spread over the random groups."""
+    standard errors at every capacity from the spread over the random groups."""
     used = int(np.flatnonzero(hist.sum(axis=(0, 2)))[-1]) + 1 if hist.any() else 0
     # capacities may repeat the horizon at the top; keep the first of equal ones
     caps = capacities[:used]
     keep = np.concatenate([[True], np.diff(caps) > 0]) if used else np.zeros(0, dtype=bool)
-    on_grid = np.maximum(np.searchsorted(grid, caps, side="right") - 1, 0)  # the grid point at or below
-    out = {}
+    on_grid = np.maximum(np.searchsorted(grid, caps, side="right") - 1, 0)[keep]  # the grid point at or below
+    hits, beyond, errors = {}, {}, {}
     for u, unit in enumerate(("blocks", "tokens")):
-        exact = band_counts[:, u].astype(np.float64)
         n_g = sampled[:, :, SK.T_ACCESSES, u]  # [group, band]
-        factor = _band_factors(exact, n_g.sum(axis=0))
-        hits = factor @ np.cumsum(hist[:, :used, u], axis=1)
-        beyond = float(factor @ sampled[:, :, SK.T_BEYOND, u].sum(axis=0))
-        err = _stderr(np.cumsum(ghist[:, :, :, u], axis=2), n_g, exact, rates)
-        out[unit] = (hits, beyond, err[on_grid] if len(err) else np.zeros(used))
+        factor = _band_factors(band_counts[:, u].astype(np.float64), n_g.sum(axis=0))
+        hits[unit] = np.round(factor @ np.cumsum(hist[:, :used, u], axis=1))[keep].astype(np.int64)
+        beyond_g = sampled[:, :, SK.T_BEYOND, u]
+        beyond[unit] = round(float(factor @ beyond_g.sum(axis=0)))
+        cum_g = np.cumsum(ghist[:, :, :, u], axis=2)  # [group, band, grid capacity]
+        inf_g = cum_g[:, :, -1] + beyond_g  # hits of an infinite cache
+        errors[unit] = (_ratio_stderr(cum_g, n_g, n_g, factor, rates)[on_grid],
+                        _ratio_stderr(cum_g, inf_g, n_g, factor, rates)[on_grid])  # fmt: skip
     return HitRateCurve(
         capacities=caps[keep].copy(),
-        block_hits=np.round(out["blocks"][0][keep]).astype(np.int64),
-        token_hits=np.round(out["tokens"][0][keep]).astype(np.int64),
+        block_hits=hits["blocks"],
+        token_hits=hits["tokens"],
         accesses=int(band_counts[:, 0].sum()),
         tokens=int(band_counts[:, 1].sum()),
         horizon=horizon,
         exact=False,
         window_seconds=None,
-        beyond_horizon_blocks=round(out["blocks"][1]),
-        beyond_horizon_tokens=round(out["tokens"][1]),
+        beyond_horizon_blocks=beyond["blocks"],
+        beyond_horizon_tokens=beyond["tokens"],
         sample=info,
-        block_stderr=out["blocks"][2][keep],
-        token_stderr=out["tokens"][2][keep],
+        errors=CurveErrors(block_hit_rate=errors["blocks"][0], token_hit_rate=errors["tokens"][0],
+                           block_coverage=errors["blocks"][1], token_coverage=errors["tokens"][1]),  # fmt: skip
     )
 
 
-def _stderr(cum_g, n_g, exact, rates) -> np.ndarray:
-    """Standard error of the post-stratified hit rate at each grid capacity (random groups, linearized).
+def _ratio_stderr(a, c, n, factor, rates) -> np.ndarray:
+    """Standard error of R(C) = sum_b F_b a_b(C) / sum_b F_b c_b, by random groups, linearized.
 
-    cum_g[group, band, capacity]: weighted sampled hits; n_g[group, band]: weighted sampled accesses.
-    Band b's hit rate p_b(C) = hits_b(C) / n_b is a ratio over sampled blocks. Its residual in group
-    g, hits_gb(C) - p_b(C) n_gb, sums to 0 over the groups; their spread estimates the variance of the
-    band's residual total: Var p_b ~ (1 - r_b) G/(G-1) sum_g residual^2 / n_b^2."""
-    groups = cum_g.shape[0]
-    n = n_g.sum(axis=0)
-    total = exact.sum()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(n[:, None] > 0, cum_g.sum(axis=0) / n[:, None], 0.0)  # [band, capacity]
-        resid = cum_g - p[None, :, :] * n_g[:, :, None]
-        var_b = (1.0 - rates)[:, None] * groups / (groups - 1) * (resid**2).sum(axis=0)
-        var_b = np.where(n[:, None] > 0, var_b / n[:, None] ** 2, 0.0)
-    share = exact / total if total else np.zeros(len(exact))
-    return np.sqrt((share[:, None] ** 2 * var_b).sum(axis=0))
+    a[group, band, capacity] and c[group, band]: weighted sampled sums (hits at C; accesses for a hit
+    rate, infinite-cache hits for a coverage); n[group, band]: weighted sampled accesses, which the
+    post-stratification factors F_b = N_b / n_b come from. A group's residual in band b,
+        F_b [(a_gb - R c_gb) - (a_b - R c_b) n_gb / n_b],
+    sums to 0 over the groups; their spread estimates the variance of the band's contribution, with
+    the finite-population factor 1 - r_b (a band kept whole adds none):
+        Var R ~ sum_b (1 - r_b) G / (G - 1) sum_g residual^2 / (sum_b F_b c_b)^2."""
+    groups = a.shape[0]
+    a_b, c_b, n_b = a.sum(axis=0), c.sum(axis=0), n.sum(axis=0)
+    denominator = float(factor @ c_b)
+    if denominator <= 0:
+        return np.zeros(a.shape[2])
+    ratio = (factor @ a_b) / denominator  # [capacity]
+    share = np.divide(n, n_b, out=np.zeros_like(n), where=n_b > 0)  # [group, band]
+    band_resid = a_b - ratio[None, :] * c_b[:, None]  # [band, capacity]
+    resid = a - ratio[None, None, :] * c[:, :, None] - band_resid[None, :, :] * share[:, :, None]
+    var = (((1.0 - rates) * factor**2)[None, :, None] * resid**2).sum(axis=(0, 1)) * groups / (groups - 1)
+    return np.sqrt(var) / denominator
 
 
 def working_set_bounds(curve: HitRateCurve, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks",
-                       z: float = 2.0) -> tuple[int | None, int | None]:  # fmt: skip
-    """For an estimated curve: the working set where the curve z standard errors above and below the
-    estimate reaches `target` (low, high; None where not reached). (ws, ws) for a measured curve."""
-    err = curve.block_stderr if unit == "blocks" else curve.token_stderr
-    if err is None:
+                       z: float = ERROR_Z) -> tuple[int | None, int | None]:  # fmt: skip
+    """For an estimated curve: the smallest capacities at which the hit rate (absolute targets) or the
+    coverage (coverage targets) z standard errors above and below the estimate reaches `target`
+    (low, high; None where not reached). (ws, ws) for a measured curve."""
+    if curve.errors is None or not len(curve.capacities):
         ws = curve.working_set(target, mode, unit)
         return ws, ws
-    total = curve.accesses if unit == "blocks" else curve.tokens
-    hits = curve.block_hits if unit == "blocks" else curve.token_hits
-    need = curve.required_hits(target, mode, unit)
+    hits = (curve.block_hits if unit == "blocks" else curve.token_hits).astype(np.float64)
+    if mode == "coverage":
+        base = curve.infinite_capacity_hits(unit)
+    else:
+        base = curve.accesses if unit == "blocks" else curve.tokens
+    if base <= 0:
+        return None, None
+    level = hits / base
+    err = curve.errors.of(mode, unit)
     bounds = []
     for sign in (1.0, -1.0):
-        shifted = np.maximum.accumulate(hits + sign * z * err * total)
-        i = int(np.searchsorted(shifted, need, side="left"))
-        bounds.append(int(curve.capacities[i]) if i < len(shifted) and total else None)
+        shifted = np.maximum.accumulate(level + sign * z * err)
+        i = int(np.searchsorted(shifted, float(_as_fraction(target)), side="left"))
+        bounds.append(int(curve.capacities[i]) if i < len(shifted) else None)
     return bounds[0], bounds[1]

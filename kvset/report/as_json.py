@@ -3,6 +3,8 @@ the `e` export). Their keys are documented in the README; change them there too.
 
 from __future__ import annotations
 
+from kvset.core.curve import SampleInfo
+from kvset.core.sampling import ERROR_Z, METHOD
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
@@ -20,6 +22,22 @@ def _finite(x):
         return None
     x = float(x)
     return None if x != x else x
+
+
+def estimate_json(info: SampleInfo | None) -> dict | None:
+    """What a sampled analysis sampled (None: every block was analyzed, the numbers are measured)."""
+    if info is None:
+        return None
+    return {
+        "method": METHOD,
+        "sample_rate": info.rate,
+        "sample_size": info.size,
+        "seed": info.seed,
+        "tracked_blocks": info.tracked_blocks,
+        "tracked_accesses": info.tracked_accesses,
+        "tracked_share": info.tracked_share,
+        "error_bound": f"{ERROR_Z:g} standard errors (about 95 %) from the spread of the sample's random groups",
+    }
 
 
 def analysis_json(
@@ -42,6 +60,7 @@ def analysis_json(
         "format": s.format,
         "block_tokens": bt,
         "order": a.order,
+        "estimate": estimate_json(c.sample),
         "requests": s.requests,
         "accesses": a.accesses,
         "tokens": a.tokens,
@@ -106,6 +125,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         windows[label] = {
             "seconds": c.window_seconds,
             "exact": c.exact,
+            "estimate": c.estimate,
             "accesses": c.accesses,
             "tokens": c.tokens,
             "attainable_hit_rate": c.attainable("blocks"),
@@ -124,6 +144,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "bytes_per_block": bpb,
         "model": s.model,
         "curve_scope": s.curve_scope,
+        "estimate": estimate_json(s.sample),
         "accesses": s.totals.accesses,
         "tokens": s.totals.tokens,
         "requests": s.totals.requests,

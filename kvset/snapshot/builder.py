@@ -133,6 +133,7 @@ class SnapshotBuilder:
             operating_point=operating_point(engine, pool, bt, curves, curve_scope),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
+            sample=analyzer.sampling,
         )
 
     # -- parts ---------------------------------------------------------------

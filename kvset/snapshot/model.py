@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 # Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
@@ -178,6 +178,9 @@ class Snapshot:
     operating_point: OperatingPoint | None = None
     main_mode: str = "coverage"  # the main target is the first target of this mode
     main_target: float | None = None
+    # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
+    # count but accesses, tokens and requests is an estimate; None: measured on every block
+    sample: SampleInfo | None = None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]
