@@ -13,53 +13,30 @@ for the last minutes and a coarse ring (60 s slots) for the last hours.
 from __future__ import annotations
 
 import math
-import time
-from contextlib import contextmanager
-from typing import Literal
 
 import numpy as np
 
 from kvset.core import kernel as K
 from kvset.core.curve import HitRateCurve
-from kvset.core.slots import SlotRing, SlotSeries
+from kvset.core.feed_args import (  # noqa: F401 - DEFAULT_HORIZON, MAX_TIMESTAMP: importers keep them here
+    DEFAULT_HORIZON,
+    MAX_TIMESTAMP,
+    ORDERS,
+    Order,
+    request_starts_array,
+    reverse_within_requests,
+    timestamps_array,
+    tokens_array,
+)
+from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
+from kvset.core.slots import SlotRing, SlotSeries, consecutive_window_curves
 from kvset.types import AccessBatch
-
-DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
-MAX_TIMESTAMP = 1e11  # seconds from zero (about 3,000 years); beyond it a timestamp is garbage
-ORDERS = ("forward", "reverse")
-Order = Literal["forward", "reverse"]
 
 _MIN_TRACKED = 1 << 10
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
-
-
-try:  # numpy's switch for madvise(MADV_HUGEPAGE) on large arrays (private, so guarded)
-    from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
-except ImportError:  # pragma: no cover - older or newer numpy
-    _get_madvise_hugepage = _set_madvise_hugepage = None
-
-
-@contextmanager
-def _no_hugepage_advice():
-    """Allocate the state without numpy's huge-page advice.
-
-    Where transparent huge pages are on "madvise" but none can be had (as on the VMs we
-    measured), each first touch of advised memory tries to compact memory synchronously:
-    touching 80 MB took 0.11 s with the advice and 0.03 s without, and growing the analyzer
-    to 1M blocks spent most of its time there (benchmarks/: 0.90-1.0 s against 0.70 s).
-    """
-    if _set_madvise_hugepage is None:
-        yield
-        return
-    previous = _get_madvise_hugepage()
-    _set_madvise_hugepage(False)
-    try:
-        yield
-    finally:
-        _set_madvise_hugepage(previous)
 
 
 class _Tracker:
@@ -212,7 +189,7 @@ class Analyzer:
         ts = self._timestamps_array(timestamps, n)
         order = None
         if self.order == "reverse" and len(starts):
-            order = _reverse_within_requests(starts, n)
+            order = reverse_within_requests(starts, n)
             keys = keys[order]
             if tok.shape[0] == n:
                 tok = tok[order]
@@ -230,39 +207,10 @@ class Analyzer:
         return out
 
     def _tokens_array(self, tokens, n: int) -> np.ndarray:
-        """Per-access tokens, or a length-1 array when every access covers the same number."""
-        if tokens is None:
-            tokens = self.block_tokens or 1
-        if np.isscalar(tokens):
-            if int(tokens) < 0:
-                raise ValueError("tokens per access must not be negative")
-            return np.array([int(tokens)], dtype=np.int64)
-        tok = np.ascontiguousarray(tokens, dtype=np.int64)
-        if tok.shape != (n,):
-            raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
-        if n and tok.min() < 0:
-            raise ValueError("tokens per access must not be negative")
-        return tok
+        return tokens_array(tokens, n, self.block_tokens or 1)
 
-    @staticmethod
-    def _request_starts(request_starts, n: int) -> np.ndarray:
-        if request_starts is None:
-            return np.zeros(0, dtype=np.int64)
-        starts = np.asarray(request_starts, dtype=np.int64)
-        if len(starts) and (starts[0] < 0 or starts[-1] >= n or np.any(np.diff(starts) <= 0)):
-            raise ValueError("request_starts must be strictly increasing indices into the batch")
-        return starts
-
-    @staticmethod
-    def _timestamps_array(timestamps, n: int) -> np.ndarray:
-        if timestamps is None:
-            return np.array([time.time()], dtype=np.float64)
-        ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
-        if ts.shape != (n,) and ts.shape != (1,):
-            raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-        if not np.all(np.abs(ts) <= MAX_TIMESTAMP):  # also false for nan
-            raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
-        return ts
+    _request_starts = staticmethod(request_starts_array)
+    _timestamps_array = staticmethod(timestamps_array)
 
     def _feed_by_slot(self, keys, tok, starts, ts, out) -> None:
         """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
@@ -407,25 +355,5 @@ class Analyzer:
         return ring.series(seconds, self.grid_capacities, self.horizon)
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first.
-
-        Fewer than two windows fit in the rings: an empty list (no trend to show).
-        """
-        coarse = seconds > self.fine.span_seconds() / 2
-        ring = self.coarse if coarse else self.fine
-        per_window = max(1, round(seconds / ring.width))
-        points = min(points, ring.n_slots // per_window)
-        if points < 2:
-            return []
-        series = self.slot_series(per_window * points * ring.width, coarse=coarse)
-        return [series.curve(k * per_window, (k + 1) * per_window) for k in range(points)]
-
-
-def _reverse_within_requests(starts: np.ndarray, n: int) -> np.ndarray:
-    """Permutation that reverses each request's accesses (accesses before the first start form a segment)."""
-    bounds = starts if starts[0] == 0 else np.concatenate([[0], starts])
-    ends = np.concatenate([bounds[1:], [n]])
-    lengths = ends - bounds
-    seg = np.repeat(np.arange(len(bounds)), lengths)
-    pos = np.arange(n) - bounds[seg]
-    return ends[seg] - 1 - pos
+        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
+        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)

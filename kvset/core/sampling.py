@@ -42,17 +42,19 @@ import numpy as np
 
 from kvset.core import kernel as K
 from kvset.core import sampling_kernel as SK
-from kvset.core.analyzer import (
+from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
+from kvset.core.feed_args import (
     DEFAULT_HORIZON,
     MAX_TIMESTAMP,
     ORDERS,
-    Analyzer,
     Order,
-    _no_hugepage_advice,
-    _reverse_within_requests,
+    no_hugepage_advice,
+    request_starts_array,
+    reverse_within_requests,
+    timestamps_array,
+    tokens_array,
 )
-from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
-from kvset.core.slots import SlotRing, SlotSeries
+from kvset.core.slots import SlotRing, SlotSeries, consecutive_window_curves
 from kvset.types import AccessBatch
 
 METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
@@ -116,7 +118,7 @@ class _SampleState:
         self._allocate(capacity)
 
     def _allocate(self, capacity: int) -> None:
-        with _no_hugepage_advice():
+        with no_hugepage_advice():
             cells = 1 << max(0, int(2 * capacity - 1).bit_length())
             self.mask = cells - 1
             self.table = np.empty(2 * cells, dtype=np.uint64)
@@ -235,12 +237,12 @@ class SampledAnalyzer:
         if n == 0:
             return
         # the exact analyzer's input checks, so both refuse the same input with the same words
-        tok = Analyzer._tokens_array(self, tokens, n)  # type: ignore[arg-type]
-        starts = Analyzer._request_starts(request_starts, n)
+        tok = tokens_array(tokens, n, self.block_tokens or 1)
+        starts = request_starts_array(request_starts, n)
         ts, t_lo, t_hi, ordered = _timestamps(timestamps, n)
         reverse = self.order == "reverse" and len(starts) > 0
         if reverse:
-            order = _reverse_within_requests(starts, n)
+            order = reverse_within_requests(starts, n)
             keys = keys[order]
             if tok.shape[0] == n:
                 tok = tok[order]
@@ -405,8 +407,7 @@ class SampledAnalyzer:
         return replace(s, counts=s.counts / SK.SCALE, blocks=s.blocks / SK.SCALE, tokens=s.tokens / SK.SCALE)
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        # the exact analyzer's logic over this analyzer's rings and slot series
-        curves = Analyzer.consecutive_window_curves(self, seconds, points)  # type: ignore[arg-type]
+        curves = consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)
         return [replace(c, sample=self.sampling) for c in curves]
 
 
@@ -420,7 +421,7 @@ def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
         if ok:
             lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
             return ts, lo, hi, ordered
-    ts = Analyzer._timestamps_array(timestamps, n)
+    ts = timestamps_array(timestamps, n)
     return ts, float(ts.min()), float(ts.max()), len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
 
 
