@@ -356,6 +356,8 @@ def sampled_feed_kernel(
     per_access_tokens = tokens.shape[0] == keys.shape[0]
     nslots = slot_key.shape[0]
     horizon = meta[S_HORIZON]
+    size_limit = meta[S_SIZE_LIMIT]
+    capacity = meta[S_CAPACITY]
     n = keys.shape[0]
     nstarts = starts.shape[0]
     g0 = meta[S_INDEX] - start  # full-stream index of access x: g0 + x
@@ -408,6 +410,8 @@ def sampled_feed_kernel(
             for k in range(nbands):
                 b = nbands - 1 - k if back else k
                 a, e = _band_range(b, nbands, x, seg_end, base, back)
+                if a >= e:
+                    continue
                 sh = np.uint64(shifts[b])
                 y = _next_sampled(keys, a, e, salt, sh, limit)
                 while y < e:
@@ -434,20 +438,19 @@ def sampled_feed_kernel(
                 b = found_band[j]
                 cell = found_cell[j]
                 key = keys[y]
+                if cell < 0:
+                    cell = K._table_find(table, mask, key)  # an earlier access of the round may have added it
+                    if cell < 0:
+                        if size_limit > 0 and meta[S_TRACKED] >= size_limit:
+                            reason = STOP_EVICT
+                        elif meta[S_TRACKED] >= capacity:
+                            reason = STOP_GROW
+                        if reason != STOP_DONE:
+                            done = y
+                            break
                 h = priority_hash(key, salt)
                 w = weights[b]
                 tok = tokens[y] if per_access_tokens else tokens[0]
-                if cell < 0:
-                    if meta[S_SIZE_LIMIT] > 0 and meta[S_TRACKED] >= meta[S_SIZE_LIMIT]:
-                        reason = STOP_EVICT
-                    elif meta[S_TRACKED] >= meta[S_CAPACITY]:
-                        reason = STOP_GROW
-                    else:
-                        # an earlier access of this round may have put the key in the table
-                        cell = K._table_find(table, mask, key)
-                    if reason != STOP_DONE:
-                        done = y
-                        break
                 if now >= nslots:
                     # renumber the live slots in place; the table cells stay where they are
                     now = move_slots(table, mask, slot_key, slot_f, slot_i, now, table, mask, slot_key, slot_f, slot_i)
