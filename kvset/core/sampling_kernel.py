@@ -195,18 +195,6 @@ def _fen_prefix(fen, i):
     return s
 
 
-@njit(inline="always")
-def _weight_after(fen, slot_f, p, now, live):
-    """Weight of the live slots after p: summed directly when p is recent (the request heads' blocks
-    come back within a few requests), else from the tree."""
-    if now - p <= 32:
-        s = 0.0
-        for q in range(p + 1, now):
-            s += slot_f[q, 0]
-        return s
-    return live - _fen_prefix(fen, p)
-
-
 @njit(nogil=True, cache=True)
 def rebuild_fenwick(slot_f, fen, now):
     """Fenwick tree of the slot weights in linear time; returns their sum."""
@@ -466,7 +454,7 @@ def sampled_feed_kernel(
                     between = wsum - slot_f[p, 1] - wp
                     gap = g0 + y - slot_i[p, 0] - 1
                     if between > 0.0:
-                        share = _weight_after(fen, slot_f, p, now, live) / between
+                        share = (live - _fen_prefix(fen, p)) / between
                         d = 1.0 + gap * (share if share < 1.0 else 1.0)
                     else:
                         d = 1.0 + gap
