@@ -114,7 +114,6 @@ class _SampleState:
 
     def __init__(self, capacity: int) -> None:
         self.meta = np.zeros(SK.META_SIZE, dtype=np.int64)
-        self.fmeta = np.zeros(SK.FMETA_SIZE, dtype=np.float64)
         self._allocate(capacity)
 
     def _allocate(self, capacity: int) -> None:
@@ -125,13 +124,12 @@ class _SampleState:
             self.table[1::2] = K.EMPTY
             n = 2 * capacity  # slots: twice the blocks, so compaction is amortized
             self.slot_key = np.zeros(n, dtype=np.uint64)
-            self.slot_f = np.zeros((n, 2), dtype=np.float64)  # (weight, weighted sampled accesses before)
-            self.slot_i = np.zeros((n, 2), dtype=np.int64)  # (full-stream index, band)
-            self.fen = np.zeros(n + 1, dtype=np.float64)
+            self.slot = np.zeros((n, 4), dtype=np.int64)  # (weight, weighted accesses before, index, band)
+            self.fen = np.zeros(n + 1, dtype=np.int64)
         self.meta[SK.S_CAPACITY] = capacity
 
     def slots(self) -> tuple:
-        return self.slot_key, self.slot_f, self.slot_i
+        return self.slot_key, self.slot
 
     def grow(self) -> None:
         old_table, old_mask, old_slots = self.table, self.mask, self.slots()
@@ -139,14 +137,14 @@ class _SampleState:
         self._allocate(2 * int(self.meta[SK.S_CAPACITY]))
         tracked = SK.move_slots(old_table, old_mask, *old_slots, now, self.table, self.mask, *self.slots())
         self.meta[SK.S_NOW] = tracked
-        self.fmeta[SK.F_LIVE] = SK.rebuild_fenwick(self.slot_f, self.fen, tracked)
+        self.meta[SK.S_LIVE] = SK.rebuild_fenwick(self.slot, self.fen, tracked)
 
-    def reweight(self, weights: np.ndarray) -> None:
+    def reweight(self, fixed_weights: np.ndarray) -> None:
         """Give every tracked block its band's weight at the current rates."""
         now = int(self.meta[SK.S_NOW])
-        live = self.slot_f[:now, 0] > 0
-        self.slot_f[:now, 0] = np.where(live, weights[self.slot_i[:now, 1]], 0.0)
-        self.fmeta[SK.F_LIVE] = SK.rebuild_fenwick(self.slot_f, self.fen, now)
+        live = self.slot[:now, SK.W_WEIGHT] > 0
+        self.slot[:now, SK.W_WEIGHT] = np.where(live, fixed_weights[self.slot[:now, SK.W_BAND]], 0)
+        self.meta[SK.S_LIVE] = SK.rebuild_fenwick(self.slot, self.fen, now)
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
@@ -273,8 +271,8 @@ class SampledAnalyzer:
         while True:
             i = SK.sampled_feed_kernel(
                 keys, tok, ts, per_access, ordered, fine.width, starts, reverse, i, n,
-                self._salt, np.uint64(self._limit), self._shifts, self._weights,
-                s.table, s.mask, *s.slots(), s.fen, s.meta, s.fmeta,
+                self._salt, np.uint64(self._limit), self._shifts, self._weights, _fixed(self._weights),
+                s.table, s.mask, *s.slots(), s.fen, s.meta,
                 self.band_counts, self.sampled, self.hist, self.ghist,
                 self._scratch_blocks, self._scratch_tokens, self._scratch_counts,
                 _ring_arrays(fine), self.coarse.width, _ring_arrays(self.coarse),
@@ -302,7 +300,7 @@ class SampledAnalyzer:
         dropped = SK.drop_above(np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now)
         s.meta[SK.S_TRACKED] -= dropped
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
-        s.reweight(self._weights)
+        s.reweight(_fixed(self._weights))
 
     # -- reading: counts -----------------------------------------------------
     @property
@@ -423,6 +421,11 @@ def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
             return ts, lo, hi, ordered
     ts = timestamps_array(timestamps, n)
     return ts, float(ts.min()), float(ts.max()), len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
+
+
+def _fixed(weights: np.ndarray) -> np.ndarray:
+    """Weights in the kernel's fixed point (weight 1 = WEIGHT_ONE)."""
+    return np.round(weights * SK.WEIGHT_ONE).astype(np.int64)
 
 
 def _ring_arrays(ring: SlotRing) -> tuple:
