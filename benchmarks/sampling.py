@@ -55,6 +55,7 @@ ISSUE_SHAPE = WorkloadConfig(seed=10, concurrency=64, agent_types=8, prefix_bloc
 @dataclass
 class Run:
     seconds: float
+    cpu_seconds: float  # this process's CPU time: on a shared machine, less moved by the others' load
     rss_bytes: int
     state_bytes: int
     analyzer: object
@@ -65,13 +66,13 @@ def _timed(make, batches) -> Run:
     gc.collect()
     mem = PeakMemory()
     mem.start()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     a = make()
     for b in batches:
         a.feed_batch(b)
     curve = a.curve()
-    seconds = time.perf_counter() - started
-    return Run(seconds, mem.delta_bytes(), a.memory_bytes(), a, curve)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return Run(seconds, cpu, mem.delta_bytes(), a.memory_bytes(), a, curve)
 
 
 def _errors(rates: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
@@ -105,7 +106,8 @@ def run_one(kind: str, trace_dir: Path) -> dict:
     _timed(lambda: _make(kind, trace.block_tokens), warm)  # compiles and loads the JIT before the clock
     run = _timed(lambda: _make(kind, trace.block_tokens), batches)
     sample = run.curve.sample
-    return {"seconds": run.seconds, "rss_peak_delta_bytes": run.rss_bytes, "state_bytes": run.state_bytes,
+    return {"seconds": run.seconds, "cpu_seconds": run.cpu_seconds, "rss_peak_delta_bytes": run.rss_bytes,
+            "state_bytes": run.state_bytes,
             "tracked_blocks": run.analyzer.tracked_blocks,
             "tracked_share": sample.tracked_share if sample else 1.0}  # fmt: skip
 
@@ -144,6 +146,8 @@ def measure(name: str, trace: BenchTrace, trace_dir: Path, seeds: int, repeat: i
                              truth))  # fmt: skip
     exact_s = statistics.median(r["seconds"] for r in exact_runs)
     sampled_s = statistics.median(r["seconds"] for r in sampled_runs)
+    exact_cpu = statistics.median(r["cpu_seconds"] for r in exact_runs)
+    sampled_cpu = statistics.median(r["cpu_seconds"] for r in sampled_runs)
     return {
         "trace": name,
         "accesses": trace.accesses,
@@ -165,6 +169,7 @@ def measure(name: str, trace: BenchTrace, trace_dir: Path, seeds: int, repeat: i
         "fixed_size": {"sample_size": size, "mae": float(np.mean([e[0] for e in fixed])),
                        "worst": max(e[1] for e in fixed)},
         "speedup": exact_s / sampled_s,
+        "speedup_cpu": exact_cpu / sampled_cpu,
     }  # fmt: skip
 
 
@@ -185,12 +190,12 @@ def _pt(x: float) -> str:
 
 
 def report_lines(results: list[dict]) -> list[str]:
-    lines = [f"{'trace':<31} {'accesses':>11} {'exact acc/s':>12} {'sampled acc/s':>14} {'speedup':>8} "
+    lines = [f"{'trace':<31} {'accesses':>11} {'exact acc/s':>12} {'sampled acc/s':>14} {'speedup':>8} {'(CPU)':>6} "
              f"{'peak RSS+ exact / sampled':>26} {'state exact / sampled':>22} {'tracked':>8}"]  # fmt: skip
     for r in results:
         e, s = r["exact"], r["sampled"]
         lines.append(f"{r['trace']:<31} {r['accesses']:>11,} {e['accesses_per_second'] / 1e6:>10.1f} M "
-                     f"{s['accesses_per_second'] / 1e6:>12.1f} M {r['speedup']:>7.1f}x "
+                     f"{s['accesses_per_second'] / 1e6:>12.1f} M {r['speedup']:>7.1f}x {r['speedup_cpu']:>5.1f}x "
                      f"{e['rss_peak_delta_bytes'] / 2**20:>11.1f} / {s['rss_peak_delta_bytes'] / 2**20:>6.1f} MiB "
                      f"{e['state_bytes'] / 2**20:>9.1f} / {s['state_bytes'] / 2**20:>5.1f} MiB "
                      f"{100 * s['tracked_share']:>7.1f}%")  # fmt: skip
@@ -210,9 +215,9 @@ def goals(results: list[dict]) -> list[tuple[str, str, str, bool]]:
     for r in results:
         out.append((f"sampled MAE, {r['trace']}", f"{_pt(r['sampled']['mae'])} pt", f"<= {_pt(GOAL_MAE)} pt",
                     r["sampled"]["mae"] <= GOAL_MAE))  # fmt: skip
-    bench = results[0]
-    out.append((f"sampled vs exact accesses/s, {bench['trace']}", f"{bench['speedup']:.1f}x", f">= {GOAL_SPEEDUP:g}x",
-                bench["speedup"] >= GOAL_SPEEDUP))  # fmt: skip
+    for r in results[:2]:  # the real trace is too small for speed to mean anything
+        out.append((f"sampled vs exact accesses/s, {r['trace']}", f"{r['speedup']:.1f}x", f">= {GOAL_SPEEDUP:g}x",
+                    r["speedup"] >= GOAL_SPEEDUP))  # fmt: skip
     return out
 
 
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-dir", type=Path, help="the benchmark trace saved by benchmarks.run (else generated)")
     parser.add_argument("--accesses", type=int, default=10_000_000, help="benchmark trace length when generated")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of the sample (errors are averaged)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each analyzer, interleaved")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each analyzer, interleaved")
     parser.add_argument("--cpu", type=int, help="the core to pin to")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--one", choices=("exact", "sampled"), help=argparse.SUPPRESS)  # a timed run (internal)
@@ -241,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in report_lines(results):
         print(line)
     print()
+    print("speedup: median wall time of the exact runs over the sampled ones' (CPU: the same with the process's CPU time)")
     print(f"{'goal (sampling)':<62} {'measured':>10} {'goal':>10}  result")
     for goal, measured, target, passed in goals(results):
         print(f"{goal:<62} {measured:>10} {target:>10}  {'PASS' if passed else 'MISS'}")

@@ -29,7 +29,7 @@ from kvset.core.feed_args import (  # noqa: F401 - DEFAULT_HORIZON, MAX_TIMESTAM
     tokens_array,
 )
 from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
-from kvset.core.slots import SlotRing, SlotSeries, consecutive_window_curves
+from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
 
 _MIN_TRACKED = 1 << 10
@@ -100,7 +100,7 @@ class _Tracker:
         return sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
 
 
-class Analyzer:
+class Analyzer(TimeSlotViews):
     """Exact one-pass LRU stack-distance analyzer over a stream of block accesses.
 
     With sample_rate=R (or sample_size=S) and seed=N it makes a kvset.core.sampling.SampledAnalyzer
@@ -331,29 +331,8 @@ class Analyzer:
     def _window_curve(self, window: float) -> HitRateCurve:
         return self._ring_for(window).window_curve(window, self.grid_capacities, self.horizon)
 
-    # -- time slots, for views over time (trends, churn) --------------------
-    @property
-    def fine_slot_seconds(self) -> float:
-        return self.fine.width
-
-    @property
-    def fine_span_seconds(self) -> float:
-        """How far back the fine ring reaches."""
-        return self.fine.span_seconds()
-
-    @property
-    def coarse_slot_seconds(self) -> float:
-        return self.coarse.width
-
-    @property
-    def coarse_span_seconds(self) -> float:
-        return self.coarse.span_seconds()
-
+    # -- time slots, for views over time (trends, churn; the rest in TimeSlotViews) --
     def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
         """Per-slot counters and grid histograms for the last `seconds`, oldest first."""
         ring = self.coarse if coarse else self.fine
         return ring.series(seconds, self.grid_capacities, self.horizon)
-
-    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
-        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)

@@ -54,7 +54,7 @@ from kvset.core.feed_args import (
     timestamps_array,
     tokens_array,
 )
-from kvset.core.slots import SlotRing, SlotSeries, consecutive_window_curves
+from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
 
 METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
@@ -150,7 +150,7 @@ class _SampleState:
         return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
 
 
-class SampledAnalyzer:
+class SampledAnalyzer(TimeSlotViews):
     """The Analyzer's interface over a spatial sample of the blocks (Analyzer(sample_rate=...) makes one).
 
     Accesses and tokens are counted exactly; hits, first-time and beyond-horizon counts and every
@@ -382,22 +382,6 @@ class SampledAnalyzer:
             sample=self.sampling,
         )
 
-    @property
-    def fine_slot_seconds(self) -> float:
-        return self.fine.width
-
-    @property
-    def fine_span_seconds(self) -> float:
-        return self.fine.span_seconds()
-
-    @property
-    def coarse_slot_seconds(self) -> float:
-        return self.coarse.width
-
-    @property
-    def coarse_span_seconds(self) -> float:
-        return self.coarse.span_seconds()
-
     def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
         """Per-slot estimates (accesses exact) for the last `seconds`, oldest first."""
         ring = self.coarse if coarse else self.fine
@@ -405,8 +389,7 @@ class SampledAnalyzer:
         return replace(s, counts=s.counts / SK.SCALE, blocks=s.blocks / SK.SCALE, tokens=s.tokens / SK.SCALE)
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        curves = consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)
-        return [replace(c, sample=self.sampling) for c in curves]
+        return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
 
 
 def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:

@@ -22,6 +22,8 @@ nogil, like the exact kernel.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import njit
 
@@ -96,9 +98,13 @@ def fine_upper_edge(bucket: int) -> int:
     return ((FINE_PER_OCTAVE + k % FINE_PER_OCTAVE + 1) << (e - _FINE_BITS)) - 1
 
 
+@lru_cache(maxsize=8)
 def fine_capacities(horizon: int) -> np.ndarray:
+    """The grid's capacities up to the horizon (read-only; made once per horizon)."""
     n = fine_bucket_py(max(1, horizon)) + 1
-    return np.minimum(np.array([fine_upper_edge(b) for b in range(n)], dtype=np.int64), horizon)
+    caps = np.minimum(np.array([fine_upper_edge(b) for b in range(n)], dtype=np.int64), horizon)
+    caps.setflags(write=False)
+    return caps
 
 
 @njit(inline="always")
@@ -165,9 +171,10 @@ def _first_at_or_after(stamps, x, stop, t_end):
     return stop
 
 
-# The Fenwick tree of slot weights is kept valid for the nodes up to the newest slot only: a new
-# slot's node is computed from its children (amortized O(1) instead of a walk to the root), and a
-# removal walks only up to the newest node. Nodes beyond it are rebuilt when their slot is taken.
+# The Fenwick tree of slot weights (queried with the exact kernel's prefix sum) is kept valid for the
+# nodes up to the newest slot only: a new slot's node is computed from its children (amortized O(1)
+# instead of a walk to the root), and a removal walks only up to the newest node. Nodes beyond it
+# are rebuilt when their slot is taken.
 
 
 @njit(inline="always")
@@ -189,16 +196,6 @@ def _fen_remove(fen, s, v, now):
     while i <= now:
         fen[i] -= v
         i += i & (-i)
-
-
-@njit(inline="always")
-def _fen_prefix(fen, i):
-    s = 0
-    i += 1
-    while i > 0:
-        s += fen[i]
-        i -= i & (-i)
-    return s
 
 
 @njit(nogil=True, cache=True)
@@ -457,7 +454,7 @@ def sampled_feed_kernel(
                     between = wsum - slot[p, W_BEFORE] - wp
                     gap = g0 + y - slot[p, W_INDEX] - 1
                     if between > 0:
-                        share = (live - _fen_prefix(fen, p)) / between
+                        share = (live - K._fen_prefix(fen, p)) / between
                         d = 1.0 + gap * (share if share < 1.0 else 1.0)
                     else:
                         d = 1.0 + gap

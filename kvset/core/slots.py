@@ -140,6 +140,35 @@ class SlotSeries:
                           (last - first) * self.width)  # fmt: skip
 
 
+class TimeSlotViews:
+    """What an analyzer with a fine and a coarse ring (self.fine, self.coarse) and a slot_series
+    shows of them: their widths and spans, and consecutive window curves."""
+
+    fine: SlotRing
+    coarse: SlotRing
+
+    @property
+    def fine_slot_seconds(self) -> float:
+        return self.fine.width
+
+    @property
+    def fine_span_seconds(self) -> float:
+        """How far back the fine ring reaches."""
+        return self.fine.span_seconds()
+
+    @property
+    def coarse_slot_seconds(self) -> float:
+        return self.coarse.width
+
+    @property
+    def coarse_span_seconds(self) -> float:
+        return self.coarse.span_seconds()
+
+    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
+        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
+        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)  # type: ignore[attr-defined]
+
+
 def consecutive_window_curves(fine: SlotRing, coarse: SlotRing, series: Callable[..., SlotSeries], seconds: float,
                               points: int) -> list[HitRateCurve]:  # fmt: skip
     """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first, from the

@@ -27,4 +27,4 @@ def test_measure_reports_speed_memory_and_errors_side_by_side(tmp_path):
     assert 0 <= r["sampled"]["mae"] <= r["sampled"]["worst"] < 1 and len(r["sampled"]["mae_per_seed"]) == 2
     assert r["plain_shards"]["mae"] >= 0 and r["fixed_size"]["sample_size"] == r["sampled"]["tracked_blocks"]
     lines = report_lines([r])
-    assert any(line.startswith("tiny") for line in lines) and len(goals([r])) == 2
+    assert any(line.startswith("tiny") for line in lines) and len(goals([r])) == 2  # error and speed
