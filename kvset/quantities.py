@@ -186,8 +186,12 @@ def rate(per_second: float | None, what: str = "/s") -> str:
     return f"{count(per_second)}{what}"
 
 
-def parse_capacities(text: str) -> tuple[int, ...]:
-    """'1000,10_000,1e5' -> (1000, 10000, 100000): whole numbers of blocks, sorted, each at least 1."""
+def parse_capacities(text: str, bytes_per_block: int | None = None) -> tuple[int, ...]:
+    """'1000,10_000,1e5' -> (1000, 10000, 100000): whole numbers of blocks, sorted, each at least 1.
+
+    With `bytes_per_block` (a model's), sizes are read too: '40GiB' is as many whole blocks as fit
+    in 40 GiB (parse_bytes reads the unit; a bare number stays a count of blocks).
+    """
     out = []
     for part in str(text).split(","):
         part = part.strip().replace("_", "")
@@ -196,13 +200,30 @@ def parse_capacities(text: str) -> tuple[int, ...]:
         try:
             value = int(float(part)) if "e" in part.lower() else int(part)
         except ValueError:
-            raise ValueError(f"capacity {part!r} is not a whole number of blocks") from None
+            value = _capacity_from_size(part, bytes_per_block)
         if value < 1:
             raise ValueError(f"capacity {part!r} must be at least 1 block")
         out.append(value)
     if not out:
         raise ValueError("no capacity given")
     return tuple(sorted(set(out)))
+
+
+def _capacity_from_size(part: str, bytes_per_block: int | None) -> int:
+    match = _QUANTITY.match(part)
+    if not match or not match.group(2):
+        raise ValueError(f"capacity {part!r} is neither a whole number of blocks nor a size such as 40GiB") from None
+    if not bytes_per_block:
+        raise ValueError(f"capacity {part!r} is a size: turning it into blocks needs a model's bytes per block")
+    size = parse_bytes(part)
+    if size < bytes_per_block:
+        raise ValueError(f"capacity {part!r} holds less than one block ({format_bytes(bytes_per_block)})")
+    return size // bytes_per_block
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun: 1 -> '1 line', 2 -> '2 lines', 12345 -> '12,345 lines'."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
 
 
 # -- time ------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import sys
 from kvset.cli.flags import (
     add_analysis_arguments,
     add_capacities_argument,
+    add_csv_argument,
     add_input_arguments,
     add_json_argument,
     add_kv_dtype_argument,
@@ -25,9 +26,9 @@ from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
 from kvset.offline import analyze_batches
 from kvset.quantities import parse_capacities, parse_fractions
+from kvset.report.as_csv import curve_rows_csv
 from kvset.report.as_json import analysis_json
 from kvset.report.as_text import analysis_text
-from kvset.report.tables import default_capacities
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,21 +46,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_reserve_arguments(p)
     add_override_arguments(p)
     add_json_argument(p, "print one JSON object (schema in the README)")
+    add_csv_argument(p, "print the curve as CSV: one row per capacity (the same rows as the table)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         targets = parse_fractions(args.targets)
-        capacities = parse_capacities(args.capacities) if args.capacities else None
         if args.bytes_per_token is not None and args.bytes_per_token < 1:
             raise ValueError("--bytes-per-token must be positive")
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
+        if args.json and args.csv:
+            raise ValueError("give --json or --csv, not both")
         geometry = geometry_from_args(args.model, args) if args.model else None
+        if args.capacities:  # checked before the input is read; sizes are turned into blocks below
+            sized = args.model or args.bytes_per_token
+            parse_capacities(args.capacities, bytes_per_block=1 if sized else None)
         batches, summary = load_input(args)
     except (ValueError, InputError, TraceError, GeometryError) as e:
-        print(f"kvset analyze: {e}", file=sys.stderr)
+        hint = " (give --model)" if "bytes per block" in str(e) else ""
+        print(f"kvset analyze: {e}{hint}", file=sys.stderr)
         return 2
     result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
     if result.accesses == 0:
@@ -72,11 +79,18 @@ def run(args: argparse.Namespace) -> int:
         context, context_from = context_tokens_from_args(geometry, args)
         reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
     bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
-    caps = capacities if capacities is not None else default_capacities(result.curve)
+    try:
+        caps = parse_capacities(args.capacities, bytes_per_block) if args.capacities else None
+    except ValueError as e:
+        print(f"kvset analyze: {e}", file=sys.stderr)
+        return 2
     report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block, geometry=geometry,
                            kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
+    elif args.csv:
+        knee = report["knee"]
+        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"]), end="")
     else:
         print(analysis_text(report))
     return 0

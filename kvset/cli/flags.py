@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from kvset.cli.argtypes import dtype_name, non_negative_int, positive_float, positive_int, speed
+from kvset.cli.argtypes import byte_quantity, dtype_name, non_negative_int, positive_float, positive_int, speed
+from kvset.cli.completion import SHELLS, PrintCompletion
+from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
@@ -20,6 +22,7 @@ from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import DEFAULT_BLOCK_SIZE
 from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
+from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
 
 # argparse's parser and its argument groups both have add_argument
@@ -31,6 +34,28 @@ TARGET_MODES = ("coverage", "absolute")
 
 def _fractions_text(values: tuple[float, ...]) -> str:
     return ",".join(str(v) for v in values)
+
+
+# -- every command ---------------------------------------------------------------------------------
+def add_version_argument(p: Parser) -> None:
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                   help="print the version and exit")  # fmt: skip
+
+
+def add_completion_argument(p: argparse.ArgumentParser) -> None:
+    """kvset-top's --completion (kvset has a `completion` subcommand instead)."""
+    p.add_argument("--completion", action=PrintCompletion, choices=SHELLS, metavar="SHELL",
+                   help="print a shell completion script (bash or zsh) and exit: "
+                        "source <(kvset-top --completion bash)")  # fmt: skip
+
+
+def add_force_argument(p: Parser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {what} if it exists (an input of the same run is never replaced)")  # fmt: skip
+
+
+def add_csv_argument(p: Parser, meaning: str) -> None:
+    p.add_argument("--csv", action="store_true", help=meaning)
 
 
 # -- what is read: a trace, the demo ----------------------------------------------------------------
@@ -88,7 +113,9 @@ def add_target_mode_argument(p: Parser) -> None:
 
 def add_capacities_argument(p: Parser) -> None:
     """--capacities, read with kvset.quantities.parse_capacities when the command runs."""
-    p.add_argument("--capacities", help="capacities in blocks for the table, e.g. 1000,10000 (default: log-spaced)")
+    p.add_argument("--capacities", metavar="C1,C2,..",
+                   help="capacities for the table: blocks (1000,10000) or, with --model, bytes (40GiB,80GB) "
+                        "(default: 16 log-spaced)")  # fmt: skip
 
 
 def add_capacity_argument(p: Parser) -> None:
@@ -222,6 +249,8 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
+    g.add_argument("--metrics-max-bytes", type=byte_quantity, default=DEFAULT_MAX_BODY_BYTES, metavar="SIZE",
+                   help="largest /metrics response read, e.g. 16MiB (default); a larger one is refused")  # fmt: skip
 
 
 def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -283,6 +312,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
                      help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
     src.add_argument("--record", metavar="FILE",
                      help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
+    add_force_argument(src, "the --record file")
     src.add_argument("--speed", type=speed, default=1.0, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     add_trace_arguments(src)
@@ -310,6 +340,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     once = p.add_argument_group("one-shot report")
     once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
     add_json_argument(once, "with --once: the snapshot as JSON")
+    add_csv_argument(once, "with --once: the all-time curve as CSV (one row per capacity)")
     once.add_argument("--duration", type=positive_float, metavar="SECONDS",
                       help="with --once: how long to listen to live sources (default 10 s; files and the "
                            "demo are read to the end)")  # fmt: skip
