@@ -23,6 +23,7 @@ import numpy as np
 
 from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
 from kvset.formats.record import TraceRecorder
+from kvset.quantities import plural
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder
@@ -199,7 +200,7 @@ class Monitor:
         with self._queued_lock:
             queued, accesses = self._queued[index], self._queued_accesses[index]
         if queued > 0:
-            waiting = f"{queued:,} batches ({accesses:,} accesses) waiting for the analyzer"
+            waiting = f"{plural(queued, 'batch', 'batches')} ({plural(accesses, 'access', 'accesses')}) waiting for the analyzer"
             details = dict(h.details)
             details["backlog"] = f"{details['backlog']}; {waiting}" if details.get("backlog") else waiting
             h = replace(h, details=tuple(details.items()))

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import argparse
 
-from kvset.cli.argtypes import byte_quantity, dtype_name, non_negative_int, positive_float, positive_int, speed
+from kvset.cli.argtypes import (
+    byte_quantity,
+    dtype_name,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    speed,
+)
 from kvset.cli.completion import SHELLS, PrintCompletion
 from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
@@ -22,8 +29,8 @@ from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import DEFAULT_BLOCK_SIZE
 from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
-from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
+from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 
 # argparse's parser and its argument groups both have add_argument
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup

@@ -55,7 +55,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     if group_facts is not None and group_facts[0]:
         notes.append(group_facts[0])
     if tracker.ignored_media and not stored:
-        seen = ", ".join(f"{m} ({n} events)" for m, n in tracker.ignored_media.most_common())
+        seen = ", ".join(f"{m} ({plural(n, 'event')})" for m, n in tracker.ignored_media.most_common())
         notes.append(f"no {tracker.medium} events yet; other media seen: {seen}; see --medium")
 
     details: list[tuple[str, str]] = []
@@ -96,10 +96,10 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         details.append(
             (
                 "stores after lost events",
-                f"{unsure} stores of blocks whose eviction may have been lost: not taken as hits",
+                f"{plural(unsure, 'store')} of blocks whose eviction may have been lost: not taken as hits",
             )
         )
-    ignored = ", ".join(f"{m} {n} events" for m, n in tracker.ignored_media.most_common())
+    ignored = ", ".join(f"{m} {plural(n, 'event')}" for m, n in tracker.ignored_media.most_common())
     details.append(("medium", (tracker.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
     if group_facts is not None:
         details.append(("KV cache group", group_facts[1]))
@@ -124,7 +124,7 @@ def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
     why = "--group-idx" if chosen else tracker.group_kinds.get(in_use) or "first seen"
     detail = f"{in_use} ({why})"
     if others:
-        detail += f"; ignored: {tracker.ignored_group_events} events, {tracker.ignored_group_blocks} stored blocks of {of}"
+        detail += f"; ignored: {plural(tracker.ignored_group_events, 'event')}, {plural(tracker.ignored_group_blocks, 'stored block')} of {of}"
     note = ""
     if not chosen:
         note = (

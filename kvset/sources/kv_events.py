@@ -34,6 +34,7 @@ from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_sequence import AskReplay, DropReplayConnection
 from kvset.engine.kv_event_tracker import DEFAULT_MEDIUM, KvEventTracker, ReplayStep
 from kvset.engine.zmq_endpoints import event_addresses
+from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.types import SourceHealth, SourceUpdate
@@ -301,7 +302,7 @@ class KvEventsSource(Source):
             received=self.received,
             accesses=self.tracker.accesses,
             rejected=self.rejects.summary(),
-            notes=parts.notes + ((f"{self.unread_at_stop:,} messages still waiting in the socket when kvset "
+            notes=parts.notes + ((f"{plural(self.unread_at_stop, 'message')} still waiting in the socket when kvset "
                                   "stopped: not analysed",) if self.unread_at_stop else ()),
             details=details,
             reports_hits=parts.reports_hits,
@@ -318,10 +319,10 @@ class KvEventsSource(Source):
         if self.behind:
             parts.append("messages waiting in the socket: the source is not keeping up")
         if self.unread_at_stop:
-            parts.append(f"{self.unread_at_stop:,} messages unread at stop")
+            parts.append(f"{plural(self.unread_at_stop, 'message')} unread at stop")
         held = sum(p.sequence.held for p in self.tracker.publishers)
         if held:
-            parts.append(f"{held:,} batches held for a replay or a sequence check")
+            parts.append(f"{plural(held, 'batch', 'batches')} held for a replay or a sequence check")
         if self.tracker.pending:
-            parts.append(f"{self.tracker.pending:,} accesses not yet handed over")
+            parts.append(f"{plural(self.tracker.pending, 'access', 'accesses')} not yet handed over")
         return "; ".join(parts)

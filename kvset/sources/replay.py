@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from kvset.formats import TraceError, TraceLineParser, read_trace
+from kvset.quantities import plural
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
 from kvset.types import AccessBatch, SourceHealth, SourceUpdate, TimelineEvent
@@ -85,7 +86,7 @@ class ReplaySource(Source):
                         yield SourceUpdate(health=self._health("replaying: waiting for the next request", delivered, trace))
             delivered += len(batch)
             yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
-        yield SourceUpdate(health=self._health(f"finished: {delivered:,} accesses replayed", delivered, trace,
+        yield SourceUpdate(health=self._health(f"finished: {plural(delivered, 'access', 'accesses')} replayed", delivered, trace,
                                                finished=True, connected=False))  # fmt: skip
 
     def _follow(self, stop: threading.Event) -> Iterator[SourceUpdate]:

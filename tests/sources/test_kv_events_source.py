@@ -489,7 +489,7 @@ def test_medium_and_group_filters(fake: FakeVllmPublisher) -> None:
         assert run.keys == [1, 4]
         assert run.engine.resident_blocks == 2 and run.engine.evictions_total == 0
         assert run.detail("medium") == "GPU; ignored: CPU 2 events"
-        assert run.detail("KV cache group") == "0 (--group-idx); ignored: 1 events, 1 stored blocks of group 1"
+        assert run.detail("KV cache group") == "0 (--group-idx); ignored: 1 event, 1 stored block of group 1"
 
 
 def test_all_media_and_several_groups_count_the_first_group_with_a_note(fake: FakeVllmPublisher) -> None:
@@ -508,7 +508,7 @@ def test_other_media_only_is_explained(fake: FakeVllmPublisher) -> None:
         fake.publish([fake.stored([1], medium="CPU_PINNED")])
         run.wait_for(lambda r: r.health.received == 1)
         assert run.keys == []
-        assert any("no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in run.health.notes)
+        assert any("no GPU events yet" in n and "CPU_PINNED (1 event)" in n for n in run.health.notes)
 
 
 @pytest.mark.parametrize("layout", ["vllm-array", "sglang"])

@@ -117,7 +117,7 @@ def test_a_group_given_by_the_user_is_the_only_one_tracked() -> None:
         stored([2], group_idx=1, spec_kind="sliding_window"),
     )
     assert accessed(t) == [2]
-    assert detail(t, "KV cache group") == "1 (--group-idx); ignored: 1 events, 1 stored blocks of group 0"
+    assert detail(t, "KV cache group") == "1 (--group-idx); ignored: 1 event, 1 stored block of group 0"
 
 
 def test_only_the_selected_medium_counts_and_the_others_are_named() -> None:
@@ -151,7 +151,7 @@ def test_other_media_only_is_explained() -> None:
     Feed(t)(stored([1], medium="CPU_PINNED"))
     assert accessed(t) == []
     assert any(
-        "no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in kv_event_health(t, 100.0).notes
+        "no GPU events yet" in n and "CPU_PINNED (1 event)" in n for n in kv_event_health(t, 100.0).notes
     )
 
 
