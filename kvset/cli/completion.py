@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 
 SHELLS = ("bash", "zsh")
 
@@ -125,7 +126,8 @@ class PrintCompletion(argparse.Action):
     """`--completion SHELL`: print the script for the parser it belongs to and exit, like --version."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
-        parser.exit(0, completion_script(parser, str(values)))
+        sys.stdout.write(completion_script(parser, str(values)))  # parser.exit would print on stderr
+        parser.exit(0)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
