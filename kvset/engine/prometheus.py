@@ -74,6 +74,7 @@ def _key(labels: dict[str, str], drop: frozenset[str] = frozenset()) -> LabelKey
 # How often (in lines) the parse asks its caller whether to go on: a 16 MiB body takes seconds.
 CHECK_EVERY_LINES = 2048
 NOT_METRICS_HINT = "check the URL: vLLM and SGLang serve http://HOST:PORT/metrics"
+TOO_SLOW_TO_PARSE = "response too slow to parse: given up at the poll's deadline"
 
 
 class _GiveUp(Exception):
@@ -115,7 +116,7 @@ def parse_exposition(
             for s in family.samples:
                 samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
     except _GiveUp:
-        raise MetricsError("response too slow to parse: given up at the poll's deadline") from None
+        raise MetricsError(TOO_SLOW_TO_PARSE) from None
     except Exception as e:  # the parser raises ValueError, IndexError, ... on broken text
         raise MetricsError(f"unparsable metrics text ({type(e).__name__}: {str(e)[:80]})") from None
     return samples

@@ -28,7 +28,13 @@ from urllib.parse import urlsplit
 import httpx
 
 from kvset.engine.metrics_tracker import MetricsTracker
-from kvset.engine.prometheus import NOT_METRICS_HINT, CacheCounters, MetricsError, counters_from_text
+from kvset.engine.prometheus import (
+    NOT_METRICS_HINT,
+    TOO_SLOW_TO_PARSE,
+    CacheCounters,
+    MetricsError,
+    counters_from_text,
+)
 from kvset.quantities import MIB, format_bytes
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
@@ -116,6 +122,7 @@ class _Poll:
         self.cancel = threading.Event()
         self.counters: CacheCounters | None = None
         self.error: BaseException | None = None
+        self.parsing = False  # the whole body arrived and is being parsed
         self.started = time.time()
         self.timeout = timeout
         self.max_bytes = max_bytes
@@ -149,6 +156,7 @@ class _Poll:
                     if self._give_up():
                         raise PollDeadlineExceeded(self.timeout)
             text = b"".join(parts).decode("utf-8", errors="replace")  # the exposition format is UTF-8
+            self.parsing = True
             self.counters = counters_from_text(text, self._give_up)
         except BaseException as e:  # reported to the source, never raised in this thread
             self.error = e
@@ -214,7 +222,11 @@ class MetricsSource(Source):
                     self._abandoned = poll
                     poll = None
                     self.polls += 1
-                    yield self._failed(describe_http_error(PollDeadlineExceeded(self.timeout)), time.time(), counted=False)
+                    if self._abandoned.parsing:  # the body came, its parse is what took too long
+                        yield self._failed(TOO_SLOW_TO_PARSE, time.time(), counted=True)
+                    else:
+                        yield self._failed(describe_http_error(PollDeadlineExceeded(self.timeout)), time.time(),
+                                           counted=False)  # fmt: skip
                     continue
                 yield SourceUpdate(health=self.health(waiting_for_response=True))
             else:
