@@ -83,6 +83,9 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--force needs --record FILE")
     if args.follow and not args.replay:
         raise UsageError("--follow needs --replay TRACE")
+    for path, what in ((args.replay, "trace file"), (args.log, "log file")):
+        if path and Path(path).is_dir():
+            raise UsageError(f"{what} {path} is a folder: give the file itself")
 
 
 def build_monitor(args: argparse.Namespace) -> Monitor:

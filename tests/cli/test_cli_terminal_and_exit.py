@@ -180,3 +180,24 @@ def test_kvset_record_onto_an_existing_file_is_one_line_not_a_traceback(tmp_path
     forced = kvset("record", "--events", endpoint, "--out", str(out), "--seconds", "0.5", "--force", "--quiet")
     assert forced.returncode == 1 and "Traceback" not in forced.stderr  # ran, and recorded nothing
     assert "nothing recorded" in forced.stderr
+
+
+# -- inputs that are not what they should be ------------------------------------------------------------
+def test_a_folder_given_as_a_log_or_trace_is_a_one_line_error(tmp_path):
+    for done in (
+        kvset_top("--once", "--log", str(tmp_path)),
+        kvset_top("--log", str(tmp_path)),  # followed: a folder never becomes a log
+        kvset_top("--once", "--replay", str(tmp_path)),
+        kvset("analyze", "--log", str(tmp_path)),
+        kvset("analyze", str(tmp_path)),
+    ):
+        assert done.returncode == 2
+        [line] = done.stderr.splitlines()
+        assert f"{tmp_path} is a folder" in line and "finished" not in line
+
+
+def test_a_metrics_url_that_cannot_be_polled_is_a_one_line_error():
+    done = kvset_top("--once", "--metrics", "ftp://127.0.0.1/metrics")
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert "only http:// and https://" in line
