@@ -9,6 +9,7 @@ from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
 from kvset.report.tables import curve_rows, default_capacities, knee_row, working_set_rows
+from kvset.text import printable
 
 
 def _rejections(items) -> list[dict]:
@@ -42,8 +43,8 @@ def analysis_json(
     if capacities is None:
         capacities = default_capacities(c, knee=None if knee is None else knee["capacity_blocks"])
     out = {
-        "input": s.name,
-        "format": s.format,
+        "input": printable(s.name),  # a file name can hold control characters too
+        "format": printable(s.format),
         "block_tokens": bt,
         "order": a.order,
         "requests": s.requests,
@@ -64,7 +65,7 @@ def analysis_json(
         "rejected_lines": s.rejects.total,
         "rejections": _rejections(s.rejects.summary()),
         "warnings": _rejections(s.warnings.summary()),
-        "notes": list(s.notes),
+        "notes": [printable(n) for n in s.notes],
         "seconds": {"read": round(s.read_seconds, 4), "analyze": round(result.analyze_seconds, 4)},
         "caveats": caveat_lines(),
     }

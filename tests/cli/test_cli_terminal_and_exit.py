@@ -101,7 +101,7 @@ def test_once_exits_2_when_the_metrics_endpoint_refuses_or_is_not_metrics():
 def test_once_exits_2_when_no_publisher_ever_answered():
     done = kvset_top("--once", "--events", f"tcp://127.0.0.1:{free_port()}", "--duration", "4")
     assert done.returncode == 2
-    expected = f"no publisher answered on tcp://127.0.0.1:"
+    expected = "no publisher answered on tcp://127.0.0.1:"
     assert expected in done.stderr and "is the engine started with --kv-events-config?" in done.stderr
     # no event arrived: the report claims nothing about misses, and advises nothing already given
     assert "MISSES only" not in done.stdout and "add --events" not in done.stdout
