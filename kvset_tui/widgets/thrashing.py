@@ -19,7 +19,7 @@ LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
 CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "--capacity"}
 CAPACITY_SOURCE_SHORT = {"engine": "pool", "chosen": "chosen"}
 NOT_JUDGED = "not judged: no cache capacity to judge at"
-NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics/--events of an engine that reports its pool"
+NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine"
 NOT_JUDGED_HOW_SHORT = "give --capacity BLOCKS or --metrics"
 
 

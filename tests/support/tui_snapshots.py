@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from kvset.core.analyzer import Analyzer
 from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
 from kvset.engine.metrics_tracker import MetricsTracker
+from kvset.formats.traces import read_trace
 from kvset.geometry import load_model
 from kvset.rejects import Rejection
 from kvset.snapshot import Snapshot
@@ -26,6 +27,7 @@ from kvset.sources.demo import DEMO_POOL_BLOCKS, repeating_phases
 from kvset.types import AccessBatch, EngineReading, SourceHealth, TimelineEvent
 from kvset.workload import AgenticWorkload, WorkloadConfig
 from tests.support.engine_metrics_server import vllm_exposition
+from tests.support.paths import MOONCAKE_TRACE
 
 NOW = 1_767_225_600.0  # fixed "now" (2026-01-01T00:00:00Z) for ages in screenshots
 BLOCK_TOKENS = 16  # the workload's and vLLM's block size
@@ -79,7 +81,7 @@ def fed_snapshot(
     """Feed the batches to a fresh Analyzer, building a snapshot every `build_every` seconds of their
     time as the monitor would (the all-time working sets' trend is sampled once a minute from them),
     and return the last one."""
-    analyzer = Analyzer(block_tokens=BLOCK_TOKENS)
+    analyzer = Analyzer()  # as the monitor makes it: the block size comes with the accesses
     builder = SnapshotBuilder(config)
     built_at = None
     for batch in batches:
@@ -95,7 +97,7 @@ def fed_snapshot(
 
 def misses_only(batches: list[AccessBatch], pool: int) -> list[AccessBatch]:
     """The accesses that miss an LRU cache of `pool` blocks: all an engine publishes without its hits."""
-    shadow = Analyzer(block_tokens=BLOCK_TOKENS)
+    shadow = Analyzer()
     out = []
     for batch in batches:
         d = shadow.feed_batch(batch, return_distances=True)
@@ -250,6 +252,25 @@ def replay_snapshot(seq: int | None = None) -> Snapshot:
     return _with_seq(_replay(), seq)
 
 
+@functools.cache
+def _mooncake() -> Snapshot:
+    trace = read_trace(MOONCAKE_TRACE)
+    health = SourceHealth(
+        source=f"replay {MOONCAKE_TRACE.name} (as fast as possible)", kind="replay", connected=False,
+        state=f"finished: {trace.accesses:,} accesses replayed", last_data_at=NOW - 1.0, received=trace.lines,
+        accesses=trace.accesses, notes=tuple(trace.notes), finished=True,
+    )  # fmt: skip
+    analyzer = Analyzer()
+    for batch in trace.batches(1 << 16):
+        analyzer.feed_batch(batch)
+    return SnapshotBuilder(SnapshotConfig()).build(analyzer, (health,), None, (), 0.0, now=NOW)
+
+
+def mooncake_snapshot(seq: int | None = None) -> Snapshot:
+    """The Mooncake FAST'25 trace (512-token blocks) replayed to its end: a real trace's curve."""
+    return _with_seq(_mooncake(), seq)
+
+
 def empty_snapshot(seq: int = 0) -> Snapshot:
     """Right after start: a replay that is still reading its trace and has delivered nothing."""
     health = SourceHealth(source=f"replay {TRACE_NAME} (1x)", kind="replay", connected=True, state="reading trace")
@@ -270,6 +291,56 @@ def metrics_only_snapshot(seq: int = 3) -> Snapshot:
 
 def fixed_clock(now: float = NOW) -> Callable[[], float]:
     return lambda: now
+
+
+# -- one panel alone ---------------------------------------------------------------------------
+def panel_app(panel_type: type, snapshot: Snapshot | None, view=None, theme: str = "dark", clock=None):
+    """A small app holding one kvset-top panel, filled with `snapshot`, with the app's own style and
+    breakpoints (so an 80x24 terminal gives the short, narrow forms): the panels' own tests use it."""
+    from textual.app import App, ComposeResult
+
+    from kvset_tui.app import APP_CSS, KvsetTopApp
+    from kvset_tui.theming import load_theme
+    from kvset_tui.view_state import ViewState
+    from kvset_tui.widgets.demo_banner import DemoBanner
+    from kvset_tui.widgets.status_line import StatusLine
+
+    palette = load_theme(theme)
+    ids = {"HitRateCurvePlot": "curve", "ThrashingPanel": "thrashing", "WorkingSetTable": "working-sets",
+           "ReservePanel": "reserve", "EventsPanel": "events", "ChurnPanel": "churn", "StatusLine": "status",
+           "DemoBanner": "banner"}  # fmt: skip
+
+    class PanelApp(App[int]):
+        CSS = APP_CSS
+        HORIZONTAL_BREAKPOINTS = KvsetTopApp.HORIZONTAL_BREAKPOINTS
+        VERTICAL_BREAKPOINTS = KvsetTopApp.VERTICAL_BREAKPOINTS
+
+        def __init__(self) -> None:
+            super().__init__(ansi_color=True if palette.monochrome else None)
+            self.register_theme(palette.textual_theme())
+            self.theme = palette.textual_name
+            self.view = view or ViewState()
+            kw = {"clock": clock or fixed_clock()} if panel_type is StatusLine else {}
+            self.panel = panel_type(palette, id=ids[panel_type.__name__], **kw)
+
+        def compose(self) -> ComposeResult:
+            yield self.panel
+
+        def on_mount(self) -> None:
+            if panel_type not in (DemoBanner, StatusLine):
+                self.panel.add_class("panel")
+            self.show(snapshot)
+
+        def show(self, new_snapshot: Snapshot | None, new_view=None) -> None:
+            """Give the panel another snapshot (and view), as the app does on each frame or key."""
+            self.snapshot = new_snapshot
+            self.view = new_view or self.view
+            self.panel.show(new_snapshot, self.view)
+
+        def set_view(self, new_view) -> None:
+            self.show(self.snapshot, new_view)
+
+    return PanelApp()
 
 
 # -- fake monitors -------------------------------------------------------------------------------
