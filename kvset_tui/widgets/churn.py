@@ -18,6 +18,7 @@ from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
+from kvset_tui.widgets.working_sets import NOT_REACHED
 
 LABEL_WIDTH = 22
 VALUE_WIDTH = 12
@@ -67,7 +68,7 @@ def churn_rows(snapshot: Snapshot, unit: str) -> list[ChurnRow]:
     if snapshot.main_target is not None:
         main = " " + fmt.target_label(snapshot.main_target, snapshot.main_mode).replace(" % ", "% ")
     last_ws = _last_finite(ws)
-    ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else "not reached"
+    ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else NOT_REACHED
     ws_slot = fmt.duration(c.working_set_step_seconds or c.slot_seconds)
     rows = [
         ChurnRow("accesses/s", "acc/s", accesses, fmt.rate(_last_finite(accesses))),

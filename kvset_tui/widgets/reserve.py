@@ -14,6 +14,7 @@ from kvset import quantities as fmt
 from kvset.snapshot import Reserve, Snapshot
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
+from kvset_tui.widgets.working_sets import NO_DATA, NOT_REACHED
 
 NO_MODEL = "no model given: use --model"
 BAR_CELLS = 20
@@ -30,7 +31,7 @@ def working_set_text(r: Reserve, snap: Snapshot) -> str:
     """The all-time working set in bytes, or why there is none."""
     if r.working_set_bytes is not None:
         return fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
-    return "no data" if snap.curve("all").accesses == 0 else "not reached"
+    return NO_DATA if snap.curve("all").accesses == 0 else NOT_REACHED
 
 
 class ReservePanel(SnapshotView, Widget):

@@ -18,6 +18,7 @@ from tests.support.tui_snapshots import (
     NOW,
     ScriptedMonitor,
     demo_snapshot,
+    empty_snapshot,
     engine_snapshot,
     fed_snapshot,
     fixed_clock,
@@ -91,6 +92,14 @@ async def test_the_ingest_rate_says_it_is_per_wall_clock_second():
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
     assert f"ingest {fmt.rate(snap.accesses_per_second, ' acc/s')} wall clock" in text
+
+
+async def test_a_source_that_has_delivered_nothing_says_its_state_and_data_never():
+    snap = empty_snapshot()
+    app = panel_app(StatusLine, snap)
+    async with app.run_test(size=(80, 24)):
+        text = screen_text(app)
+    assert f"● {snap.sources[0].source} · reading trace · data never · 0 rejected" in text
 
 
 def failed_replay_health(path) -> SourceHealth:
