@@ -110,7 +110,7 @@ class KvsetTopApp(App[int]):
         Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
         Binding("t", "cycle_targets", "Targets", id="kvset.targets", tooltip="cycle target sets: coverage, absolute"),
         Binding("e", "export", "Export", id="kvset.export",
-                tooltip="export the current snapshot: JSON, an SVG screenshot and the curve as CSV"),
+                tooltip="export the snapshot as JSON, the screen as SVG, the curve as CSV"),
         Binding("q", "quit", "Quit", id="kvset.quit", tooltip="quit"),
         # On-call muscle memory: ctrl+c ends a `top`, so it ends this one too.
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt", tooltip="quit"),
