@@ -343,6 +343,16 @@ def panel_app(panel_type: type, snapshot: Snapshot | None, view=None, theme: str
     return PanelApp()
 
 
+async def wait_until(pilot, predicate, timeout: float = 5.0) -> None:
+    """Let the app run until `predicate()` holds (then one more frame is painted), or fail."""
+    for _ in range(int(timeout / 0.02)):
+        if predicate():
+            await pilot.pause()
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached in time")
+
+
 # -- fake monitors -------------------------------------------------------------------------------
 class ScriptedMonitor:
     """Publishes the given snapshots one by one (every `interval` s), then idles until stopped."""

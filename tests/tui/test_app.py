@@ -28,35 +28,16 @@ from tests.support.tui_snapshots import (
     engine_snapshot,
     fixed_clock,
     screen_text,
+    wait_until,
 )
 
 SIZE = (120, 40)
 
-# Async tests run on anyio's pytest plugin (installed with httpx), on the asyncio backend.
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)  # a CI shell's NO_COLOR must not change what is tested
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def make_app(snapshot=None, monitor=None, **kw) -> KvsetTopApp:
     return KvsetTopApp(monitor=monitor, snapshot=snapshot, clock=fixed_clock(), theme_name="dark", **kw)
-
-
-async def wait_until(pilot, predicate, timeout: float = 5.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if predicate():
-            await pilot.pause()  # let the frame that satisfied it be painted
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 async def test_help_lists_every_footer_key_with_what_it_does():

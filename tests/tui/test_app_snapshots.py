@@ -15,11 +15,6 @@ from kvset_tui.theming import load_theme
 from tests.support.tui_snapshots import demo_snapshot, empty_snapshot, engine_snapshot, fixed_clock
 
 
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)  # screenshots are of the named theme, always
-
-
 def app_for(snapshot, theme: str) -> KvsetTopApp:
     return KvsetTopApp(snapshot=snapshot, palette=load_theme(theme), clock=fixed_clock())
 

@@ -27,16 +27,6 @@ pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
 def last(values) -> float:
     finite = np.asarray(values, dtype=float)
     return float(finite[~np.isnan(finite)][-1])

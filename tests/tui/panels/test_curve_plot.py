@@ -30,16 +30,6 @@ pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
 # -- what is plotted -------------------------------------------------------------------------------
 def test_plot_data_stops_where_the_curve_saturates_not_at_the_grid_horizon():
     snap = demo_snapshot()

@@ -11,16 +11,6 @@ pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
 async def test_demo_banner_only_for_demo_snapshots():
     app = panel_app(DemoBanner, demo_snapshot())
     async with app.run_test(size=(120, 40)) as pilot:

@@ -22,16 +22,6 @@ pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
 async def test_the_sum_against_the_pool_and_the_same_fits_as_the_working_set_row():
     snap = engine_snapshot()
     r = snap.reserve

@@ -24,29 +24,11 @@ from tests.support.tui_snapshots import (
     fixed_clock,
     panel_app,
     screen_text,
+    wait_until,
 )
 
 pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
-async def wait_until(pilot, predicate, timeout: float = 5.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if predicate():
-            await pilot.pause()
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 async def test_a_failing_source_shows_in_health_and_the_app_keeps_running():

@@ -21,16 +21,6 @@ pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
 @pytest.mark.parametrize("window", ["1m", "5m", "1h", "all"])
 async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
     snap = engine_snapshot()

@@ -23,16 +23,6 @@ pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
 def row_line(text: str, target: str) -> str:
     return next(line for line in text.splitlines() if target in line)
 
