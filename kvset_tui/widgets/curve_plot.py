@@ -48,10 +48,10 @@ class PlotData:
 
 
 # The axis starts a little below the capacity where the curve first moves (1 % of its final hits)
-# and ends past where it settles (99.9 %), the largest working set and the pool: a flat 0 % from
-# 1 block, or a flat tail to the horizon, would take most of the width and say nothing.
+# and ends past where it has nearly settled (99 %), the largest working set and the pool: a flat 0 %
+# from 1 block, or a flat tail to the horizon, would take most of the width and say nothing.
 MOVES_AT = 0.01
-SETTLES_AT = 0.999
+SETTLES_AT = 0.99
 AXIS_MARGIN = 1.25  # the x range reaches this factor past the last thing it must show
 
 
@@ -72,7 +72,7 @@ def capacity_reaching(curve: HitRateCurve, share: float) -> int | None:
 
 
 def saturation_capacity(curve: HitRateCurve) -> int:
-    """Where the curve has settled (99.9 % of its final hits): beyond it the curve is flat.
+    """Where the curve has nearly settled (99 % of its final hits): beyond it the curve is all but flat.
 
     Windowed curves are read on a grid that runs to the horizon; plotting to there would squeeze the
     interesting part into a corner."""
