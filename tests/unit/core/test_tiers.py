@@ -15,10 +15,8 @@ def traces(draw):
     alphabet = draw(st.sampled_from([2, 5, 12, 40, 150]))
     n = draw(st.integers(0, 300))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if draw(st.booleans()):
-        keys = rng.integers(0, alphabet, n)
-    else:  # skewed: a few hot blocks and a long tail, so every tier gets some hits
-        keys = np.minimum(rng.zipf(1.4, n) - 1, alphabet)
+    skewed = draw(st.booleans())  # a few hot blocks and a long tail, so that every tier gets hits
+    keys = np.minimum(rng.zipf(1.4, n) - 1, alphabet) if skewed else rng.integers(0, alphabet, n)
     return keys.astype(np.uint64), rng.integers(1, 64, n)
 
 
