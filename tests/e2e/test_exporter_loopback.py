@@ -4,9 +4,12 @@ listens but the one address asked for (none at all with --textfile)."""
 
 from __future__ import annotations
 
+import os
 import time
 
+import httpx
 import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
 from kvset.core.analyzer import DEFAULT_HORIZON
 from kvset.exporter.collector import stack_distance_edges
@@ -111,3 +114,26 @@ def test_textfile_only_listens_nowhere_and_is_always_whole(tmp_path):
         assert listening_sockets(serve.proc.pid) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kvset.prom"]  # no temporary file left behind
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_input_text_in_labels_is_escaped_and_prometheus_openmetrics_parses_it(tmp_path):
+    # a file name with a quote, a backslash, a newline, an ANSI escape and a byte that is not UTF-8
+    raw_name = b'odd"name\\ with\nnewline \x1b[31m red \xff.jsonl'
+    trace = tmp_path / os.fsdecode(raw_name)
+    trace.write_text("".join(MOONCAKE_TRACE.read_text().splitlines(keepends=True)[:200]) + "{not json\n")
+    with KvsetServe("--replay", os.fsdecode(os.fsencode(tmp_path) + b"/" + raw_name), "--speed", "max",
+                    "--listen", "127.0.0.1:0", "--interval", "0.2") as serve:  # fmt: skip
+        finished = lambda s: series(s, "kvset_rejected_total") and series(s, "kvset_source_up")[0][1] == 0  # noqa: E731
+        serve.scrape_until(finished)  # then every scrape is of the same final snapshot
+        body = httpx.get(serve.url, timeout=5).content
+        openmetrics = httpx.get(serve.url, timeout=5, headers={"Accept": "application/openmetrics-text"}).text
+    text = body.decode("utf-8")  # valid UTF-8 whatever the input held
+    assert "\x1b" not in text and "\r" not in text
+    (labels, up), = series(parse_exposition(text), "kvset_source_up")
+    assert labels["source"].startswith('replay odd"name\\ with\\nnewline \\x1b[31m red \\udcff.jsonl')
+    (rej_labels, count), = series(parse_exposition(text), "kvset_rejected_total")
+    assert rej_labels["source"] == labels["source"] and count == 1
+    strict = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for f in openmetrics_families(openmetrics) for s in f.samples}  # fmt: skip
+    assert strict[("kvset_source_up", (("source", labels["source"]),))] == up
+    assert strict[("kvset_accesses_total", ())] == sample(parse_exposition(text), "kvset_accesses_total")
