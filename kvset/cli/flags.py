@@ -1,8 +1,9 @@
 """Every command-line flag of `kvset` and `kvset-top`, each defined once (name, type, check, help).
 
 The commands put the groups they need on their parser: `add_input_arguments` (analyze, verify),
-`add_monitor_arguments` (kvset-top), `add_events_arguments` (record, kvset-top), the model and
-geometry flags (analyze, model, kvset-top). A flag a command shares with another keeps one
+`add_monitor_arguments` (kvset-top, serve), `add_events_arguments` (record, kvset-top), the model and
+geometry flags (analyze, model, kvset-top), `add_tier_arguments` (analyze, kvset-top, serve) and
+`add_exporter_arguments` (serve, kvset-top). A flag a command shares with another keeps one
 meaning; where a command's default differs (kvset-top's --concurrency), the definition says so.
 Engine-source flags other than --log and --metrics carry a prefix so they cannot collide with a
 command's own (--block-size of a trace, --interval of the UI).
@@ -300,7 +301,7 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
 def add_monitor_arguments(p: argparse.ArgumentParser, one_shot: bool = True) -> None:
     """The sources, analysis, model and (one_shot) one-shot flags of the live monitor (the UI and
     `kvset serve` add their own)."""
-    src = p.add_argument_group("sources (default: --demo)")
+    src = p.add_argument_group("sources (default: --demo)" if one_shot else "sources (at least one)")
     add_demo_argument(src)
     src.add_argument("--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)")
     src.add_argument("--follow", action="store_true",
@@ -358,7 +359,7 @@ def add_exporter_arguments(p: argparse.ArgumentParser, beside_ui: bool = False) 
                             "the app runs; not with --once")  # fmt: skip
     else:
         g.add_argument("--listen", type=listen_address, metavar="[HOST:]PORT",
-                       help="serve /metrics on HOST:PORT (HOST default 127.0.0.1; 0.0.0.0 or :: for every "
+                       help="serve /metrics on HOST:PORT (HOST default 127.0.0.1; 0.0.0.0 or [::] for every "
                             "interface; PORT 0 picks a free one, printed on stderr)")  # fmt: skip
         g.add_argument("--textfile", metavar="PATH",
                        help="write the same metrics to PATH (atomically, every refresh) for node_exporter's "
