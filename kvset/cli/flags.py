@@ -298,10 +298,10 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
 
 
 # -- the live monitor (kvset-top) ------------------------------------------------------------------
-def add_monitor_arguments(p: argparse.ArgumentParser, one_shot: bool = True) -> None:
-    """The sources, analysis, model and (one_shot) one-shot flags of the live monitor (the UI and
-    `kvset serve` add their own)."""
-    src = p.add_argument_group("sources (default: --demo)" if one_shot else "sources (at least one)")
+def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> None:
+    """The sources, analysis, model and one-shot flags of the live monitor (the UI adds its own). As a
+    service (`kvset serve`): no one-shot flags, and no demo unless asked."""
+    src = p.add_argument_group("sources (at least one)" if service else "sources (default: --demo)")
     add_demo_argument(src)
     src.add_argument("--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)")
     src.add_argument("--follow", action="store_true",
@@ -333,7 +333,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, one_shot: bool = True) -> 
     add_reserve_arguments(mod, live=True)
     add_override_arguments(p)
 
-    if not one_shot:
+    if service:
         p.set_defaults(once=False, json=False, duration=None)
         return
     once = p.add_argument_group("one-shot report")

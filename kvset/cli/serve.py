@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sets, the engine's operating point, source health and tiers as Prometheus metrics. Nothing listens "
         "unless --listen is given; HOST defaults to 127.0.0.1. Runs until Ctrl-C or SIGTERM.",
     )
-    add_monitor_arguments(p, one_shot=False)
+    add_monitor_arguments(p, service=True)
     add_exporter_arguments(p)
     p.set_defaults(func=run)
 
