@@ -1,8 +1,8 @@
 """A snapshot as Prometheus metric families, and the collector that serves the latest one.
 
-The monitor publishes each snapshot whole (an immutable value); `SnapshotCollector.publish` only swaps
-a reference, so ingestion never waits for a scrape, and a scrape reads one snapshot from start to end,
-never half of one and half of the next.
+The monitor publishes each snapshot whole (an immutable value); `SnapshotCollector.publish` swaps a
+reference (and wakes the textfile writer), so ingestion never waits for a scrape, and a scrape reads
+one snapshot from start to end, never half of one and half of the next.
 """
 
 from __future__ import annotations
