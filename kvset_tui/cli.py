@@ -9,8 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from kvset.cli.flags import add_monitor_arguments
+from kvset.cli.flags import add_exporter_arguments, add_monitor_arguments
 from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
+from kvset.cli.serve import exporter_beside_ui
 from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot import Snapshot
 from kvset_tui.keymap import KeymapError, load_keymap
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(exact LRU curve, working sets, thrashing, reserve). Press ? in the app for help.",
     )
     add_monitor_arguments(parser)
+    add_exporter_arguments(parser, beside_ui=True)
     ui = parser.add_argument_group("display")
     ui.add_argument("--theme", choices=available_themes(), default=None,
                     help="colour theme from themes/*.toml (default dark; NO_COLOR selects mono)")  # fmt: skip
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         monitor = build_monitor(args)
+        exporter = exporter_beside_ui(args, monitor)  # --serve-metrics; None unless asked
     except (UsageError, ValueError) as exc:  # GeometryError is a ValueError too
         parser.error(str(exc))
     if args.once:
@@ -74,5 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(exc))
     view = ViewState(window=args.window, unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
     app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir, keymap=keymap)
-    code = app.run(mouse=not args.no_mouse)
+    try:
+        code = app.run(mouse=not args.no_mouse)
+    finally:
+        if exporter is not None:
+            exporter.close()
     return int(code or 0)

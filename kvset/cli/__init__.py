@@ -1,5 +1,5 @@
 """The `kvset` command line: the entry point `main`, one module per subcommand (analyze, verify,
-model, record), every flag in `flags` (with its value types in `argtypes`), and what the flags
+model, record, serve), every flag in `flags` (with its value types in `argtypes`), and what the flags
 describe in `from_flags` (model, engine sources), `inputs` (what analyze and verify read) and
 `live_monitor` (the Monitor behind kvset-top)."""
 
@@ -11,7 +11,7 @@ import sys
 
 # Each subcommand module defines register(subparsers), which sets func on its parser. They are
 # imported when the parser is built, so importing a flag module does not load every command.
-SUBCOMMANDS: tuple[str, ...] = ("analyze", "verify", "model", "record")
+SUBCOMMANDS: tuple[str, ...] = ("analyze", "verify", "model", "record", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,9 +17,12 @@ from kvset.cli.flags import (
     add_reserve_arguments,
     add_target_mode_argument,
     add_targets_argument,
+    add_tier_arguments,
 )
 from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
 from kvset.cli.inputs import InputError, load_input
+from kvset.cli.tier_flags import tier_request_from_args
+from kvset.core.tiers import plan_tiers, tier_blocks
 from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
@@ -38,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_targets_argument(p)
     add_target_mode_argument(p)
     add_capacities_argument(p)
+    add_tier_arguments(p)
     p.add_argument("--bytes-per-token", type=int, metavar="N",
                    help="full-attention KV bytes per token, to show capacities in GiB")  # fmt: skip
     add_model_argument(p)
@@ -57,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
         geometry = geometry_from_args(args.model, args) if args.model else None
+        tiers = tier_request_from_args(args, bool(args.model or args.bytes_per_token), "--model or --bytes-per-token")
         batches, summary = load_input(args)
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
@@ -73,8 +78,16 @@ def run(args: argparse.Namespace) -> int:
         reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
     bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
     caps = capacities if capacities is not None else default_capacities(result.curve)
+    plan = None
+    if tiers is not None:
+        blocks = tier_blocks(tiers.sizes, tiers.unit, bytes_per_block)
+        if blocks is None or 0 in blocks:
+            print(f"kvset analyze: --tiers {args.tiers}: every tier must hold at least one block of "
+                  f"{bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            return 2
+        plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
     report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block, geometry=geometry,
-                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from)  # fmt: skip
+                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -3,12 +3,14 @@ the `e` export). Their keys are documented in the README; change them there too.
 
 from __future__ import annotations
 
+from kvset.core.tiers import TierPlan
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
 from kvset.report.tables import curve_rows, working_set_rows
+from kvset.report.tiers import tiers_json
 
 
 def _rejections(items) -> list[dict]:
@@ -33,6 +35,7 @@ def analysis_json(
     kv_dtype: str = AUTO,
     reserve: HybridReserve | None = None,
     context_from: str | None = None,
+    tiers: TierPlan | None = None,
 ) -> dict:
     """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve."""
     a, c, s = result.analyzer, result.curve, result.input
@@ -73,6 +76,8 @@ def analysis_json(
         }
         out["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from, "summary": reserve.summary()}
         out["hybrid_reserve_bytes"] = reserve.total_bytes
+    if tiers is not None:
+        out.update(tiers_json(tiers, bt, bytes_per_block))
     return out
 
 
@@ -199,4 +204,6 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         }  # fmt: skip
     if s.engine is not None:
         out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
+    if s.tiers is not None:
+        out.update(tiers_json(s.tiers, bt, bpb))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvset.quantities import duration, points, target_label
 from kvset.report.caveats import caveat_lines
 from kvset.report.tables import NOT_KNOWN, curve_rows, curve_table, gib_cell, percent_cell, working_set_table
+from kvset.report.tiers import tier_lines, tiers_json
 from kvset.snapshot import MISSES_ONLY
 
 
@@ -49,6 +50,8 @@ def analysis_text(r: dict) -> str:
                          f"({hr['summary']}); add it to a working set to size the pool")  # fmt: skip
         else:
             lines.append(f"  hybrid-layer reserve: 0 ({hr['summary']})")
+    if "tiers" in r:
+        lines += ["", *tier_lines(r)]
     if r["rejected_lines"] or r["warnings"]:
         lines.append("")
         for rej in r["rejections"]:
@@ -136,6 +139,8 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                      f"{gib_cell(r.hybrid_reserve_bytes)} ({r.concurrency} running, {r.concurrency_source})"
                      + (f" = {gib_cell(r.total_bytes)}" if r.total_bytes is not None else "")
                      + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else ""))  # fmt: skip
+    if s.tiers is not None:
+        lines += ["", *tier_lines(tiers_json(s.tiers, bt, bpb))]
     if s.events:
         lines += ["", "recent events:"] + [f"  {e.kind}: {e.text}" for e in list(s.events)[-5:]]
     lines += ["", _caveats()]
