@@ -14,6 +14,7 @@ from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
 from kvset.cli.serve import exporter_beside_ui
 from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot import Snapshot
+from kvset_tui.keymap import KeymapError, load_keymap
 from kvset_tui.theming import ThemeError, available_themes, choose_theme
 from kvset_tui.view_state import UNITS, WINDOW_LABELS, ViewState
 
@@ -35,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--linear", action="store_true", help="start with a linear capacity axis (l toggles)")
     ui.add_argument("--export-dir", type=Path, default=Path("exports"), metavar="DIR",
                     help="where e writes the snapshot JSON and SVG screenshot (default ./exports)")  # fmt: skip
+    ui.add_argument("--keymap", type=Path, metavar="FILE",
+                    help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"')  # fmt: skip
     return parser
 
 
@@ -66,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     from kvset_tui.app import KvsetTopApp  # here, so that --once does not load the app and its widgets
 
+    keymap = None
+    if args.keymap is not None:
+        try:
+            keymap = load_keymap(args.keymap, [b.id for b in KvsetTopApp.BINDINGS if b.id])
+        except KeymapError as exc:
+            parser.error(str(exc))
     view = ViewState(window=args.window, unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
-    app = KvsetTopApp(
-        monitor, palette=palette, view=view, export_dir=args.export_dir, main_mode=args.target_mode
-    )
+    app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir, keymap=keymap)
     try:
         code = app.run(mouse=not args.no_mouse)
     finally:

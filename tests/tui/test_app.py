@@ -1,14 +1,18 @@
-"""Pilot tests of kvset-top: every key, pause semantics, failing sources, replaceable frames."""
+"""Pilot tests of the whole kvset-top app: every key, pause, export, a failing monitor, signals,
+replaceable frames, redraws, themes. Each panel's own behaviour is tested in tests/tui/panels/."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import signal
 
 import pytest
 from textual import events
 from textual.widgets import Static
 
+from kvset import quantities as fmt
 from kvset_tui.app import PAUSED_INTERVAL_SECONDS, KvsetTopApp
 from kvset_tui.help_screen import HelpScreen
 from kvset_tui.messages import SnapshotReady
@@ -17,45 +21,23 @@ from kvset_tui.widgets.curve_plot import HitRateCurvePlot
 from kvset_tui.widgets.status_line import StatusLine
 from kvset_tui.widgets.working_sets import WorkingSetTable
 from tests.support.tui_snapshots import (
-    NOW,
     ContinuousMonitor,
     CrashingMonitor,
     ScriptedMonitor,
     demo_snapshot,
-    empty_snapshot,
     engine_snapshot,
     fixed_clock,
-    metrics_only_snapshot,
     screen_text,
+    wait_until,
 )
 
 SIZE = (120, 40)
 
-# Async tests run on anyio's pytest plugin (installed with httpx), on the asyncio backend.
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)  # a CI shell's NO_COLOR must not change what is tested
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def make_app(snapshot=None, monitor=None, **kw) -> KvsetTopApp:
     return KvsetTopApp(monitor=monitor, snapshot=snapshot, clock=fixed_clock(), theme_name="dark", **kw)
-
-
-async def wait_until(pilot, predicate, timeout: float = 5.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if predicate():
-            await pilot.pause()  # let the frame that satisfied it be painted
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 async def test_help_lists_every_footer_key_with_what_it_does():
@@ -152,14 +134,14 @@ async def test_w_cycles_windows_and_the_panels_say_which():
         assert f"Thrashing · {app.view.window} window" in screen_text(app)
 
 
-async def test_w_falls_back_to_all_time_rows_when_a_window_has_none():
-    snap = engine_snapshot()  # has only "all" and "5m"
+async def test_w_shows_each_windows_own_curve_and_rows():
+    snap = engine_snapshot()
     app = make_app(snap)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("w")  # 1h: not in this snapshot
+        await pilot.press("w")  # 1h: the snapshot holds every window's curve and rows
         assert app.view.window == "1h"
-        assert "all window" in str(app.query_one(WorkingSetTable).border_title)
-        assert "no 1h curve yet" in str(app.query_one(HitRateCurvePlot).border_subtitle)
+        assert "1h window" in str(app.query_one(WorkingSetTable).border_title)
+        assert "· 1h" in str(app.query_one(HitRateCurvePlot).border_subtitle)
 
 
 async def test_u_cycles_units_and_skips_gib_without_a_model():
@@ -181,7 +163,9 @@ async def test_u_reaches_gib_with_a_model_and_the_table_shows_it():
         await pilot.press("u", "u")
         assert app.view.unit == "GiB"
         assert "token hit rate vs GiB" in str(app.query_one(HitRateCurvePlot).border_title)
-        assert "GiB" in app.query_one(WorkingSetTable).render().columns[1].header  # narrow: one unit column
+        table = app.query_one(WorkingSetTable).render()
+        table = table.renderables[0] if hasattr(table, "renderables") else table  # the table above its notes
+        assert "GiB" in table.columns[1].header  # narrow: one unit column
         await pilot.press("u")
         assert app.view.unit == "blocks"
 
@@ -212,20 +196,29 @@ async def test_t_cycles_coverage_and_absolute_targets():
         assert app.view.target_mode == "coverage"
 
 
-async def test_e_exports_json_and_svg_and_shows_the_paths(tmp_path):
+async def test_e_exports_json_svg_and_csv_and_shows_the_paths(tmp_path):
     snap = engine_snapshot(seq=7)
     app = make_app(snap, export_dir=tmp_path / "out")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("e")
         assert app.last_export is not None
-        json_path, svg_path = app.last_export
+        json_path, svg_path, csv_path = app.last_export
         assert json_path.parent == tmp_path / "out" and json_path.exists() and svg_path.exists()
         data = json.loads(json_path.read_text())
         assert data["seq"] == 7
         assert svg_path.read_text().lstrip().startswith("<svg")
         assert "Thrashing" in svg_path.read_text()
         messages = " ".join(n.message for n in app._notifications)
-        assert str(json_path) in messages and str(svg_path) in messages
+        assert str(json_path) in messages and str(svg_path) in messages and str(csv_path) in messages
+    # the curve as CSV: the JSON's own rows, for all time and the window on screen (5m)
+    rows = list(csv.DictReader(csv_path.open()))
+    assert {r["window"] for r in rows} == {"all", "5m"}
+    for window in ("all", "5m"):
+        expected = data["windows"][window]["curve"]
+        got = [r for r in rows if r["window"] == window]
+        assert [int(r["capacity_blocks"]) for r in got] == [e["capacity_blocks"] for e in expected]
+        assert [float(r["token_hit_rate"]) for r in got] == [e["token_hit_rate"] for e in expected]
+        assert [float(r["capacity_gib"]) for r in got] == [e["capacity_gib"] for e in expected]
 
 
 async def test_e_without_a_snapshot_says_so():
@@ -245,23 +238,6 @@ async def test_q_quits_and_stops_the_monitor(key):
         await pilot.press(key)
     assert monitor.stopped.wait(2.0)
     assert app.return_code == 0
-
-
-async def test_a_failing_source_shows_in_health_and_the_app_keeps_running():
-    failing = engine_snapshot(seq=1)
-    recovered = engine_snapshot(seq=2)
-    monitor = ScriptedMonitor([failing, recovered], interval=0.3)
-    app = make_app(monitor=monitor)
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: app.shown is not None)
-        text = screen_text(app)
-        assert "○ metrics http://127.0.0.1:8000/metrics" in text
-        assert "down: connection refused" in text
-        assert "4 rejected (unparsable exposition line" in text
-        assert "data 94 s ago" in text
-        await wait_until(pilot, lambda: app.shown is not None and app.shown.seq == 2)
-        await pilot.press("w")  # still responsive
-        assert app.view.window == "1h"
 
 
 async def test_a_crashing_monitor_is_reported_and_the_app_keeps_running():
@@ -304,39 +280,31 @@ async def test_panels_redraw_only_when_their_part_changed():
         assert changed == {"HitRateCurvePlot", "StatusLine"}
 
 
-async def test_empty_snapshot_renders_waiting_messages():
-    app = make_app(empty_snapshot())
-    async with app.run_test(size=(80, 24)):
-        text = screen_text(app)
-        assert "waiting for block accesses" in text
-        assert "waiting for data" in text  # the source's own state
-        assert "no model given: use --model" in text
-
-
-async def test_demo_banner_only_for_demo_snapshots():
-    app = make_app(demo_snapshot())
-    async with app.run_test(size=SIZE) as pilot:
-        assert "DEMO" in screen_text(app)
-        app.post_message(SnapshotReady(engine_snapshot()))
-        await pilot.pause()
-        assert "DEMO" not in screen_text(app)
-
-
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_every_panel_shows_numbers_at_both_sizes(size):
     snap = engine_snapshot()
+    t, op = snap.thrashing["5m"], snap.operating_point
     share = f"{snap.reserve.total_bytes / snap.reserve.pool_bytes:.0%}"
     app = make_app(snap)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         text = screen_text(app)
-        for must in ("LRU block hit rate", "Thrashing", "THRASHING", "25.7 %", "near misses", "Working sets",
-                     "99.9 % cov", "Reserve", share, "Page churn", "27.2k/s", "58.1 %",
-                     "events tcp://127.0.0.1:5557", "? Help"):
+        for must in ("LRU block hit rate", "Thrashing", "THRASHING", fmt.percent(t.near_miss_share), "near misses",
+                     "Working sets", "99.9 % cov", "Reserve", share, "Page churn",
+                     fmt.rate(snap.churn.accesses[-1]), fmt.percent(op.measured_token_hit_rate),
+                     "events tcp://127.0.0.1:5557", "? Help", "q Quit"):  # fmt: skip
             assert must in text, (size, must)
         assert ("Events" in text) == (size == (120, 40))  # the events panel collapses on short screens
         # a short screen puts two sparklines per line under short labels
         assert ("re-refs/s" in text, "reref/s" in text) == ((True, False) if size == (120, 40) else (False, True))
+
+
+async def test_a_narrow_terminal_keeps_quit_in_the_footer():
+    app = make_app(engine_snapshot())
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        footer = screen_text(app).splitlines()[-1]
+    assert "q Quit" in footer and "? Help" in footer
 
 
 async def test_no_color_uses_the_monochrome_theme(monkeypatch):
@@ -360,44 +328,21 @@ def test_default_view_is_five_minutes_blocks_log_coverage():
     assert ViewState() == ViewState(window="5m", unit="blocks", log_x=True, target_mode="coverage", paused=False)
 
 
-async def test_metrics_only_shows_the_engine_point_and_its_history():
-    app = make_app(metrics_only_snapshot())
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        text = screen_text(app)
-        plot = app.query_one(HitRateCurvePlot)
-        assert plot.data is not None and plot.data.engine == (float(17_000), 62.0)
-        assert "engine's own point only" in str(plot.border_subtitle)
-        assert "◆" in text
-        assert "Engine history" in text and "engine hit (tok)" in text and "62.0 %" in text
-        assert "engine KV use" in text and "91.0 %" in text
-
-
-async def test_last_data_age_follows_the_clock_but_freezes_while_paused():
-    now = [NOW]
-    app = KvsetTopApp(snapshot=engine_snapshot(), clock=lambda: now[0], theme_name="dark")
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert "data 1.2 s ago" in screen_text(app)
-        now[0] += 10.0
-        app._tick_ages()  # what the once-a-second timer calls
-        await pilot.pause()
-        assert "data 11 s ago" in screen_text(app)
-        await pilot.press("p")
-        now[0] += 100.0
-        app._tick_ages()
-        await pilot.pause()
-        assert "data 11 s ago" in screen_text(app)
-
-
-async def test_misses_only_curve_is_labelled_not_compared_with_the_engine():
-    from dataclasses import replace
-
-    from kvset.snapshot import MISSES_ONLY
-
-    app = make_app(snapshot=replace(engine_snapshot(), curve_scope=MISSES_ONLY))
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        text = screen_text(app)
-        assert "misses only" in text
-        assert "engine measured" not in text  # no comparison of a misses-only curve with the engine
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_sigterm_and_sighup_leave_as_q_does(signum):
+    """`kill` and a hang-up end the app through its own exit (which restores the terminal), with the
+    shell's 128 + signal exit code; the monitor is stopped."""
+    reached_default = []
+    previous = signal.signal(signum, lambda *_: reached_default.append(True))  # the app must take it first
+    monitor = ScriptedMonitor([demo_snapshot()])
+    app = make_app(monitor=monitor)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: app.shown is not None)
+            os.kill(os.getpid(), signum)
+            await pilot.pause(0.2)
+    finally:
+        signal.signal(signum, previous)
+    assert not reached_default
+    assert app.return_value == 128 + signum
+    assert monitor.stopped.wait(2.0)

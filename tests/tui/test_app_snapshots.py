@@ -1,7 +1,9 @@
-"""Screenshot tests (pytest-textual-snapshot): fixed data, fixed clock, each theme at 80x24 and 120x40.
+"""Screenshots of the whole app (pytest-textual-snapshot): fixed data, fixed clock, each theme at 80x24
+and 120x40, the demo, the empty start, the help, monochrome. Each panel's own screenshots are beside
+its tests in tests/tui/panels/.
 
-The accepted SVGs live in tests/__snapshots__/test_tui_snapshots/; after a deliberate change to the
-look, re-create them with `pytest tests/test_tui_snapshots.py --snapshot-update` and check them by eye.
+The accepted SVGs live in tests/tui/__snapshots__/test_app_snapshots/; after a deliberate change to the
+look, re-create them with `pytest tests/tui/test_app_snapshots.py --snapshot-update` and check them by eye.
 """
 
 from __future__ import annotations
@@ -11,11 +13,6 @@ import pytest
 from kvset_tui.app import KvsetTopApp
 from kvset_tui.theming import load_theme
 from tests.support.tui_snapshots import demo_snapshot, empty_snapshot, engine_snapshot, fixed_clock
-
-
-@pytest.fixture(autouse=True)
-def _colour_environment(monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)  # screenshots are of the named theme, always
 
 
 def app_for(snapshot, theme: str) -> KvsetTopApp:
@@ -48,6 +45,11 @@ def test_monochrome_view(snap_compare):
 def test_gib_linear_absolute_view(snap_compare):
     """After u u l t: GiB on a linear axis with the absolute targets."""
     assert snap_compare(app_for(engine_snapshot(), "dark"), press=["u", "u", "l", "t"], terminal_size=(120, 40))
+
+
+def test_narrow_terminal_keeps_quit(snap_compare):
+    """60x20: panels squeezed, the footer cut, its quit key still on screen."""
+    assert snap_compare(app_for(engine_snapshot(), "dark"), terminal_size=(60, 20))
 
 
 def test_help_screen(snap_compare):
