@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,13 +38,13 @@ sys.path.insert(0, str(HERE))
 import frames as framesfile  # noqa: E402
 
 DEFAULT_OUT = HERE / "out"
-DEFAULT_POOLS = "1500,2000,3000,4000,8000"
+DEFAULT_POOLS = "2000,3000,4000,5000,8000"
 CHECK_POINTS = 2.0
 # publishing costs the engine too (building, encoding and sending events): about 4x its dry-run
 # time with full reports at small pools, where waiting requests are re-reported every step
 SLOWDOWN = {"full": 4.0, "incremental": 2.0}
 # bump when the driver or the workload changes what a run does, so cached dry runs are redone
-DRIVER_VERSION = 1
+DRIVER_VERSION = 2
 
 
 def log(msg: str) -> None:
@@ -412,7 +413,13 @@ def git_commit(path: Path) -> str | None:
         return None
 
 
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    # SIGTERM unwinds like Ctrl-C, so that the engine and kvset-top children are stopped too
+    signal.signal(signal.SIGTERM, interrupted)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pools", default=DEFAULT_POOLS, help=f"pool sizes in blocks (default {DEFAULT_POOLS})")
     p.add_argument("--modes", default="full,incremental", help="full, incremental or both (default both)")

@@ -45,7 +45,7 @@ class WorkloadConfig:
     requests: int = 3000  # turns in all (the last sessions are cut short to hit it exactly)
     agents: int = 16  # concurrent sessions
     seed: int = 0
-    system_tokens: int = 1800  # the shared system prompt (instructions and tool schemas)
+    system_tokens: int = 1000  # the shared system prompt (instructions and tool schemas)
     task_tokens: tuple[int, int] = (80, 320)
     turns: tuple[int, int] = (6, 28)  # turns per session, uniform
     answer_tokens: tuple[int, int] = (24, 96)  # the assistant's answer: a few blocks
