@@ -186,12 +186,8 @@ def rate(per_second: float | None, what: str = "/s") -> str:
     return f"{count(per_second)}{what}"
 
 
-def parse_capacities(text: str, bytes_per_block: int | None = None) -> tuple[int, ...]:
-    """'1000,10_000,1e5' -> (1000, 10000, 100000): whole numbers of blocks, sorted, each at least 1.
-
-    With `bytes_per_block` (a model's), sizes are read too: '40GiB' is as many whole blocks as fit
-    in 40 GiB (parse_bytes reads the unit; a bare number stays a count of blocks).
-    """
+def parse_capacities(text: str) -> tuple[int, ...]:
+    """'1000,10_000,1e5' -> (1000, 10000, 100000): whole numbers of blocks, sorted, each at least 1."""
     out = []
     for part in str(text).split(","):
         part = part.strip().replace("_", "")
@@ -200,7 +196,7 @@ def parse_capacities(text: str, bytes_per_block: int | None = None) -> tuple[int
         try:
             value = int(float(part)) if "e" in part.lower() else int(part)
         except ValueError:
-            value = _capacity_from_size(part, bytes_per_block)
+            raise ValueError(f"capacity {part!r} is not a whole number of blocks") from None
         if value < 1:
             raise ValueError(f"capacity {part!r} must be at least 1 block")
         out.append(value)
@@ -209,16 +205,27 @@ def parse_capacities(text: str, bytes_per_block: int | None = None) -> tuple[int
     return tuple(sorted(set(out)))
 
 
-def _capacity_from_size(part: str, bytes_per_block: int | None) -> int:
-    match = _QUANTITY.match(part)
-    if not match or not match.group(2):
-        raise ValueError(f"capacity {part!r} is neither a whole number of blocks nor a size such as 40GiB") from None
-    if not bytes_per_block:
-        raise ValueError(f"capacity {part!r} is a size: turning it into blocks needs a model's bytes per block")
-    size = parse_bytes(part)
-    if size < bytes_per_block:
-        raise ValueError(f"capacity {part!r} holds less than one block ({format_bytes(bytes_per_block)})")
-    return size // bytes_per_block
+
+_BARE_NUMBER = re.compile(r"^\s*[0-9_]+(?:\.[0-9]*)?(?:[eE][0-9]+)?\s*$")
+
+
+def parse_sizes(text: str, what: str = "size") -> tuple[tuple[int, ...], str]:
+    """A list of sizes in the order given, all in blocks or all in bytes: '1000,20000' ->
+    ((1000, 20000), "blocks"); '80GiB,512GiB' -> ((85899345920, 549755813888), "bytes"). A bare number
+    is a count of blocks (parse_capacities), one with a unit is bytes (parse_bytes)."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"no {what} given")
+    units = {"blocks" if _BARE_NUMBER.match(p) else "bytes" for p in parts}
+    if len(units) > 1:
+        raise ValueError(f"give every {what} in blocks (1000) or every one in bytes (80GiB), not both: {text!r}")
+    unit = units.pop()
+    if unit == "blocks":
+        return tuple(parse_capacities(p)[0] for p in parts), unit
+    values = tuple(parse_bytes(p) for p in parts)
+    if any(v < 1 for v in values):
+        raise ValueError(f"a {what} must be at least 1 byte: {text!r}")
+    return values, unit
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

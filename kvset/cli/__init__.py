@@ -1,8 +1,8 @@
 """The `kvset` command line: the entry point `main`, one module per subcommand (analyze, verify,
-model, record, completion), every flag in `flags` (with its value types in `argtypes`, the parser
-class with one-line usage errors in `parser`), and what the flags describe in `from_flags` (model,
-engine sources), `inputs` (what analyze and verify read) and `live_monitor` (the Monitor behind
-kvset-top)."""
+model, record, serve, completion), every flag in `flags` (with its value types in `argtypes`, the
+parser class with one-line usage errors in `parser`), and what the flags describe in `from_flags`
+(model, engine sources), `inputs` (what analyze and verify read) and `live_monitor` (the Monitor
+behind kvset-top)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kvset.cli.parser import CommandParser
 
 # Each subcommand module defines register(subparsers), which sets func on its parser. They are
 # imported when the parser is built, so importing a flag module does not load every command.
-SUBCOMMANDS: tuple[str, ...] = ("analyze", "verify", "model", "record", "completion")
+SUBCOMMANDS: tuple[str, ...] = ("analyze", "verify", "model", "record", "serve", "completion")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,14 +18,17 @@ from kvset.cli.flags import (
     add_reserve_arguments,
     add_target_mode_argument,
     add_targets_argument,
+    add_tier_arguments,
 )
 from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
 from kvset.cli.inputs import InputError, load_input
+from kvset.cli.tier_flags import tier_request_from_args
+from kvset.core.tiers import plan_tiers, tier_blocks
 from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
 from kvset.offline import analyze_batches
-from kvset.quantities import parse_capacities, parse_fractions
+from kvset.quantities import parse_fractions, parse_sizes
 from kvset.report.as_csv import curve_rows_csv
 from kvset.report.as_json import analysis_json
 from kvset.report.as_text import analysis_text
@@ -39,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_targets_argument(p)
     add_target_mode_argument(p)
     add_capacities_argument(p)
+    add_tier_arguments(p)
     p.add_argument("--bytes-per-token", type=int, metavar="N",
                    help="full-attention KV bytes per token, to show capacities in GiB")  # fmt: skip
     add_model_argument(p)
@@ -60,13 +64,15 @@ def run(args: argparse.Namespace) -> int:
         if args.json and args.csv:
             raise ValueError("give --json or --csv, not both")
         geometry = geometry_from_args(args.model, args) if args.model else None
-        if args.capacities:  # checked before the input is read; sizes are turned into blocks below
-            sized = args.model or args.bytes_per_token
-            parse_capacities(args.capacities, bytes_per_block=1 if sized else None)
+        sized = bool(args.model or args.bytes_per_token)
+        capacities = parse_sizes(args.capacities, "capacity") if args.capacities else None
+        if capacities is not None and capacities[1] == "bytes" and not sized:
+            raise ValueError(f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
+                             "give --model or --bytes-per-token")  # fmt: skip
+        tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
         batches, summary = load_input(args)
     except (ValueError, InputError, TraceError, GeometryError) as e:
-        hint = " (give --model)" if "bytes per block" in str(e) else ""
-        print(f"kvset analyze: {e}{hint}", file=sys.stderr)
+        print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
     result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
     if result.accesses == 0:
@@ -79,13 +85,24 @@ def run(args: argparse.Namespace) -> int:
         context, context_from = context_tokens_from_args(geometry, args)
         reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
     bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
-    try:
-        caps = parse_capacities(args.capacities, bytes_per_block) if args.capacities else None
-    except ValueError as e:
-        print(f"kvset analyze: {e}", file=sys.stderr)
-        return 2
+    caps = None  # the reports' default: log-spaced, the knee included
+    if capacities is not None:
+        blocks = tier_blocks(*capacities, bytes_per_block)  # sizes in bytes: the whole blocks that fit
+        if blocks is None or 0 in blocks:
+            print(f"kvset analyze: --capacities {args.capacities}: every capacity must hold at least one block "
+                  f"of {bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            return 2
+        caps = sorted(set(blocks))
+    plan = None
+    if tiers is not None:
+        blocks = tier_blocks(tiers.sizes, tiers.unit, bytes_per_block)
+        if blocks is None or 0 in blocks:
+            print(f"kvset analyze: --tiers {args.tiers}: every tier must hold at least one block of "
+                  f"{bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            return 2
+        plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
     report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block, geometry=geometry,
-                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from)  # fmt: skip
+                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.csv:

@@ -70,3 +70,21 @@ def dtype_name(text: str) -> str:
         return canonical_dtype(text)
     except GeometryError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """[HOST:]PORT -> (host, port); HOST defaults to 127.0.0.1, an IPv6 host goes in brackets ([::1]:9400)."""
+    host, sep, port = str(text).strip().rpartition(":")
+    if not sep:
+        host = ""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise argparse.ArgumentTypeError(f"an IPv6 address goes in brackets, e.g. [::1]:9400, got {text!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not [HOST:]PORT: {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port must lie in 0..65535, got {port}")
+    return host or "127.0.0.1", number

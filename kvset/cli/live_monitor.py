@@ -13,6 +13,7 @@ from kvset.cli.from_flags import (
     log_source_from_args,
     metrics_source_from_args,
 )
+from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.analyzer import Analyzer
 from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
 from kvset.monitor import Monitor
@@ -86,6 +87,10 @@ def check_flags(args: argparse.Namespace) -> None:
     for path, what in ((args.replay, "trace file"), (args.log, "log file")):
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a folder: give the file itself")
+    try:
+        tier_request_from_args(args, bytes_known=bool(args.model))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def build_monitor(args: argparse.Namespace) -> Monitor:
@@ -94,6 +99,7 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
     try:
         coverage_targets = parse_fractions(args.targets, "target")
         absolute_targets = parse_fractions(args.absolute_targets, "absolute target")
+        tiers = tier_request_from_args(args, bytes_known=bool(args.model))
     except ValueError as e:
         raise UsageError(str(e)) from None
     geometry = geometry_from_args(args.model, args) if args.model else None
@@ -109,6 +115,7 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         concurrency=args.concurrency,
         context_tokens=args.context,
         demo=demo,
+        **(tiers.snapshot_config() if tiers is not None else {}),
     )
     analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size)
     recorder = None

@@ -3,12 +3,14 @@ the `e` export). Their keys are documented in the README; change them there too.
 
 from __future__ import annotations
 
+from kvset.core.tiers import TierPlan
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
 from kvset.report.tables import curve_rows, default_capacities, knee_row, working_set_rows
+from kvset.report.tiers import tiers_json
 from kvset.text import printable
 
 
@@ -34,6 +36,7 @@ def analysis_json(
     kv_dtype: str = AUTO,
     reserve: HybridReserve | None = None,
     context_from: str | None = None,
+    tiers: TierPlan | None = None,
 ) -> dict:
     """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve.
     capacities: the curve's rows (None: the reports' default, the knee included)."""
@@ -79,6 +82,8 @@ def analysis_json(
         }
         out["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from, "summary": reserve.summary()}
         out["hybrid_reserve_bytes"] = reserve.total_bytes
+    if tiers is not None:
+        out.update(tiers_json(tiers, bt, bytes_per_block))
     return out
 
 
@@ -208,4 +213,6 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         }  # fmt: skip
     if s.engine is not None:
         out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
+    if s.tiers is not None:
+        out.update(tiers_json(s.tiers, bt, bpb))
     return out

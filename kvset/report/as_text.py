@@ -16,6 +16,7 @@ from kvset.report.tables import (
     percent_cell,
     working_set_table,
 )
+from kvset.report.tiers import tier_lines, tiers_json
 from kvset.snapshot import MISSES_ONLY
 
 # What each kind of source adds, for the advice when no block access arrived.
@@ -63,6 +64,8 @@ def analysis_text(r: dict) -> str:
                          f"({hr['summary']}); add it to a working set to size the pool")  # fmt: skip
         else:
             lines.append(f"  hybrid-layer reserve: 0 ({hr['summary']})")
+    if "tiers" in r:
+        lines += ["", *tier_lines(r)]
     if r["rejected_lines"] or r["warnings"]:
         lines.append("")
         for rej in r["rejections"]:
@@ -152,6 +155,9 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                       f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
                       f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
                       f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
+    elif t.accesses:
+        lines += ["", "thrashing: not judged (no cache capacity: give --capacity BLOCKS, or --metrics/--events "
+                      "of an engine that reports its pool)"]  # fmt: skip
     op = s.operating_point
     if op is not None:
         measured = percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
@@ -165,6 +171,8 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                      f"{gib_cell(r.hybrid_reserve_bytes)} ({r.concurrency} running, {r.concurrency_source})"
                      + (f" = {gib_cell(r.total_bytes)}" if r.total_bytes is not None else "")
                      + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else ""))  # fmt: skip
+    if s.tiers is not None:
+        lines += ["", *tier_lines(tiers_json(s.tiers, bt, bpb))]
     if s.events:
         lines += ["", "recent events:"] + [f"  {e.kind}: {e.text}" for e in list(s.events)[-5:]]
     lines += ["", _caveats()]

@@ -97,11 +97,12 @@ def test_once_csv_has_the_same_rows_as_analyze_csv(capsys):
 def test_capacities_in_gib_with_a_model_are_the_blocks_that_fit(capsys):
     per_block = load_model("llama-3.1-70b").full_attention_bytes_per_token() * 512  # Mooncake: 512 tokens a block
     code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--model", "llama-3.1-70b",
-                           "--capacities", "40GiB,1000", "--json")  # fmt: skip
+                           "--capacities", "80GiB,40GiB", "--json")  # fmt: skip
     assert code == 0
     rows = json.loads(out)["curve"]
-    assert [r["capacity_blocks"] for r in rows] == [40 * GIB // per_block, 1000]
-    assert rows[0]["capacity_bytes"] <= 40 * GIB < rows[0]["capacity_bytes"] + per_block
+    assert [r["capacity_blocks"] for r in rows] == [40 * GIB // per_block, 80 * GIB // per_block]
+    for row, size in zip(rows, (40 * GIB, 80 * GIB), strict=True):
+        assert row["capacity_bytes"] <= size < row["capacity_bytes"] + per_block
 
 
 def test_capacities_in_gib_without_a_model_is_a_one_line_error(capsys):
