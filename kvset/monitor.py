@@ -104,17 +104,23 @@ class Monitor:
 
     def _put(self, index: int, item, stop: threading.Event) -> bool:
         """Queue an item, waiting while the analyzer catches up; False once stopped with no room."""
+        accesses = len(item.accesses) if isinstance(item, SourceUpdate) and item.accesses is not None else None
+        if accesses is not None:  # counted before the put, so that the analyzer never counts it first
+            self._count_queued(index, 1, accesses)
         while True:
             try:
                 self._queue.put((index, item), timeout=0.2)
-                if isinstance(item, SourceUpdate) and item.accesses is not None:
-                    with self._queued_lock:
-                        self._queued[index] += 1
-                        self._queued_accesses[index] += len(item.accesses)
                 return True
             except queue.Full:
                 if stop.is_set():
+                    if accesses is not None:
+                        self._count_queued(index, -1, -accesses)
                     return False
+
+    def _count_queued(self, index: int, updates: int, accesses: int) -> None:
+        with self._queued_lock:
+            self._queued[index] += updates
+            self._queued_accesses[index] += accesses
 
     def _start(self, stop: threading.Event) -> None:
         for i, s in enumerate(self.sources):
@@ -125,9 +131,7 @@ class Monitor:
     # -- the pipeline thread -----------------------------------------------
     def _apply(self, index: int, update: SourceUpdate) -> None:
         if update.accesses is not None:
-            with self._queued_lock:
-                self._queued[index] -= 1
-                self._queued_accesses[index] -= len(update.accesses)
+            self._count_queued(index, -1, -len(update.accesses))
         if update.accesses is not None and len(update.accesses):
             self._feed(index, update.accesses)
         if update.health is not None:

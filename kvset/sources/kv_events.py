@@ -173,6 +173,8 @@ class KvEventsSource(Source):
                 if deadline is not None:
                     wait = min(wait, max(0.0, deadline - now))
                 ready = dict(self._poller.poll(int(wait * 1000)))
+                if any(stream.sub in ready for stream in self._streams):
+                    self.behind = False  # decided again by this round of reads
                 for stream in self._streams:
                     if stream.monitor is not None and stream.monitor in ready:
                         self._read_monitor(stream)
@@ -217,7 +219,6 @@ class KvEventsSource(Source):
                 stream.connected = False
 
     def _read_published(self, stream: _Stream) -> None:
-        self.behind = False
         for _ in range(_MAX_MESSAGES_PER_POLL):
             try:
                 frames = stream.sub.recv_multipart(zmq.NOBLOCK)
@@ -231,7 +232,7 @@ class KvEventsSource(Source):
             if self.tracker.pending >= self.flush_accesses:
                 break
         # Stopped reading with messages still queued: the source is not keeping up.
-        self.behind = bool(stream.sub.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+        self.behind = self.behind or bool(stream.sub.getsockopt(zmq.EVENTS) & zmq.POLLIN)
 
     def _read_replay(self, stream: _Stream) -> None:
         while stream.dealer is not None:
