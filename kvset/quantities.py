@@ -212,6 +212,34 @@ def parse_capacities(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+
+_BARE_NUMBER = re.compile(r"^\s*[0-9_]+(?:\.[0-9]*)?(?:[eE][0-9]+)?\s*$")
+
+
+def parse_sizes(text: str, what: str = "size") -> tuple[tuple[int, ...], str]:
+    """A list of sizes in the order given, all in blocks or all in bytes: '1000,20000' ->
+    ((1000, 20000), "blocks"); '80GiB,512GiB' -> ((85899345920, 549755813888), "bytes"). A bare number
+    is a count of blocks (parse_capacities), one with a unit is bytes (parse_bytes)."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"no {what} given")
+    units = {"blocks" if _BARE_NUMBER.match(p) else "bytes" for p in parts}
+    if len(units) > 1:
+        raise ValueError(f"give every {what} in blocks (1000) or every one in bytes (80GiB), not both: {text!r}")
+    unit = units.pop()
+    if unit == "blocks":
+        return tuple(parse_capacities(p)[0] for p in parts), unit
+    values = tuple(parse_bytes(p) for p in parts)
+    if any(v < 1 for v in values):
+        raise ValueError(f"a {what} must be at least 1 byte: {text!r}")
+    return values, unit
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun: 1 -> '1 line', 2 -> '2 lines', 12345 -> '12,345 lines'."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
 # -- time ------------------------------------------------------------------------------------------
 def age(seconds: float | None) -> str:
     """How long ago: '0.4 s', '94 s', '10 min', '3.0 h', '2.5 d'; 'never' for no data yet."""

@@ -7,7 +7,9 @@ a slow terminal only ever draws the newest frame; panels redraw only when their 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
 import threading
 import time
@@ -23,7 +25,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from kvset.snapshot import Snapshot
-from kvset_tui.export import export_snapshot
+from kvset_tui.export import ExportPaths, export_snapshot
 from kvset_tui.help_screen import HelpScreen, key_help
 from kvset_tui.messages import SnapshotReady
 from kvset_tui.theming import KvsetTheme, choose_theme
@@ -42,6 +44,9 @@ AGE_TICK_SECONDS = 1.0
 # While the display is paused nobody looks at new frames: the monitor keeps ingesting and analysing,
 # but builds a snapshot only this often (building one is most of an idle monitor's CPU).
 PAUSED_INTERVAL_SECONDS = 15.0
+# `kill` (SIGTERM, as timeout and systemd send) and a hang-up end the app as `q` does, so the terminal
+# is restored (main screen, cursor, no mouse reporting); the exit code says which signal it was.
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class MonitorLike(Protocol):
@@ -72,7 +77,18 @@ Screen.-short #events { display: none; }
 Screen.-short #thrashing.-warn { border-top: heavy $warning; }
 Screen.-short #thrashing.-thrashing { border-top: heavy $error; }
 Screen.-short #thrashing.-ok { border-top: solid $success; }
+Screen.-narrow KvsetFooter FooterKey.-quit { dock: right; }
 """
+
+
+class KvsetFooter(Footer):
+    """The footer, whose quit key stays on screen when a narrow terminal cuts the others off."""
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if getattr(widget, "action", None) == "quit":  # a FooterKey (its class is not public)
+                widget.add_class("-quit")
+            yield widget
 
 
 class KvsetTopApp(App[int]):
@@ -94,7 +110,7 @@ class KvsetTopApp(App[int]):
         Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
         Binding("t", "cycle_targets", "Targets", id="kvset.targets", tooltip="cycle target sets: coverage, absolute"),
         Binding("e", "export", "Export", id="kvset.export",
-                tooltip="export the current snapshot: JSON and an SVG screenshot"),
+                tooltip="export the snapshot as JSON, the screen as SVG, the curve as CSV"),
         Binding("q", "quit", "Quit", id="kvset.quit", tooltip="quit"),
         # On-call muscle memory: ctrl+c ends a `top`, so it ends this one too.
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt", tooltip="quit"),
@@ -110,7 +126,6 @@ class KvsetTopApp(App[int]):
         view: ViewState | None = None,
         clock: Callable[[], float] = time.time,
         export_dir: Path = Path("exports"),
-        main_mode: str = "coverage",
         keymap: dict[str, str] | None = None,
     ) -> None:
         palette = palette or choose_theme(theme_name)
@@ -123,12 +138,11 @@ class KvsetTopApp(App[int]):
         self.view = view or ViewState()
         self.clock = clock
         self.export_dir = export_dir
-        self.main_mode = main_mode  # the monitor's --target-mode: whose first target is the main one
         self.latest: Snapshot | None = snapshot  # newest from the monitor (shown unless paused)
         self.shown: Snapshot | None = None  # what the panels show
         self.frames_received = 0
         self.frames_rendered = 0
-        self.last_export: tuple[Path, Path] | None = None
+        self.last_export: ExportPaths | None = None
         self._stop = threading.Event()
         self._monitor_worker: Worker | None = None
         self._panels: list[SnapshotView] | None = None
@@ -147,9 +161,9 @@ class KvsetTopApp(App[int]):
                 yield WorkingSetTable(p, id="working-sets")
                 yield ReservePanel(p, id="reserve")
                 yield EventsPanel(p, id="events")
-        yield ChurnPanel(p, main_mode=self.main_mode, id="churn")
+        yield ChurnPanel(p, id="churn")
         yield StatusLine(p, clock=self.clock, id="status")
-        yield Footer()
+        yield KvsetFooter()
 
     @property
     def panels(self) -> list[SnapshotView]:
@@ -181,6 +195,12 @@ class KvsetTopApp(App[int]):
         # driver's input thread spins on; notice that the tty is gone and quit instead.
         self._tty_fd = _tty_fd()
         self.set_interval(AGE_TICK_SECONDS, self._tick_ages)
+        self._signals = _add_signal_handlers(self.exit_on_signal)
+
+    def exit_on_signal(self, signum: int) -> None:
+        """SIGTERM or SIGHUP: stop the monitor and leave as `q` does, with the shell's 128 + signal code."""
+        self._stop.set()
+        self.exit(128 + signum)
 
     # -- the monitor thread ------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, name="monitor", group="monitor")
@@ -280,12 +300,13 @@ class KvsetTopApp(App[int]):
             self.notify("nothing to export yet: no snapshot", severity="warning")
             return
         try:
-            paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock())
+            paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock(),
+                                    window=self.view.window)  # fmt: skip
         except (OSError, ValueError) as exc:  # unwritable directory; a value JSON cannot hold
             self.notify(f"export failed: {exc}", severity="error", timeout=8)
             return
         self.last_export = paths
-        self.notify(f"exported\n{paths[0]}\n{paths[1]}", title="Export", timeout=8)
+        self.notify("exported\n" + "\n".join(str(path) for path in paths), title="Export", timeout=8)
 
     async def action_quit(self) -> None:
         self._stop.set()
@@ -293,6 +314,29 @@ class KvsetTopApp(App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+        _remove_signal_handlers(getattr(self, "_signals", ()))
+
+
+def _add_signal_handlers(handler: Callable[[int], None]) -> tuple[signal.Signals, ...]:
+    """Call `handler(signum)` on the event loop for each of EXIT_SIGNALS; the ones installed."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in EXIT_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, handler, int(sig))
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such signal here
+            continue
+        installed.append(sig)
+    return tuple(installed)
+
+
+def _remove_signal_handlers(signals: tuple[signal.Signals, ...]) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    for sig in signals:
+        loop.remove_signal_handler(sig)
 
 
 def _tty_fd() -> int | None:

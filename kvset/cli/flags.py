@@ -1,8 +1,9 @@
 """Every command-line flag of `kvset` and `kvset-top`, each defined once (name, type, check, help).
 
 The commands put the groups they need on their parser: `add_input_arguments` (analyze, verify),
-`add_monitor_arguments` (kvset-top), `add_events_arguments` (record, kvset-top), the model and
-geometry flags (analyze, model, kvset-top). A flag a command shares with another keeps one
+`add_monitor_arguments` (kvset-top, serve), `add_events_arguments` (record, kvset-top), the model and
+geometry flags (analyze, model, kvset-top), `add_tier_arguments` (analyze, kvset-top, serve) and
+`add_exporter_arguments` (serve, kvset-top). A flag a command shares with another keeps one
 meaning; where a command's default differs (kvset-top's --concurrency), the definition says so.
 Engine-source flags other than --log and --metrics carry a prefix so they cannot collide with a
 command's own (--block-size of a trace, --interval of the UI).
@@ -12,8 +13,20 @@ from __future__ import annotations
 
 import argparse
 
-from kvset.cli.argtypes import dtype_name, non_negative_int, positive_float, positive_int, sample_rate, speed
+from kvset.cli.argtypes import (
+    byte_quantity,
+    dtype_name,
+    listen_address,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    sample_rate,
+    speed,
+)
+from kvset.cli.completion import SHELLS, PrintCompletion
+from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
+from kvset.core.tiers import TIER_MODES
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
@@ -21,6 +34,7 @@ from kvset.geometry.model import DEFAULT_BLOCK_SIZE
 from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
+from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 
 # argparse's parser and its argument groups both have add_argument
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -31,6 +45,28 @@ TARGET_MODES = ("coverage", "absolute")
 
 def _fractions_text(values: tuple[float, ...]) -> str:
     return ",".join(str(v) for v in values)
+
+
+# -- every command ---------------------------------------------------------------------------------
+def add_version_argument(p: Parser) -> None:
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                   help="print the version and exit")  # fmt: skip
+
+
+def add_completion_argument(p: argparse.ArgumentParser) -> None:
+    """kvset-top's --completion (kvset has a `completion` subcommand instead)."""
+    p.add_argument("--completion", action=PrintCompletion, choices=SHELLS, metavar="SHELL",
+                   help="print a shell completion script (bash or zsh) and exit: "
+                        "source <(kvset-top --completion bash)")  # fmt: skip
+
+
+def add_force_argument(p: Parser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {what} if it exists (an input of the same run is never replaced)")  # fmt: skip
+
+
+def add_csv_argument(p: Parser, meaning: str) -> None:
+    p.add_argument("--csv", action="store_true", help=meaning)
 
 
 # -- what is read: a trace, the demo ----------------------------------------------------------------
@@ -101,9 +137,24 @@ def add_target_mode_argument(p: Parser) -> None:
                         "themselves (kvset-top: which target set comes first, t cycles them)")  # fmt: skip
 
 
-def add_capacities_argument(p: Parser) -> None:
-    """--capacities, read with kvset.quantities.parse_capacities when the command runs."""
-    p.add_argument("--capacities", help="capacities in blocks for the table, e.g. 1000,10000 (default: log-spaced)")
+def add_capacities_argument(p: Parser, meaning: str = "capacities for the table: blocks (1000,10000) or, with "
+                            "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)") -> None:  # fmt: skip
+    """--capacities, read with kvset.quantities.parse_sizes when the command runs."""
+    p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
+
+
+def add_tier_arguments(p: Parser) -> None:
+    """--tiers (read with kvset.quantities.parse_sizes by kvset.cli.tier_flags), --tier-mode and
+    --size-next-tier."""
+    p.add_argument("--tiers", metavar="C1,C2,..",
+                   help="cache tiers, fastest first (HBM, host DRAM, SSD), in blocks or, with --model, in bytes "
+                        "(80GiB,512GiB,4TiB): the share of all accesses each tier serves")  # fmt: skip
+    p.add_argument("--tier-mode", choices=TIER_MODES, default="exclusive",
+                   help="exclusive: a block lives in one tier and is demoted on eviction (default); inclusive: "
+                        "each tier holds a copy of those above it and sees every access (write-through)")  # fmt: skip
+    p.add_argument("--size-next-tier", metavar="TARGET",
+                   help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
+                        "or percentage, coverage or absolute as --target-mode)")  # fmt: skip
 
 
 def add_capacity_argument(p: Parser) -> None:
@@ -237,6 +288,8 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
+    g.add_argument("--metrics-max-bytes", type=byte_quantity, default=DEFAULT_MAX_BODY_BYTES, metavar="SIZE",
+                   help="largest /metrics response read, e.g. 16MiB (default); a larger one is refused")  # fmt: skip
 
 
 def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -289,15 +342,17 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
 
 
 # -- the live monitor (kvset-top) ------------------------------------------------------------------
-def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
-    """The sources, analysis, model and one-shot flags of the live monitor (the UI adds its own)."""
-    src = p.add_argument_group("sources (default: --demo)")
+def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> None:
+    """The sources, analysis, model and one-shot flags of the live monitor (the UI adds its own). As a
+    service (`kvset serve`): no one-shot flags, and no demo unless asked."""
+    src = p.add_argument_group("sources (at least one)" if service else "sources (default: --demo)")
     add_demo_argument(src)
     src.add_argument("--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)")
     src.add_argument("--follow", action="store_true",
                      help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
     src.add_argument("--record", metavar="FILE",
                      help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
+    add_force_argument(src, "the --record file")
     src.add_argument("--speed", type=speed, default=1.0, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     add_trace_arguments(src)
@@ -314,6 +369,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
                      help="absolute hit-rate targets (default 0.5,0.7,0.9)")  # fmt: skip
     add_target_mode_argument(ana)
     add_capacity_argument(ana)
+    add_tier_arguments(ana)
     ana.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
                      help="refresh interval (default 1)")  # fmt: skip
 
@@ -323,9 +379,36 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
     add_reserve_arguments(mod, live=True)
     add_override_arguments(p)
 
+    if service:
+        p.set_defaults(once=False, json=False, csv=False, duration=None)
+        return
     once = p.add_argument_group("one-shot report")
     once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
     add_json_argument(once, "with --once: the snapshot as JSON")
+    add_csv_argument(once, "with --once: the all-time curve as CSV (one row per capacity)")
     once.add_argument("--duration", type=positive_float, metavar="SECONDS",
                       help="with --once: how long to listen to live sources (default 10 s; files and the "
                            "demo are read to the end)")  # fmt: skip
+
+
+# -- the Prometheus exporter (kvset serve, kvset-top --serve-metrics) --------------------------------
+EXPORTED_CAPACITIES = ("capacities whose hit rates are exported (kvset_hit_rate), besides the engine's pool, "
+                       "e.g. 1000,10000 (the histogram kvset_stack_distance_blocks has every bucket edge)")  # fmt: skip
+
+
+def add_exporter_arguments(p: argparse.ArgumentParser, beside_ui: bool = False) -> None:
+    """`kvset serve`: --listen and --textfile; kvset-top (beside_ui): --serve-metrics. Nothing listens
+    unless one is given, and only on 127.0.0.1 unless a host is."""
+    g = p.add_argument_group("Prometheus exporter (nothing listens unless asked)")
+    if beside_ui:
+        g.add_argument("--serve-metrics", type=listen_address, metavar="[HOST:]PORT",
+                       help="also serve the metrics of `kvset serve` on HOST:PORT (HOST default 127.0.0.1) while "
+                            "the app runs; not with --once")  # fmt: skip
+    else:
+        g.add_argument("--listen", type=listen_address, metavar="[HOST:]PORT",
+                       help="serve /metrics on HOST:PORT (HOST default 127.0.0.1; 0.0.0.0 or [::] for every "
+                            "interface; PORT 0 picks a free one, printed on stderr)")  # fmt: skip
+        g.add_argument("--textfile", metavar="PATH",
+                       help="write the same metrics to PATH (atomically, every refresh) for node_exporter's "
+                            "textfile collector, which reads *.prom files")  # fmt: skip
+    add_capacities_argument(g, EXPORTED_CAPACITIES)

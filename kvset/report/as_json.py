@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from kvset.core.curve import SampleInfo
 from kvset.core.sampling import ERROR_Z, METHOD
+from kvset.core.tiers import TierPlan
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
-from kvset.report.tables import curve_rows, working_set_rows
+from kvset.report.tables import curve_rows, default_capacities, knee_row, working_set_rows
+from kvset.report.tiers import tiers_json
+from kvset.text import printable
 
 
 def _rejections(items) -> list[dict]:
@@ -51,13 +54,18 @@ def analysis_json(
     kv_dtype: str = AUTO,
     reserve: HybridReserve | None = None,
     context_from: str | None = None,
+    tiers: TierPlan | None = None,
 ) -> dict:
-    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve."""
+    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve.
+    capacities: the curve's rows (None: the reports' default, the knee included)."""
     a, c, s = result.analyzer, result.curve, result.input
     bt = s.block_tokens
+    knee = knee_row(c, bt, bytes_per_block)
+    if capacities is None:
+        capacities = default_capacities(c, knee=None if knee is None else knee["capacity_blocks"])
     out = {
-        "input": s.name,
-        "format": s.format,
+        "input": printable(s.name),  # a file name can hold control characters too
+        "format": printable(s.format),
         "block_tokens": bt,
         "order": a.order,
         "estimate": estimate_json(c.sample),
@@ -74,11 +82,12 @@ def analysis_json(
         "attainable_token_hit_rate": c.attainable("tokens"),
         "bytes_per_block": bytes_per_block,
         "curve": curve_rows(c, capacities, bt, bytes_per_block),
+        "knee": knee,
         "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block),
         "rejected_lines": s.rejects.total,
         "rejections": _rejections(s.rejects.summary()),
         "warnings": _rejections(s.warnings.summary()),
-        "notes": list(s.notes),
+        "notes": [printable(n) for n in s.notes],
         "seconds": {"read": round(s.read_seconds, 4), "analyze": round(result.analyze_seconds, 4)},
         "caveats": caveat_lines(),
     }
@@ -92,6 +101,8 @@ def analysis_json(
         }
         out["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from, "summary": reserve.summary()}
         out["hybrid_reserve_bytes"] = reserve.total_bytes
+    if tiers is not None:
+        out.update(tiers_json(tiers, bt, bytes_per_block))
     return out
 
 
@@ -122,6 +133,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
     all_curve = s.curve("all")
     windows = {}
     for label, c in s.curves.items():
+        knee = knee_row(c, bt, bpb) if c.accesses else None
         windows[label] = {
             "seconds": c.window_seconds,
             "exact": c.exact,
@@ -131,6 +143,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
             "attainable_hit_rate": c.attainable("blocks"),
             "attainable_token_hit_rate": c.attainable("tokens"),
             "curve": curve_rows(c, c.log_capacities(points), bt, bpb) if c.accesses else [],
+            "knee": knee,
         }
     churn = s.churn
     out = {
@@ -157,6 +170,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "attainable_hit_rate": all_curve.attainable("blocks"),
         "attainable_token_hit_rate": all_curve.attainable("tokens"),
         "curve": windows["all"]["curve"],
+        "knee": windows["all"]["knee"],
         "windows": windows,
         "targets": {k: list(v) for k, v in s.targets.items()},
         "working_sets": [
@@ -220,4 +234,6 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         }  # fmt: skip
     if s.engine is not None:
         out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
+    if s.tiers is not None:
+        out.update(tiers_json(s.tiers, bt, bpb))
     return out

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
 from kvset.core.sampling import ERROR_Z, working_set_bounds
-from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, target_label
+from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, points, target_label
 
 NOT_KNOWN = "-"  # plain-text tables stay ASCII
 
@@ -78,8 +78,31 @@ def working_set_rows(
     return rows
 
 
-def default_capacities(curve: HitRateCurve, n: int = 16) -> np.ndarray:
-    return curve.log_capacities(n)
+def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None) -> np.ndarray:
+    """The capacities every report's curve table shows: n log-spaced ones, plus the knee."""
+    caps = curve.log_capacities(n)
+    return caps if knee is None else np.union1d(caps, [knee])
+
+
+KNEE_MEANING = f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
+
+
+def knee_row(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None) -> dict | None:
+    """The curve's knee (HitRateCurve.knee) as a curve row with what it means, or None."""
+    knee = curve.knee()
+    if knee is None:
+        return None
+    row = curve_rows(curve, [knee], block_tokens, bytes_per_block)[0]
+    return {**row, "min_gain": KNEE_MIN_GAIN, "meaning": KNEE_MEANING}
+
+
+def knee_line(knee: dict | None) -> str:
+    """One line saying where the knee is, for the text reports."""
+    if knee is None:
+        return f"knee: none (no doubling of the capacity gains {points(KNEE_MIN_GAIN, 0).lstrip('+')})"
+    gib = f", {gib_cell(knee['capacity_bytes'])}" if knee.get("capacity_bytes") is not None else ""
+    return (f"knee at {knee['capacity_blocks']:,} blocks{gib} ({percent_cell(knee['block_hit_rate'])} block hit "
+            f"rate): {knee['meaning']}")  # fmt: skip
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
@@ -88,7 +111,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: s
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True))
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True)).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
 
@@ -105,9 +128,9 @@ def _count_cell(n: int | None) -> str:
     return f"{n:,}" if n else NOT_KNOWN
 
 
-def curve_table(rows: Sequence[dict], with_gib: bool) -> str:
+def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -> str:
     """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates
-    (an estimate's with their error bounds)."""
+    (an estimate's with their error bounds); the row at the `knee` capacity marked."""
     errors = bool(rows) and "block_hit_rate_error" in rows[0]
     rates = (["block hit rate", "±", "token hit rate", "±"] if errors else ["block hit rate", "token hit rate"])
     headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + rates
@@ -120,8 +143,10 @@ def curve_table(rows: Sequence[dict], with_gib: bool) -> str:
             line.append(percent_cell(row[f"{unit}_hit_rate"]))
             if errors:
                 line.append(plus_minus_points(row[f"{unit}_hit_rate_error"], 2, NOT_KNOWN))
+        if knee is not None:
+            line.append("<- knee" if row["capacity_blocks"] == knee else "")
         cells.append(line)
-    return format_table(headers, cells)
+    return format_table(headers + ([""] if knee is not None else []), cells, None if knee is None else "l" + "r" * (len(headers) - 1) + "l")
 
 
 def working_set_table(

@@ -14,6 +14,7 @@ import numpy as np
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.snapshot.model import (
@@ -29,6 +30,7 @@ from kvset.snapshot.model import (
     Thrashing,
     Totals,
     WorkingSetRow,
+    fits_in_pool,
 )
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
@@ -48,6 +50,10 @@ class SnapshotConfig:
     concurrency: int | None = None  # given; measured from the engine when it reports one
     context_tokens: int | None = None
     demo: bool = False
+    tier_sizes: tuple[int, ...] = ()  # cache tiers, fastest first, in `tier_unit` (blocks or bytes)
+    tier_unit: str = "blocks"
+    tier_mode: str = "exclusive"
+    next_tier_target: float | None = None  # the smallest next tier for this target (main_mode)
 
     @property
     def main_target(self) -> float:
@@ -81,20 +87,21 @@ class SnapshotBuilder:
         for label, seconds in WINDOWS:
             curves[label] = analyzer.curve(window=seconds)
         pool = engine.capacity_in_blocks(bt) if engine is not None else None
-        capacity, capacity_source = self._capacity(pool, curves["all"])
+        capacity, capacity_source = self._capacity(pool)
         self._sample_all_time(curves["all"], analyzer)
+        reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
         rows = []
         for label, seconds in WINDOWS:
             for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets)):
                 trends = self._trends(analyzer, label, seconds, targets, mode)
                 for t, trend in zip(targets, trends, strict=True):
-                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, trend))
+                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend))
         thrashing = {}
         if capacity:
             for label, _ in WINDOWS:
-                thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
+                if curves[label].accesses:  # a window without accesses has no misses to judge
+                    thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
         churn = self._churn(analyzer, capacity)
-        reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
         curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
         totals = Totals(
             accesses=analyzer.accesses,
@@ -133,6 +140,7 @@ class SnapshotBuilder:
             operating_point=operating_point(engine, pool, bt, curves, curve_scope),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
+            tiers=self._tiers(curves["all"], bytes_per_block),
             sample=analyzer.sampling,
         )
 
@@ -143,31 +151,44 @@ class SnapshotBuilder:
             return None
         return g.full_attention_bytes_per_token(self.config.kv_dtype) * block_tokens
 
-    def _capacity(self, pool: int | None, curve: HitRateCurve) -> tuple[int | None, str]:
-        """The capacity the thrashing and churn panels judge: the engine's, a chosen one, or the main
-        working set."""
+    def _tiers(self, curve: HitRateCurve, bytes_per_block: int | None) -> TierPlan | None:
+        cfg = self.config
+        blocks = tier_blocks(cfg.tier_sizes, cfg.tier_unit, bytes_per_block) if cfg.tier_sizes else None
+        if blocks is None:
+            return None
+        return plan_tiers(curve, blocks, cfg.tier_mode, cfg.next_tier_target, cfg.main_mode)
+
+    def _capacity(self, pool: int | None) -> tuple[int | None, str]:
+        """The capacity thrashing and the churn hit rate are judged at: the engine's pool, else a chosen
+        one (--capacity). Without either there is nothing to judge: the tool's own working set sits on
+        the curve's knee by construction, so its near misses would say nothing about a real cache."""
         if pool:
             return pool, "engine"
         if self.config.capacity_blocks:
             return int(self.config.capacity_blocks), "chosen"
-        ws = curve.working_set(self.config.main_target, mode=self.config.main_mode)
-        return (ws, "working-set") if ws else (None, "none")
+        return None, "none"
 
-    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, trend) -> WorkingSetRow:
+    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, reserve, trend) -> WorkingSetRow:
         ws = curve.working_set(target, mode=mode)
         tokens = ws * bt if ws is not None and bt else None
-        fits = None
-        if ws is not None and pool:
-            fits = ws <= pool
+        ws_bytes = ws * bytes_per_block if ws is not None and bytes_per_block else None
+        # one meaning of "fits" for every view: with a model, the working set plus the hybrid reserve
+        # within the pool's bytes (as the reserve panel sums them); without one, blocks against blocks
+        with_reserve = reserve is not None and bytes_per_block is not None and pool is not None
+        if with_reserve:
+            fits = fits_in_pool(ws_bytes, pool * bytes_per_block, reserve.hybrid_reserve_bytes)
+        else:
+            fits = fits_in_pool(ws, pool)
         return WorkingSetRow(
             target=target,
             mode=mode,
             window=window,
             capacity_blocks=ws,
             capacity_tokens=tokens,
-            capacity_bytes=ws * bytes_per_block if ws is not None and bytes_per_block else None,
+            capacity_bytes=ws_bytes,
             trend_blocks=tuple(trend),
             fits_pool=fits,
+            fits_counts_reserve=with_reserve,
             exact=curve.exact,
         )
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.core.curve import HitRateCurve, SampleInfo
+from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 # Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
@@ -25,6 +26,19 @@ MISSES_ONLY = "engine misses only"
 NEAR_MISS_WARN = 0.10
 NEAR_MISS_THRASHING = 0.25
 
+# What "fits the pool" compares, as the views label it.
+FITS_WITH_RESERVE = "working set + hybrid reserve ≤ pool"
+FITS_WORKING_SET = "working set ≤ pool"
+
+
+def fits_in_pool(working_set: int | None, pool: int | None, reserve: int = 0) -> bool | None:
+    """Whether a working set fits the engine's pool, wherever it is shown: the working set plus the
+    hybrid-layer reserve its running requests need (in bytes, with a model) within the pool. Without a
+    model there is no reserve to add and blocks compare. None when either side is unknown."""
+    if working_set is None or not pool:
+        return None
+    return working_set + reserve <= pool
+
 
 @dataclass(frozen=True)
 class WorkingSetRow:
@@ -35,7 +49,8 @@ class WorkingSetRow:
     capacity_tokens: int | None
     capacity_bytes: int | None  # None without a model geometry (or not reached)
     trend_blocks: tuple[int | None, ...] = ()  # over recent consecutive windows, oldest first
-    fits_pool: bool | None = None  # None when the engine's pool is unknown
+    fits_pool: bool | None = None  # see fits_in_pool(); None when the engine's pool is unknown
+    fits_counts_reserve: bool = False  # True: the hybrid reserve was added (FITS_WITH_RESERVE)
     exact: bool = True  # False for a windowed (grid) curve: an upper bound within the grid step
 
     @property
@@ -67,7 +82,7 @@ class Thrashing:
     """Near misses at the engine's (or a chosen) capacity: the signature of a cache that thrashes."""
 
     capacity_blocks: int
-    capacity_source: str  # engine | chosen | working-set
+    capacity_source: str  # engine (its pool) | chosen (--capacity)
     window: str
     hit_rate: float
     gain_10pct: float  # hit-rate gain from +10 % capacity (absolute, 0..1)
@@ -103,6 +118,10 @@ class Reserve:
         if self.working_set_bytes is None:
             return None
         return self.working_set_bytes + self.hybrid_reserve_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        return fits_in_pool(self.working_set_bytes, self.pool_bytes, self.hybrid_reserve_bytes)
 
 
 @dataclass(frozen=True)
@@ -178,6 +197,9 @@ class Snapshot:
     operating_point: OperatingPoint | None = None
     main_mode: str = "coverage"  # the main target is the first target of this mode
     main_target: float | None = None
+    # with --tiers: the share of all accesses each cache tier serves, from the all-time curve (None
+    # without tiers, or while tier sizes in bytes wait for the stream's block size)
+    tiers: TierPlan | None = None
     # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
     # count but accesses, tokens and requests is an estimate; None: measured on every block
     sample: SampleInfo | None = None

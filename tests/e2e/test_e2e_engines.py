@@ -83,7 +83,10 @@ def test_growing_log_and_metrics_once_json_equal_offline(tmp_path):
         engine.queries, engine.hits = 1000.0, 0.0
         proc = start_kvset_top("--log", str(log), "--metrics", engine.url, "--metrics-interval", "0.3",
                                "--duration", "6")  # fmt: skip
-        time.sleep(2.0)
+        deadline = time.monotonic() + 30  # a loaded machine starts kvset-top slowly: wait for its first poll
+        while not engine.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
         with log.open("a") as f:  # the log grows while kvset-top follows it
             f.write("".join(vllm_request_line(i, p, i) for i, p in enumerate(prompts[20:], 20)))
         engine.queries, engine.hits = 3000.0, 1200.0  # 1200 hits of 2000 new queries: 60 %

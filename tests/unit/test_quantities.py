@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvset.quantities import GIB, KIB, MIB, TIB, format_bytes, format_gib, parse_bytes
+from kvset.quantities import GIB, KIB, MIB, TIB, format_bytes, format_gib, parse_bytes, parse_sizes
 
 
 @pytest.mark.parametrize(
@@ -54,3 +54,13 @@ def test_parse_bytes(text, n):
 def test_parse_bytes_rejects_what_is_not_a_quantity(text):
     with pytest.raises(ValueError):
         parse_bytes(text)
+
+
+def test_parse_sizes_keeps_the_order_and_one_unit():
+    assert parse_sizes("5000,1000,1e5") == ((5000, 1000, 100000), "blocks")
+    assert parse_sizes("80GiB, 512 GiB,4TiB") == ((80 * GIB, 512 * GIB, 4 * TIB), "bytes")
+    assert parse_sizes("80GB") == ((80 * 10**9,), "bytes")
+    for bad, message in (("80GiB,1000", "not both"), ("", "no size"), ("0", "at least 1"), ("1.5", "whole"),
+                         ("0GiB", "at least 1 byte"), ("12 parsecs", "unit")):
+        with pytest.raises(ValueError, match=message):
+            parse_sizes(bad)
