@@ -212,7 +212,7 @@ class HitRateCurve:
         if total == 0 or len(self.capacities) == 0 or not 0 < min_gain <= 1:
             return None
         caps = self.capacities.astype(np.int64)
-        hits = self._hits_array(unit).astype(np.float64)
+        hits = self._hits_array(unit).astype(np.int64)
         top = int(caps[-1])
         doubled_caps = 2 * caps
         if self.exact and top == len(caps):  # every capacity 1..top: index straight in
@@ -221,8 +221,9 @@ class HitRateCurve:
             idx = np.searchsorted(caps, np.minimum(doubled_caps, self.horizon), side="right") - 1
             doubled = hits[np.maximum(idx, 0)]
         # Past the horizon only the infinite-cache hits bound what a doubling could reach.
-        doubled = np.where(doubled_caps <= self.horizon, doubled, float(self.infinite_capacity_hits(unit)))
-        steep = np.flatnonzero(doubled - hits >= min_gain * total)
+        doubled = np.where(doubled_caps <= self.horizon, doubled, self.infinite_capacity_hits(unit))
+        # in whole hits, exactly: a gain of exactly min_gain counts as steep, whatever floats would say
+        steep = np.flatnonzero(doubled - hits >= math.ceil(_as_fraction(min_gain) * total))
         if len(steep) == 0:
             return None
         after = int(steep[-1]) + 1

@@ -12,7 +12,7 @@ import csv
 import io
 from collections.abc import Iterable
 
-from kvset.report.tables import curve_rows, default_capacities
+from kvset.report.tables import report_curve_rows
 
 COLUMNS = ("window", "capacity_blocks", "capacity_tokens", "capacity_bytes", "capacity_gib", "block_hit_rate",
            "token_hit_rate", "knee")  # fmt: skip
@@ -35,9 +35,7 @@ def curve_csv(snapshot, windows: Iterable[str] = ("all",)) -> str:
     parts = []
     for i, window in enumerate(dict.fromkeys(windows)):
         c = snapshot.curve(window)
-        rows, knee = [], None
-        if c.accesses:
-            knee = c.knee()
-            rows = curve_rows(c, default_capacities(c, knee=knee), snapshot.block_tokens, snapshot.bytes_per_block)
+        knee = c.knee() if c.accesses else None
+        rows = report_curve_rows(c, snapshot.block_tokens, snapshot.bytes_per_block, knee=knee)
         parts.append(curve_rows_csv(rows, knee, window, header=i == 0))
     return "".join(parts)

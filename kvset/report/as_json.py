@@ -11,7 +11,7 @@ from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
-from kvset.report.tables import curve_rows, default_capacities, knee_row, working_set_rows
+from kvset.report.tables import curve_rows, default_capacities, knee_row, report_curve_rows, working_set_rows
 from kvset.report.tiers import tiers_json
 from kvset.text import printable
 
@@ -126,8 +126,8 @@ def operating_point_json(snapshot, window: str = "all") -> dict | None:
     }
 
 
-def snapshot_json(snapshot, points: int = 32) -> dict:
-    """A JSON-ready dict of everything a snapshot holds (curves sampled at log-spaced capacities)."""
+def snapshot_json(snapshot) -> dict:
+    """A JSON-ready dict of everything a snapshot holds (each curve at the rows every report shows)."""
     s = snapshot
     bt, bpb = s.block_tokens, s.bytes_per_block
     all_curve = s.curve("all")
@@ -142,7 +142,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
             "tokens": c.tokens,
             "attainable_hit_rate": c.attainable("blocks"),
             "attainable_token_hit_rate": c.attainable("tokens"),
-            "curve": curve_rows(c, c.log_capacities(points), bt, bpb) if c.accesses else [],
+            "curve": report_curve_rows(c, bt, bpb, knee=None if knee is None else knee["capacity_blocks"]),
             "knee": knee,
         }
     churn = s.churn

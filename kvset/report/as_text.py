@@ -8,13 +8,12 @@ from kvset.report.as_json import estimate_json
 from kvset.report.caveats import caveat_lines
 from kvset.report.tables import (
     NOT_KNOWN,
-    curve_rows,
     curve_table,
-    default_capacities,
     gib_cell,
     knee_line,
     knee_row,
     percent_cell,
+    report_curve_rows,
     working_set_table,
 )
 from kvset.report.tiers import tier_lines, tiers_json
@@ -160,7 +159,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         grid += ", ESTIMATE" if c.estimate else ""
         knee = knee_row(c, bt, bpb)
         at = knee and knee["capacity_blocks"]
-        rows = curve_rows(c, default_capacities(c, knee=at), bt, bpb)
+        rows = report_curve_rows(c, bt, bpb, knee=at)
         lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(rows, bool(bpb), at), f"  {knee_line(knee)}"]
     ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
     if ws_rows:

@@ -84,6 +84,15 @@ def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None
     return caps if knee is None else np.union1d(caps, [knee])
 
 
+def report_curve_rows(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None,
+                      knee: int | None = None) -> list[dict]:  # fmt: skip
+    """The curve rows every report shows of a curve (text, JSON and CSV alike): the default capacities
+    with the knee among them."""
+    if not curve.accesses:
+        return []
+    return curve_rows(curve, default_capacities(curve, knee=knee), block_tokens, bytes_per_block)
+
+
 KNEE_MEANING = f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
 
 

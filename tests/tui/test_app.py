@@ -210,7 +210,7 @@ async def test_e_exports_json_svg_and_csv_and_shows_the_paths(tmp_path):
         assert "Thrashing" in svg_path.read_text()
         messages = " ".join(n.message for n in app._notifications)
         assert str(json_path) in messages and str(svg_path) in messages and str(csv_path) in messages
-    # the curve as CSV: the JSON's own rows, for all time and the window on screen (5m)
+    # the curve as CSV: the JSON's own rows (the rows every report shows), for all time and the window on screen
     rows = list(csv.DictReader(csv_path.open()))
     assert {r["window"] for r in rows} == {"all", "5m"}
     for window in ("all", "5m"):

@@ -5,6 +5,8 @@ involved), and on shapes whose knee is known by construction."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,13 +27,13 @@ def naive_knee(keys, min_gain: float = KNEE_MIN_GAIN) -> int | None:
     n = len(keys)
     distinct = len(set(keys))
     hits = naive_curve(keys, range(1, 2 * distinct + 2))
-    rate = {c: h / n for c, (h, _) in hits.items()}
+    rate = {c: Fraction(h, n) for c, (h, _) in hits.items()}  # exact: a gain of exactly min_gain is steep
     top = max(rate)
 
-    def gain(c: int) -> float:
+    def gain(c: int) -> Fraction:
         return rate[min(2 * c, top)] - rate[c]
 
-    steep = [c for c in range(1, distinct + 1) if gain(c) >= min_gain]
+    steep = [c for c in range(1, distinct + 1) if gain(c) >= Fraction(str(min_gain))]
     return None if not steep else max(steep) + 1
 
 
@@ -84,3 +86,9 @@ def test_a_windowed_curve_reads_its_knee_on_its_grid():
     knee = windowed.knee()
     assert knee is not None and knee in set(windowed.capacities.tolist())
     assert knee >= 300  # an upper bound on a grid: never before the true cliff
+
+
+def test_a_gain_of_exactly_the_threshold_counts_as_steep():
+    # 14/20 - 13/20 is 0.05 exactly, 0.04999... in floats (found by hypothesis)
+    keys = [0] * 14 + [1, 3, 4, 5, 0, 2]
+    assert curve_of(keys).knee(min_gain=0.05) == naive_knee(keys, min_gain=0.05) == 5
