@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     elif args.csv:
         knee = report["knee"]
-        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"]), end="")
+        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"], estimate=report["estimate"] is not None),
+              end="")  # fmt: skip
     else:
         print(analysis_text(report))
     return 0

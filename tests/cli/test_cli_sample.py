@@ -60,3 +60,13 @@ def test_kvset_top_once_json_of_a_sample_labels_the_snapshot(capsys):
     assert "block_hit_rate_error" in snap["curve"][0]
     assert top_main(["--once", "--replay", str(MOONCAKE_TRACE), "--sample", "0.1"]) == 0
     assert "ESTIMATE from a 10 % spatial sample" in capsys.readouterr().out
+
+
+def test_analyze_csv_of_a_sample_marks_every_row_an_estimate(capsys):
+    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "0.1", "--csv")
+    assert code == 0
+    header, *rows = [line.split(",") for line in out.splitlines()]
+    est, err = header.index("estimate"), header.index("block_hit_rate_error")
+    assert rows and all(r[est] == "1" and float(r[err]) >= 0 for r in rows)
+    exact = [line.split(",") for line in run(capsys, "analyze", str(MOONCAKE_TRACE), "--csv")[1].splitlines()[1:]]
+    assert all(r[est] == "0" and r[err] == "" for r in exact)
