@@ -18,11 +18,12 @@ import numpy as np
 
 from kvset.core import kernel as K
 from kvset.core.curve import HitRateCurve
-from kvset.core.feed_args import (  # noqa: F401 - DEFAULT_HORIZON, MAX_TIMESTAMP: importers keep them here
+from kvset.core.feed_args import (
     DEFAULT_HORIZON,
-    MAX_TIMESTAMP,
-    ORDERS,
+    MAX_TIMESTAMP,  # noqa: F401 - importers of the analyzer's constants find them here
+    ORDERS,  # noqa: F401
     Order,
+    check_analyzer_args,
     request_starts_array,
     reverse_within_requests,
     timestamps_array,
@@ -130,12 +131,7 @@ class Analyzer(TimeSlotViews):
         sample_size: None = None,
         seed: int = 0,
     ) -> None:
-        if horizon < 1:
-            raise ValueError("horizon must be at least 1 block")
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-        if slot_seconds <= 0 or coarse_seconds < slot_seconds:
-            raise ValueError("slot widths must be positive and the coarse slot at least the fine one")
+        check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         self.horizon = int(horizon)
         self.order: Order = order
         self.block_tokens = block_tokens

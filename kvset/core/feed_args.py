@@ -41,6 +41,16 @@ def no_hugepage_advice():
         _set_madvise_hugepage(previous)
 
 
+def check_analyzer_args(horizon: int, order: str, slot_seconds: float, coarse_seconds: float) -> None:
+    """The constructor arguments every analyzer takes."""
+    if horizon < 1:
+        raise ValueError("horizon must be at least 1 block")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if slot_seconds <= 0 or coarse_seconds < slot_seconds:
+        raise ValueError("slot widths must be positive and the coarse slot at least the fine one")
+
+
 def tokens_array(tokens, n: int, default: int) -> np.ndarray:
     """Per-access tokens, or a length-1 array when every access covers the same number."""
     if tokens is None:

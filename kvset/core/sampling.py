@@ -46,8 +46,8 @@ from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, 
 from kvset.core.feed_args import (
     DEFAULT_HORIZON,
     MAX_TIMESTAMP,
-    ORDERS,
     Order,
+    check_analyzer_args,
     no_hugepage_advice,
     request_starts_array,
     reverse_within_requests,
@@ -171,12 +171,7 @@ class SampledAnalyzer(TimeSlotViews):
         sample_size: int | None = None,
         seed: int = 0,
     ) -> None:
-        if horizon < 1:
-            raise ValueError("horizon must be at least 1 block")
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-        if slot_seconds <= 0 or coarse_seconds < slot_seconds:
-            raise ValueError("slot widths must be positive and the coarse slot at least the fine one")
+        check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         if (sample_rate is None) == (sample_size is None):
             raise ValueError("give a sample rate or a sample size, not both")
         if sample_size is not None and int(sample_size) < 1:
