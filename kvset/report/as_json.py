@@ -4,7 +4,8 @@ the `e` export). Their keys are documented in the README; change them there too.
 from __future__ import annotations
 
 from kvset.core.curve import SampleInfo
-from kvset.core.sampling import ERROR_Z, METHOD
+from kvset.core.sampling import METHOD
+from kvset.core.sampling_curve import ERROR_Z
 from kvset.core.tiers import TierPlan
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
-from kvset.core.sampling import ERROR_Z, working_set_bounds
+from kvset.core.sampling_curve import ERROR_Z, working_set_bounds
 from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, points, target_label
 
 NOT_KNOWN = "-"  # plain-text tables stay ASCII

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_stack_distances, reverse_within_requests
-from kvset.core.sampling import SampledAnalyzer, band_rates, head_shifts, sample_filter, working_set_bounds
+from kvset.core.sampling import SampledAnalyzer, band_rates, head_shifts, sample_filter
+from kvset.core.sampling_curve import working_set_bounds
 from kvset.workload import WorkloadConfig, generate
 
 
