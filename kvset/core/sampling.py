@@ -10,10 +10,10 @@ large share of all accesses, and whether the sample holds them swings the curve 
 changes fix that, measured in benchmarks/sampling.py:
 
 - Boosted request heads: the block at position p of its request is kept at rate
-  min(1, R x 2^(8 - band)), band 0 for p = 0 and one band per doubling of p after it (1, 2-3, 4-7,
-  ...), so blocks from position 256 on are kept at R and the shared first blocks of requests are
-  in the sample many times more often. In a prefix cache a block's position is fixed by its
-  prefix, so a block keeps its rate.
+  min(1, R x 2^(K - band)), band 0 for p = 0 and one band per doubling of p after it (1, 2-3, 4-7,
+  ...), K = log2(HEAD_SHARE / R) rounded (8 at R = 1 %: from position 256 on, blocks are kept at R),
+  so the shared first blocks of requests are in the sample many times more often. In a prefix
+  cache a block's position is fixed by its prefix, so a block keeps its rate.
 - Post-stratification: the accesses of each position band are counted exactly; each band's sampled
   histogram is scaled to the band's true access count, instead of by 1/R.
 - Distances from the gap (kvset.core.sampling_kernel): d = 1 + t x k / a, the exact number of
@@ -56,7 +56,7 @@ from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
 
 METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
-HEAD_SHARE = 2.56  # about this many blocks of each head band (per shared prefix) are kept
+HEAD_SHARE = 2.56  # head band b keeps about HEAD_SHARE / 2^b: 1.3 of its 2^(b-1) blocks per shared prefix
 BANDS = 13  # position bands 0..11 (positions below 2048), then the rest
 FIXED_SIZE_HEAD = 8  # fixed size: the boost of rate 1 % (2^8 x 0.01 = HEAD_SHARE)
 EVICT_SHARE = 16  # fixed size: a full sample drops 1/16 of its blocks at once (amortized O(1) a block)
@@ -65,7 +65,7 @@ _MIN_TRACKED = 1 << 10
 
 
 def seed_salt(seed: int) -> np.uint64:
-    """The 64-bit value mixed into every key for `seed` (splitmix64 of it: seed 0 is no identity)."""
+    """The 64-bit value mixed into every key for `seed` (splitmix64 of it, so seed 0 mixes too)."""
     x = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & MAX_HASH
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MAX_HASH
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MAX_HASH
@@ -386,8 +386,8 @@ class SampledAnalyzer(TimeSlotViews):
 
 def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
     """Timestamps, their range and whether they never decrease. Per-access ones are checked in one
-    pass (the exact analyzer's check makes temporaries of the whole batch, which cost as much as the
-    kernel here); anything else, or a bad value, goes through the exact analyzer's check and error."""
+    pass (timestamps_array makes temporaries of the whole batch, which cost as much as the kernel
+    here); anything else, or a bad value, goes through timestamps_array and its error."""
     if isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,):
         ts = np.ascontiguousarray(timestamps)
         ok, ordered = SK.stamps_check(ts, MAX_TIMESTAMP)

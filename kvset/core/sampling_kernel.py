@@ -7,9 +7,9 @@ rate, so the blocks every request shares are sampled densely and cheaply.
 
 Every tracked block carries a weight, 1 / its sampling rate, and has one live slot: the slot of its
 latest tracked access, holding its weight, the weighted count W of tracked accesses before it, its
-full-stream access index g and its band: slot[s] = (weight, W, g, band), one cache line's half;
-weight 0 is a free slot. Weights are fixed point (WEIGHT_ONE = weight 1), so the tree's sums are
-integer additions: a prefix walk of float additions waits 4 cycles an add, measured 20 ns a query. At a re-access, with t the accesses in between (exact), a the weighted tracked
+full-stream access index g and its band: slot[s] = (weight, W, g, band), half a cache line; weight 0
+is a free slot. Weights are fixed point (WEIGHT_ONE = weight 1), so the Fenwick tree's sums are
+integer additions. At a re-access, with t the accesses in between (exact), a the weighted tracked
 accesses in between and k the weighted live blocks after its slot (a Fenwick tree of weights),
     d = 1 + t * k / a        (1 + t when no tracked access lies in between)
 estimates the stack distance: t is known exactly and k / a, the share of distinct blocks among the
@@ -47,12 +47,11 @@ S_RUN_START = 13  # index in the batch where the current time slot's run began
 S_REQUESTS = 14  # requests begun, all time
 S_FINE_CURRENT = 15  # the rings' newest slots (NO_SLOT: none yet)
 S_COARSE_CURRENT = 16
-META_SIZE = 19
-NO_SLOT = np.iinfo(np.int64).min
-
 S_LIVE = 17  # sum of the live slots' weights (fixed point)
 S_WEIGHT = 18  # weighted tracked accesses so far: W of the next tracked access (fixed point)
-WEIGHT_ONE = 1 << 16
+META_SIZE = 19
+NO_SLOT = np.iinfo(np.int64).min
+WEIGHT_ONE = 1 << 16  # fixed point of the weights: room for 1e14 accesses in an int64
 
 # slot[] columns (int64)
 W_WEIGHT = 0
@@ -330,12 +329,13 @@ def sampled_feed_kernel(
     """Process keys[start:stop], from the time slot meta[S_SLOT] on; return the index reached.
 
     per_access: stamps has a timestamp per access (ordered: non-decreasing ones), else the whole
-    call is in the current slot. starts: request starts in this batch (positions count from them; accesses before the first one
-    continue the last request, at position meta[S_POS]); reverse: each request's accesses are in
-    reverse order (positions still count from its first block). shifts[b], weights[b]: head boost
-    and 1 / rate of position band b (fixed_weights: the same in fixed point). Stops early, meta[S_REASON] saying why, when the arrays are
-    full (STOP_GROW) or when a fixed-size sample is full (STOP_EVICT); the access it stops at is
-    untouched, so the caller resumes there.
+    call is in the current slot. starts: request starts in this batch (positions count from them;
+    accesses before the first one continue the last request, at position meta[S_POS]); reverse:
+    each request's accesses are in reverse order (positions still count from its first block).
+    shifts[b], weights[b]: head boost and 1 / rate of position band b (fixed_weights: the same in
+    fixed point). Stops early, meta[S_REASON] saying why, when the arrays are full (STOP_GROW) or
+    when a fixed-size sample is full (STOP_EVICT); the access it stops at is untouched, so the
+    caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw. Each time slot's run is
     tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point, SCALE, each sampled
     access weighted by its band's accesses per weighted sampled access as of the run) and added to
