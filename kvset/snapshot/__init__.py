@@ -1,8 +1,9 @@
 """Snapshots: one immutable value holding everything the views show, and the builder that makes it.
 
 `model` holds the value types (the snapshot, its working-set rows, churn, thrashing, reserve and
-the engine's operating point); `builder` reads the analyzer's public API once per refresh and
-computes each derived figure once; `reserve` fills the full-attention versus hybrid-layer panel.
+the engine's operating point, the data-parallel ranks' views); `builder` reads the analyzer's public API once per refresh and
+computes each derived figure once; `reserve` fills the full-attention versus hybrid-layer panel;
+`ranks` compares each rank's own cache with one shared pool.
 """
 
 from kvset.snapshot.model import (
@@ -15,6 +16,8 @@ from kvset.snapshot.model import (
     WINDOWS,
     ChurnSeries,
     OperatingPoint,
+    Pooling,
+    RankView,
     Reserve,
     Snapshot,
     Thrashing,
@@ -32,6 +35,8 @@ __all__ = [
     "WINDOWS",
     "ChurnSeries",
     "OperatingPoint",
+    "Pooling",
+    "RankView",
     "Reserve",
     "Snapshot",
     "Thrashing",
