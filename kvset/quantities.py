@@ -227,6 +227,12 @@ def parse_sizes(text: str, what: str = "size") -> tuple[tuple[int, ...], str]:
         raise ValueError(f"a {what} must be at least 1 byte: {text!r}")
     return values, unit
 
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun: 1 -> '1 line', 2 -> '2 lines', 12345 -> '12,345 lines'."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
 # -- time ------------------------------------------------------------------------------------------
 def age(seconds: float | None) -> str:
     """How long ago: '0.4 s', '94 s', '10 min', '3.0 h', '2.5 d'; 'never' for no data yet."""

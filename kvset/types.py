@@ -3,7 +3,11 @@
 Sources yield `SourceUpdate`s holding block accesses (`AccessBatch`), their own health
 (`SourceHealth`), the engine's operating point (`EngineReading`) and timeline events. The file
 formats and the demo workload produce `AccessBatch`es too; the analyzer consumes them. Nothing
-here imports anything of kvset but the rejection counter's value type.
+here imports anything of kvset but the rejection counter's value type and the text escaper.
+
+Every text field of these types can quote input (a log line, a /metrics label, a KV-event string,
+an exception's message about a file), so it is passed through kvset.text.printable when the value
+is built: no view can receive a raw control character, whichever view it is.
 """
 
 from __future__ import annotations
@@ -13,6 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.rejects import Rejection
+from kvset.text import printable
+
+
+def _escape_fields(value: object, *names: str) -> None:
+    """Escape the named text fields of a frozen dataclass in place (from its __post_init__)."""
+    for name in names:
+        object.__setattr__(value, name, printable(getattr(value, name)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,6 +106,9 @@ class EngineReading:
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 
+    def __post_init__(self) -> None:
+        _escape_fields(self, "label")
+
     def capacity_in_blocks(self, block_tokens: int | None) -> int | None:
         """The pool in blocks of `block_tokens` tokens (the analyzed stream's blocks, which need not
         be the engine's own: a Mooncake trace has 512 tokens a block, vLLM 16)."""
@@ -111,6 +125,9 @@ class TimelineEvent:
     at: float
     kind: str  # engine-reset | all-blocks-cleared | sequence-gap | log-rotated | log-truncated | phase | ...
     text: str
+
+    def __post_init__(self) -> None:
+        _escape_fields(self, "kind", "text")
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,12 @@ class SourceHealth:
     # (a trace, a log of prompts: every access is there); False while an engine's KV events show
     # only newly stored blocks (its misses), so the curve is not the engine's own.
     reports_hits: bool | None = None
+
+    def __post_init__(self) -> None:
+        _escape_fields(self, "source", "kind", "state")
+        object.__setattr__(self, "notes", tuple(printable(n) for n in self.notes))
+        object.__setattr__(self, "details", tuple((printable(k), printable(v)) for k, v in self.details))
+        # Rejections escape themselves when built.
 
     @property
     def rejected_total(self) -> int:

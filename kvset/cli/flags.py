@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from kvset.cli.argtypes import (
+    byte_quantity,
     dtype_name,
     listen_address,
     non_negative_int,
@@ -21,6 +22,8 @@ from kvset.cli.argtypes import (
     positive_int,
     speed,
 )
+from kvset.cli.completion import SHELLS, PrintCompletion
+from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.core.tiers import TIER_MODES
 from kvset.formats import FORMATS
@@ -30,6 +33,7 @@ from kvset.geometry.model import DEFAULT_BLOCK_SIZE
 from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
+from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 
 # argparse's parser and its argument groups both have add_argument
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -40,6 +44,28 @@ TARGET_MODES = ("coverage", "absolute")
 
 def _fractions_text(values: tuple[float, ...]) -> str:
     return ",".join(str(v) for v in values)
+
+
+# -- every command ---------------------------------------------------------------------------------
+def add_version_argument(p: Parser) -> None:
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                   help="print the version and exit")  # fmt: skip
+
+
+def add_completion_argument(p: argparse.ArgumentParser) -> None:
+    """kvset-top's --completion (kvset has a `completion` subcommand instead)."""
+    p.add_argument("--completion", action=PrintCompletion, choices=SHELLS, metavar="SHELL",
+                   help="print a shell completion script (bash or zsh) and exit: "
+                        "source <(kvset-top --completion bash)")  # fmt: skip
+
+
+def add_force_argument(p: Parser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {what} if it exists (an input of the same run is never replaced)")  # fmt: skip
+
+
+def add_csv_argument(p: Parser, meaning: str) -> None:
+    p.add_argument("--csv", action="store_true", help=meaning)
 
 
 # -- what is read: a trace, the demo ----------------------------------------------------------------
@@ -95,9 +121,9 @@ def add_target_mode_argument(p: Parser) -> None:
                         "themselves (kvset-top: which target set comes first, t cycles them)")  # fmt: skip
 
 
-def add_capacities_argument(p: Parser, meaning: str = "capacities in blocks for the table, e.g. 1000,10000 "
-                            "(default: log-spaced)") -> None:  # fmt: skip
-    """--capacities, read with kvset.quantities.parse_capacities when the command runs."""
+def add_capacities_argument(p: Parser, meaning: str = "capacities for the table: blocks (1000,10000) or, with "
+                            "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)") -> None:  # fmt: skip
+    """--capacities, read with kvset.quantities.parse_sizes when the command runs."""
     p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
 
 
@@ -246,6 +272,8 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
+    g.add_argument("--metrics-max-bytes", type=byte_quantity, default=DEFAULT_MAX_BODY_BYTES, metavar="SIZE",
+                   help="largest /metrics response read, e.g. 16MiB (default); a larger one is refused")  # fmt: skip
 
 
 def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -308,6 +336,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
                      help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
     src.add_argument("--record", metavar="FILE",
                      help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
+    add_force_argument(src, "the --record file")
     src.add_argument("--speed", type=speed, default=1.0, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     add_trace_arguments(src)
@@ -334,11 +363,12 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_override_arguments(p)
 
     if service:
-        p.set_defaults(once=False, json=False, duration=None)
+        p.set_defaults(once=False, json=False, csv=False, duration=None)
         return
     once = p.add_argument_group("one-shot report")
     once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
     add_json_argument(once, "with --once: the snapshot as JSON")
+    add_csv_argument(once, "with --once: the all-time curve as CSV (one row per capacity)")
     once.add_argument("--duration", type=positive_float, metavar="SECONDS",
                       help="with --once: how long to listen to live sources (default 10 s; files and the "
                            "demo are read to the end)")  # fmt: skip

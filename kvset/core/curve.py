@@ -18,6 +18,9 @@ import numpy as np
 Unit = Literal["blocks", "tokens"]
 TargetMode = Literal["coverage", "absolute"]
 
+# The knee: past it, doubling the capacity gains less than this much hit rate (1 percentage point).
+KNEE_MIN_GAIN = 0.01
+
 
 def _as_fraction(target: float) -> Fraction:
     # Exact rational targets: 0.7 * 50 must need 35 hits, not 35.000000000000004.
@@ -134,6 +137,40 @@ class HitRateCurve:
         if i >= len(arr):
             return None
         return int(self.capacities[i])
+
+    def knee(self, unit: Unit = "blocks", min_gain: float = KNEE_MIN_GAIN) -> int | None:
+        """Where the returns die: the smallest capacity C such that, for every capacity C' >= C,
+        doubling C' gains less than `min_gain` of hit rate (hit_rate(2C') - hit_rate(C') < min_gain).
+
+        The flat start of a curve does not count (the condition holds past C, not just at it), and
+        one knee is read the same way from every curve. None when no doubling gains `min_gain`
+        (a flat curve), or when the knee would lie beyond the horizon: past H the hits are not
+        known, so a doubling that ends there is counted with every re-reference beyond the horizon
+        as a hit (an upper bound), which moves the knee out rather than in. For a windowed curve
+        it is read on the curve's grid (its hits between grid points are lower bounds).
+        See docs/method.md.
+        """
+        total = self._total(unit)
+        if total == 0 or len(self.capacities) == 0 or not 0 < min_gain <= 1:
+            return None
+        caps = self.capacities.astype(np.int64)
+        hits = self._hits_array(unit).astype(np.float64)
+        top = int(caps[-1])
+        doubled_caps = 2 * caps
+        if self.exact and top == len(caps):  # every capacity 1..top: index straight in
+            doubled = hits[np.minimum(doubled_caps, top) - 1]
+        else:
+            idx = np.searchsorted(caps, np.minimum(doubled_caps, self.horizon), side="right") - 1
+            doubled = hits[np.maximum(idx, 0)]
+        # Past the horizon only the infinite-cache hits bound what a doubling could reach.
+        doubled = np.where(doubled_caps <= self.horizon, doubled, float(self.infinite_capacity_hits(unit)))
+        steep = np.flatnonzero(doubled - hits >= min_gain * total)
+        if len(steep) == 0:
+            return None
+        after = int(steep[-1]) + 1
+        if after >= len(caps):
+            return None  # beyond the largest known capacity: beyond the horizon
+        return int(caps[after])
 
     def max_distance(self) -> int:
         return int(self.capacities[-1]) if len(self.capacities) else 0

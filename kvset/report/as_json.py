@@ -10,8 +10,15 @@ from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
 from kvset.report.ranks import ranks_json
-from kvset.report.tables import curve_rows, snapshot_working_set_json, working_set_rows
+from kvset.report.tables import (
+    curve_rows,
+    default_capacities,
+    knee_row,
+    snapshot_working_set_json,
+    working_set_rows,
+)
 from kvset.report.tiers import tiers_json
+from kvset.text import printable
 
 
 def _rejections(items) -> list[dict]:
@@ -38,12 +45,16 @@ def analysis_json(
     context_from: str | None = None,
     tiers: TierPlan | None = None,
 ) -> dict:
-    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve."""
+    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve.
+    capacities: the curve's rows (None: the reports' default, the knee included)."""
     a, c, s = result.analyzer, result.curve, result.input
     bt = s.block_tokens
+    knee = knee_row(c, bt, bytes_per_block)
+    if capacities is None:
+        capacities = default_capacities(c, knee=None if knee is None else knee["capacity_blocks"])
     out = {
-        "input": s.name,
-        "format": s.format,
+        "input": printable(s.name),  # a file name can hold control characters too
+        "format": printable(s.format),
         "block_tokens": bt,
         "order": a.order,
         "requests": s.requests,
@@ -59,11 +70,12 @@ def analysis_json(
         "attainable_token_hit_rate": c.attainable("tokens"),
         "bytes_per_block": bytes_per_block,
         "curve": curve_rows(c, capacities, bt, bytes_per_block),
+        "knee": knee,
         "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block),
         "rejected_lines": s.rejects.total,
         "rejections": _rejections(s.rejects.summary()),
         "warnings": _rejections(s.warnings.summary()),
-        "notes": list(s.notes),
+        "notes": [printable(n) for n in s.notes],
         "seconds": {"read": round(s.read_seconds, 4), "analyze": round(result.analyze_seconds, 4)},
         "caveats": caveat_lines(),
     }
@@ -109,6 +121,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
     all_curve = s.curve("all")
     windows = {}
     for label, c in s.curves.items():
+        knee = knee_row(c, bt, bpb) if c.accesses else None
         windows[label] = {
             "seconds": c.window_seconds,
             "exact": c.exact,
@@ -117,6 +130,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
             "attainable_hit_rate": c.attainable("blocks"),
             "attainable_token_hit_rate": c.attainable("tokens"),
             "curve": curve_rows(c, c.log_capacities(points), bt, bpb) if c.accesses else [],
+            "knee": knee,
         }
     churn = s.churn
     out = {
@@ -142,6 +156,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "attainable_hit_rate": all_curve.attainable("blocks"),
         "attainable_token_hit_rate": all_curve.attainable("tokens"),
         "curve": windows["all"]["curve"],
+        "knee": windows["all"]["knee"],
         "windows": windows,
         "targets": {k: list(v) for k, v in s.targets.items()},
         "working_sets": [snapshot_working_set_json(r) for r in s.working_sets],

@@ -3,12 +3,25 @@ snapshot). Both build their curve and working-set tables in kvset.report.tables.
 
 from __future__ import annotations
 
-from kvset.quantities import duration, points, target_label
+from kvset.quantities import duration, plural, points, target_label
 from kvset.report.caveats import caveat_lines
 from kvset.report.ranks import rank_lines, ranks_json
-from kvset.report.tables import NOT_KNOWN, curve_rows, curve_table, gib_cell, percent_cell, working_set_table
+from kvset.report.tables import (
+    NOT_KNOWN,
+    curve_rows,
+    curve_table,
+    default_capacities,
+    gib_cell,
+    knee_line,
+    knee_row,
+    percent_cell,
+    working_set_table,
+)
 from kvset.report.tiers import tier_lines, tiers_json
 from kvset.snapshot import MISSES_ONLY
+
+# What each kind of source adds, for the advice when no block access arrived.
+CURVE_SOURCES = {"events": "--events", "log": "--log", "replay": "--replay"}
 
 
 def _caveats() -> str:
@@ -35,7 +48,8 @@ def analysis_text(r: dict) -> str:
         f"{percent_cell(r['attainable_token_hit_rate'])} of tokens"
     )
     with_gib = r["bytes_per_block"] is not None
-    lines += ["", curve_table(r["curve"], with_gib)]
+    knee = r.get("knee")
+    lines += ["", curve_table(r["curve"], with_gib, knee and knee["capacity_blocks"]), f"  {knee_line(knee)}"]
     ws = r["working_sets"]
     if ws:
         mode = ws[0]["mode"]
@@ -57,9 +71,9 @@ def analysis_text(r: dict) -> str:
         lines.append("")
         for rej in r["rejections"]:
             shown = "; ".join(rej["examples"][:3])
-            lines.append(f"  {rej['count']:,} lines rejected: {rej['reason']}" + (f" ({shown})" if shown else ""))
+            lines.append(f"  {plural(rej['count'], 'line')} rejected: {rej['reason']}" + (f" ({shown})" if shown else ""))
         for w in r["warnings"]:
-            lines.append(f"  {w['count']:,} requests kept with a warning: {w['reason']}")
+            lines.append(f"  {plural(w['count'], 'request')} kept with a warning: {w['reason']}")
     for note in r["notes"]:
         lines.append(f"  note: {note}")
     sec = r["seconds"]
@@ -73,6 +87,19 @@ def analysis_text(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _no_accesses_advice(sources) -> str:
+    """Why there is no curve, and what to add: only sources that were not given."""
+    kinds = {h.kind for h in sources}
+    given = [flag for kind, flag in CURVE_SOURCES.items() if kind in kinds]
+    if given:
+        return (f"no block accesses received from {' or '.join(given)}: no curve (see the source lines "
+                "above for why)")  # fmt: skip
+    if "metrics" in kinds:
+        return ("no block accesses received: no curve (a metrics endpoint alone gives the engine's operating "
+                "point only; add --events or --log for the curve)")  # fmt: skip
+    return "no block accesses received: no curve"
+
+
 def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str:
     """A one-shot plain-text report of a snapshot (what `kvset-top --once` prints)."""
     s = snapshot
@@ -84,10 +111,13 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
     lines.append(head)
     for h in s.sources:
         flag = "connected" if h.connected else "not connected"
-        lines.append(f"  source: {h.source}: {h.state} ({flag}); {h.accesses:,} accesses, "
+        lines.append(f"  source: {h.source}: {h.state} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
                      f"{h.rejected_total:,} rejected")  # fmt: skip
         for r in h.rejected[:3]:
             lines.append(f"    rejected {r.count:,}: {r.reason}" + (f" ({'; '.join(r.examples[:2])})" if r.examples else ""))
+        backlog = dict(h.details).get("backlog")
+        if backlog:
+            lines.append(f"    backlog: {backlog}")
         for note in h.notes:
             lines.append(f"    note: {note}")
     t = s.totals
@@ -97,7 +127,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                if t.beyond_horizon else f"horizon {s.horizon:,} blocks, not reached")  # fmt: skip
     lines.append(f"  {horizon}; order {s.order}")
     span = "all time" if c.window_seconds is None else f"last {duration(c.window_seconds)}"
-    if s.curve_scope == MISSES_ONLY:
+    if s.curve_scope == MISSES_ONLY and t.accesses:
         lines.append("  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
                      "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
                      "vllm_xargs {\"kv_cache_report_mode\": \"full\"}")  # fmt: skip
@@ -105,11 +135,13 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         lines.append(f"  attainable hit rate ({span}): {percent_cell(c.attainable())} of blocks, "
                      f"{percent_cell(c.attainable('tokens'))} of tokens")  # fmt: skip
     else:
-        lines.append("  no block accesses received: no curve (a metrics endpoint alone gives the engine's "
-                     "operating point only; add --events or --log for the curve)")  # fmt: skip
+        lines.append(f"  {_no_accesses_advice(s.sources)}")
     if c.accesses:
         grid = "" if c.exact else ", log grid: lower bounds between grid points"
-        lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(curve_rows(c, c.log_capacities(12), bt, bpb), bool(bpb))]
+        knee = knee_row(c, bt, bpb)
+        at = knee and knee["capacity_blocks"]
+        rows = curve_rows(c, default_capacities(c, knee=at), bt, bpb)
+        lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(rows, bool(bpb), at), f"  {knee_line(knee)}"]
     ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
     if ws_rows:
         rows = [{"target": r.target, "capacity_blocks": r.capacity_blocks, "capacity_tokens": r.capacity_tokens,

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
-from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, target_label
+from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
+from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, points, target_label
 
 NOT_KNOWN = "-"  # plain-text tables stay ASCII
 
@@ -77,8 +77,31 @@ def snapshot_working_set_json(r) -> dict:
     }  # fmt: skip
 
 
-def default_capacities(curve: HitRateCurve, n: int = 16) -> np.ndarray:
-    return curve.log_capacities(n)
+def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None) -> np.ndarray:
+    """The capacities every report's curve table shows: n log-spaced ones, plus the knee."""
+    caps = curve.log_capacities(n)
+    return caps if knee is None else np.union1d(caps, [knee])
+
+
+KNEE_MEANING = f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
+
+
+def knee_row(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None) -> dict | None:
+    """The curve's knee (HitRateCurve.knee) as a curve row with what it means, or None."""
+    knee = curve.knee()
+    if knee is None:
+        return None
+    row = curve_rows(curve, [knee], block_tokens, bytes_per_block)[0]
+    return {**row, "min_gain": KNEE_MIN_GAIN, "meaning": KNEE_MEANING}
+
+
+def knee_line(knee: dict | None) -> str:
+    """One line saying where the knee is, for the text reports."""
+    if knee is None:
+        return f"knee: none (no doubling of the capacity gains {points(KNEE_MIN_GAIN, 0).lstrip('+')})"
+    gib = f", {gib_cell(knee['capacity_bytes'])}" if knee.get("capacity_bytes") is not None else ""
+    return (f"knee at {knee['capacity_blocks']:,} blocks{gib} ({percent_cell(knee['block_hit_rate'])} block hit "
+            f"rate): {knee['meaning']}")  # fmt: skip
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
@@ -87,7 +110,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: s
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True))
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True)).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
 
@@ -104,8 +127,9 @@ def _count_cell(n: int | None) -> str:
     return f"{n:,}" if n else NOT_KNOWN
 
 
-def curve_table(rows: Sequence[dict], with_gib: bool) -> str:
-    """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates."""
+def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -> str:
+    """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates;
+    the row at the `knee` capacity marked."""
     headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + ["block hit rate", "token hit rate"]
     cells = []
     for row in rows:
@@ -113,8 +137,10 @@ def curve_table(rows: Sequence[dict], with_gib: bool) -> str:
         if with_gib:
             line.append(gib_cell(row.get("capacity_bytes")))
         line += [percent_cell(row["block_hit_rate"]), percent_cell(row["token_hit_rate"])]
+        if knee is not None:
+            line.append("<- knee" if row["capacity_blocks"] == knee else "")
         cells.append(line)
-    return format_table(headers, cells)
+    return format_table(headers + ([""] if knee is not None else []), cells, None if knee is None else "l" + "r" * (len(headers) - 1) + "l")
 
 
 def working_set_table(

@@ -90,6 +90,7 @@ def test_main_starts_the_app_with_the_display_flags(monkeypatch, tmp_path):
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setattr(KvsetTopApp, "run", fake_run)
+    monkeypatch.setattr("kvset_tui.cli.has_terminal", lambda: True)  # as in a terminal
     code = main(["--demo", "--no-mouse", "--theme", "light", "--window", "1h", "--units", "tokens", "--linear",
                  "--target-mode", "absolute", "--export-dir", str(tmp_path)])  # fmt: skip
     app = seen["app"]

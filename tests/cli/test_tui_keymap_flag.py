@@ -26,6 +26,7 @@ def started(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setattr(KvsetTopApp, "run", fake_run)
     monkeypatch.setattr(KvsetTopApp, "set_keymap", spy)
+    monkeypatch.setattr("kvset_tui.cli.has_terminal", lambda: True)  # as in a terminal
     return seen
 
 

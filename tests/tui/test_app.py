@@ -288,7 +288,8 @@ async def test_every_panel_shows_numbers_at_both_sizes(size):
     share = f"{snap.reserve.total_bytes / snap.reserve.pool_bytes:.0%}"
     app = make_app(snap)
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
+        # a loaded machine may need more than one refresh before every panel has laid out
+        await wait_until(pilot, lambda: "q Quit" in screen_text(app) and "Page churn" in screen_text(app))
         text = screen_text(app)
         for must in ("LRU block hit rate", "Thrashing", "THRASHING", fmt.percent(t.near_miss_share), "near misses",
                      "Working sets", "99.9 % cov", "Reserve", share, "Page churn",

@@ -100,3 +100,11 @@ async def test_the_app_shows_the_tiers_only_when_asked_and_the_reserve_gives_way
 def test_tiers_screenshot(snap_compare, size):
     """Qwen3-Next with --tiers 3GiB,2GiB --size-next-tier 0.99, in GiB."""
     assert snap_compare(panel_app(TiersPanel, tiers_snapshot(), ViewState(unit="GiB")), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_app_with_tiers_screenshot(snap_compare, size):
+    """The whole app with --tiers: the tiers in the Events panel's place, the Reserve in two lines (and
+    gone at 80x24), the explanation lines under Thrashing and Working sets given way."""
+    app = KvsetTopApp(snapshot=tiers_snapshot(), clock=fixed_clock(), theme_name="dark")
+    assert snap_compare(app, terminal_size=size)
