@@ -6,6 +6,7 @@ computes each derived figure once; `reserve` fills the full-attention versus hyb
 `ranks` compares each rank's own cache with one shared pool.
 """
 
+from kvset.core.tiers import NextTier, TierPlan  # values the snapshot holds (its `tiers`)
 from kvset.snapshot.model import (
     ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_ABSOLUTE_TARGETS",
     "DEFAULT_COVERAGE_TARGETS",
     "MISSES_ONLY",
+    "NextTier",
     "NEAR_MISS_THRASHING",
     "NEAR_MISS_WARN",
     "WINDOWS",
@@ -40,6 +42,7 @@ __all__ = [
     "Reserve",
     "Snapshot",
     "Thrashing",
+    "TierPlan",
     "Totals",
     "WorkingSetRow",
 ]

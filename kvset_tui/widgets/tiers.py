@@ -12,8 +12,7 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from kvset import quantities as fmt
-from kvset.core.tiers import NextTier, TierPlan
-from kvset.snapshot import Snapshot
+from kvset.snapshot import NextTier, Snapshot, TierPlan
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView

@@ -49,15 +49,18 @@ def test_the_dashboard_is_grafana_json_with_one_datasource_variable():
 
 def ranks_scrape():
     """A scrape of `kvset serve` over two data-parallel ranks with --capacity: the rank and pooling metrics."""
-    with FakeVllmPublisher(rank=0) as rank0, FakeVllmPublisher(rank=1) as rank1:
-        with KvsetServe("--events", rank0.endpoint, "--events", rank1.endpoint, "--capacity", "4",
-                        "--interval", "0.2", "--listen", "127.0.0.1:0") as serve:  # fmt: skip
-            for p in (rank0, rank1):
-                p.wait_for_subscriber(timeout=30)
-            for i in range(20):
-                p = (rank0, rank1)[i % 2]
-                p.publish([p.stored([1, 2, 3 + i % 5])])
-            return serve.scrape_until(lambda s: sample(s, "kvset_pooling_gain", unit="blocks") is not None)[-1]
+    with (
+        FakeVllmPublisher(rank=0) as rank0,
+        FakeVllmPublisher(rank=1) as rank1,
+        KvsetServe("--events", rank0.endpoint, "--events", rank1.endpoint, "--capacity", "4", "--interval", "0.2",
+                   "--listen", "127.0.0.1:0") as serve,  # fmt: skip
+    ):
+        for p in (rank0, rank1):
+            p.wait_for_subscriber(timeout=30)
+        for i in range(20):
+            p = (rank0, rank1)[i % 2]
+            p.publish([p.stored([1, 2, 3 + i % 5])])
+        return serve.scrape_until(lambda s: sample(s, "kvset_pooling_gain", unit="blocks") is not None)[-1]
 
 
 def test_every_metric_and_label_the_dashboard_queries_is_exported(tmp_path):

@@ -84,7 +84,7 @@ async def test_the_app_shows_the_tiers_only_when_asked_and_the_reserve_gives_way
                               (tiers_snapshot(), (80, 24), ("tiers",))):  # fmt: skip
         app = KvsetTopApp(snapshot=snap, clock=fixed_clock(), theme_name="dark")
         async with app.run_test(size=size) as pilot:
-            await wait_until(pilot, lambda app=app: app.shown is snap)
+            await wait_until(pilot, lambda app=app, snap=snap: app.shown is snap)
             visible = {w.id for w in app.query("#side > *") if w.display}
             text = screen_text(app)
         assert ("tiers" in visible) == ("tiers" in shown) and ("Tiers ·" in text) == ("tiers" in shown)
