@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import threading
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -18,25 +17,16 @@ from prometheus_client.utils import floatToGoString
 
 from kvset.core.curve import HitRateCurve
 from kvset.snapshot import Snapshot
+from kvset.text import printable
 
 UNITS = ("blocks", "tokens")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def label_value(text: object) -> str:
-    """Input text (a source name, a rejection reason) as a label value: control characters and unpaired
-    surrogates escaped (\\x1b, \\n, \\udcff), so no byte of the input reaches the exposition raw.
-    prometheus_client then escapes backslashes and quotes."""
-    out = []
-    for ch in str(text):
-        cat = unicodedata.category(ch)
-        if cat == "Cc":
-            out.append(_ESCAPES.get(ch, f"\\x{ord(ch):02x}"))
-        elif cat == "Cs":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """Input text (a source name, a rejection reason) as a label value: control and invisible format
+    characters escaped by kvset.text.printable, so no byte of the input reaches the exposition raw
+    (prometheus_client passes CR and ESC through; it escapes only backslashes, quotes and LF)."""
+    return printable(text)
 
 
 def target_label(target: float) -> str:

@@ -1,8 +1,9 @@
-"""The hit-rate curve as CSV: `kvset analyze --csv` and `kvset-top --once --csv`.
+"""The hit-rate curve as CSV: `kvset analyze --csv`, `kvset-top --once --csv` and the app's export.
 
 One row per capacity, the same capacities as the text tables (kvset.report.tables.default_capacities,
 the knee included), hit rates as fractions, and a `knee` column that is 1 on the knee's row. Sizes
-in bytes and GiB are filled with a model and empty without one.
+in bytes and GiB are filled with a model and empty without one. A snapshot's CSV can hold several
+windows, one after the other, named in the `window` column.
 """
 
 from __future__ import annotations
@@ -13,26 +14,30 @@ from collections.abc import Iterable
 
 from kvset.report.tables import curve_rows, default_capacities
 
-COLUMNS = ("capacity_blocks", "capacity_tokens", "capacity_bytes", "capacity_gib", "block_hit_rate",
+COLUMNS = ("window", "capacity_blocks", "capacity_tokens", "capacity_bytes", "capacity_gib", "block_hit_rate",
            "token_hit_rate", "knee")  # fmt: skip
 
 
-def curve_rows_csv(rows: Iterable[dict], knee: int | None) -> str:
-    """Curve rows (kvset.report.tables.curve_rows) as CSV text with a header line."""
+def curve_rows_csv(rows: Iterable[dict], knee: int | None, window: str = "all", header: bool = True) -> str:
+    """Curve rows (kvset.report.tables.curve_rows) as CSV text, with a header line unless asked not to."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    if header:
+        writer.writerow(COLUMNS)
     for row in rows:
-        cells = {**row, "knee": int(knee is not None and row["capacity_blocks"] == knee)}
+        cells = {**row, "window": window, "knee": int(knee is not None and row["capacity_blocks"] == knee)}
         writer.writerow(["" if cells.get(name) is None else cells[name] for name in COLUMNS])
     return out.getvalue()
 
 
-def curve_csv(snapshot, window: str = "all") -> str:
-    """A snapshot's curve (all time by default) as CSV."""
-    c = snapshot.curve(window)
-    if not c.accesses:
-        return curve_rows_csv([], None)
-    knee = c.knee()
-    caps = default_capacities(c, knee=knee)
-    return curve_rows_csv(curve_rows(c, caps, snapshot.block_tokens, snapshot.bytes_per_block), knee)
+def curve_csv(snapshot, windows: Iterable[str] = ("all",)) -> str:
+    """A snapshot's curves as CSV: the all-time one by default, or each window named (once each)."""
+    parts = []
+    for i, window in enumerate(dict.fromkeys(windows)):
+        c = snapshot.curve(window)
+        rows, knee = [], None
+        if c.accesses:
+            knee = c.knee()
+            rows = curve_rows(c, default_capacities(c, knee=knee), snapshot.block_tokens, snapshot.bytes_per_block)
+        parts.append(curve_rows_csv(rows, knee, window, header=i == 0))
+    return "".join(parts)

@@ -56,9 +56,12 @@ def source_lines(
         facts.append(" · 0 rejected", style=p.rich("muted"))
     if health.accesses:
         facts.append(f" · {fmt.count(health.accesses)} accesses", style=p.rich("muted"))
+    backlog = dict(health.details).get("backlog")
+    if backlog:  # the source or the analyzer falls behind: say it before anything else can crowd it out
+        facts.append(f" · backlog: {one_line(backlog)}", style=f"bold {p.rich('warn')}")
     if health.notes:
         facts.append(f" · {one_line(health.notes[0])}", style=p.rich("muted"))
-    healthy = (health.connected or health.finished) and not n
+    healthy = (health.connected or health.finished) and not n and not backlog
     if head.cell_len + 3 + facts.cell_len <= width or (compact and healthy):
         return [Text.assemble(head, " · ", facts, no_wrap=True, overflow="ellipsis")]
     return [head, Text.assemble("  ", facts, no_wrap=True, overflow="ellipsis")]

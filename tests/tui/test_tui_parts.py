@@ -9,9 +9,11 @@ import math
 import pytest
 
 from kvset import quantities as fmt
+from kvset.report import curve_csv
+from kvset.report.as_csv import COLUMNS as CSV_COLUMNS
 from kvset.report.as_json import snapshot_json
 from kvset_tui.capacity_units import capacity_text, to_unit
-from kvset_tui.export import CSV_COLUMNS, curve_csv, export_snapshot
+from kvset_tui.export import export_snapshot
 from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import (
     ANSI_NAMES,
@@ -157,9 +159,11 @@ def test_export_writes_json_svg_and_csv(tmp_path):
 
 
 def test_curve_csv_leaves_unknown_capacities_empty():
-    data = snapshot_json(replay_snapshot())  # no model: no GiB
-    lines = curve_csv(data, "1h").splitlines()
+    snap = replay_snapshot()  # no model: no GiB
+    lines = curve_csv(snap, ("all", "1h")).splitlines()
     rows = [line.split(",") for line in lines[1:]]
-    assert len(rows) == len(data["windows"]["all"]["curve"]) + len(data["windows"]["1h"]["curve"])
+    by_window = {w: [r for r in rows if r[0] == w] for w in ("all", "1h")}
+    assert by_window["all"] and by_window["1h"] and len(rows) == len(by_window["all"]) + len(by_window["1h"])
+    assert lines.count(lines[0]) == 1  # one header for both windows
     gib = CSV_COLUMNS.index("capacity_gib")
     assert all(row[gib] == "" for row in rows) and all(row[CSV_COLUMNS.index("capacity_tokens")] for row in rows)
