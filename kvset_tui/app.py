@@ -197,6 +197,7 @@ class KvsetTopApp(App[int]):
         ]
 
     def on_mount(self) -> None:
+        self._side = self.query_one("#side")  # looked up once: frames may still arrive while the app closes
         for panel in self.panels:
             if not isinstance(panel, DemoBanner | StatusLine):
                 panel.add_class("panel")  # type: ignore[attr-defined]
@@ -249,7 +250,7 @@ class KvsetTopApp(App[int]):
         for panel in self.panels:
             changed |= panel.show(snapshot, self.view)
         self.shown = snapshot
-        self.query_one("#side").set_class(bool(snapshot is not None and snapshot.tiers_requested), "-with-tiers")
+        self._side.set_class(bool(snapshot is not None and snapshot.tiers_requested), "-with-tiers")
         has_ranks = bool(snapshot is not None and snapshot.ranks)
         if has_ranks != self._has_ranks:
             self._has_ranks = has_ranks
