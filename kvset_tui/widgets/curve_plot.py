@@ -123,6 +123,15 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     window_curve = snapshot.curves.get(view.window) if view.window != "all" else None
     rows = snapshot.working_set_rows(view.window, view.target_mode)
     engine_blocks = snapshot.engine_capacity_blocks
+    show_engine = True
+    rank = view.rank_view(snapshot)
+    if rank is not None:
+        # one rank's own cache: its all-time curve (ranks keep no windows), working sets and pool; the
+        # engine's measured hit rate is of all ranks together, so no operating point
+        all_time, window_curve, rows = rank.curve, None, rank.working_set_rows(view.target_mode)
+        engine_blocks, show_engine = rank.pool_blocks, False
+        if all_time.accesses == 0:
+            return None
     shown = [all_time] + ([window_curve] if window_curve is not None else [])
     must_show = [b for b in [engine_blocks, *(r.capacity_blocks for r in rows)] if b]
     low_blocks, top = axis_range(shown, must_show, view.log_x, snapshot.horizon)
@@ -144,7 +153,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         window=_series(window_curve, caps, snapshot, unit) if window_curve is not None else None,
         window_label=view.window,
         markers=markers,
-        engine=_engine_point(snapshot, engine_x),
+        engine=_engine_point(snapshot, engine_x) if show_engine else None,
         engine_capacity=engine_x,
     )
 
@@ -269,7 +278,7 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self.border_title = "LRU hit rate vs capacity"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode)
+        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode, view.rank)
 
     def set_palette(self, palette: KvsetTheme) -> None:
         self.theme = register_plot_theme(palette)
@@ -283,7 +292,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             self.border_subtitle = ""
             return
         scale = "log" if self.view.log_x else "linear"
-        self.border_title = f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
+        rank = self.view.rank_label(self.snapshot)
+        self.border_title = (f"{rank} · " if rank else "") + f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
         if d.all_time is not None:
@@ -297,7 +307,7 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         if d.engine is not None:
             legend.append("  ◆ engine", style=p.rich("engine"))
         elif d.engine_capacity is not None:
-            legend.append("  │ engine pool", style=p.rich("engine"))
+            legend.append("  │ rank pool" if self.view.rank_view(self.snapshot) else "  │ engine pool", style=p.rich("engine"))
         self.border_subtitle = legend
 
     def render(self) -> RenderResult:
