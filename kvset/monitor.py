@@ -4,9 +4,13 @@
     monitor.run(stop, publish)      # blocking: call it from a worker thread
     snapshot = monitor.collect(10)  # or: run until the sources finish (or 10 s), return the last snapshot
 
-Only the thread that calls run/collect touches the analyzer. Each source runs in its own thread and
-hands SourceUpdates over a bounded queue, so a fast replay waits for the analyzer instead of
-filling memory. A source that raises is reported in its health and the monitor keeps going.
+Only the thread that calls run/collect touches the analyzer. Accesses that carry a data-parallel
+rank (a KV-events source with several endpoints) are also fed to one analyzer per rank, each rank's
+own cache, kept beside the merged one: it costs each rank's tracked blocks again (about 70 bytes a
+block) and tracks all time only, without the time windows.
+
+Each source runs in its own thread and hands SourceUpdates over a bounded queue, so a fast replay
+waits for the analyzer instead of filling memory. A source that raises is reported in its health and the monitor keeps going.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class Monitor:
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
         self._listeners: list[Callable[[Snapshot], None]] = []
+        self.rank_analyzers: dict[int, Analyzer] = {}  # data-parallel rank -> its own accesses' analyzer
         # The backlog: updates with accesses queued for the analyzer, and their accesses, per source.
         self._queued_lock = threading.Lock()
         self._queued = [0] * len(self.sources)
@@ -162,10 +167,26 @@ class Monitor:
             self._pipeline_rejects[index].reject(f"batch refused by the analyzer: {exc}", count=len(batch))
             self._changed = True
             return
+        for rank, part in batch.by_rank():
+            self._rank_analyzer(rank).feed_batch(part)
         if self.recorder is not None:
             self.recorder.write(batch)
         self._rate_window.append((time.monotonic(), len(batch)))
         self._changed = True
+
+    def _rank_analyzer(self, rank: int) -> Analyzer:
+        analyzer = self.rank_analyzers.get(rank)
+        if analyzer is None:
+            merged = self.analyzer
+            # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
+            # sampled as the merged stream is, so a rank's curve is as good as the merged one's
+            sample = merged.sampling
+            sampling = {} if sample is None else {"seed": sample.seed, **(
+                {"sample_size": sample.size} if sample.size else {"sample_rate": sample.rate})}
+            analyzer = Analyzer(horizon=merged.horizon, order=merged.order, block_tokens=merged.block_tokens,
+                                fine_slots=1, coarse_slots=1, **sampling)  # fmt: skip
+            self.rank_analyzers[rank] = analyzer
+        return analyzer
 
     def _drop_unusable_times(self, index: int, batch: AccessBatch) -> AccessBatch:
         """Accesses stamped outside the analyzer's time range (or nan) are refused, the rest analysed."""
@@ -268,6 +289,7 @@ class Monitor:
             tuple(self._events),
             self.accesses_per_second(),
             engine_history=tuple(self._engine_history),
+            ranks=self.rank_analyzers,
         )
         self._changed = False
         for listener in self._listeners:

@@ -33,7 +33,10 @@ class AccessBatch:
     tokens: tokens each access covers (None: `block_tokens` each);
     request_starts: indices into keys where a request begins (None: one request per batch
     is not assumed; the batch is a plain access stream);
-    timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival).
+    timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival);
+    rank: the data-parallel rank whose own cache saw each access (one int for the batch, or one per
+    access; None: the stream has no ranks). Engines with several ranks publish each rank's events
+    separately; the monitor analyzes each rank beside the merged stream.
     """
 
     keys: np.ndarray
@@ -41,9 +44,19 @@ class AccessBatch:
     request_starts: np.ndarray | None = None
     timestamps: np.ndarray | float | None = None
     block_tokens: int | None = None
+    rank: np.ndarray | int | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def by_rank(self) -> list[tuple[int, AccessBatch]]:
+        """Each rank's accesses, in their order, by rank (an empty list when the batch has no ranks)."""
+        if self.rank is None:
+            return []
+        if np.ndim(self.rank) == 0:
+            return [(int(self.rank), self)]
+        ranks = np.asarray(self.rank)
+        return [(int(r), self.subset(ranks == r)) for r in np.unique(ranks)]
 
     def subset(self, keep: np.ndarray) -> AccessBatch:
         """The accesses where `keep` is true, in order; a request whose first access is dropped starts
@@ -71,6 +84,7 @@ class AccessBatch:
             request_starts=starts,
             timestamps=part(self.timestamps),
             block_tokens=self.block_tokens,
+            rank=part(self.rank),
         )
 
 

@@ -38,6 +38,7 @@ from kvset_tui.widgets.panel import SnapshotView
 from kvset_tui.widgets.reserve import ReservePanel
 from kvset_tui.widgets.status_line import StatusLine
 from kvset_tui.widgets.thrashing import ThrashingPanel
+from kvset_tui.widgets.tiers import TiersPanel
 from kvset_tui.widgets.working_sets import WorkingSetTable
 
 AGE_TICK_SECONDS = 1.0
@@ -74,6 +75,12 @@ Screen { layout: vertical; }
 Screen.-narrow #side { width: 38; }
 Screen.-short .panel { border: none; border-top: solid $primary 40%; padding: 0; }
 Screen.-short #events { display: none; }
+/* --tiers: the tiers panel takes the events panel's place; on a short screen the reserve's too (the
+   working sets' fits column still counts the reserve) */
+#side #tiers { display: none; }
+#side.-with-tiers #tiers { display: block; }
+#side.-with-tiers #events { display: none; }
+Screen.-short #side.-with-tiers #reserve { display: none; }
 Screen.-short #thrashing.-warn { border-top: heavy $warning; }
 Screen.-short #thrashing.-thrashing { border-top: heavy $error; }
 Screen.-short #thrashing.-ok { border-top: solid $success; }
@@ -109,6 +116,8 @@ class KvsetTopApp(App[int]):
                 tooltip="cycle units: blocks, tokens, GiB (GiB needs --model)"),
         Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
         Binding("t", "cycle_targets", "Targets", id="kvset.targets", tooltip="cycle target sets: coverage, absolute"),
+        Binding("r", "cycle_rank", "Rank", id="kvset.rank",
+                tooltip="cycle the rank: merged, rank 0, rank 1, ... (curve, working sets)"),
         Binding("e", "export", "Export", id="kvset.export",
                 tooltip="export the snapshot as JSON, the screen as SVG, the curve as CSV"),
         Binding("q", "quit", "Quit", id="kvset.quit", tooltip="quit"),
@@ -147,6 +156,7 @@ class KvsetTopApp(App[int]):
         self._monitor_worker: Worker | None = None
         self._panels: list[SnapshotView] | None = None
         self._live_interval: float | None = None
+        self._has_ranks = False
         if keymap:
             self.set_keymap(keymap)
 
@@ -159,6 +169,7 @@ class KvsetTopApp(App[int]):
             with Vertical(id="side"):
                 yield ThrashingPanel(p, id="thrashing")
                 yield WorkingSetTable(p, id="working-sets")
+                yield TiersPanel(p, id="tiers")
                 yield ReservePanel(p, id="reserve")
                 yield EventsPanel(p, id="events")
         yield ChurnPanel(p, id="churn")
@@ -178,6 +189,7 @@ class KvsetTopApp(App[int]):
             self.query_one(HitRateCurvePlot),
             self.query_one(ThrashingPanel),
             self.query_one(WorkingSetTable),
+            self.query_one(TiersPanel),
             self.query_one(ReservePanel),
             self.query_one(EventsPanel),
             self.query_one(ChurnPanel),
@@ -185,6 +197,7 @@ class KvsetTopApp(App[int]):
         ]
 
     def on_mount(self) -> None:
+        self._side = self.query_one("#side")  # looked up once: frames may still arrive while the app closes
         for panel in self.panels:
             if not isinstance(panel, DemoBanner | StatusLine):
                 panel.add_class("panel")  # type: ignore[attr-defined]
@@ -237,6 +250,11 @@ class KvsetTopApp(App[int]):
         for panel in self.panels:
             changed |= panel.show(snapshot, self.view)
         self.shown = snapshot
+        self._side.set_class(bool(snapshot is not None and snapshot.tiers_requested), "-with-tiers")
+        has_ranks = bool(snapshot is not None and snapshot.ranks)
+        if has_ranks != self._has_ranks:
+            self._has_ranks = has_ranks
+            self.refresh_bindings()
         if changed:
             self.frames_rendered += 1
 
@@ -290,6 +308,18 @@ class KvsetTopApp(App[int]):
 
     def action_cycle_targets(self) -> None:
         view, notice = self.view.next_target_mode(self.shown)
+        if notice:
+            self.notify(notice, severity="warning", timeout=4)
+        self._set_view(view)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The rank key (footer and help) only while there are data-parallel ranks to choose from.
+        if action == "cycle_rank":
+            return self._has_ranks
+        return True
+
+    def action_cycle_rank(self) -> None:
+        view, notice = self.view.next_rank(self.shown)
         if notice:
             self.notify(notice, severity="warning", timeout=4)
         self._set_view(view)

@@ -26,6 +26,13 @@ PANELS = (
      "recent windows (↑ growing). fits: with --model, the working set plus the hybrid reserve within the "
      "engine's pool (the reserve panel's sum); without a model, the working set within the pool; the line "
      "under the table says which."),
+    ("Ranks",
+     "With several --events endpoints (data-parallel ranks, each with its own cache) the rank key cycles "
+     "the curve and the working sets through the merged stream of all ranks (what one shared pool would "
+     "see) and each rank's own accesses (all time only; the title says which). The working sets' bottom "
+     "line gives the pooling gain: the merged stream's hit rate on one pool as large as the ranks' pools "
+     "together, minus the ranks' own hits at their own pools over all accesses (each rank's pool: the "
+     "engine's pool split evenly, or --capacity). Thrashing, churn and the windows are of the merged stream."),
     ("Thrashing",
      "At the engine's pool (or --capacity): the hit rate gained by +10 % and +25 % capacity, and the "
      "near-miss share: misses whose stack distance is within 1.25× the capacity. Many near misses means "
@@ -39,6 +46,13 @@ PANELS = (
      "horizon), the block hit rate of each slot's accesses at the engine's pool (hit/1 s), and the "
      "working set of the main target per coarse slot (WS .../1 min), which is smaller than a longer "
      "window's. With only --metrics: the engine's own hit rate and KV use over time."),
+    ("Tiers",
+     "With --tiers: each cache tier's size (in the chosen unit) and the share of all accesses (blocks and "
+     "tokens) it serves, read off the all-time curve as exclusive tiers (one LRU cut into consecutive "
+     "pieces) or inclusive ones (each tier its own LRU of its size); the misses left, in the title; with "
+     "--size-next-tier, the smallest tier to add behind them for the main target. ≥ marks a tier that "
+     "ends beyond the horizon (a lower bound). The tiers take the Events panel's place, and on short "
+     "screens the Reserve panel's (the working sets' fits column still counts the reserve)."),
     ("Reserve",
      "Full-attention working set of the main target over all time (bytes, from the model geometry) plus "
      "the reserve hybrid layers need per running request (sliding window, linear attention, SSM state) "

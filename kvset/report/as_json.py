@@ -12,7 +12,15 @@ from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
-from kvset.report.tables import curve_rows, default_capacities, knee_row, report_curve_rows, working_set_rows
+from kvset.report.ranks import ranks_json
+from kvset.report.tables import (
+    curve_rows,
+    default_capacities,
+    knee_row,
+    report_curve_rows,
+    snapshot_working_set_json,
+    working_set_rows,
+)
 from kvset.report.tiers import tiers_json
 from kvset.text import printable
 
@@ -174,14 +182,7 @@ def snapshot_json(snapshot) -> dict:
         "knee": windows["all"]["knee"],
         "windows": windows,
         "targets": {k: list(v) for k, v in s.targets.items()},
-        "working_sets": [
-            {
-                "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
-                "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
-                "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
-            }
-            for r in s.working_sets
-        ],  # fmt: skip
+        "working_sets": [snapshot_working_set_json(r) for r in s.working_sets],
         "thrashing": {
             label: {
                 "capacity_blocks": t.capacity_blocks, "capacity_source": t.capacity_source, "hit_rate": t.hit_rate,
@@ -237,4 +238,5 @@ def snapshot_json(snapshot) -> dict:
         out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
     if s.tiers is not None:
         out.update(tiers_json(s.tiers, bt, bpb))
+    out.update(ranks_json(s))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvset.quantities import duration, plural, points, target_label
 from kvset.report.as_json import estimate_json
 from kvset.report.caveats import caveat_lines
+from kvset.report.ranks import rank_lines, ranks_json
 from kvset.report.tables import (
     NOT_KNOWN,
     curve_table,
@@ -193,6 +194,8 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                      + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else ""))  # fmt: skip
     if s.tiers is not None:
         lines += ["", *tier_lines(tiers_json(s.tiers, bt, bpb))]
+    if s.ranks:
+        lines += ["", *rank_lines(ranks_json(s), mode)]
     if s.events:
         lines += ["", "recent events:"] + [f"  {e.kind}: {e.text}" for e in list(s.events)[-5:]]
     lines += ["", _caveats()]

@@ -78,6 +78,15 @@ def working_set_rows(
     return rows
 
 
+def snapshot_working_set_json(r) -> dict:
+    """One of a snapshot's working-set rows (kvset.snapshot.WorkingSetRow) as JSON."""
+    return {
+        "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
+        "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
+        "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
+    }  # fmt: skip
+
+
 def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None) -> np.ndarray:
     """The capacities every report's curve table shows: n log-spaced ones, plus the knee."""
     caps = curve.log_capacities(n)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,8 @@ from kvset.snapshot.model import (
     WINDOWS,
     ChurnSeries,
     OperatingPoint,
+    Pooling,
+    RankView,
     Reserve,
     Snapshot,
     Thrashing,
@@ -32,6 +35,7 @@ from kvset.snapshot.model import (
     WorkingSetRow,
     fits_in_pool,
 )
+from kvset.snapshot.ranks import pooling, rank_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -77,7 +81,10 @@ class SnapshotBuilder:
         accesses_per_second: float,
         now: float | None = None,
         engine_history: tuple[EngineReading, ...] = (),
+        ranks: Mapping[int, Analyzer] | None = None,
     ) -> Snapshot:
+        """ranks: one analyzer per data-parallel rank, fed each rank's own accesses (the monitor keeps
+        them beside `analyzer`, which is fed the merged stream); views of them need two or more."""
         now = time.time() if now is None else now
         self._seq += 1
         cfg = self.config
@@ -113,6 +120,8 @@ class SnapshotBuilder:
             tracked_blocks=analyzer.tracked_blocks,
             late_accesses=analyzer.late_accesses,
         )
+        rank_views, pooled, pooling_note = self._ranks(ranks or {}, curves["all"], bt, bytes_per_block, pool,
+                                                       curve_scope)  # fmt: skip
         return Snapshot(
             seq=self._seq,
             taken_at=now,
@@ -141,6 +150,10 @@ class SnapshotBuilder:
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
             tiers=self._tiers(curves["all"], bytes_per_block),
+            tiers_requested=bool(cfg.tier_sizes),
+            ranks=rank_views,
+            pooling=pooled,
+            pooling_note=pooling_note,
             sample=analyzer.sampling,
         )
 
@@ -157,6 +170,35 @@ class SnapshotBuilder:
         if blocks is None:
             return None
         return plan_tiers(curve, blocks, cfg.tier_mode, cfg.next_tier_target, cfg.main_mode)
+
+    def _ranks(self, ranks: Mapping[int, Analyzer], merged: HitRateCurve, bt: int | None,
+               bytes_per_block: int | None, engine_pool: int | None, curve_scope: str
+               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None]:  # fmt: skip
+        """Each rank's all-time view, and the pooling figures (or why there are none)."""
+        if len(ranks) < 2:
+            return (), None, None
+        cfg = self.config
+        per_rank, source = rank_pools(len(ranks), engine_pool, cfg.capacity_blocks)
+        views, curves = [], {}
+        for rank in sorted(ranks):
+            a = ranks[rank]
+            curve = curves[rank] = a.curve()
+            rows = tuple(
+                self._row(curve, "all", t, mode, bt, bytes_per_block, per_rank, None, ())
+                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for t in targets
+            )  # fmt: skip
+            views.append(RankView(rank, curve, rows, a.first_time, per_rank, source))
+        unranked = merged.accesses - sum(c.accesses for c in curves.values())
+        if unranked:
+            note = (f"{unranked:,} accesses of the merged stream belong to no rank (another source): the shared "
+                    "pool would see them too, so there is no like-for-like pooling figure")  # fmt: skip
+            return tuple(views), None, note
+        if per_rank is None:
+            return tuple(views), None, ("no rank pool to compare at: give --capacity BLOCKS (each rank's pool) "
+                                        "or --metrics of the engine")  # fmt: skip
+        pools = dict.fromkeys(curves, per_rank)
+        return tuple(views), pooling(merged, curves, pools, source, curve_scope), None
 
     def _capacity(self, pool: int | None) -> tuple[int | None, str]:
         """The capacity thrashing and the churn hit rate are judged at: the engine's pool, else a chosen

@@ -153,6 +153,51 @@ class OperatingPoint:
         return self.measured_token_hit_rate - predicted
 
 
+# Where each data-parallel rank's pool comes from: the engine's pool (summed over its ranks, as its
+# /metrics reports it) split evenly, or --capacity given as each rank's pool.
+RANK_POOL_SOURCES = {"engine": "the engine's pool split evenly over the ranks", "chosen": "--capacity, each rank's pool"}
+
+
+@dataclass(frozen=True)
+class RankView:
+    """One rank's own cache: its all-time curve and working sets, and its pool."""
+
+    rank: int
+    curve: HitRateCurve  # all time, exact at every capacity
+    working_sets: tuple[WorkingSetRow, ...]  # all time ("all" window), both target modes
+    distinct_blocks: int
+    pool_blocks: int | None  # the rank's own pool (None: not known)
+    pool_source: str = "none"  # a key of RANK_POOL_SOURCES, or "none"
+
+    @property
+    def accesses(self) -> int:
+        return self.curve.accesses
+
+    def working_set_rows(self, mode: str = "coverage") -> tuple[WorkingSetRow, ...]:
+        return tuple(r for r in self.working_sets if r.mode == mode)
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """One shared pool against each rank's own, at the same total capacity (kvset.snapshot.ranks says how)."""
+
+    ranks: int
+    rank_capacity_blocks: dict[int, int]  # each rank's own pool
+    capacity_source: str  # a key of RANK_POOL_SOURCES
+    shared_hit_rate: dict[str, float]  # by unit: the merged stream at the sum of the pools
+    separate_hit_rate: dict[str, float]  # by unit: every rank at its own pool, over all accesses
+    curve_scope: str  # what the curves are of (kvset.snapshot.model.ALL_ACCESSES or MISSES_ONLY)
+
+    @property
+    def capacity_blocks(self) -> int:
+        """The shared pool: the ranks' pools added up."""
+        return sum(self.rank_capacity_blocks.values())
+
+    def gain(self, unit: str = "blocks") -> float:
+        """Shared minus separate, in hit-rate units (0..1)."""
+        return self.shared_hit_rate[unit] - self.separate_hit_rate[unit]
+
+
 @dataclass(frozen=True)
 class Totals:
     accesses: int
@@ -200,6 +245,13 @@ class Snapshot:
     # with --tiers: the share of all accesses each cache tier serves, from the all-time curve (None
     # without tiers, or while tier sizes in bytes wait for the stream's block size)
     tiers: TierPlan | None = None
+    tiers_requested: bool = False  # --tiers was given (tiers stays None while sizes in bytes wait for blocks)
+    # data-parallel ranks, each with its own cache (only with two or more): their own all-time views,
+    # and one shared pool against their own pools at the same total size (None: not computed, and
+    # pooling_note says why)
+    ranks: tuple[RankView, ...] = ()
+    pooling: Pooling | None = None
+    pooling_note: str | None = None
     # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
     # count but accesses, tokens and requests is an estimate; None: measured on every block
     sample: SampleInfo | None = None
@@ -209,6 +261,10 @@ class Snapshot:
 
     def working_set_rows(self, window: str = "all", mode: str = "coverage") -> tuple[WorkingSetRow, ...]:
         return tuple(r for r in self.working_sets if r.window == window and r.mode == mode)
+
+    def rank_view(self, rank: int | None) -> RankView | None:
+        """The view of one rank (None: the merged stream, or a rank this snapshot does not hold)."""
+        return next((r for r in self.ranks if r.rank == rank), None) if rank is not None else None
 
     @property
     def rejected_total(self) -> int:

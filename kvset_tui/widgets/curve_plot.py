@@ -45,11 +45,13 @@ class PlotData:
     engine: tuple[float, float] | None  # (x, measured hit rate %)
     engine_capacity: float | None = None  # x of the engine's pool, drawn even without a measured rate
     note: str = ""
+    knee: tuple[float, float] | None = None  # (x, hit rate %) where the all-time curve's returns die
 
 
 # The axis starts a little below the capacity where the curve first moves (1 % of its final hits)
 # and ends past where it has nearly settled (99 %), the largest working set and the pool: a flat 0 %
 # from 1 block, or a flat tail to the horizon, would take most of the width and say nothing.
+KNEE_MARK = "●"  # on the all-time curve where doubling the capacity gains less than a point
 MOVES_AT = 0.01
 SETTLES_AT = 0.99
 AXIS_MARGIN = 1.25  # the x range reaches this factor past the last thing it must show
@@ -106,6 +108,15 @@ def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str
     return CurveSeries(x=(caps * factor).tolist(), y=rates.tolist())
 
 
+def _knee_point(curve: HitRateCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
+    """The curve's knee (HitRateCurve.knee, the same one the reports print) in display units."""
+    knee = curve.knee(hit_unit(unit))  # type: ignore[arg-type]
+    x = to_unit(knee, snapshot, unit) if knee else None
+    if x is None:
+        return None
+    return float(x), 100.0 * curve.hit_rate(knee, hit_unit(unit))  # type: ignore[arg-type]
+
+
 def _engine_point(snapshot: Snapshot, x: float | None) -> tuple[float, float] | None:
     """The engine's own operating point: its pool and the token hit rate it measured."""
     op = snapshot.operating_point
@@ -123,6 +134,15 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     window_curve = snapshot.curves.get(view.window) if view.window != "all" else None
     rows = snapshot.working_set_rows(view.window, view.target_mode)
     engine_blocks = snapshot.engine_capacity_blocks
+    show_engine = True
+    rank = view.rank_view(snapshot)
+    if rank is not None:
+        # one rank's own cache: its all-time curve (ranks keep no windows), working sets and pool; the
+        # engine's measured hit rate is of all ranks together, so no operating point
+        all_time, window_curve, rows = rank.curve, None, rank.working_set_rows(view.target_mode)
+        engine_blocks, show_engine = rank.pool_blocks, False
+        if all_time.accesses == 0:
+            return None
     shown = [all_time] + ([window_curve] if window_curve is not None else [])
     must_show = [b for b in [engine_blocks, *(r.capacity_blocks for r in rows)] if b]
     low_blocks, top = axis_range(shown, must_show, view.log_x, snapshot.horizon)
@@ -144,8 +164,9 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         window=_series(window_curve, caps, snapshot, unit) if window_curve is not None else None,
         window_label=view.window,
         markers=markers,
-        engine=_engine_point(snapshot, engine_x),
+        engine=_engine_point(snapshot, engine_x) if show_engine else None,
         engine_capacity=engine_x,
+        knee=_knee_point(all_time, snapshot, unit),
     )
 
 
@@ -269,7 +290,7 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self.border_title = "LRU hit rate vs capacity"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode)
+        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode, view.rank)
 
     def set_palette(self, palette: KvsetTheme) -> None:
         self.theme = register_plot_theme(palette)
@@ -283,7 +304,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             self.border_subtitle = ""
             return
         scale = "log" if self.view.log_x else "linear"
-        self.border_title = f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
+        rank = self.view.rank_label(self.snapshot)
+        self.border_title = (f"{rank} · " if rank else "") + f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
         if d.all_time is not None:
@@ -294,10 +316,12 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             legend.append(f"  ({d.note})", style=p.rich("muted"))
         if d.markers:
             legend.append(f"  │ WS {'/'.join(m for m, _ in d.markers)} %", style=p.rich("marker"))
+        if d.knee is not None and d.x_low <= d.knee[0] <= d.x_high:
+            legend.append(f"  {KNEE_MARK} knee", style=p.rich("curve_all"))
         if d.engine is not None:
             legend.append("  ◆ engine", style=p.rich("engine"))
         elif d.engine_capacity is not None:
-            legend.append("  │ engine pool", style=p.rich("engine"))
+            legend.append("  │ rank pool" if self.view.rank_view(self.snapshot) else "  │ engine pool", style=p.rich("engine"))
         self.border_subtitle = legend
 
     def render(self) -> RenderResult:
@@ -323,6 +347,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         # Every vertical line is a `│`: without colour only a label tells a working set from the pool.
         for text, x, y, key, align in line_labels(d, self.view.log_x, width, height):
             plt.text(text, x, y, color=p.plotext(key), alignment=align)
+        if d.knee is not None:
+            plt.scatter([d.knee[0]], [d.knee[1]], marker=KNEE_MARK, color=p.plotext("curve_all"))
         if d.engine is not None:
             plt.scatter([d.engine[0]], [d.engine[1]], marker="◆", color=p.plotext("engine"))
         plt.ylim(0, 100)

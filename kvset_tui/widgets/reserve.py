@@ -66,7 +66,7 @@ class ReservePanel(SnapshotView, Widget):
             if not self.compact:
                 out.append("\nGiB, the hybrid reserve and the pool need the KV geometry", style=p.rich("muted"))
             return out
-        if self.compact:
+        if self.compact or self.crowded:  # two lines: a short screen, or the tiers panel beside it
             return self._render_compact(r, snap)
         target = fmt.target_label(r.working_set_target, snap.main_mode)
         table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True)

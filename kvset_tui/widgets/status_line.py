@@ -143,6 +143,9 @@ class StatusLine(SnapshotView, Widget):
             out.append(" wall clock" if not self.narrow else " wall", style=p.rich("muted"))
         out.append(f" · window {view.window} · {view.effective_unit(snap)} · {'log' if view.log_x else 'linear'}")
         out.append(f" · {view.target_mode}")
+        rank = view.rank_label(snap)
+        if rank:
+            out.append(f" · {rank}", style="bold")
         if snap is not None:
             out.append(f" · horizon {fmt.count(snap.horizon)} blk", style=p.rich("muted"))
             out.append(f" · {fmt.count(snap.totals.accesses)} accesses", style=p.rich("muted"))

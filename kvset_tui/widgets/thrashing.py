@@ -91,7 +91,7 @@ class ThrashingPanel(SnapshotView, Widget):
             out.append(" vs LRU ", style=p.rich("muted"))
             out.append(fmt.percent(predicted), style="bold")
             out.append(f" ({'tok' if self.narrow else 'tokens'}, {window})", style=p.rich("muted"))
-        if not self.compact:
+        if not self.compact and not self.crowded:
             out.append(
                 f"\nnear miss ≤ 1.25× cap · warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%}",
                 style=p.rich("muted"),

@@ -68,6 +68,21 @@ def fits_text(fits: bool | None, palette: KvsetTheme) -> Text:
     return Text("no", style=f"bold {palette.rich('bad')}")
 
 
+def ranks_subtitle(snapshot: Snapshot, view: ViewState) -> str:
+    """With data-parallel ranks: the selected rank's share and pool, or the merged stream's pooling gain."""
+    if not snapshot.ranks:
+        return ""
+    rank = view.rank_view(snapshot)
+    if rank is not None:
+        share = rank.accesses / snapshot.totals.accesses if snapshot.totals.accesses else None
+        pool = f" · own pool {fmt.count(rank.pool_blocks)} blk" if rank.pool_blocks else ""
+        return f"{fmt.percent(share)} of accesses{pool}"
+    p = snapshot.pooling
+    if p is None:
+        return f"{len(snapshot.ranks)} ranks · pooling gain not computed"
+    return f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {p.ranks} rank pools"
+
+
 class WorkingSetTable(SnapshotView, Widget):
     """One row per target: capacity in blocks, tokens and GiB, trend over recent windows, fits the pool."""
 
@@ -81,13 +96,17 @@ class WorkingSetTable(SnapshotView, Widget):
         self.border_title = "Working sets"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.unit, view.target_mode)
+        return (id(snapshot), view.window, view.unit, view.target_mode, view.rank)
 
     def on_data(self) -> None:
-        title = f"Working sets · {self.view.target_mode}"
-        if self.snapshot is not None:
+        rank = self.view.rank_label(self.snapshot)
+        title = "Working sets" + (f" · {rank}" if rank else "") + f" · {self.view.target_mode}"
+        if self.view.rank_view(self.snapshot) is not None:
+            title += " · all time"  # a rank's own views are all-time only
+        elif self.snapshot is not None:
             title += f" · {self.view.window} window"
         self.border_title = title
+        self.border_subtitle = ranks_subtitle(self.snapshot, self.view) if self.snapshot is not None else ""
 
     def render(self) -> RenderResult:
         p = self.palette
@@ -96,6 +115,9 @@ class WorkingSetTable(SnapshotView, Widget):
             return Text("waiting for data…", style=p.rich("muted"))
         window = self.view.window
         rows = snap.working_set_rows(window, self.view.target_mode)
+        rank = self.view.rank_view(snap)
+        if rank is not None:
+            window, rows = "all", rank.working_set_rows(self.view.target_mode)
         if not rows:
             return Text(f"no {self.view.target_mode} targets computed yet", style=p.rich("muted"))
         full = self.content_width >= FULL_TABLE_WIDTH
@@ -111,7 +133,7 @@ class WorkingSetTable(SnapshotView, Widget):
         table.add_column("trend", no_wrap=True)
         table.add_column("fits", justify="right", no_wrap=True)
         bound = ""
-        empty = snap.curve(window).accesses == 0
+        empty = (rank.curve if rank is not None else snap.curve(window)).accesses == 0
         for row in rows:
             target = fmt.target_label(row.target, row.mode)
             if not row.reached:
@@ -133,7 +155,9 @@ class WorkingSetTable(SnapshotView, Widget):
                 else:
                     cells = [Text(prefix + row_capacity_text(row, snap, unit))]
             table.add_row(target, *cells, trend_text(row.trend_blocks, p), fits_text(row.fits_pool, p))
-        notes = [note for note in (fits_note(rows, short=not full), bound if full else "") if note]
+        # with the tiers panel beside it, the grid-step line gives way, and on a short screen the fits rule too
+        fits = fits_note(rows, short=not full) if not (self.compact and self.crowded) else None
+        notes = [note for note in (fits, bound if full and not self.crowded else "") if note]
         if notes:
             muted = p.rich("muted")
             return Group(table, *(Text(n, style=muted, no_wrap=True, overflow="ellipsis") for n in notes))

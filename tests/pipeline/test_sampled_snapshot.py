@@ -31,3 +31,14 @@ def test_snapshot_of_every_block_says_nothing_of_a_sample():
     snap = _snapshot(Analyzer())
     assert snap.sample is None and snapshot_json(snap)["estimate"] is None
     assert "kvset_sample_rate" not in {f.name for f in snapshot_families(snap)}
+
+
+def test_a_ranks_analyzer_samples_as_the_merged_one_does():
+    for merged in (Analyzer(sample_rate=0.05, seed=4), Analyzer(sample_size=700, seed=2), Analyzer()):
+        monitor = Monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], merged, SnapshotBuilder(SnapshotConfig()))
+        rank = monitor._rank_analyzer(1)
+        if merged.sampling is None:
+            assert rank.sampling is None
+        else:
+            mine, theirs = rank.sampling, merged.sampling
+            assert (mine.rate, mine.size, mine.seed) == (theirs.rate, theirs.size, theirs.seed)

@@ -15,6 +15,8 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+import numpy as np
+
 from kvset.core.analyzer import Analyzer
 from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
 from kvset.engine.metrics_tracker import MetricsTracker
@@ -24,7 +26,7 @@ from kvset.rejects import Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.demo import DEMO_POOL_BLOCKS, repeating_phases
-from kvset.types import AccessBatch, EngineReading, SourceHealth, TimelineEvent
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.workload import AgenticWorkload, WorkloadConfig
 from tests.support.engine_metrics_server import vllm_exposition
 from tests.support.paths import MOONCAKE_TRACE
@@ -202,7 +204,7 @@ def demo_snapshot(seq: int | None = None) -> Snapshot:
     return _with_seq(_demo(), seq)
 
 
-def _engine_run(hits_reported: bool) -> Snapshot:
+def _engine_run(hits_reported: bool, config: SnapshotConfig | None = None) -> Snapshot:
     offset = ENGINE_LAST_ACCESS - ENGINE_SECONDS
     batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=3)), ENGINE_SECONDS, offset=offset, step=1.0))
     tokens = sum(len(b) for b in batches) * BLOCK_TOKENS
@@ -213,8 +215,8 @@ def _engine_run(hits_reported: bool) -> Snapshot:
     delivered = sum(len(b) for b in batches)
     sources = (events_health(delivered, len(batches), hits_reported), metrics_down_health(readings[-1].at))
     down = TimelineEvent(METRICS_DOWN_SINCE + METRICS_POLL_SECONDS, "source-down", f"{METRICS_URL}: connection refused")
-    return fed_snapshot(batches, SnapshotConfig(geometry=load_model(ENGINE_MODEL)), sources, engine=engine,
-                        events=(down,), engine_history=tuple(readings),
+    config = config or SnapshotConfig(geometry=load_model(ENGINE_MODEL))
+    return fed_snapshot(batches, config, sources, engine=engine, events=(down,), engine_history=tuple(readings),
                         accesses_per_second=delivered / ENGINE_SECONDS)  # fmt: skip
 
 
@@ -233,6 +235,87 @@ def misses_only_snapshot(seq: int | None = None) -> Snapshot:
     """The same engine publishing the stores of its misses only (vLLM's default): the curve is of its
     misses, so it is not compared with the engine's hit rate."""
     return _with_seq(_engine(False), seq)
+
+
+# The same engine asked for tiers (`--tiers 3GiB,2GiB --size-next-tier 0.99`): 3 GiB of its HBM, 2 GiB of
+# host DRAM behind it (exclusive), and the third tier that reaches 99 % coverage.
+TIER_SIZES = ("3GiB", "2GiB")
+NEXT_TIER_TARGET = 0.99
+
+
+@functools.cache
+def _tiers() -> Snapshot:
+    from kvset.quantities import parse_bytes
+
+    config = SnapshotConfig(geometry=load_model(ENGINE_MODEL), tier_sizes=tuple(parse_bytes(t) for t in TIER_SIZES),
+                            tier_unit="bytes", next_tier_target=NEXT_TIER_TARGET)  # fmt: skip
+    return _engine_run(True, config)
+
+
+def tiers_snapshot(seq: int | None = None) -> Snapshot:
+    """The engine with a model and --tiers 3GiB,2GiB --size-next-tier 0.99."""
+    return _with_seq(_tiers(), seq)
+
+
+# Three data-parallel ranks behind one router that spreads requests round robin, each rank with its
+# own pool of RANK_POOL_BLOCKS (--capacity), seen through one --events source with three endpoints.
+RANKS = 3
+RANK_POOL_BLOCKS = 3_000
+RANK_SECONDS = 240.0
+
+
+class ListSource:
+    """A source that hands over the given updates, then finishes (kvset.sources.base.Source)."""
+
+    kind = "events"
+
+    def __init__(self, name: str, updates: Sequence) -> None:
+        self.name = name
+        self._updates = list(updates)
+
+    def updates(self, stop):
+        yield from self._updates
+
+    def close(self) -> None:
+        pass
+
+
+def round_robin_ranks(batch: AccessBatch, first_request: int, ranks: int) -> AccessBatch:
+    """The batch with each request's accesses marked with rank (request number mod `ranks`)."""
+    starts = np.asarray(batch.request_starts, dtype=np.int64)
+    lengths = np.diff(np.append(starts, len(batch)))
+    request_rank = (first_request + np.arange(len(starts))) % ranks
+    return dataclasses.replace(batch, rank=np.repeat(request_rank, lengths))
+
+
+@functools.cache
+def _ranks() -> Snapshot:
+    from kvset.monitor import Monitor
+
+    offset = NOW - 1.0 - RANK_SECONDS
+    batches, requests = [], 0
+    for batch in workload_batches(AgenticWorkload(WorkloadConfig(seed=11)), RANK_SECONDS, offset=offset):
+        batches.append(round_robin_ranks(batch, requests, RANKS))
+        requests += len(batch.request_starts)
+    accesses = sum(len(b) for b in batches)
+    endpoints = ", ".join(f"tcp://127.0.0.1:{5557 + r}" for r in range(RANKS))
+    health = SourceHealth(
+        source=f"events {EVENTS_URL} (+{RANKS - 1})", kind="events", connected=True, state="connected",
+        last_data_at=NOW - 1.0, received=len(batches) * RANKS, accesses=accesses, notes=(HITS_REPORTED_NOTE,),
+        details=(("endpoints", endpoints),), reports_hits=True,
+    )  # fmt: skip
+    config = SnapshotConfig(capacity_blocks=RANK_POOL_BLOCKS)
+    # the monitor's own feeding: the merged analyzer and one per rank
+    monitor = Monitor([ListSource(health.source, [SourceUpdate(accesses=b) for b in batches])], Analyzer(),
+                      SnapshotBuilder(config))  # fmt: skip
+    monitor.collect()
+    return monitor.builder.build(monitor.analyzer, (health,), None, (), accesses / RANK_SECONDS, now=NOW,
+                                 ranks=monitor.rank_analyzers)  # fmt: skip
+
+
+def ranks_snapshot(seq: int | None = None) -> Snapshot:
+    """Three data-parallel ranks, round robin, 3,000 blocks each (--capacity): the pooling gain."""
+    return _with_seq(_ranks(), seq)
 
 
 @functools.cache
@@ -307,7 +390,7 @@ def panel_app(panel_type: type, snapshot: Snapshot | None, view=None, theme: str
 
     palette = load_theme(theme)
     ids = {"HitRateCurvePlot": "curve", "ThrashingPanel": "thrashing", "WorkingSetTable": "working-sets",
-           "ReservePanel": "reserve", "EventsPanel": "events", "ChurnPanel": "churn", "StatusLine": "status",
+           "ReservePanel": "reserve", "TiersPanel": "tiers", "EventsPanel": "events", "ChurnPanel": "churn", "StatusLine": "status",
            "DemoBanner": "banner"}  # fmt: skip
 
     class PanelApp(App[int]):

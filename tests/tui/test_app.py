@@ -27,6 +27,7 @@ from tests.support.tui_snapshots import (
     demo_snapshot,
     engine_snapshot,
     fixed_clock,
+    ranks_snapshot,
     screen_text,
     wait_until,
 )
@@ -41,7 +42,7 @@ def make_app(snapshot=None, monitor=None, **kw) -> KvsetTopApp:
 
 
 async def test_help_lists_every_footer_key_with_what_it_does():
-    app = make_app(engine_snapshot())
+    app = make_app(ranks_snapshot())  # with data-parallel ranks, so that the rank key is offered too
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
         text = str(app.screen.query_one("#help-text", Static).render())
@@ -303,7 +304,8 @@ async def test_every_panel_shows_numbers_at_both_sizes(size):
 async def test_a_narrow_terminal_keeps_quit_in_the_footer():
     app = make_app(engine_snapshot())
     async with app.run_test(size=(60, 20)) as pilot:
-        await pilot.pause()
+        # the footer is drawn after the first frame; on a loaded machine one pause is not always enough
+        await wait_until(pilot, lambda: screen_text(app).splitlines()[-1].strip() != "")
         footer = screen_text(app).splitlines()[-1]
     assert "q Quit" in footer and "? Help" in footer
 

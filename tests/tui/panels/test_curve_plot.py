@@ -133,3 +133,19 @@ def test_curve_screenshot(snap_compare, size):
 def test_curve_screenshot_mono(snap_compare):
     """Without colour every line is a `│`: the labels say which is which."""
     assert snap_compare(panel_app(HitRateCurvePlot, demo_snapshot(), theme="mono"), terminal_size=(120, 40))
+
+
+async def test_the_knee_is_marked_where_the_reports_put_it():
+    snap = mooncake_snapshot()
+    curve = snap.curve("all")
+    d = plot_data(snap, ViewState(window="all"))
+    knee = curve.knee()
+    assert knee is not None and d.knee == (float(knee), 100.0 * curve.hit_rate(knee))
+    in_tokens = plot_data(snap, ViewState(window="all", unit="tokens"))
+    assert in_tokens.knee[0] == curve.knee("tokens") * snap.block_tokens
+    app = panel_app(HitRateCurvePlot, snap)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        text, inside = screen_text(app), "\n".join(plot_lines(app))
+    assert "● knee" in text
+    assert "●" in inside
