@@ -178,9 +178,13 @@ class Monitor:
         analyzer = self.rank_analyzers.get(rank)
         if analyzer is None:
             merged = self.analyzer
-            # all time only (the per-rank views are all-time): one slot per ring instead of hundreds
+            # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
+            # sampled as the merged stream is, so a rank's curve is as good as the merged one's
+            sample = merged.sampling
+            sampling = {} if sample is None else {"seed": sample.seed, **(
+                {"sample_size": sample.size} if sample.size else {"sample_rate": sample.rate})}
             analyzer = Analyzer(horizon=merged.horizon, order=merged.order, block_tokens=merged.block_tokens,
-                                fine_slots=1, coarse_slots=1)  # fmt: skip
+                                fine_slots=1, coarse_slots=1, **sampling)  # fmt: skip
             self.rank_analyzers[rank] = analyzer
         return analyzer
 

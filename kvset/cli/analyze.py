@@ -16,6 +16,7 @@ from kvset.cli.flags import (
     add_model_argument,
     add_override_arguments,
     add_reserve_arguments,
+    add_sampling_arguments,
     add_target_mode_argument,
     add_targets_argument,
     add_tier_arguments,
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Exact LRU hit-rate curve and working sets of a trace, in one pass.")  # fmt: skip
     add_input_arguments(p)
     add_analysis_arguments(p)
+    add_sampling_arguments(p)
     add_targets_argument(p)
     add_target_mode_argument(p)
     add_capacities_argument(p)
@@ -74,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
-    result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
+    result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order,
+                             sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2
@@ -107,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     elif args.csv:
         knee = report["knee"]
-        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"]), end="")
+        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"], estimate=report["estimate"] is not None),
+              end="")  # fmt: skip
     else:
         print(analysis_text(report))
     return 0

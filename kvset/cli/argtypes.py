@@ -9,7 +9,7 @@ import argparse
 
 from kvset.geometry.dtypes import canonical_dtype
 from kvset.geometry.errors import GeometryError
-from kvset.quantities import parse_bytes
+from kvset.quantities import parse_bytes, parse_fractions
 
 
 def _number(text: str, kind: type, what: str):
@@ -38,6 +38,17 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def sample_rate(text: str) -> float:
+    """One fraction in (0, 1]: 0.01 or 1%."""
+    try:
+        values = parse_fractions(text, "sample rate")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"one sample rate, got {text!r}")
+    return values[0]
 
 
 def speed(text: str) -> float | None:

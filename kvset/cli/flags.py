@@ -20,6 +20,7 @@ from kvset.cli.argtypes import (
     non_negative_int,
     positive_float,
     positive_int,
+    sample_rate,
     speed,
 )
 from kvset.cli.completion import SHELLS, PrintCompletion
@@ -107,6 +108,21 @@ def add_analysis_arguments(p: Parser) -> None:
                    help="order of a request's blocks: forward (default) or reverse (vLLM's free order)")  # fmt: skip
     p.add_argument("--horizon", type=positive_int, default=DEFAULT_HORIZON, metavar="BLOCKS",
                    help=f"most blocks tracked; the curve is exact up to it (default {DEFAULT_HORIZON:,})")  # fmt: skip
+
+
+def add_sampling_arguments(p: Parser) -> None:
+    """--sample R or --sample-size S, and --seed: estimate from a spatial sample of the blocks."""
+    one = p.add_mutually_exclusive_group()
+    one.add_argument("--sample", type=sample_rate, metavar="R",
+                     help="estimate from a spatial sample: keep blocks at rate R (e.g. 0.01 or 1%%; the first "
+                          "blocks of each request more often); every number is then an estimate, shown with "
+                          "its error bound")  # fmt: skip
+    one.add_argument("--sample-size", type=positive_int, metavar="BLOCKS",
+                     help="estimate from a sample of at most BLOCKS tracked blocks: the rate falls as the "
+                          "stream grows, memory stays bounded")  # fmt: skip
+    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
+                   help="seed of the hash that picks the sampled blocks (default 0); another seed gives an "
+                        "independent estimate")  # fmt: skip
 
 
 def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
@@ -347,6 +363,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
 
     ana = p.add_argument_group("analysis")
     add_analysis_arguments(ana)
+    add_sampling_arguments(ana)
     add_targets_argument(ana, "coverage targets (shares of the attainable hit rate)")
     ana.add_argument("--absolute-targets", default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS), metavar="T1,T2,..",
                      help="absolute hit-rate targets (default 0.5,0.7,0.9)")  # fmt: skip

@@ -117,7 +117,8 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         demo=demo,
         **(tiers.snapshot_config() if tiers is not None else {}),
     )
-    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size)
+    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size,
+                        sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
     recorder = None
     if args.record:
         try:

@@ -29,6 +29,43 @@ def _as_fraction(target: float) -> Fraction:
     return Fraction(str(target)) if isinstance(target, float) else Fraction(target)
 
 
+@dataclass(frozen=True)
+class SampleInfo:
+    """What a sampled analysis kept (kvset.core.sampling): every curve built from it is an estimate."""
+
+    rate: float  # blocks past the request heads are kept at this rate (fixed size: where it has fallen to)
+    size: int | None  # fixed size: the most blocks tracked at once; None at a fixed rate
+    seed: int  # of the hash that picks the blocks
+    tracked_blocks: int  # blocks in the sample now
+    tracked_accesses: int  # accesses to sampled blocks so far
+    accesses: int  # all accesses seen
+
+    @property
+    def tracked_share(self) -> float:
+        """Share of the accesses the sample looked at (more than `rate`: request heads are boosted)."""
+        return self.tracked_accesses / self.accesses if self.accesses else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class CurveErrors:
+    """Standard errors of an estimated curve, one per capacity of the curve: of its hit rate and of
+    its coverage (hits(C) / hits(inf), what coverage working sets are read from), in both units."""
+
+    block_hit_rate: np.ndarray
+    token_hit_rate: np.ndarray
+    block_coverage: np.ndarray
+    token_coverage: np.ndarray
+
+    def __post_init__(self) -> None:
+        for arr in (self.block_hit_rate, self.token_hit_rate, self.block_coverage, self.token_coverage):
+            arr.setflags(write=False)
+
+    def of(self, mode: TargetMode, unit: Unit) -> np.ndarray:
+        if mode == "absolute":
+            return self.block_hit_rate if unit == "blocks" else self.token_hit_rate
+        return self.block_coverage if unit == "blocks" else self.token_coverage
+
+
 @dataclass(frozen=True, eq=False)
 class HitRateCurve:
     """Cumulative hits against capacity (in blocks), in block and token units.
@@ -54,6 +91,10 @@ class HitRateCurve:
     # needs them is reported as not reached instead of as a too-small number.
     beyond_horizon_blocks: int = 0
     beyond_horizon_tokens: int = 0
+    # A curve estimated from a sample: what was sampled, and the standard errors at each capacity
+    # where the sample can give them (None: not known).
+    sample: SampleInfo | None = None
+    errors: CurveErrors | None = None
 
     def __post_init__(self) -> None:
         for name in ("capacities", "block_hits", "token_hits"):
@@ -61,6 +102,13 @@ class HitRateCurve:
             arr.setflags(write=False)
         if not (len(self.capacities) == len(self.block_hits) == len(self.token_hits)):
             raise ValueError("capacities, block_hits and token_hits must have one length")
+        if self.errors is not None and len(self.errors.block_hit_rate) != len(self.capacities):
+            raise ValueError("a standard error per capacity, or none")
+
+    @property
+    def estimate(self) -> bool:
+        """True for a curve estimated from a sample (kvset.core.sampling), False for a measured one."""
+        return self.sample is not None
 
     # -- reading the curve -------------------------------------------------
     def infinite_capacity_hits(self, unit: Unit = "blocks") -> int:
@@ -107,6 +155,16 @@ class HitRateCurve:
         hits = np.where(idx >= 0, self._hits_array(unit)[np.maximum(idx, 0)], 0)
         hits = np.where(caps > 0, hits, 0)
         return hits / total
+
+    def hit_rate_stderrs(self, capacities, unit: Unit = "blocks") -> np.ndarray | None:
+        """Standard error of hit_rates(capacities) (an estimate's); None where the curve has none."""
+        self._hits_array(unit)  # checks the unit
+        if self.errors is None:
+            return None
+        err = self.errors.of("absolute", unit)
+        caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
+        idx = np.searchsorted(self.capacities, caps, side="right") - 1
+        return np.where((idx >= 0) & (caps > 0), err[np.maximum(idx, 0)], 0.0) if len(err) else np.zeros(len(caps))
 
     def required_hits(self, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks") -> int:
         """The number of hits a capacity must reach for `target`."""

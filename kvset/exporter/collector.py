@@ -208,6 +208,15 @@ def _ranks(snap: Snapshot, capacities: Sequence[int]) -> Iterator[Metric]:
                             "pools added up", value=p.capacity_blocks)  # fmt: skip
 
 
+def _sample(snap: Snapshot) -> Iterator[Metric]:
+    """A sampled analyzer's sample: then every other kvset_ metric but kvset_accesses is an estimate."""
+    if snap.sample is None:
+        return
+    yield GaugeMetricFamily("kvset_sample_rate", "present when the numbers are estimates from a spatial sample of "
+                            "the blocks: the rate blocks past the request heads are kept at", value=snap.sample.rate)  # fmt: skip
+    yield GaugeMetricFamily("kvset_sample_tracked_blocks", "blocks in the sample", value=snap.sample.tracked_blocks)
+
+
 def snapshot_families(snap: Snapshot, capacities: Sequence[int] = ()) -> list[Metric]:
     """Every metric of one snapshot; `capacities`: where kvset_hit_rate is given besides the engine's pool."""
     t = snap.totals
@@ -224,6 +233,7 @@ def snapshot_families(snap: Snapshot, capacities: Sequence[int] = ()) -> list[Me
     families += _sources(snap)
     families += _tiers(snap)
     families += _ranks(snap, capacities)
+    families += _sample(snap)
     return families
 
 

@@ -3,6 +3,9 @@ the `e` export). Their keys are documented in the README; change them there too.
 
 from __future__ import annotations
 
+from kvset.core.curve import SampleInfo
+from kvset.core.sampling import METHOD
+from kvset.core.sampling_curve import ERROR_Z
 from kvset.core.tiers import TierPlan
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
@@ -33,6 +36,22 @@ def _finite(x):
     return None if x != x else x
 
 
+def estimate_json(info: SampleInfo | None) -> dict | None:
+    """What a sampled analysis sampled (None: every block was analyzed, the numbers are measured)."""
+    if info is None:
+        return None
+    return {
+        "method": METHOD,
+        "sample_rate": info.rate,
+        "sample_size": info.size,
+        "seed": info.seed,
+        "tracked_blocks": info.tracked_blocks,
+        "tracked_accesses": info.tracked_accesses,
+        "tracked_share": info.tracked_share,
+        "error_bound": f"{ERROR_Z:g} standard errors (about 95 %) from the spread of the sample's random groups",
+    }
+
+
 def analysis_json(
     result: AnalysisResult,
     targets,
@@ -58,6 +77,7 @@ def analysis_json(
         "format": printable(s.format),
         "block_tokens": bt,
         "order": a.order,
+        "estimate": estimate_json(c.sample),
         "requests": s.requests,
         "accesses": a.accesses,
         "tokens": a.tokens,
@@ -126,6 +146,7 @@ def snapshot_json(snapshot) -> dict:
         windows[label] = {
             "seconds": c.window_seconds,
             "exact": c.exact,
+            "estimate": c.estimate,
             "accesses": c.accesses,
             "tokens": c.tokens,
             "attainable_hit_rate": c.attainable("blocks"),
@@ -145,6 +166,7 @@ def snapshot_json(snapshot) -> dict:
         "bytes_per_block": bpb,
         "model": s.model,
         "curve_scope": s.curve_scope,
+        "estimate": estimate_json(s.sample),
         "accesses": s.totals.accesses,
         "tokens": s.totals.tokens,
         "requests": s.totals.requests,

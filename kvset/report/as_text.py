@@ -4,6 +4,7 @@ snapshot). Both build their curve and working-set tables in kvset.report.tables.
 from __future__ import annotations
 
 from kvset.quantities import duration, plural, points, target_label
+from kvset.report.as_json import estimate_json
 from kvset.report.caveats import caveat_lines
 from kvset.report.ranks import rank_lines, ranks_json
 from kvset.report.tables import (
@@ -27,11 +28,26 @@ def _caveats() -> str:
     return "caveats: " + " ".join(caveat_lines())
 
 
+def estimate_text(estimate: dict | None) -> list[str]:
+    """The label of a sampled analysis (from kvset.report.as_json.estimate_json): what was sampled and
+    what the ± bounds mean. Nothing for a measured one."""
+    if estimate is None:
+        return []
+    size = f", at most {estimate['sample_size']:,} blocks" if estimate["sample_size"] else ""
+    return [
+        f"  ESTIMATE from a {target_label(estimate['sample_rate'])} spatial sample of the blocks{size} "
+        f"(seed {estimate['seed']}; request heads sampled more: {percent_cell(estimate['tracked_share'], 1)} of the "
+        f"accesses looked at, {estimate['tracked_blocks']:,} blocks tracked)",
+        f"  every number but requests, accesses and tokens is an estimate; ± is {estimate['error_bound']}",
+    ]
+
+
 def analysis_text(r: dict) -> str:
     """What `kvset analyze` prints, read off its JSON object (kvset.report.as_json.analysis_json)."""
     bt = r["block_tokens"]
     lines = [
         f"kvset analyze: {r['input']} ({r['format']}, {bt} tokens per block, order {r['order']})",
+        *estimate_text(r["estimate"]),
         f"  requests {r['requests']:,}   accesses {r['accesses']:,}   distinct blocks {r['distinct_blocks']:,}"
         f"   tokens {r['tokens']:,}",
     ]
@@ -40,6 +56,8 @@ def analysis_text(r: dict) -> str:
             f"  horizon {r['horizon']:,} blocks REACHED: curve exact up to it; "
             f"{r['beyond_horizon']:,} re-references lay beyond it (misses at every capacity shown)"
         )
+    elif r["estimate"]:
+        lines.append(f"  horizon {r['horizon']:,} blocks, not reached")
     else:
         lines.append(f"  horizon {r['horizon']:,} blocks, not reached: the curve is exact at every capacity")
     lines.append(
@@ -108,6 +126,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
     lines = []
     head = "kvset-top report" + ("  [DEMO: synthetic workload]" if s.demo else "")
     lines.append(head)
+    lines += estimate_text(estimate_json(s.sample))
     for h in s.sources:
         flag = "connected" if h.connected else "not connected"
         lines.append(f"  source: {h.source}: {h.state} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
@@ -136,7 +155,9 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
     else:
         lines.append(f"  {_no_accesses_advice(s.sources)}")
     if c.accesses:
-        grid = "" if c.exact else ", log grid: lower bounds between grid points"
+        # an estimate's all-time curve has a fine grid (0.3 % steps): no note for it
+        grid = "" if c.exact or c.window_seconds is None else ", log grid: lower bounds between grid points"
+        grid += ", ESTIMATE" if c.estimate else ""
         knee = knee_row(c, bt, bpb)
         at = knee and knee["capacity_blocks"]
         rows = report_curve_rows(c, bt, bpb, knee=at)

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
-from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, points, target_label
+from kvset.core.sampling_curve import ERROR_Z, working_set_bounds
+from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, points, target_label
 
 NOT_KNOWN = "-"  # plain-text tables stay ASCII
 
@@ -25,14 +26,20 @@ def curve_rows(
     caps = [int(c) for c in capacities]
     block_rates = curve.hit_rates(caps, "blocks")
     token_rates = curve.hit_rates(caps, "tokens")
+    # an estimate's error bound at each capacity, where the sample gives one
+    block_errors = curve.hit_rate_stderrs(caps, "blocks")
+    token_errors = curve.hit_rate_stderrs(caps, "tokens")
     rows = []
-    for c, br, tr in zip(caps, block_rates, token_rates, strict=True):
+    for i, (c, br, tr) in enumerate(zip(caps, block_rates, token_rates, strict=True)):
         row = {
             "capacity_blocks": c,
             "capacity_tokens": c * block_tokens if block_tokens else None,
             "block_hit_rate": float(br),
             "token_hit_rate": float(tr),
         }
+        if block_errors is not None and token_errors is not None:
+            row["block_hit_rate_error"] = ERROR_Z * float(block_errors[i])
+            row["token_hit_rate_error"] = ERROR_Z * float(token_errors[i])
         if bytes_per_block:
             row["capacity_bytes"] = c * bytes_per_block
             row["capacity_gib"] = c * bytes_per_block / GIB
@@ -61,6 +68,9 @@ def working_set_rows(
             "capacity_tokens": ws * block_tokens if ws is not None and block_tokens else None,
             "reached": ws is not None,
         }
+        if curve.errors is not None:
+            # the working sets of the curve ERROR_Z standard errors above and below the estimate
+            row["capacity_blocks_low"], row["capacity_blocks_high"] = working_set_bounds(curve, t, mode, unit)
         if bytes_per_block:
             row["capacity_bytes"] = ws * bytes_per_block if ws is not None else None
             row["capacity_gib"] = ws * bytes_per_block / GIB if ws is not None else None
@@ -137,15 +147,20 @@ def _count_cell(n: int | None) -> str:
 
 
 def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -> str:
-    """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates;
-    the row at the `knee` capacity marked."""
-    headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + ["block hit rate", "token hit rate"]
+    """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates
+    (an estimate's with their error bounds); the row at the `knee` capacity marked."""
+    errors = bool(rows) and "block_hit_rate_error" in rows[0]
+    rates = (["block hit rate", "±", "token hit rate", "±"] if errors else ["block hit rate", "token hit rate"])
+    headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + rates
     cells = []
     for row in rows:
         line = [f"{row['capacity_blocks']:,}", _count_cell(row["capacity_tokens"])]
         if with_gib:
             line.append(gib_cell(row.get("capacity_bytes")))
-        line += [percent_cell(row["block_hit_rate"]), percent_cell(row["token_hit_rate"])]
+        for unit in ("block", "token"):
+            line.append(percent_cell(row[f"{unit}_hit_rate"]))
+            if errors:
+                line.append(plus_minus_points(row[f"{unit}_hit_rate_error"], 2, NOT_KNOWN))
         if knee is not None:
             line.append("<- knee" if row["capacity_blocks"] == knee else "")
         cells.append(line)
@@ -160,7 +175,9 @@ def working_set_table(
 ) -> str:
     """Working-set rows (dicts with target, capacity_blocks, capacity_tokens, capacity_bytes) as a
     table; `extra_cells` holds, per row, the cells of the `extra_headers` columns after them."""
-    headers = ["target", "blocks", "tokens"] + (["GiB"] if with_gib else []) + list(extra_headers)
+    ranges = bool(rows) and "capacity_blocks_low" in rows[0]
+    headers = (["target", "blocks", "tokens"] + (["GiB"] if with_gib else []) + (["range (blocks)"] if ranges else [])
+               + list(extra_headers))  # fmt: skip
     cells = []
     for i, row in enumerate(rows):
         if row["capacity_blocks"] is None:
@@ -169,5 +186,8 @@ def working_set_table(
             line = [target_label(row["target"]), f"{row['capacity_blocks']:,}", _count_cell(row["capacity_tokens"])]
             if with_gib:
                 line.append(gib_cell(row.get("capacity_bytes")))
+        if ranges:
+            low, high = row["capacity_blocks_low"], row["capacity_blocks_high"]
+            line.append(f"{'not reached' if low is None else f'{low:,}'} - {'not reached' if high is None else f'{high:,}'}")
         cells.append(line + list(extra_cells[i] if extra_cells else ()))
     return format_table(headers, cells)

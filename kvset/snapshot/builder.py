@@ -154,6 +154,7 @@ class SnapshotBuilder:
             ranks=rank_views,
             pooling=pooled,
             pooling_note=pooling_note,
+            sample=analyzer.sampling,
         )
 
     # -- parts ---------------------------------------------------------------

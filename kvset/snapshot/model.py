@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -252,6 +252,9 @@ class Snapshot:
     ranks: tuple[RankView, ...] = ()
     pooling: Pooling | None = None
     pooling_note: str | None = None
+    # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
+    # count but accesses, tokens and requests is an estimate; None: measured on every block
+    sample: SampleInfo | None = None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]
