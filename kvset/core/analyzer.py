@@ -226,6 +226,7 @@ class Analyzer(TimeSlotViews):
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
         i = run_start = 0
+        run_slot = first  # the slot the current run's accesses belong to
         self._clear_scratch()
         while True:
             i = K.feed_kernel(
@@ -237,12 +238,12 @@ class Analyzer(TimeSlotViews):
             if reason == K.STOP_GROW:
                 t.grow()
                 continue
-            slot = int(t.meta[K.M_SLOT])
             requests = int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
-            self._close_run(slot, requests)
+            self._close_run(run_slot, requests)
             if reason == K.STOP_DONE:
                 break
-            run_start = i  # the kernel has set the next slot
+            # the kernel stopped at the first access of a later slot and made that slot current
+            run_start, run_slot = i, int(t.meta[K.M_SLOT])
             self._clear_scratch()
         self.late_accesses += int(t.meta[K.M_LATE]) - late_before
 

@@ -124,3 +124,12 @@ def test_windows_after_long_gaps_hold_only_their_own_slots():
     series = a.slot_series(360.0)
     assert series.accesses.sum() == 160 + 80
     assert a.curve(window=3600).accesses == 310  # the coarse ring holds them all
+
+
+def test_per_access_timestamps_land_in_their_own_slots():
+    a = Analyzer(horizon=1000)
+    # 3 accesses in slot 10, 2 in slot 11, 1 in slot 13 (1 s slots), all in one feed
+    a.feed(np.arange(6, dtype=np.uint64), timestamps=np.array([10.1, 10.5, 10.9, 11.0, 11.7, 13.2]))
+    series = a.slot_series(6.0)
+    by_slot = dict(zip(range(series.end_slot - len(series) + 1, series.end_slot + 1), series.accesses.tolist()))
+    assert {s: n for s, n in by_slot.items() if n} == {10: 3, 11: 2, 13: 1}
