@@ -247,6 +247,18 @@ class TraceLineParser:
             raise TraceError(f"{example} ({reason.partition(';')[0]})")
         self.warnings.reject(reason, example)
 
+    @staticmethod
+    def _mismatch_reason(block: int) -> str:
+        return f"hash_ids count is not ceil(input_length / {block}); request kept"
+
+    def warn_mismatch(self, block: int, lineno: int, ids: int, input_length: int) -> None:
+        """A request kept although its hash_ids count does not fit input_length and the block size."""
+        self._warn(self._mismatch_reason(block), lineno, f"{ids} hash_ids for input_length {input_length}")
+
+    def count_mismatches(self, block: int, n: int) -> None:
+        """n more such requests, past the examples kept (not strict: strict stops at the first)."""
+        self.warnings.reject(self._mismatch_reason(block), count=n)
+
     def _refused(self, line: bytes, lineno: int, error: msgspec.DecodeError) -> None:
         if not line.strip():
             return  # blank lines carry nothing
@@ -301,7 +313,7 @@ class TraceLineParser:
                 start += 1
             if self.format is None:
                 return ParsedRequests.empty()
-        elif not self._looked:
+        elif self.format_given and not self._looked:
             for line in lines[:64]:
                 self._check_given_format(line)
                 if self._looked:
@@ -346,10 +358,7 @@ class TraceLineParser:
                     continue
                 explicit[len(id_lists)] = req.block_tokens
             elif n != -(-req.input_length // b):
-                self._warn(
-                    f"hash_ids count is not ceil(input_length / {b}); request kept",
-                    lineno, f"{n} hash_ids for input_length {req.input_length}",
-                )  # fmt: skip
+                self.warn_mismatch(b, lineno, n, req.input_length)
             line_blocks.append(b)
             id_lists.append(ids)
             input_lengths.append(req.input_length)
