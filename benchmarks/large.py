@@ -39,14 +39,15 @@ class Part:
     label: str
     seconds: float
     peak_rss: int  # bytes
+    cpu: float  # user + system seconds of the process
     result: dict
 
 
 TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
-def run_child_rusage(cmd: list[str], stdout_to_null: bool = False) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS bytes, stdout) of one child.
+def run_child_rusage(cmd: list[str], stdout_to_null: bool = False) -> tuple[float, int, float, str]:
+    """(wall seconds, peak RSS bytes, CPU seconds, stdout) of one child.
 
     The peak comes from GNU time (-f %M) where it is installed: a child forked from this process
     starts with this process's peak in its ru_maxrss, a child of `time` with time's (2 MB).
@@ -55,7 +56,7 @@ def run_child_rusage(cmd: list[str], stdout_to_null: bool = False) -> tuple[floa
     out_file = subprocess.DEVNULL if stdout_to_null else subprocess.PIPE
     with tempfile.TemporaryDirectory(prefix="kvset-bench-") as tmp:
         err_path, rss_path = Path(tmp) / "stderr", Path(tmp) / "rss"
-        full = [TIME, "-f", "%M", "-o", str(rss_path), *cmd] if TIME else cmd
+        full = [TIME, "-f", "%M %U %S", "-o", str(rss_path), *cmd] if TIME else cmd
         with open(err_path, "wb") as err:  # a file, not a pipe: a chatty stderr cannot block the child
             started = time.perf_counter()
             proc = subprocess.Popen(full, cwd=ROOT, env=env, stdout=out_file, stderr=err)
@@ -65,13 +66,17 @@ def run_child_rusage(cmd: list[str], stdout_to_null: bool = False) -> tuple[floa
         code = os.waitstatus_to_exitcode(status)
         if code != 0:
             raise RuntimeError(f"{' '.join(cmd[:5])} failed (exit {code}):\n{err_path.read_text()[-3000:]}")
-        rss_kib = int(rss_path.read_text().split()[-1]) if TIME else usage.ru_maxrss
-    return took, rss_kib * 1024, out.decode()
+        if TIME:
+            rss_kib, user, system = rss_path.read_text().split()[-3:]
+            cpu = float(user) + float(system)
+        else:
+            rss_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    return took, int(rss_kib) * 1024, cpu, out.decode()
 
 
 def part_of(label: str, role: str, spec: dict) -> Part:
-    took, rss, out = run_child_rusage([sys.executable, "-m", "benchmarks.large_parts", role, json.dumps(spec)])
-    return Part(label, took, rss, json.loads(out.strip().splitlines()[-1]))
+    took, rss, cpu, out = run_child_rusage([sys.executable, "-m", "benchmarks.large_parts", role, json.dumps(spec)])
+    return Part(label, took, rss, cpu, json.loads(out.strip().splitlines()[-1]))
 
 
 def log_capacities(distinct: int, horizon: int, n: int = 20) -> list[int]:
@@ -81,8 +86,8 @@ def log_capacities(distinct: int, horizon: int, n: int = 20) -> list[int]:
 
 def analyze_part(path: Path, capacities: list[int]) -> Part:
     cmd = [sys.executable, "-m", "kvset", "analyze", str(path), "--json", "--capacities", ",".join(map(str, capacities))]
-    took, rss, out = run_child_rusage(cmd)
-    return Part("kvset analyze, end to end", took, rss, json.loads(out))
+    took, rss, cpu, out = run_child_rusage(cmd)
+    return Part("kvset analyze, end to end", took, rss, cpu, json.loads(out))
 
 
 def compare(report: dict, reference: dict) -> list[str]:
@@ -124,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
 
     caps = log_capacities(trace.distinct_blocks, DEFAULT_HORIZON)
     parts: list[Part] = []
-    took, rss, _ = run_child_rusage(["gzip", "-dc", str(trace.path)], stdout_to_null=True)
-    parts.append(Part("gzip -dc", took, rss, {}))
-    parts.append(part_of("reader alone (bytes to arrays)", "reader", {"path": str(trace.path)}))
+    took, rss, cpu, _ = run_child_rusage(["gzip", "-dc", str(trace.path)], stdout_to_null=True)
+    parts.append(Part("gzip -dc", took, rss, cpu, {}))
+    parts.append(part_of("reader alone (TraceStream: bytes to batches)", "reader", {"path": str(trace.path)}))
     parts.append(part_of("analyzer alone (keys from .npy)", "analyzer", {"arrays": str(trace.arrays), "capacities": caps}))
     analyze = analyze_part(trace.path, caps)
     parts.append(analyze)
@@ -136,12 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         parts.append(reference)
     gzip_seconds = parts[0].seconds
     print()
-    print(f"{'part (each its own process)':<40} {'process s':>9} {'work s':>7} {'accesses/s':>12} {'x gzip -dc':>10} "
-          f"{'peak RSS':>10}")  # fmt: skip
+    print(f"{'part (each its own process)':<46} {'process s':>9} {'CPU s':>6} {'work s':>7} {'accesses/s':>12} "
+          f"{'x gzip -dc':>10} {'peak RSS':>10}")  # fmt: skip
     for part in parts:
         # work: the part's own clock (no interpreter start, no .npy load); accesses/s from it
         work = part.result.get("seconds") if isinstance(part.result.get("seconds"), float) else part.seconds
-        print(f"{part.label:<40} {part.seconds:9.2f} {work:7.2f} {_rate(trace.accesses, work):>12} "
+        print(f"{part.label:<46} {part.seconds:9.2f} {part.cpu:6.2f} {work:7.2f} {_rate(trace.accesses, work):>12} "
               f"{part.seconds / gzip_seconds:9.1f}x {part.peak_rss / 2**30:7.2f} GiB")  # fmt: skip
     notes = analyze.result.get("notes", [])
     print(f"kvset analyze: read {analyze.result['seconds']['read']:.2f} s, analyze {analyze.result['seconds']['analyze']:.2f} s "

@@ -75,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
         geometry = geometry_from_args(args.model, args) if args.model else None
-        batches, summary = load_input(args)
+        batches, summary = load_input(args, stream=True)
+        result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
-    result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2

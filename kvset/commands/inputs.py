@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kvset.formats import FORMATS, read_trace
+from kvset.formats.stream import TraceStream
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.offline import InputSummary
 from kvset.sources.engine_cli import add_log_arguments, log_source_from_args
@@ -36,8 +37,11 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     add_log_arguments(p)
 
 
-def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
-    """A factory of access batches (callable again for a second pass) and what was read."""
+def load_input(args: argparse.Namespace, stream: bool = False) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+    """A factory of access batches (callable again for a second pass) and what was read.
+
+    stream: a trace file is read as a stream (kvset.formats.stream), once; the summary is
+    filled in when the analysis has read it all."""
     if args.demo:
         if args.trace:
             raise InputError("give a trace or --demo, not both")
@@ -60,6 +64,10 @@ def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBa
         raise InputError("no trace given: kvset analyze TRACE (or --demo, or --log PATH)")
     if args.trace != "-" and not Path(args.trace).exists():
         raise InputError(f"no such file: {args.trace}")
+    if stream and args.trace != "-":
+        reader = TraceStream(args.trace, format=args.format, block_size=args.block_size, strict=args.strict,
+                             hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed)  # fmt: skip
+        return (lambda: reader), InputSummary(name=args.trace, format=args.format or "", block_tokens=args.block_size)
     t0 = time.perf_counter()
     trace = read_trace(
         args.trace,

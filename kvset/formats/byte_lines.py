@@ -122,7 +122,7 @@ def _read(stream: BinaryIO, size: int) -> tuple[bytes, Exception | None]:
     got = 0
     while got < size:
         try:
-            piece = stream.read(_PIECE)
+            piece = stream.read(min(_PIECE, size - got))
         except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
             return b"".join(pieces), e
         if not piece:
@@ -132,11 +132,12 @@ def _read(stream: BinaryIO, size: int) -> tuple[bytes, Exception | None]:
     return b"".join(pieces), None
 
 
-def iter_byte_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[bytes, int, int]]:
+def iter_byte_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int | None = None) -> Iterator[tuple[bytes, int, int]]:
     """(whole lines, number of the first, how many) per chunk of about chunk_bytes.
 
     A truncated or corrupt gzip tail ends the input visibly, after the whole lines before it.
     """
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     lineno = 1
     rest = b""
     first = True

@@ -251,9 +251,15 @@ class TraceLineParser:
     def _mismatch_reason(block: int) -> str:
         return f"hash_ids count is not ceil(input_length / {block}); request kept"
 
-    def warn_mismatch(self, block: int, lineno: int, ids: int, input_length: int) -> None:
-        """A request kept although its hash_ids count does not fit input_length and the block size."""
-        self._warn(self._mismatch_reason(block), lineno, f"{ids} hash_ids for input_length {input_length}")
+    def warn_mismatch(self, block: int, lineno: int, ids: int, input_length: int, strict: bool = True) -> None:
+        """A request kept although its hash_ids count does not fit input_length and the block size.
+
+        strict=False: counted even in strict mode (a block size inferred afterwards rechecks them)."""
+        detail = f"{ids} hash_ids for input_length {input_length}"
+        if strict:
+            self._warn(self._mismatch_reason(block), lineno, detail)
+        else:
+            self.warnings.reject(self._mismatch_reason(block), f"line {lineno}: {detail}")
 
     def count_mismatches(self, block: int, n: int) -> None:
         """n more such requests, past the examples kept (not strict: strict stops at the first)."""

@@ -169,8 +169,7 @@ def read_trace(
     else:
         name = str(getattr(source, "name", "the input stream"))
     if parsed.requests == 0:
-        why = parser.rejects.describe() if parser.rejects else "the input is empty" if lines == 0 else "no line is a request"
-        raise TraceError(f"no valid request in {name} ({lines} lines read)\n{why}")
+        raise no_request_error(name, lines, parser)
     assert parser.format is not None and parser.block_tokens is not None
     notes = list(parser.notes)
     if format is not None:
@@ -186,9 +185,7 @@ def read_trace(
     parsed, stamps, reordered = _sort_by_time(parsed, stamps)
     if reordered:
         notes.append("requests were not in timestamp order; sorted by timestamp (stable)")
-    for warning in warnings.summary():
-        first = "; ".join(warning.examples[:3])
-        notes.append(f"{warning.count} requests: {warning.reason} ({first})")
+    notes += warning_notes(warnings)
     return Trace(
         format=parser.format,
         block_tokens=block_tokens,
@@ -203,6 +200,16 @@ def read_trace(
         request_lines=parsed.request_lines,
         parse_seconds=time.perf_counter() - started,
     )
+
+
+def no_request_error(name: str, lines: int, parser: TraceLineParser) -> TraceError:
+    why = parser.rejects.describe() if parser.rejects else "the input is empty" if lines == 0 else "no line is a request"
+    return TraceError(f"no valid request in {name} ({lines} lines read)\n{why}")
+
+
+def warning_notes(warnings: RejectCounter) -> list[str]:
+    """One note per reason for the requests kept despite a doubtful field."""
+    return [f"{w.count} requests: {w.reason} ({'; '.join(w.examples[:3])})" for w in warnings.summary()]
 
 
 def _settle_block_size(
