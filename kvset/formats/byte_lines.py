@@ -8,13 +8,12 @@ traces, and the lines before the format is known, take the msgspec path whole.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
 import numpy as np
 
-from kvset.formats.byte_input import TraceError
+from kvset.formats.byte_input import INFLATE_ERRORS, TraceError
 from kvset.formats.scan import END, count_mismatches, line_end, scan_lines, split_tokens_into
 from kvset.formats.trace_lines import TIME_UNITS_PER_SECOND, ParsedRequests, TraceLineParser
 
@@ -123,7 +122,7 @@ def _read(stream: BinaryIO, size: int) -> tuple[bytes, Exception | None]:
     while got < size:
         try:
             piece = stream.read(min(_PIECE, size - got))
-        except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        except INFLATE_ERRORS as e:
             return b"".join(pieces), e
         if not piece:
             break

@@ -6,7 +6,6 @@ Built on TraceLineParser (the same code path a tailing source uses), one chunk o
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import BinaryIO
 import numpy as np
 
 from kvset.formats.block_size import check_block_size
-from kvset.formats.byte_input import TraceError, open_trace_input
+from kvset.formats.byte_input import INFLATE_ERRORS, TraceError, open_trace_input
 from kvset.formats.byte_lines import feed_bytes, iter_byte_chunks
 from kvset.formats.trace_lines import (
     FORMATS,
@@ -89,7 +88,7 @@ def _iter_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_lines: int) ->
                 chunk.append(line)
                 if len(chunk) >= chunk_lines:
                     break
-        except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        except INFLATE_ERRORS as e:
             failure = e
         if lineno == 1 and chunk and chunk[0].startswith(_BOM):
             chunk[0] = chunk[0][len(_BOM) :]

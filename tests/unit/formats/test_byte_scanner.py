@@ -216,3 +216,13 @@ _line = st.builds(
 @given(st.lists(_line, min_size=1, max_size=30), st.sampled_from([None, "mooncake", "bailian"]))
 def test_random_valid_lines_read_the_same(objs, fmt):
     assert_same(lines(*objs), format=fmt)
+
+
+def test_corrupt_gzip_data_is_a_counted_rejection_on_both_paths():
+    data = lines(*[moon(i, list(range(i, i + 50))) for i in range(3000)])
+    packed = bytearray(gzip.compress(data))
+    packed[len(packed) // 2 : len(packed) // 2 + 64] = b"\xff" * 64  # a damaged deflate block
+    for trace in both(bytes(packed)):
+        (rejection,) = trace.rejects.summary()
+        assert rejection.reason == "input ends early (truncated or corrupt data)"
+        assert 0 < trace.requests < 3000
