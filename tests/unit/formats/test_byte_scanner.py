@@ -223,6 +223,7 @@ def test_corrupt_gzip_data_is_a_counted_rejection_on_both_paths():
     packed = bytearray(gzip.compress(data))
     packed[len(packed) // 2 : len(packed) // 2 + 64] = b"\xff" * 64  # a damaged deflate block
     for trace in both(bytes(packed)):
-        (rejection,) = trace.rejects.summary()
-        assert rejection.reason == "input ends early (truncated or corrupt data)"
+        reasons = {r.reason for r in trace.rejects.summary()}
+        # lines inflated wrongly before the damage is found are rejected as what they are
+        assert "input ends early (truncated or corrupt data)" in reasons
         assert 0 < trace.requests < 3000
