@@ -75,8 +75,12 @@ class TraceStream:
     `notes`, `requests`, `format` and `block_tokens` say what was read."""
 
     def __init__(self, path: str | Path, format: str | None = None, block_size: int | None = None,
-                 strict: bool = False, hash_algo: str = "sha256", python_hash_seed: str | None = None) -> None:  # fmt: skip
+                 strict: bool = False, hash_algo: str = "sha256", python_hash_seed: str | None = None,
+                 exact: bool = True) -> None:  # fmt: skip
+        """exact=False (a live replay): where read_trace would have read otherwise, go on and say so
+        in the notes instead of raising NeedsWholeTrace."""
         self.path = path
+        self.exact = exact
         self.given_format = format
         self.given_block = block_size
         self.parser = TraceLineParser(format, block_size, strict, hash_algo, python_hash_seed)
@@ -124,7 +128,7 @@ class TraceStream:
                 fits = _Fits(p.block_tokens or 1)
             fits.add(parsed)
             if self._switched is not None and (parsed.request_input_lengths < 0).any():
-                raise NeedsWholeTrace("lines carry their own block sizes and the default one is wrong")
+                self._inexact("lines carry their own block sizes and the default one is wrong")
             if held is not None:
                 held.append(parsed)
                 if fits.checked < MIN_REQUESTS:
@@ -146,7 +150,7 @@ class TraceStream:
         if self.given_block is not None or not check.better_known:
             return parsed
         if (parsed.request_input_lengths < 0).any():
-            raise NeedsWholeTrace("lines carry their own block sizes and the default one is wrong")
+            self._inexact("lines carry their own block sizes and the default one is wrong")
         best = check.best
         self._switched = best
         p.block_size = best  # the lines after these are read with it
@@ -214,7 +218,7 @@ class TraceStream:
                 parsed, stamps = parsed.reordered(order), stamps[order]
                 self.sorted_in_window = True
             if stamps[0] < released:
-                raise NeedsWholeTrace("requests out of timestamp order beyond the reorder window")
+                self._inexact("requests out of timestamp order beyond the reorder window")
             head, rest = _split(parsed, parsed.requests - arrived)
             if head.requests:
                 released = stamps[head.requests - 1]
@@ -222,6 +226,13 @@ class TraceStream:
             tail = (rest, stamps[head.requests :])
         if tail is not None:
             yield tail
+
+    def _inexact(self, why: str) -> None:
+        if self.exact:
+            raise NeedsWholeTrace(why)
+        note = f"read otherwise than the whole file would be: {why}"
+        if note not in self.parser.notes:
+            self.parser.notes.append(note)
 
     # -- the whole -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[AccessBatch]:
@@ -234,14 +245,14 @@ class TraceStream:
         p = self.parser
         if self.requests == 0:
             raise no_request_error(str(self.path) if str(self.path) != "-" else "stdin", self.lines, p)
+        fits = getattr(self, "_fits", None)
+        check = fits.check() if p.format != "tokens" and fits is not None else None
+        if check is not None and self._switched != (check.best if check.better_known and self.given_block is None else None):
+            self._inexact("the block size the whole trace keeps is not the one its first lines keep")
         notes = list(p.notes)
         if self.given_format is not None:
             notes.insert(0, f"format {self.given_format} (given)")
-        fits = getattr(self, "_fits", None)
-        if p.format != "tokens" and fits is not None:
-            check = fits.check()
-            if self._switched != (check.best if check.better_known and self.given_block is None else None):
-                raise NeedsWholeTrace("the block size the whole trace keeps is not the one its first lines keep")
+        if check is not None:
             if check.wrong and self.given_block is not None and check.better_known:
                 raise TraceError(f"--block-size {check.block_tokens} does not fit this trace: {check.describe()}: "
                                  f"give --block-size {check.best}")  # fmt: skip
