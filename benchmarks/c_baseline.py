@@ -126,8 +126,20 @@ def run_analyzer(keys_path: str, capacities: list[int]) -> dict:
             "hits": [curve.hits(c) for c in capacities], "compactions": int(a._t.meta[7])}  # fmt: skip
 
 
-def compare(distinct: int, reuses: int, progress=print) -> dict:
-    """Both contenders in their own processes, one after the other; the figures and the check."""
+def _analyzer_in(root: Path, keys: Path, caps: list[int]) -> dict:
+    """The analyzer of the kvset tree under root, in its own process."""
+    here = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{here}")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.c_baseline", str(keys), json.dumps(caps)], check=True,
+                         capture_output=True, text=True, env=env, cwd=root).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def compare(distinct: int, reuses: int, other_tree: Path | None = None, progress=print) -> dict:
+    """The contenders in their own processes, one after the other; the figures and the check.
+
+    other_tree: a second kvset tree (e.g. main's, `git archive main kvset | tar -x -C DIR`) whose
+    analyzer runs too, side by side."""
     with tempfile.TemporaryDirectory(prefix="kvset-cbase-") as tmp:
         folder = Path(tmp)
         keys = make_keys(distinct, reuses)
@@ -141,12 +153,13 @@ def compare(distinct: int, reuses: int, progress=print) -> dict:
         progress(f"C baseline and analyzer on {distinct:,} distinct blocks, {distinct + reuses:,} accesses")
         c = json.loads(subprocess.run([str(binary), str(folder / "keys.bin"), str(len(caps)), *map(str, caps)],
                                       check=True, capture_output=True, text=True).stdout)  # fmt: skip
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        ours = json.loads(subprocess.run([sys.executable, "-m", "benchmarks.c_baseline", str(folder / "keys.npy"),
-                                          json.dumps(caps)], check=True, capture_output=True, text=True,
-                                         env=env).stdout.strip().splitlines()[-1])  # fmt: skip
+        ours = _analyzer_in(Path(__file__).resolve().parent.parent, folder / "keys.npy", caps)
+        other = _analyzer_in(other_tree, folder / "keys.npy", caps) if other_tree else None
     same = c["hits"] == ours["hits"] and c["first_time"] == ours["first_time"]
-    return {"distinct": distinct, "accesses": distinct + reuses, "c": c, "analyzer": ours, "identical": same,
+    if other is not None:
+        same = same and other["hits"] == c["hits"]
+    return {"distinct": distinct, "accesses": distinct + reuses, "c": c, "analyzer": ours, "other": other,
+            "other_tree": str(other_tree) if other_tree else None, "identical": same,
             "ratio": ours["seconds"] / c["seconds"]}  # fmt: skip
 
 
@@ -155,7 +168,10 @@ def report(r: dict) -> list[str]:
         return [f"C baseline skipped: {r['skipped']}"]
     n = r["accesses"]
     out = [f"{'at ' + format(r['distinct'], ',') + ' distinct blocks':<46} {'seconds':>9} {'ns/access':>10} {'accesses/s':>12}"]
-    for label, part in (("textbook C hash table + Fenwick (gcc -O2)", r["c"]), ("kvset analyzer", r["analyzer"])):
+    rows = [("textbook C hash table + Fenwick (gcc -O2)", r["c"]), ("kvset analyzer", r["analyzer"])]
+    if r.get("other"):
+        rows.append((f"kvset analyzer of {r['other_tree']}", r["other"]))
+    for label, part in rows:
         out.append(f"{label:<46} {part['seconds']:9.2f} {1e9 * part['seconds'] / n:10.0f} {n / part['seconds'] / 1e6:8.1f} M/s")
     out.append(f"identical hits at 20 capacities and first accesses: {'yes' if r['identical'] else 'NO'}")
     out.append(f"goal: analyzer within {GOAL_VS_C}x of the C baseline: {r['ratio']:.2f}x "

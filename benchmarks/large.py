@@ -27,11 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.c_baseline import compare as compare_with_c
+from benchmarks.c_baseline import report as report_c
 from benchmarks.large_trace import ACCESSES, DATA, SEED, large_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_VS_GZIP = 3.0
 GOAL_RSS = 1 << 30
+C_DISTINCT = 30_000_000
 
 
 @dataclass
@@ -118,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--data", type=Path, default=DATA, help="cache folder of generated traces (default benchmarks/data)")
     p.add_argument("--no-reference", action="store_true", help="skip the msgspec path (no equality check)")
+    p.add_argument("--c-distinct", type=int, default=C_DISTINCT,
+                   help=f"distinct blocks for the C-baseline comparison (default {C_DISTINCT:,}; 0: skip it)")  # fmt: skip
+    p.add_argument("--other-tree", type=Path,
+                   help="a second kvset tree whose analyzer runs beside the C baseline too "
+                        "(e.g. main's: git archive main kvset | tar -x -C DIR)")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
 
@@ -161,11 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"goal: kvset analyze within {GOAL_VS_GZIP:.0f}x of gzip -dc: {ratio:.1f}x "
           f"{'PASS' if ratio <= GOAL_VS_GZIP else 'MISS'}; peak RSS <= 1 GiB: {analyze.peak_rss / 2**30:.2f} GiB "
           f"{'PASS' if analyze.peak_rss <= GOAL_RSS else 'MISS'}")  # fmt: skip
+    c_result = None
+    if args.c_distinct:
+        print(flush=True)
+        c_result = compare_with_c(args.c_distinct, args.c_distinct // 3, args.other_tree,
+                                  progress=lambda m: print(m, flush=True))  # fmt: skip
+        print("\n".join(report_c(c_result)))
+        ok = ok and c_result.get("identical", True)
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"trace": trace.describe(), "capacities": caps, "load_end": load,
-                                         "parts": [p.__dict__ for p in parts]}, indent=1, default=str))  # fmt: skip
+                                         "parts": [p.__dict__ for p in parts], "c_baseline": c_result}, indent=1, default=str))  # fmt: skip
     return 0 if ok else 1
 
 

@@ -62,6 +62,15 @@ def _no_hugepage_advice():
         _set_madvise_hugepage(previous)
 
 
+def _cache_aligned_zeros(shape, dtype=np.uint64) -> np.ndarray:
+    """Zeros whose first element starts a cache line, so 64-byte groups (a live-bit superblock,
+    a Bloom block) are one line each, not two."""
+    n = int(np.prod(shape))
+    raw = np.zeros(n + 8, dtype=dtype)
+    skip = (-raw.ctypes.data % 64) // raw.itemsize
+    return raw[skip : skip + n].reshape(shape)
+
+
 class _Tracker:
     """The kernel's state arrays, sized for `max_tracked` blocks; grown by doubling."""
 
@@ -89,7 +98,7 @@ class _Tracker:
         superblocks = (2 * self.max_tracked) // (64 * K.WORDS_PER_SB) + 1
         nwords = superblocks * K.WORDS_PER_SB
         self.slot_keys = np.zeros(64 * nwords, dtype=np.uint64)
-        self.live = np.zeros(nwords, dtype=np.uint64)  # one bit per slot
+        self.live = _cache_aligned_zeros(nwords)  # one bit per slot
         self.fen = np.zeros(superblocks + 1, dtype=np.int64)  # live bits per superblock
         hist_len = self.max_tracked + 2
         if len(self.hist) < hist_len:
@@ -104,7 +113,7 @@ class _Tracker:
             # each holding the last max(2H, 65536) forgotten blocks.
             remembered = max(2 * self.horizon, 1 << 16)
             self.bloom_cap = remembered
-            self.bloom = np.zeros((2, _next_pow2(16 * remembered) // 64), dtype=np.uint64)
+            self.bloom = _cache_aligned_zeros((2, _next_pow2(16 * remembered) // 64))
 
     def grow(self) -> None:
         old_keys, old_live, old_meta = self.slot_keys, self.live, self.meta

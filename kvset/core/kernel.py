@@ -49,7 +49,11 @@ C_FIRST_TIME_TOKENS = 5
 C_BEYOND_TOKENS = 6
 COUNTS_SIZE = 7
 
-PREFETCH = 8  # accesses ahead
+# Prefetching, in two stages, so that an access's dependent DRAM loads overlap the work of the
+# accesses before it: the hash-table cell of the key PREFETCH_CELL accesses ahead, then, once that
+# cell has arrived, the live-bit word of the slot it holds, PREFETCH_SLOT accesses ahead.
+PREFETCH_CELL = 24
+PREFETCH_SLOT = 10
 
 # distance codes written to `out`
 FIRST_TIME = 0
@@ -253,25 +257,32 @@ def _table_delete(table, mask, h):
     table[2 * h + 1] = EMPTY
 
 
+# A blocked Bloom filter: a key's four bits lie in one block of 512 bits (8 words, one cache line),
+# chosen by the high half of its hash; the low half gives the four bit positions, 9 bits each.
+BLOOM_BLOCK_WORDS = 8
+
+
 @njit(inline="always")
-def _bloom_bits(key, nbits_mask, i):
-    return np.int64(_mix(key + np.uint64(0x9E3779B97F4A7C15) * np.uint64(i + 1)) & np.uint64(nbits_mask))
+def _bloom_block(key, words):
+    h = _mix(key + np.uint64(0x9E3779B97F4A7C15))
+    blocks = words // BLOOM_BLOCK_WORDS
+    return np.int64((h >> np.uint64(32)) % np.uint64(blocks)) * BLOOM_BLOCK_WORDS, h
 
 
 @njit(inline="always")
 def _bloom_add(bloom, row, key):
-    mask = bloom.shape[1] * 64 - 1
+    base, h = _bloom_block(key, bloom.shape[1])
     for i in range(4):
-        b = _bloom_bits(key, mask, i)
-        bloom[row, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
+        bloom[row, base + (b >> 6)] |= np.uint64(1) << np.uint64(b & 63)
 
 
 @njit(inline="always")
 def _bloom_has(bloom, row, key):
-    mask = bloom.shape[1] * 64 - 1
+    base, h = _bloom_block(key, bloom.shape[1])
     for i in range(4):
-        b = _bloom_bits(key, mask, i)
-        if (bloom[row, b >> 6] >> np.uint64(b & 63)) & np.uint64(1) == 0:
+        b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
+        if (bloom[row, base + (b >> 6)] >> np.uint64(b & 63)) & np.uint64(1) == 0:
             return False
     return True
 
@@ -395,9 +406,15 @@ def feed_kernel(
             meta[M_NOW] = now
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
-        if i + PREFETCH < stop:
-            # start the cache miss of a later key's home cell now, so it overlaps this work
-            _prefetch(table, 2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask)))
+        if i + PREFETCH_CELL < stop:
+            _prefetch(table, 2 * np.int64(_mix(keys[i + PREFETCH_CELL]) & np.uint64(mask)))
+        if i + PREFETCH_SLOT < stop:
+            ahead = keys[i + PREFETCH_SLOT]
+            c = 2 * np.int64(_mix(ahead) & np.uint64(mask))
+            if table[c] == ahead and table[c + 1] != EMPTY:  # found in its home cell (the usual case)
+                q = np.int64(table[c + 1])
+                if q < nslots:
+                    _prefetch(live, q >> 6)
         key = keys[i]
         tok = tokens[i] if per_access_tokens else tokens[0]
         h = _table_find(table, mask, key)
