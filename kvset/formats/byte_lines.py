@@ -75,19 +75,21 @@ class _Run:
         )
 
 
-def feed_bytes(parser: TraceLineParser, data: bytes, first_lineno: int) -> ParsedRequests:
-    """Parse whole lines (the last may lack its newline); line i of data has number first_lineno + i."""
+def feed_bytes(parser: TraceLineParser, data: bytes | memoryview, first_lineno: int) -> tuple[ParsedRequests, int]:
+    """Parse whole lines (the last may lack its newline); line i of data has number first_lineno + i.
+    Returns the requests and the number of lines."""
     buf = np.frombuffer(data, dtype=np.uint8)
     end = len(buf)
     pos, lineno = 0, first_lineno
     parts: list[ParsedRequests] = []
     while pos < end and not _ready(parser) and parser.format != "tokens":
         stop = line_end(buf, pos, end)
-        parts.append(parser.feed_lines([data[pos : stop + 1]], lineno))
+        parts.append(parser.feed_lines([bytes(data[pos : stop + 1])], lineno))
         pos, lineno = stop + 1, lineno + 1
     if pos < end and parser.format == "tokens":
-        parts.append(parser.feed_lines(_split_lines(data[pos:]), lineno))
-        return ParsedRequests.concat(parts)
+        rest = _split_lines(bytes(data[pos:]))
+        parts.append(parser.feed_lines(rest, lineno))
+        return ParsedRequests.concat(parts), lineno + len(rest) - first_lineno
     run = _Run(end - pos) if pos < end else None
     units = TIME_UNITS_PER_SECOND[parser.format or "mooncake"]
     pending: list[bytes] = []  # consecutive lines for the msgspec path
@@ -108,59 +110,90 @@ def feed_bytes(parser: TraceLineParser, data: bytes, first_lineno: int) -> Parse
         stop = line_end(buf, pos, end)
         if not pending:
             pending_first = lineno
-        pending.append(data[pos : stop + 1])
+        pending.append(bytes(data[pos : stop + 1]))
         pos, lineno = stop + 1, lineno + 1
     if pending:
         parts.append(parser.feed_lines(pending, pending_first))
-    return ParsedRequests.concat(parts)
+    return ParsedRequests.concat(parts), lineno - first_lineno
 
 
-def _read(stream: BinaryIO, size: int) -> tuple[bytes, Exception | None]:
-    """About size bytes, in pieces: a corrupt tail loses only the piece it is in, as a line reader would."""
-    pieces: list[bytes] = []
-    got = 0
-    while got < size:
-        try:
-            piece = stream.read(min(_PIECE, size - got))
-        except INFLATE_ERRORS as e:
-            return b"".join(pieces), e
-        if not piece:
-            break
-        pieces.append(piece)
-        got += len(piece)
-    return b"".join(pieces), None
+class _Chunks:
+    """Whole lines of a stream, about chunk_bytes at a time, read in place into one buffer.
+
+    Each view handed out is valid until the next one is asked for (the buffer is reused: no
+    fresh pages per chunk, no copies but the partial last line's)."""
+
+    def __init__(self, stream: BinaryIO, chunk_bytes: int) -> None:
+        self.stream = stream
+        self._use(bytearray(chunk_bytes))
+        self.filled = 0
+        self.failure: Exception | None = None
+
+    def _use(self, buffer: bytearray) -> None:
+        self.buffer = buffer
+        self.view = memoryview(buffer)
+
+    def _read_into(self, view: memoryview) -> int:
+        readinto = getattr(self.stream, "readinto", None)
+        if readinto is not None:
+            return readinto(view)
+        data = self.stream.read(len(view))  # a file object with read() only
+        view[: len(data)] = data
+        return len(data)
+
+    def _fill(self) -> int:
+        """Read into the free end of the buffer in pieces (a corrupt tail loses only the piece it is
+        in, as a line reader would); returns the bytes read."""
+        got = 0
+        while self.filled < len(self.buffer):
+            try:
+                n = self._read_into(self.view[self.filled : self.filled + _PIECE])
+            except INFLATE_ERRORS as e:
+                self.failure = e
+                break
+            if not n:
+                break
+            self.filled += n
+            got += n
+        return got
+
+    def __iter__(self) -> Iterator[memoryview]:
+        first = True
+        while True:
+            got = self._fill()
+            start = len(_BOM) if first and self.buffer.startswith(_BOM) else 0
+            first = False
+            ended = self.failure is not None or got == 0
+            cut = self.buffer.rfind(b"\n", start, self.filled) + 1
+            if ended and self.failure is None:
+                cut = self.filled  # the end: a last line without its newline
+            elif not cut and self.filled == len(self.buffer):  # a line longer than the buffer: double it
+                grown = bytearray(2 * len(self.buffer))
+                grown[: self.filled] = self.buffer
+                self._use(grown)
+                continue
+            if cut > start:
+                yield self.view[start:cut]
+            rest = self.filled - max(cut, start)
+            self.buffer[:rest] = self.buffer[self.filled - rest : self.filled]  # same size: no resize
+            self.filled = rest
+            if ended:
+                return
 
 
-def iter_byte_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int | None = None) -> Iterator[tuple[bytes, int, int]]:
-    """(whole lines, number of the first, how many) per chunk of about chunk_bytes.
+def read_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int | None = None) -> Iterator[tuple[ParsedRequests, int]]:
+    """(requests, lines read so far) per chunk of about chunk_bytes of whole lines.
 
     A truncated or corrupt gzip tail ends the input visibly, after the whole lines before it.
     """
-    chunk_bytes = chunk_bytes or CHUNK_BYTES
-    lineno = 1
-    rest = b""
-    first = True
-    while True:
-        block, failure = _read(stream, chunk_bytes)
-        if first and block.startswith(_BOM):
-            block = block[len(_BOM) :]
-        first = False
-        data = rest + block if rest else block
-        if failure is None and not block:  # the end: a last line without its newline
-            if data:
-                yield data, lineno, 1
-            return
-        cut = data.rfind(b"\n") + 1
-        if failure is not None:
-            data, cut = data[:cut], cut  # a partial last line is lost, as a line reader loses it
-        if cut:
-            n = data.count(b"\n", 0, cut)
-            yield data[:cut], lineno, n
-            lineno += n
-        rest = data[cut:]
-        if failure is not None:
-            detail = f"line {lineno}: input ends here ({failure})"
-            if parser.strict:
-                raise TraceError(detail) from failure
-            parser.rejects.reject("input ends early (truncated or corrupt data)", detail)
-            return
+    chunks = _Chunks(stream, chunk_bytes or CHUNK_BYTES)
+    lines = 0
+    for data in chunks:
+        parsed, n = feed_bytes(parser, data, lines + 1)
+        lines += n
+        yield parsed, lines
+    if chunks.failure is not None:
+        detail = f"line {lines + 1}: input ends here ({chunks.failure})"
+        if parser.strict:
+            raise TraceError(detail) from chunks.failure
+        parser.rejects.reject("input ends early (truncated or corrupt data)", detail)

@@ -12,7 +12,6 @@ on), iterating raises NeedsWholeTrace and the caller reads the file whole.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from kvset.formats.block_size import CANDIDATES, MIN_REQUESTS, BlockSizeCheck, check_block_size
 from kvset.formats.byte_input import TraceError, open_trace_input
-from kvset.formats.byte_lines import feed_bytes, iter_byte_chunks
+from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import ParsedRequests, TraceLineParser, split_tokens
 from kvset.formats.traces import no_request_error, warning_notes
 from kvset.rejects import RejectCounter
@@ -89,7 +88,6 @@ class TraceStream:
         self.notes: list[str] = []
         self.warnings = RejectCounter()
         self.sorted_in_window = False
-        self.parse_seconds = 0.0
 
     @property
     def rejects(self) -> RejectCounter:
@@ -106,11 +104,8 @@ class TraceStream:
     # -- the stages ------------------------------------------------------------------------
     def _parsed(self) -> Iterator[ParsedRequests]:
         with open_trace_input(self.path) as stream:
-            for data, first_lineno, n in iter_byte_chunks(stream, self.parser):
-                started = time.perf_counter()
-                parsed = feed_bytes(self.parser, data, first_lineno)
-                self.parse_seconds += time.perf_counter() - started
-                self.lines = first_lineno + n - 1
+            for parsed, lines in read_chunks(stream, self.parser):
+                self.lines = lines
                 if parsed.requests:
                     yield parsed
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from kvset.formats.block_size import check_block_size
 from kvset.formats.byte_input import INFLATE_ERRORS, TraceError, open_trace_input
-from kvset.formats.byte_lines import feed_bytes, iter_byte_chunks
+from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import (
     FORMATS,
     ParsedRequests,
@@ -155,9 +155,9 @@ def read_trace(
     lines = 0
     with open_trace_input(source) as stream:
         if byte_scanner:
-            for data, first_lineno, n in iter_byte_chunks(stream, parser):
-                parts.append(feed_bytes(parser, data, first_lineno))
-                lines = first_lineno + n - 1
+            for parsed_chunk, lines_read in read_chunks(stream, parser):
+                parts.append(parsed_chunk)
+                lines = lines_read
         else:
             for chunk, first_lineno in _iter_chunks(stream, parser, chunk_lines):
                 parts.append(parser.feed_lines(chunk, first_lineno))
