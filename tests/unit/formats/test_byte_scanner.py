@@ -84,6 +84,12 @@ ODD_LINES = [
     '{"timestamp": 1, "input_length": 512, "hash_ids": [18446744073709551615]}',  # 2^64 - 1
     '{"timestamp": 1, "input_length": 512, "hash_ids": [18446744073709551616]}',  # 2^64
     '{"timestamp": 1, "input_length": 512, "hash_ids": [99999999999999999999999]}',
+    '{"timestamp": 1, "input_length": 512, "hash_ids": [7, 18446744073709551619]}',  # 20 digits, above
+    '{"timestamp": 1, "input_length": 512, "hash_ids": [28446744073709551615, 7]}',
+    '{"timestamp": 1, "input_length": 512, "hash_ids": [9999999999999999999, 10000000000000000000]}',
+    '{"timestamp": 1, "input_length": 512, "hash_ids": [1 ,2,  3 , 4  ]}',
+    '{"timestamp": 1, "input_length": 512, "hash_ids": [1,,2]}',
+    '{"timestamp": 1, "input_length": 512, "hash_ids": [0, 00]}',
     '{"timestamp": 1, "input_length": 512, "hash_ids": [-1]}',
     '{"timestamp": 1, "input_length": 512, "hash_ids": [01]}',
     '{"timestamp": 1, "input_length": 512, "hash_ids": [1.0]}',
