@@ -231,7 +231,9 @@ class Analyzer:
             if int(tokens) < 0:
                 raise ValueError("tokens per access must not be negative")
             return np.array([int(tokens)], dtype=np.int64)
-        tok = np.ascontiguousarray(tokens, dtype=np.int64)
+        tok = np.asarray(tokens)
+        # int32 (the trace readers') and int64 go to the kernel as they are: no copy per batch
+        tok = np.ascontiguousarray(tok, dtype=tok.dtype if tok.dtype in (np.int32, np.int64) else np.int64)
         if tok.shape != (n,):
             raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
         if n and tok.min() < 0:
@@ -254,7 +256,7 @@ class Analyzer:
         ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
         if ts.shape != (n,) and ts.shape != (1,):
             raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-        if not np.all(np.abs(ts) <= MAX_TIMESTAMP):  # also false for nan
+        if not (-MAX_TIMESTAMP <= ts.min() and ts.max() <= MAX_TIMESTAMP):  # also false for nan
             raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
         return ts
 
