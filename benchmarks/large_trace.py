@@ -76,7 +76,7 @@ def _dense_ids(keys: np.ndarray, documents_blocks: int, prefix_span: int) -> np.
 
 
 def _name(accesses: int, seed: int) -> str:
-    return f"agentic-v{VERSION}-{accesses // 1_000_000}M-seed{seed}"
+    return f"agentic-v{VERSION}-{accesses}-seed{seed}"
 
 
 def _load(folder: Path, path: Path) -> LargeTrace:

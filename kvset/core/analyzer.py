@@ -256,7 +256,7 @@ class Analyzer:
         ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
         if ts.shape != (n,) and ts.shape != (1,):
             raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-        if not (-MAX_TIMESTAMP <= ts.min() and ts.max() <= MAX_TIMESTAMP):  # also false for nan
+        if not (ts.min() >= -MAX_TIMESTAMP and ts.max() <= MAX_TIMESTAMP):  # also false for nan
             raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
         return ts
 
