@@ -165,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         ok = not diffs
         print(f"identical to the msgspec path at {len(caps)} capacities (blocks and tokens) and in every count: "
               f"{'yes' if ok else 'NO: ' + '; '.join(diffs)}")  # fmt: skip
+    first = part_of("replay", "first_replay", {"path": str(trace.path)})
+    print(f"kvset-top --replay FILE --speed max: first accesses to the monitor "
+          f"{first.result['first_data_seconds']:.2f} s after the replay source starts "
+          f"(process {first.seconds:.2f} s)")  # fmt: skip
     ratio = analyze.seconds / gzip_seconds
     print(f"goal: kvset analyze within {GOAL_VS_GZIP:.0f}x of gzip -dc: {ratio:.1f}x "
           f"{'PASS' if ratio <= GOAL_VS_GZIP else 'MISS'}; peak RSS <= 1 GiB: {analyze.peak_rss / 2**30:.2f} GiB "

@@ -1,8 +1,8 @@
 """One part of the large-trace benchmark in its own process: `python -m benchmarks.large_parts ROLE SPEC_JSON`.
 
-Roles: `reader` (kvset's reader alone: bytes to arrays), `analyzer` (the analyzer alone on the
+Roles: `reader` (kvset's reader alone: bytes to batches), `analyzer` (the analyzer alone on the
 trace's keys, loaded from .npy), `reference` (the msgspec line reader and the analyzer, today's
-path: the figures the new one must equal). Each prints one JSON line; benchmarks.large starts
+path: the figures the new one must equal), `first_replay` (the replay source's first data). Each prints one JSON line; benchmarks.large starts
 them and reads the child's peak RSS from wait4.
 """
 
@@ -95,12 +95,27 @@ def run_analyzer(arrays: str, capacities: list[int]) -> dict:
     return {"seconds": took, **_curve_figures(a, curve, capacities)}
 
 
+def run_first_replay(path: str) -> dict:
+    """How long `kvset-top --replay FILE --speed max` takes to hand the monitor its first accesses."""
+    import threading
+
+    from kvset.sources.replay import ReplaySource
+
+    started = time.perf_counter()
+    for update in ReplaySource(path, speed=None).updates(threading.Event()):
+        if update.accesses is not None:
+            return {"first_data_seconds": time.perf_counter() - started, "accesses": len(update.accesses)}
+    return {"first_data_seconds": None}
+
+
 def main(argv: list[str]) -> None:
     role, spec = argv[0], json.loads(argv[1])
     if role == "reader":
         result = run_reader(spec["path"])
     elif role == "reference":
         result = run_reference(spec["path"], spec["capacities"])
+    elif role == "first_replay":
+        result = run_first_replay(spec["path"])
     elif role == "analyzer":
         result = run_analyzer(spec["arrays"], spec["capacities"])
     else:
