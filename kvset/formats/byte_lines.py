@@ -24,8 +24,8 @@ _MIN_REQUEST_BYTES = 30  # the shortest line the scanner takes: {"input_length":
 
 
 def _ready(parser: TraceLineParser) -> bool:
-    """Whether the scanner may read on: the format is known (and checked, when it was given)."""
-    return parser.format in ("mooncake", "bailian") and (parser._looked or not parser.format_given)
+    """Whether the scanner may read on: a hash-id format is known (and checked, when it was given)."""
+    return parser.format in ("mooncake", "bailian") and parser.format_settled
 
 
 def _split_lines(data: bytes) -> list[bytes]:
@@ -39,9 +39,11 @@ def _split_lines(data: bytes) -> list[bytes]:
 
 
 class _Run:
-    """Requests the scanner read, in arrays sized for one chunk."""
+    """Requests the scanner read, in arrays sized for a chunk (reused from chunk to chunk: what is
+    handed on is copied out)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int = 0) -> None:
+        self.size = size
         self.keys = np.empty(size // 2 + 1, dtype=np.uint64)
         requests = size // _MIN_REQUEST_BYTES + 2
         self.counts = np.empty(requests, dtype=np.int64)
@@ -75,9 +77,10 @@ class _Run:
         )
 
 
-def feed_bytes(parser: TraceLineParser, data: bytes | memoryview, first_lineno: int) -> tuple[ParsedRequests, int]:
+def feed_bytes(parser: TraceLineParser, data: bytes | memoryview, first_lineno: int,
+               scratch: _Run | None = None) -> tuple[ParsedRequests, int]:  # fmt: skip
     """Parse whole lines (the last may lack its newline); line i of data has number first_lineno + i.
-    Returns the requests and the number of lines."""
+    Returns the requests and the number of lines. scratch: arrays of an earlier call to reuse."""
     buf = np.frombuffer(data, dtype=np.uint8)
     end = len(buf)
     pos, lineno = 0, first_lineno
@@ -90,13 +93,12 @@ def feed_bytes(parser: TraceLineParser, data: bytes | memoryview, first_lineno: 
         rest = _split_lines(bytes(data[pos:]))
         parts.append(parser.feed_lines(rest, lineno))
         return ParsedRequests.concat(parts), lineno + len(rest) - first_lineno
-    run = _Run(end - pos) if pos < end else None
+    run = scratch if scratch is not None and scratch.size >= end - pos else _Run(end - pos)
     units = TIME_UNITS_PER_SECOND[parser.format or "mooncake"]
     pending: list[bytes] = []  # consecutive lines for the msgspec path
     pending_first = 0
     n_keys = n_req = 0
     while pos < end:
-        assert run is not None
         reason, stop, lines, k1, r1 = scan_lines(buf, pos, end, units, lineno, run.keys, n_keys, run.counts,
                                                  run.input_lengths, run.stamps, run.lines, n_req)  # fmt: skip
         if pending and lines:  # the msgspec lines came first
@@ -187,9 +189,12 @@ def read_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int | No
     A truncated or corrupt gzip tail ends the input visibly, after the whole lines before it.
     """
     chunks = _Chunks(stream, chunk_bytes or CHUNK_BYTES)
+    scratch = _Run(len(chunks.buffer))
     lines = 0
     for data in chunks:
-        parsed, n = feed_bytes(parser, data, lines + 1)
+        if scratch.size < len(data):
+            scratch = _Run(len(data))
+        parsed, n = feed_bytes(parser, data, lines + 1, scratch)
         lines += n
         yield parsed, lines
     if chunks.failure is not None:

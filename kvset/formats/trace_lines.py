@@ -227,6 +227,11 @@ class TraceLineParser:
         self.line_block_size: int | None = None  # block_size written in the lines (`kvset record`)
 
     @property
+    def format_settled(self) -> bool:
+        """The format is known, and a given one was checked against the first request."""
+        return self.format is not None and (self._looked or not self.format_given)
+
+    @property
     def block_tokens(self) -> int | None:
         """Tokens per full block (None until the format is known)."""
         if self.format is None:
