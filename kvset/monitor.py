@@ -74,6 +74,7 @@ class Monitor:
         self._rate_window: deque[tuple[float, int]] = deque()
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
+        self._listeners: list[Callable[[Snapshot], None]] = []
 
     # -- source threads ----------------------------------------------------
     def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
@@ -225,6 +226,11 @@ class Monitor:
         stale = any(r.stale for r in readings if r.capacity_blocks or r.token_hit_rate is not None)
         return replace(merged, label=", ".join(dict.fromkeys(labels)), stale=stale)
 
+    def add_listener(self, listener: Callable[[Snapshot], None]) -> None:
+        """Hand every snapshot built to `listener` too (an exporter beside the UI). It is called in the
+        pipeline thread, so it must return at once."""
+        self._listeners.append(listener)
+
     def snapshot(self) -> Snapshot:
         snap = self.builder.build(
             self.analyzer,
@@ -235,6 +241,8 @@ class Monitor:
             engine_history=tuple(self._engine_history),
         )
         self._changed = False
+        for listener in self._listeners:
+            listener(snap)
         return snap
 
     @property

@@ -1,7 +1,9 @@
-"""Byte quantities in binary units (KiB = 1024 B), formatted with their unit always written out.
+"""Every unit kvset prints or reads: bytes (binary units), GiB, percent, percentage points, counts,
+axis numbers, durations, ages and hit-rate targets. The bottom floor: every layer may import it.
 
-Operators buy memory in GiB and engines report pools in bytes; every number kvset prints goes
-through here so a figure is never shown without its unit.
+Operators buy memory in GiB and engines report pools in bytes; every number kvset shows goes
+through one formatter here, so a figure never appears without its unit and one unit is never
+rounded two ways.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ MIB = 1024**2
 GIB = 1024**3
 TIB = 1024**4
 PIB = 1024**5
+
+MISSING = "–"  # what a formatter shows for an unknown value (plain-text reports pass "-")
+SHORT_DIGITS = 3  # significant digits of the short forms: panels and report table cells
 
 _UNITS: tuple[tuple[str, int], ...] = (("PiB", PIB), ("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB))
 
@@ -41,23 +46,53 @@ _SUFFIX_FACTORS: dict[str, int] = {
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
-def format_bytes(n: int | float, precision: int = 1) -> str:
-    """Largest binary unit that keeps the value >= 1: 327680 -> "320.0 KiB", 512 -> "512 B"."""
+def _unknown(x: float | int | None) -> bool:
+    return x is None or x != x  # None or nan (a numpy nan too)
+
+
+def _digits(value: float, precision: int, significant: int | None) -> str:
+    """`precision` decimals, or `significant` digits with no exponent and thousands grouped."""
+    if significant is None:
+        return f"{value:.{precision}f}"
+    if abs(value) >= 10 ** (significant - 1):
+        return f"{value:,.0f}"
+    return f"{value:.{significant}g}"
+
+
+# -- bytes -----------------------------------------------------------------------------------------
+def format_bytes(n: int | float | None, precision: int = 1, *, significant: int | None = None) -> str:
+    """Largest binary unit that keeps the value >= 1: 327680 -> "320.0 KiB", 512 -> "512 B".
+
+    significant=3 gives the panels' short form instead: 327680 -> "320 KiB", 5 TiB -> "5 TiB".
+    """
+    if n is None:
+        return MISSING
     if isinstance(n, float) and not math.isfinite(n):
         raise ValueError(f"cannot format a non-finite byte count: {n!r}")
     sign = "-" if n < 0 else ""
     size = abs(n)
     for unit, factor in _UNITS:
         if size >= factor:
-            return f"{sign}{size / factor:.{precision}f} {unit}"
+            return f"{sign}{_digits(size / factor, precision, significant)} {unit}"
+    if significant is not None:
+        return f"{sign}{size:.0f} B"
     if isinstance(size, float) and not size.is_integer():
         return f"{sign}{size:.{precision}f} B"
     return f"{sign}{int(size)} B"
 
 
-def format_gib(n: int | float, precision: int = 2) -> str:
-    """Always in GiB, the unit capacities are bought in: 10737418240 -> "10.00 GiB"."""
-    return f"{n / GIB:.{precision}f} GiB"
+def format_gib(
+    n: int | float | None, precision: int = 2, *, significant: int | None = None, with_unit: bool = True
+) -> str:
+    """Always in GiB, the unit capacities are bought in: 10737418240 -> "10.00 GiB".
+
+    significant=3 (the capacity columns and panels): "80 GiB", "1.37 GiB", "1,536 GiB".
+    with_unit=False leaves " GiB" off, for a column or an axis whose title carries it.
+    """
+    if _unknown(n):
+        return MISSING
+    text = _digits(float(n) / GIB, precision, significant)
+    return f"{text} GiB" if with_unit else text
 
 
 def parse_bytes(text: str) -> int:
@@ -72,3 +107,150 @@ def parse_bytes(text: str) -> int:
             f"unknown byte unit {suffix!r} in {text!r} (use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB)"
         )
     return int(round(float(number) * factor))
+
+
+# -- hit rates and targets -------------------------------------------------------------------------
+def percent(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
+    """A share as a percentage: 0.6234 -> "62.3 %"."""
+    if _unknown(x):
+        return missing
+    return f"{100.0 * x:.{digits}f} %"
+
+
+def points(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
+    """A difference of two hit rates, in percentage points, with its sign: 0.041 -> "+4.1 pt"."""
+    if _unknown(x):
+        return missing
+    return f"{100.0 * x:+.{digits}f} pt"
+
+
+def target_label(t: float, mode: str | None = None) -> str:
+    """0.95 -> "95 %"; 0.999 -> "99.9 %"; with its mode: "99.9 % cov", "70 % abs"."""
+    pct = f"{100.0 * t:.3f}".rstrip("0").rstrip(".")
+    if mode is None:
+        return f"{pct} %"
+    return f"{pct} % {'cov' if mode == 'coverage' else 'abs'}"
+
+
+def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
+    """'0.95,0.99' or '95%,99%' -> (0.95, 0.99); every value in (0, 1]."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = float(part[:-1]) / 100 if part.endswith("%") else float(part)
+        except ValueError:
+            raise ValueError(f"{what} {part!r} is not a number") from None
+        if not 0 < value <= 1:
+            raise ValueError(f"{what} {part!r} must lie in (0, 1] (or (0 %, 100 %])")
+        out.append(value)
+    if not out:
+        raise ValueError(f"no {what} given")
+    return tuple(out)
+
+
+# -- counts ----------------------------------------------------------------------------------------
+def count(n: float | int | None) -> str:
+    """1234 -> '1,234'; 12_345 -> '12.3k'; 1_234_567 -> '1.23M'. Compact enough for a table cell."""
+    if _unknown(n):
+        return MISSING
+    n = float(n)
+    a = abs(n)
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if a >= limit:
+            return f"{n / limit:.3g}{suffix}"
+    if a >= 1e5:
+        return f"{n / 1e3:.0f}k"
+    if a >= 1e4:
+        return f"{n / 1e3:.1f}k"
+    if a >= 1000 or a == int(a):
+        return f"{n:,.0f}"
+    return f"{n:.3g}"
+
+
+def compact(n: float) -> str:
+    """An axis label: 1, 10, 100, 1k, 10k, 2.5M (no trailing zeros)."""
+    a = abs(float(n))
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= limit:
+            return f"{n / limit:.3g}{suffix}"
+    return f"{n:.3g}"
+
+
+def rate(per_second: float | None, what: str = "/s") -> str:
+    """A count per second: 27_200 -> '27.2k/s'."""
+    if _unknown(per_second):
+        return MISSING
+    return f"{count(per_second)}{what}"
+
+
+def parse_capacities(text: str) -> tuple[int, ...]:
+    """'1000,10_000,1e5' -> (1000, 10000, 100000): whole numbers of blocks, sorted, each at least 1."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip().replace("_", "")
+        if not part:
+            continue
+        try:
+            value = int(float(part)) if "e" in part.lower() else int(part)
+        except ValueError:
+            raise ValueError(f"capacity {part!r} is not a whole number of blocks") from None
+        if value < 1:
+            raise ValueError(f"capacity {part!r} must be at least 1 block")
+        out.append(value)
+    if not out:
+        raise ValueError("no capacity given")
+    return tuple(sorted(set(out)))
+
+
+
+_BARE_NUMBER = re.compile(r"^\s*[0-9_]+(?:\.[0-9]*)?(?:[eE][0-9]+)?\s*$")
+
+
+def parse_sizes(text: str, what: str = "size") -> tuple[tuple[int, ...], str]:
+    """A list of sizes in the order given, all in blocks or all in bytes: '1000,20000' ->
+    ((1000, 20000), "blocks"); '80GiB,512GiB' -> ((85899345920, 549755813888), "bytes"). A bare number
+    is a count of blocks (parse_capacities), one with a unit is bytes (parse_bytes)."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"no {what} given")
+    units = {"blocks" if _BARE_NUMBER.match(p) else "bytes" for p in parts}
+    if len(units) > 1:
+        raise ValueError(f"give every {what} in blocks (1000) or every one in bytes (80GiB), not both: {text!r}")
+    unit = units.pop()
+    if unit == "blocks":
+        return tuple(parse_capacities(p)[0] for p in parts), unit
+    values = tuple(parse_bytes(p) for p in parts)
+    if any(v < 1 for v in values):
+        raise ValueError(f"a {what} must be at least 1 byte: {text!r}")
+    return values, unit
+
+# -- time ------------------------------------------------------------------------------------------
+def age(seconds: float | None) -> str:
+    """How long ago: '0.4 s', '94 s', '10 min', '3.0 h', '2.5 d'; 'never' for no data yet."""
+    if _unknown(seconds):
+        return "never"
+    s = max(0.0, seconds)
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s // 60:.0f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def duration(seconds: float | None) -> str:
+    """A window's length: '30 s', '5 min', '1 h'; None is the all-time window."""
+    if seconds is None:
+        return "all time"
+    s = float(seconds)
+    if s < 60:
+        return f"{s:g} s"
+    if s < 3600:
+        return f"{s / 60:g} min"
+    return f"{s / 3600:g} h"

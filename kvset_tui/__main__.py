@@ -2,6 +2,6 @@
 
 import sys
 
-from kvset_tui.app import main
+from kvset_tui.cli import main
 
 sys.exit(main())

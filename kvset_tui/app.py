@@ -304,9 +304,3 @@ def _tty_fd() -> int | None:
         return None
     return fd if fd is not None and os.isatty(fd) else None
 
-
-def main(argv: list[str] | None = None) -> int:
-    """The `kvset-top` entry point (flags and --once live in kvset_tui.cli)."""
-    from kvset_tui.cli import main as cli_main
-
-    return cli_main(argv)

@@ -9,6 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from kvset.report.caveats import CAVEATS, WINDOWED_CURVES
+
 PANELS = (
     ("LRU hit rate vs capacity",
      "The hit rate an LRU cache of each capacity would have had on this traffic (Mattson stack "
@@ -42,17 +44,6 @@ PANELS = (
      "input rejected (with the main reason). Then the ingest rate, horizon, window, units and PAUSED."),
 )
 
-CAVEATS = (
-    ("LRU only", "a policy with foresight (Belady MIN) needs at most this capacity: the working set is "
-     "an upper bound for it, the curve a lower bound."),
-    ("Full attention only", "hybrid layers (sliding window, linear attention, Mamba/SSM) hold state per "
-     "running request, not per shared prefix; they are estimated in the reserve panel."),
-    ("Today's trace", "the working set drifts as the workload changes; watch its trend and the churn "
-     "panel, and size with headroom."),
-    ("Windows", "windowed curves are read on a capacity grid: their working sets (≤) are upper bounds "
-     "within one grid step. The all-time curve is exact up to the horizon."),
-)
-
 
 def help_text(keys: list[tuple[str, str]]) -> Text:
     """The help page: the keys first (so they show at 80x24), then the panels, then the caveats.
@@ -75,9 +66,9 @@ def help_text(keys: list[tuple[str, str]]) -> Text:
         out.append(f"{name}: ", style="bold")
         out.append(meaning + "\n")
     out.append("\nCaveats\n", style="bold underline")
-    for name, text in CAVEATS:
-        out.append(f"{name}: ", style="bold")
-        out.append(text + "\n")
+    for caveat in (*CAVEATS, WINDOWED_CURVES):
+        out.append(f"{caveat.name}: ", style="bold")
+        out.append(caveat.long + "\n")
     return out
 
 

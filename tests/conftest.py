@@ -4,8 +4,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-MOONCAKE_TRACE = FIXTURES / "traces" / "mooncake_fast25_synthetic_trace.jsonl"
+from tests.support.paths import FIXTURES
 
 settings.register_profile(
     "default", max_examples=int(os.environ.get("KVSET_HYPOTHESIS_EXAMPLES", "150")), deadline=None,

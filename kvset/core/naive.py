@@ -64,3 +64,45 @@ def reverse_within_requests(keys: Sequence[int], request_starts: Sequence[int]) 
     for a, b in zip(bounds, [*bounds[1:], len(keys)], strict=True):
         out.extend(reversed(keys[a:b]))
     return out
+
+
+def simulate_tiers(
+    keys: Sequence[int], capacities: Sequence[int], mode: str, tokens: Sequence[int] | None = None
+) -> list[tuple[int, int]]:
+    """Replay `keys` through cache tiers of `capacities` blocks, fastest first; return (block hits,
+    token hits) served by each tier.
+
+    exclusive: a block lives in one tier; a new or re-used block enters tier 1, and each tier that
+    overflows demotes its least recently used block to the top of the next (the last one drops it).
+    inclusive: every tier is an LRU cache of its own size that sees every access; an access is
+    served by the fastest tier holding the block.
+    """
+    tiers: list[OrderedDict[int, None]] = [OrderedDict() for _ in capacities]
+    served = [[0, 0] for _ in capacities]
+    for i, key in enumerate(keys):
+        key = int(key)
+        weight = int(tokens[i]) if tokens is not None else 1
+        where = next((k for k, t in enumerate(tiers) if key in t), None)
+        if where is not None:
+            served[where][0] += 1
+            served[where][1] += weight
+        if mode == "exclusive":
+            if where is not None:
+                del tiers[where][key]
+            tiers[0][key] = None
+            for k, t in enumerate(tiers):
+                while len(t) > capacities[k]:
+                    demoted, _ = t.popitem(last=False)
+                    if k + 1 < len(tiers):
+                        tiers[k + 1][demoted] = None
+        elif mode == "inclusive":
+            for k, t in enumerate(tiers):
+                if key in t:
+                    t.move_to_end(key)
+                elif capacities[k] > 0:
+                    if len(t) >= capacities[k]:
+                        t.popitem(last=False)
+                    t[key] = None
+        else:
+            raise ValueError(f"unknown tier mode {mode!r}")
+    return [(b, t) for b, t in served]

@@ -18,25 +18,20 @@ over all engines; capacities are summed over distinct engines (vLLM: one cache_c
 `engine`; SGLang: series that differ only in tp_rank/pp_rank describe the same pool and count
 once); usage is the capacity-weighted mean. `describe` in the result says what was summed.
 
-The measured hit rate is Δhits / Δqueries over the polls of the last `window_s` seconds. A counter
-that goes down means the engine restarted: deltas restart from the new values and an
-`engine-reset` event is returned. A response that is empty, does not end in a newline (cut
-mid-body), fails to parse, lacks the cache counters it had before, or has a counter that is not a
-finite non-negative number is rejected; the caller keeps its last good values. Unusable label
-values (cache_config_info block_size="0", num_gpu_blocks="abc") and absurd gauges (a negative or
+A response that is empty, does not end in a newline (cut mid-body), fails to parse, or has a
+counter that is not a finite non-negative number raises MetricsError. Unusable label values
+(cache_config_info block_size="0", num_gpu_blocks="abc") and absurd gauges (a negative or
 non-finite pool size, a page size below 1) are ignored and named in `describe`; they never raise.
+The hit rate over time is kvset.engine.metrics_tracker's.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
-
-from kvset.types import EngineReading, TimelineEvent
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -55,7 +50,6 @@ SGLANG_PAGE_SIZE = "sglang:page_size"
 SGLANG_RUNNING = "sglang:num_running_reqs"
 # Labels that split one SGLang pool into per-GPU series carrying the same value.
 SGLANG_SHARD_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "ep_rank"})
-RESTART_TOLERANCE = 1e-6
 # Counts (blocks, tokens, requests) above this are damage; summing a few of them stays finite.
 MAX_COUNT = float(2**53)
 
@@ -275,106 +269,3 @@ def extract(samples: dict[str, list[tuple[dict[str, str], float]]]) -> CacheCoun
 
 def counters_from_text(text: str) -> CacheCounters:
     return extract(parse_exposition(text))
-
-
-@dataclass
-class TrackResult:
-    reading: EngineReading | None = None
-    events: list[TimelineEvent] = field(default_factory=list)
-    error: str | None = None  # the poll was rejected; keep the last good values
-    counters: CacheCounters | None = None
-
-
-class OperatingPointTracker:
-    """Turns successive polls into EngineReadings: windowed hit rate from counter deltas."""
-
-    def __init__(self, window_s: float = 60.0, label: str = "metrics", accept_missing_after: int = 3) -> None:
-        self.window_s = window_s
-        self.label = label
-        self.accept_missing_after = accept_missing_after
-        self._prev: CacheCounters | None = None
-        self._prev_at: float | None = None
-        self._base: tuple[float, float, float] | None = None  # (at, queries, hits) since start/reset
-        self._deltas: deque[tuple[float, float, float, float]] = deque()  # (t0, t1, dq, dh)
-        self._missing_streak = 0
-        self.polls = 0
-        self.resets = 0
-
-    def update(self, text: str, at: float) -> TrackResult:
-        try:
-            now = counters_from_text(text)
-        except MetricsError as e:
-            return TrackResult(error=e.reason)
-        prev = self._prev
-        if prev is not None and prev.queries and not now.queries:
-            # The counters were there before: most likely a half-written body cut at a line end.
-            self._missing_streak += 1
-            if self._missing_streak < self.accept_missing_after:
-                return TrackResult(error="incomplete response (the prefix-cache counters are missing)")
-        self._missing_streak = 0
-        self.polls += 1
-        events: list[TimelineEvent] = []
-        q_sum = sum(now.queries.values())
-        h_sum = sum(now.hits.values())
-        if prev is None or prev.engine != now.engine:
-            self._reset_window(at, q_sum, h_sum)
-        elif self._went_down(prev, now):
-            self.resets += 1
-            events.append(
-                TimelineEvent(at, "engine-reset", f"{self.label}: counters went down (engine restarted)")
-            )
-            self._reset_window(at, q_sum, h_sum)
-        else:
-            dq = sum(v - prev.queries[k] for k, v in now.queries.items() if k in prev.queries)
-            dh = sum(v - prev.hits[k] for k, v in now.hits.items() if k in prev.hits)
-            assert self._prev_at is not None
-            self._deltas.append((self._prev_at, at, dq, dh))
-            while self._deltas and self._deltas[0][1] <= at - self.window_s:
-                self._deltas.popleft()
-        self._prev, self._prev_at = now, at
-        return TrackResult(reading=self._reading(now, at), events=events, counters=now)
-
-    def _went_down(self, prev: CacheCounters, now: CacheCounters) -> bool:
-        for series_prev, series_now in ((prev.queries, now.queries), (prev.hits, now.hits)):
-            for k, v in series_now.items():
-                if k in series_prev and v < series_prev[k] - RESTART_TOLERANCE:
-                    return True
-        return False
-
-    def _reset_window(self, at: float, q: float, h: float) -> None:
-        self._deltas.clear()
-        self._base = (at, q, h)
-
-    def window_rate(self) -> tuple[float | None, float | None]:
-        dq = sum(d[2] for d in self._deltas)
-        dh = sum(d[3] for d in self._deltas)
-        if dq > 0:
-            return min(max(dh / dq, 0.0), 1.0), self._deltas[-1][1] - self._deltas[0][0]
-        return None, None
-
-    def since_start_rate(self, now: CacheCounters, at: float) -> tuple[float | None, float | None]:
-        if self._base is None:
-            return None, None
-        t0, q0, h0 = self._base
-        dq = sum(now.queries.values()) - q0
-        dh = sum(now.hits.values()) - h0
-        if dq > 0:
-            return min(max(dh / dq, 0.0), 1.0), at - t0
-        return None, None
-
-    def _reading(self, now: CacheCounters, at: float) -> EngineReading:
-        rate, span = self.window_rate()
-        if rate is None:
-            # No prompt tokens in the window (idle): the rate since start, with its own span.
-            rate, span = self.since_start_rate(now, at)
-        return EngineReading(
-            at=at,
-            capacity_blocks=now.capacity_blocks,
-            capacity_tokens=now.capacity_tokens,
-            block_size=now.block_size,
-            token_hit_rate=rate,
-            hit_rate_window_s=span,
-            kv_usage=now.kv_usage,
-            running_requests=now.running,
-            label=f"{now.engine} {self.label}",
-        )

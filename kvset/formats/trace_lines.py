@@ -1,6 +1,6 @@
 """JSONL trace lines -> requests of uint64 block keys, a chunk of lines at a time.
 
-Three formats (DESIGN.md section 3):
+Three formats (docs/formats.md, sections 2-4):
 - mooncake: {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]},
   512 tokens per block;
 - bailian: {"chat_id", "parent_chat_id", "timestamp": s, "input_length", "output_length", "type",

@@ -14,6 +14,7 @@ import numpy as np
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.snapshot.model import (
@@ -48,6 +49,10 @@ class SnapshotConfig:
     concurrency: int | None = None  # given; measured from the engine when it reports one
     context_tokens: int | None = None
     demo: bool = False
+    tier_sizes: tuple[int, ...] = ()  # cache tiers, fastest first, in `tier_unit` (blocks or bytes)
+    tier_unit: str = "blocks"
+    tier_mode: str = "exclusive"
+    next_tier_target: float | None = None  # the smallest next tier for this target (main_mode)
 
     @property
     def main_target(self) -> float:
@@ -133,6 +138,7 @@ class SnapshotBuilder:
             operating_point=operating_point(engine, pool, bt, curves, curve_scope),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
+            tiers=self._tiers(curves["all"], bytes_per_block),
         )
 
     # -- parts ---------------------------------------------------------------
@@ -141,6 +147,13 @@ class SnapshotBuilder:
         if g is None or not block_tokens:
             return None
         return g.full_attention_bytes_per_token(self.config.kv_dtype) * block_tokens
+
+    def _tiers(self, curve: HitRateCurve, bytes_per_block: int | None) -> TierPlan | None:
+        cfg = self.config
+        blocks = tier_blocks(cfg.tier_sizes, cfg.tier_unit, bytes_per_block) if cfg.tier_sizes else None
+        if blocks is None:
+            return None
+        return plan_tiers(curve, blocks, cfg.tier_mode, cfg.next_tier_target, cfg.main_mode)
 
     def _capacity(self, pool: int | None, curve: HitRateCurve) -> tuple[int | None, str]:
         """The capacity the thrashing and churn panels judge: the engine's, a chosen one, or the main

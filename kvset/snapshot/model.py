@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.core.curve import HitRateCurve
+from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 # Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
@@ -178,6 +179,9 @@ class Snapshot:
     operating_point: OperatingPoint | None = None
     main_mode: str = "coverage"  # the main target is the first target of this mode
     main_target: float | None = None
+    # with --tiers: the share of all accesses each cache tier serves, from the all-time curve (None
+    # without tiers, or while tier sizes in bytes wait for the stream's block size)
+    tiers: TierPlan | None = None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]

@@ -1,69 +1,28 @@
 """`--log PATH`: block accesses and the engine's own readings from a vLLM or SGLang log.
 
-vLLM request lines carry the prompt's token ids; they become block keys exactly as vLLM's prefix
-cache hashes them (one request per logged prompt, its full blocks in order). The stats and startup
-lines give the engine's operating point: its hit rate, KV usage and capacity. SGLang logs no
-token ids, so an SGLang log gives the operating point only.
-
-Lines that match nothing are skipped and counted as unrelated; lines that match but do not parse
-are rejected with a reason and their line number; prompts whose id list was cut (--max-log-len)
-are counted separately and, by default, not analysed (a cut prompt would look like a short one).
+This module tails the file (following rotation and truncation, or reading it once) and hands
+each line to kvset.engine.log_tracker, which knows what the lines mean.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from kvset.engine import sglang_log, vllm_log
-from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.engine.log_tracker import ENGINES, TRUNCATED_POLICIES, LogTracker
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
-from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.types import SourceHealth, SourceUpdate, TimelineEvent
 
-ENGINES = ("auto", "vllm", "sglang")
-TRUNCATED_POLICIES = ("skip", "prefix")
-
-
-@dataclass
-class _Pending:
-    """Accesses parsed since the last update."""
-
-    keys: list[np.ndarray] = field(default_factory=list)
-    starts: list[int] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)  # one per request
-    counts: list[int] = field(default_factory=list)  # blocks per request
-    n: int = 0
-
-    def add(self, keys: np.ndarray, at: float) -> None:
-        self.starts.append(self.n)
-        self.keys.append(keys)
-        self.times.append(at)
-        self.counts.append(len(keys))
-        self.n += len(keys)
-
-    def batch(self, block_size: int) -> AccessBatch | None:
-        if not self.n:
-            return None
-        keys = np.concatenate(self.keys).astype(np.uint64, copy=False)
-        stamps = np.repeat(np.asarray(self.times, dtype=np.float64), self.counts)
-        return AccessBatch(
-            keys=keys,
-            tokens=np.full(len(keys), block_size, dtype=np.uint32),
-            request_starts=np.asarray(self.starts, dtype=np.int64),
-            timestamps=stamps,
-            block_tokens=block_size,
-        )
+__all__ = ["ENGINES", "TRUNCATED_POLICIES", "LogSource"]
 
 
 class LogSource(Source):
-    """Reads or follows an engine log (see the module docstring)."""
+    """Reads or follows an engine log (see kvset.engine.log_tracker for what it finds there)."""
 
     kind = "log"
 
@@ -81,59 +40,48 @@ class LogSource(Source):
         window_s: float = 60.0,
         max_bytes_per_read: int = 4 << 20,
     ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-        if hash_algo not in HASH_ALGOS:
-            raise ValueError(f"hash algorithm must be one of {', '.join(HASH_ALGOS)}, not {hash_algo!r}")
-        if block_size <= 0:
-            raise ValueError("block size must be positive")
-        if truncated not in TRUNCATED_POLICIES:
-            raise ValueError(f"truncated must be one of {', '.join(TRUNCATED_POLICIES)}")
         self.path = os.fspath(path)
         self.follow = follow
-        self.engine = engine
-        self.block_size = block_size
-        self.hash_algo = hash_algo
-        self.python_hash_seed = python_hash_seed
-        self.truncated_policy = truncated
-        self.name = f"log {self.path}"
-        self._tailer = FileTailer(self.path, follow=follow, from_end=from_end, max_bytes=max_bytes_per_read)
-        ref = None
+        self.rejects = RejectCounter()
+        reference = None  # a finished log's timestamps are read against its mtime, a live one's against now
         if not follow:
             try:
-                ref = os.stat(self.path).st_mtime
+                reference = os.stat(self.path).st_mtime
             except OSError:
-                ref = None
-        self._clock = vllm_log.LogClock(ref)
-        self._judge = vllm_log.PromptTruncationJudge(max_log_len)
-        self.rejects = RejectCounter()
-        self.truncated = RejectCounter()  # cut prompts: counted apart from rejections
-        self.lines = 0
-        self.unrelated_lines = 0
-        self.prompts = 0
-        self.accesses = 0
-        self.short_prompts = 0  # fewer tokens than one block: nothing vLLM would cache
-        self.tokens_outside_blocks = 0  # the partial last block of each prompt (never cached)
-        self.prompt_tokens = 0
-        self.requests_without_ids = 0
-        self.engines_seen: set[str] = set()
+                reference = None
+        self.tracker = LogTracker(
+            engine=engine,
+            block_size=block_size,
+            hash_algo=hash_algo,
+            python_hash_seed=python_hash_seed,
+            max_log_len=max_log_len,
+            truncated=truncated,
+            window_s=window_s,
+            clock_reference=time.time() if reference is None else reference,
+            rejects=self.rejects,
+        )
+        self.name = f"log {self.path}"
+        self._tailer = FileTailer(self.path, follow=follow, from_end=from_end, max_bytes=max_bytes_per_read)
         self.last_data_at: float | None = None
-        self._last_log_time: float | None = None
-        # vLLM engine state
-        self._vllm_stats: dict[str, vllm_log.EngineStats] = {}
-        self._vllm_tokens: dict[str, int] = {}
-        self._vllm_blocks: dict[str, int] = {}
-        # SGLang engine state
-        self._sgl_counter = sglang_log.CachedTokenCounter(window_s)
-        self._sgl_usage: dict[str, float] = {}
-        self._sgl_running: dict[str, int] = {}
-        self._sgl_tokens: dict[str, int] = {}
-        self._sgl_page_size: int | None = None
-        self._sgl_pool_shard: dict[str, str] = {}
-        self._engine_dirty: str | None = None  # "vllm" | "sglang": which engine's state changed
         self._events: list[TimelineEvent] = []
-        self._state = "starting"
+        self._status = "starting"
         self.read_error: str | None = None  # why the file could not be read (on), shown in the notes
+
+    @property
+    def block_size(self) -> int:
+        return self.tracker.block_size
+
+    @property
+    def hash_algo(self) -> str:
+        return self.tracker.hash_algo
+
+    @property
+    def lines(self) -> int:
+        return self.tracker.lines
+
+    @property
+    def engines_seen(self) -> set[str]:
+        return self.tracker.engines_seen
 
     # -- the Source interface -------------------------------------------------------------
 
@@ -142,11 +90,11 @@ class LogSource(Source):
             read = self._tailer.read(timeout=IDLE_TICK if self.follow else 0.0)
             now = time.time()
             if read.waiting:
-                self._state = "waiting for file"
+                self._status = "waiting for file"
             elif read.finished:
-                self._state = "finished"
+                self._status = "finished"
             else:
-                self._state = "following" if self.follow else "reading"
+                self._status = "following" if self.follow else "reading"
             if read.lines and self.follow:
                 self.read_error = None  # reading again
             for ev in read.events:
@@ -156,167 +104,18 @@ class LogSource(Source):
                     if ev.kind == "read-error":
                         self.read_error = ev.text
                     self._events.append(ev.to_timeline())
-            pending = _Pending()
             for number, raw in read.lines:
-                self._line(number, raw, now, pending)
+                self.tracker.read_line(number, raw, now)
             if read.lines:
                 self.last_data_at = now
-            batch = pending.batch(self.block_size)
-            if batch is not None:
-                self.accesses += len(batch)
-            events, self._events = tuple(self._events), []
-            yield SourceUpdate(accesses=batch, health=self.health(), engine=self._reading(now), events=events)
+            update = self.tracker.take(now)
+            events, self._events = tuple(self._events) + update.events, []
+            yield dataclasses.replace(update, health=self.health(), events=events)
             if read.finished:
                 return
 
     def close(self) -> None:
         self._tailer.close()
-
-    # -- parsing --------------------------------------------------------------------------
-
-    def _line(self, number: int, raw: bytes, now: float, pending: _Pending) -> None:
-        self.lines += 1
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            if self.engine != "sglang" and self._vllm_line(number, text, now, pending):
-                return
-            if self.engine != "vllm" and self._sglang_line(text, now):
-                return
-        except vllm_log.LogLineError as e:
-            self.rejects.reject(e.reason, f"line {number}: {e.detail or text[:80]}")
-            return
-        except Exception as e:  # a parser bug on odd input must cost one line, never the source
-            self.rejects.reject(f"unparsable line: {type(e).__name__}", f"line {number}: {text[:80]}")
-            return
-        self.unrelated_lines += 1
-
-    def _vllm_line(self, number: int, text: str, now: float, pending: _Pending) -> bool:
-        prefix, msg = vllm_log.split_prefix(vllm_log.strip_ansi(text))
-        rec = vllm_log.parse_message(msg, prefix)
-        if rec is None:
-            return False
-        self.engines_seen.add("vllm")
-        at = now
-        if prefix.month_day_time is not None:
-            t = self._clock.to_epoch(prefix.month_day_time)
-            if t is not None:
-                at = t
-                self._last_log_time = t
-        if isinstance(rec, vllm_log.RequestPrompt):
-            self._prompt(number, rec, at, pending)
-        elif isinstance(rec, vllm_log.RequestWithoutIds):
-            self.requests_without_ids += 1
-        elif isinstance(rec, vllm_log.EngineStats):
-            self._vllm_stats[rec.engine] = rec
-            self._engine_dirty = "vllm"
-        elif isinstance(rec, vllm_log.CacheCapacity):
-            store = self._vllm_tokens if rec.tokens is not None else self._vllm_blocks
-            value = rec.tokens if rec.tokens is not None else rec.blocks
-            assert value is not None
-            label = rec.engine or "engine"
-            # One restart logs both lines; report it once, from the size line when there is one.
-            if label in store and (rec.tokens is not None or not self._vllm_tokens):
-                self._events.append(
-                    TimelineEvent(at, "engine-reset", f"vLLM {label} started again (line {number})")
-                )
-            store[label] = value
-            self._engine_dirty = "vllm"
-        return True
-
-    def _prompt(self, number: int, rec: vllm_log.RequestPrompt, at: float, pending: _Pending) -> None:
-        if rec.token_ids is None:
-            raise vllm_log.LogLineError("request logged without token ids", f"request {rec.request_id}")
-        cut = self._judge.judge(rec)
-        if cut:
-            self.truncated.reject(cut, f"line {number}: request {rec.request_id}, {len(rec.token_ids)} ids")
-            if self.truncated_policy == "skip":
-                return
-        self.prompts += 1
-        n = len(rec.token_ids)
-        self.prompt_tokens += n
-        self.tokens_outside_blocks += n % self.block_size
-        if n < self.block_size:
-            self.short_prompts += 1
-            return
-        keys = vllm_log.prompt_block_keys(rec.token_ids, self.block_size, self.hash_algo, self.python_hash_seed)
-        pending.add(keys, at)
-
-    def _sglang_line(self, text: str, now: float) -> bool:
-        prefix, rec = sglang_log.parse_line(text)
-        if rec is None:
-            return False
-        self.engines_seen.add("sglang")
-        at = prefix.timestamp if prefix and prefix.timestamp is not None else now
-        if prefix and prefix.timestamp is not None:
-            self._last_log_time = prefix.timestamp
-        pool = sglang_log.pool_key(rec.ranks)
-        if isinstance(rec, sglang_log.PrefillBatch):
-            if self._sgl_counter.add(rec, at):
-                if rec.token_usage is not None:
-                    self._sgl_usage[pool] = rec.token_usage
-                if rec.running is not None:
-                    self._sgl_running[pool] = rec.running
-        elif isinstance(rec, sglang_log.PoolSize):
-            if rec.max_total_tokens is not None:
-                first = self._sgl_pool_shard.setdefault(pool, rec.ranks)
-                if rec.ranks == first:
-                    if pool in self._sgl_tokens:
-                        self._events.append(
-                            TimelineEvent(at, "engine-reset", f"SGLang {rec.ranks or 'engine'} started again")
-                        )
-                    self._sgl_tokens[pool] = rec.max_total_tokens
-            if rec.page_size is not None:
-                self._sgl_page_size = rec.page_size
-        self._engine_dirty = "sglang"
-        return True
-
-    # -- what the source reports ----------------------------------------------------------
-
-    def _reading(self, now: float) -> EngineReading | None:
-        which, self._engine_dirty = self._engine_dirty, None
-        at = self._last_log_time if self._last_log_time is not None else now
-        if which == "vllm":
-            stats = list(self._vllm_stats.values())
-            hits = [s.prefix_hit_rate for s in stats if s.prefix_hit_rate is not None]
-            usage = [s.kv_usage for s in stats if s.kv_usage is not None]
-            running = [s.running for s in stats if s.running is not None]
-            tokens = sum(self._vllm_tokens.values()) if self._vllm_tokens else None
-            blocks = sum(self._vllm_blocks.values()) if self._vllm_blocks else None
-            if blocks is None and tokens is not None:
-                blocks = tokens // self.block_size
-            if tokens is None and blocks is not None:
-                tokens = blocks * self.block_size
-            unit = stats[-1].hit_rate_unit if stats else "tokens"
-            return EngineReading(
-                at=at,
-                capacity_blocks=blocks,
-                capacity_tokens=tokens,
-                block_size=self.block_size,
-                token_hit_rate=sum(hits) / len(hits) if hits else None,
-                hit_rate_window_s=None,  # vLLM measures over its last 1000 requests, not seconds
-                kv_usage=sum(usage) / len(usage) if usage else None,
-                running_requests=sum(running) if running else None,
-                label="vllm log (hit rate over the engine's last 1000 requests)"
-                if unit == "tokens"
-                else "vllm log (V0 engine: block hit rate since start)",
-            )
-        if which == "sglang":
-            rate, span = self._sgl_counter.window_rate(at)
-            page = self._sgl_page_size or 1  # SGLang's default page size when the log does not say
-            tokens = sum(self._sgl_tokens.values()) if self._sgl_tokens else None
-            usage = list(self._sgl_usage.values())
-            return EngineReading(
-                at=at,
-                capacity_blocks=(tokens // page) if tokens is not None and page else None,
-                capacity_tokens=tokens,
-                block_size=page,
-                token_hit_rate=rate,
-                hit_rate_window_s=span if rate is not None else None,
-                kv_usage=sum(usage) / len(usage) if usage else None,
-                running_requests=sum(self._sgl_running.values()) if self._sgl_running else None,
-                label="sglang log (prefill batches)",
-            )
-        return None
 
     def health(self) -> SourceHealth:
         notes: list[str] = []
@@ -324,64 +123,25 @@ class LogSource(Source):
             if self.follow:
                 notes.append(f"cannot read the log: {self.read_error}")
             else:
-                notes.append(f"the log could not be read to its end ({self.read_error}); what came before is used")
-        if "vllm" in self.engines_seen or self.engine == "vllm":
-            if self.prompts == 0 and self.requests_without_ids:
                 notes.append(
-                    "vLLM logs requests without token ids: run it with --enable-log-requests and "
-                    "VLLM_LOGGING_LEVEL=DEBUG (>= 0.12) to get prompts"
+                    f"the log could not be read to its end ({self.read_error}); what came before is used"
                 )
-            elif self.prompts == 0 and not self.truncated:
-                notes.append("no prompts in the log yet (vLLM logs them with --enable-log-requests)")
-            if self.truncated:
-                what = "skipped" if self.truncated_policy == "skip" else "analysed as their first blocks"
-                notes.append(
-                    f"{self.truncated.total} prompts had their token id lists cut (vLLM's --max-log-len or a "
-                    f"line cut on the way): {what}; the curve lacks them"
-                )
-            if self.prompts:
-                notes.append(
-                    f"block keys: block size {self.block_size}, {self.hash_algo}; LoRA and multimodal "
-                    "extra keys are not in the log"
-                )
-        if "sglang" in self.engines_seen:
-            notes.append("SGLang logs carry no token ids: engine hit rate and usage only")
-            if self._sgl_page_size is None and self._sgl_tokens:
-                notes.append("page size not in the log (no ServerArgs line); assumed 1, SGLang's default")
-        details = [
-            ("lines", str(self.lines)),
-            ("unrelated lines", str(self.unrelated_lines)),
-            ("prompts", str(self.prompts)),
-            ("truncated prompts", str(self.truncated.total)),
-            ("prompts shorter than a block", str(self.short_prompts)),
-            ("prompt tokens outside full blocks", str(self.tokens_outside_blocks)),
-            (
-                # vLLM's own hit rate divides by all prompt tokens; the curve by full-block tokens.
-                "share of prompt tokens in full blocks",
-                f"{1 - self.tokens_outside_blocks / self.prompt_tokens:.4f}" if self.prompt_tokens else "n/a",
-            ),
-            ("engines", ",".join(sorted(self.engines_seen)) or "none yet"),
+        parts = self.tracker.health_parts()
+        details = (
+            *parts.details,
             ("rotations", str(self._tailer.rotations)),
             ("truncations", str(self._tailer.truncations)),
-        ]
-        if self._judge.inferred_cap is not None:
-            details.append(("inferred --max-log-len", str(self._judge.inferred_cap)))
-        if self._sgl_counter.batches:
-            cum = self._sgl_counter.cumulative_rate
-            details.append(("sglang prefill batches", str(self._sgl_counter.batches)))
-            details.append(("sglang hit rate since start", "n/a" if cum is None else f"{cum:.4f}"))
-        for r in self.truncated.summary():
-            details.append((f"truncated: {r.reason}", f"{r.count} ({'; '.join(r.examples[:2])})"))
+        )
         return SourceHealth(
             source=self.name,
             kind=self.kind,
-            connected=self._state not in ("waiting for file", "starting"),
-            state=self._state,
+            connected=self._status not in ("waiting for file", "starting"),
+            state=self._status,
             last_data_at=self.last_data_at,
-            received=self.lines,
-            accesses=self.accesses,
+            received=self.tracker.lines,
+            accesses=self.tracker.accesses,
             rejected=self.rejects.summary(),
-            notes=tuple(notes),
-            finished=self._state == "finished",
-            details=tuple(details),
+            notes=(*notes, *parts.notes),
+            finished=self._status == "finished",
+            details=details,
         )

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from kvset.engine.prometheus import OperatingPointTracker
+from kvset.engine.metrics_tracker import MetricsTracker
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
@@ -113,7 +113,7 @@ class MetricsSource(Source):
         self.timeout = timeout
         self.max_backoff = max(max_backoff, interval)
         self.name = f"metrics {url}"
-        self.tracker = OperatingPointTracker(window_s=window_s, label="/metrics")
+        self.tracker = MetricsTracker(window_s=window_s, label="/metrics")
         self.rejects = RejectCounter()
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout), headers={"User-Agent": USER_AGENT}, transport=transport
@@ -125,7 +125,6 @@ class MetricsSource(Source):
         self.last_data_at: float | None = None
         self.last_error: str | None = None
         self._next_at = 0.0
-        self._notes: tuple[str, ...] = ()
         self._abandoned: _Poll | None = None  # a poll past its deadline whose thread has not ended yet
 
     # -- the Source interface -------------------------------------------------------------
@@ -190,8 +189,6 @@ class MetricsSource(Source):
         self.last_data_at = at
         self.last_good = result.reading
         self._next_at = poll.started + self.interval
-        if result.counters is not None:
-            self._notes = result.counters.describe
         events = tuple(result.events)
         if recovered:
             events += (TimelineEvent(at, "source-recovered", f"{self.url} answers again"),)
@@ -229,14 +226,15 @@ class MetricsSource(Source):
         else:
             state = "connected"
             connected = True
-        notes = list(self._notes)
+        parts = self.tracker.health_parts()
+        notes = list(parts.notes)
         if self.last_good is not None and self.last_error is not None:
             notes.append("showing the last good values (stale)")
         details = (
             ("polls", str(self.polls)),
             ("good polls", str(self.good_polls)),
             ("consecutive failures", str(self.failures)),
-            ("engine restarts seen", str(self.tracker.resets)),
+            *parts.details,
             ("interval", f"{self.interval:g} s"),
         )
         return SourceHealth(

@@ -11,10 +11,11 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from kvset import quantities as fmt
 from kvset.snapshot import ChurnSeries, Snapshot
-from kvset_tui import format as fmt
+from kvset_tui.capacity_units import capacity_text
+from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
-from kvset_tui.units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
@@ -67,7 +68,7 @@ def churn_rows(snapshot: Snapshot, unit: str, main_mode: str = "coverage") -> li
     main = ""
     targets = snapshot.targets.get(main_mode) or ()
     if targets:
-        main = " " + fmt.target(targets[0], main_mode).replace(" % ", "% ")
+        main = " " + fmt.target_label(targets[0], main_mode).replace(" % ", "% ")
     last_hit = _last_finite(hit)
     last_ws = _last_finite(ws)
     ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else "not reached"
@@ -134,7 +135,7 @@ class ChurnPanel(SnapshotView, Widget):
     def _cell(self, out: Text, label: str, label_w: int, row: ChurnRow, spark_w: int, value_w: int) -> None:
         p = self.palette
         out.append(f"{label[:label_w]:<{label_w}} ", style=p.rich("muted"))
-        out.append(fmt.sparkline(row.series, spark_w).rjust(spark_w), style=p.rich("spark"))
+        out.append(sparkline(row.series, spark_w).rjust(spark_w), style=p.rich("spark"))
         out.append(f" {row.latest:>{value_w}}", style="bold")
 
     def _render_two_columns(self, rows: list[ChurnRow], width: int) -> Text:

@@ -12,11 +12,11 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
+from kvset import quantities as fmt
 from kvset.core.curve import HitRateCurve
 from kvset.snapshot import Snapshot
-from kvset_tui import format as fmt
+from kvset_tui.capacity_units import axis_value_text, engine_capacity_blocks, hit_unit, to_unit
 from kvset_tui.theming import KvsetTheme
-from kvset_tui.units import axis_value_text, engine_capacity_blocks, hit_unit, to_unit
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
@@ -96,7 +96,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     top = min(top, max(snapshot.horizon, 2)) if snapshot.horizon else top
     caps = sample_capacities(top, view.log_x)
     markers = tuple(
-        (fmt.target(r.target, r.mode).split(" % ")[0], float(to_unit(r.capacity_blocks, snapshot, unit) or 0))
+        (fmt.target_label(r.target, r.mode).split(" % ")[0], float(to_unit(r.capacity_blocks, snapshot, unit) or 0))
         for r in rows
         if r.reached and r.capacity_blocks
     )

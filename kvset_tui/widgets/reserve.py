@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from kvset import quantities as fmt
 from kvset.snapshot import Reserve, Snapshot
-from kvset_tui import format as fmt
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
@@ -46,7 +46,7 @@ class ReservePanel(SnapshotView, Widget):
         if r is None:
             self.border_title = "Reserve"
         else:
-            per_token = fmt.binary_bytes(r.full_attention_bytes_per_token)
+            per_token = fmt.format_bytes(r.full_attention_bytes_per_token, significant=fmt.SHORT_DIGITS)
             self.border_title = f"Reserve · {r.model} · {per_token}/token"
 
     def render(self) -> RenderResult:
@@ -60,21 +60,23 @@ class ReservePanel(SnapshotView, Widget):
             return out
         if self.compact:
             return self._render_compact(r)
-        target = fmt.target(r.working_set_target, "coverage")
+        target = fmt.target_label(r.working_set_target, "coverage")
         table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True)
         table.add_column("part", style=p.rich("muted"), no_wrap=True, overflow="ellipsis")
         table.add_column("bytes", justify="right", no_wrap=True)
-        ws = fmt.binary_bytes(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
+        ws = (fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
+              if r.working_set_bytes is not None else "not reached")  # fmt: skip
         table.add_row(f"full-attention WS {target}", ws)
         conc = f"{r.concurrency} req, {r.concurrency_source}" if r.concurrency_source != "none" else "no concurrency"
-        table.add_row(f"+ hybrid reserve ({conc})", fmt.binary_bytes(r.hybrid_reserve_bytes))
+        table.add_row(f"+ hybrid reserve ({conc})",
+                      fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS))  # fmt: skip
         total = r.total_bytes
         verdict = Text("–")
         if total is not None:
-            verdict = Text(fmt.binary_bytes(total), style="bold")
+            verdict = Text(fmt.format_bytes(total, significant=fmt.SHORT_DIGITS), style="bold")
         table.add_row(Text("= sum", style="bold"), verdict)
         if r.pool_bytes:
-            table.add_row("engine pool", fmt.binary_bytes(r.pool_bytes))
+            table.add_row("engine pool", fmt.format_bytes(r.pool_bytes, significant=fmt.SHORT_DIGITS))
         parts: list = [table]
         if r.pool_bytes and total is not None:
             fits = total <= r.pool_bytes
@@ -93,19 +95,21 @@ class ReservePanel(SnapshotView, Widget):
         """Two lines for a short terminal: the parts, then the sum against the pool."""
         p = self.palette
         out = Text(no_wrap=True, overflow="ellipsis")
-        target = fmt.target(r.working_set_target, "coverage").replace(" % cov", "%")
-        ws = fmt.binary_bytes(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
+        target = fmt.target_label(r.working_set_target, "coverage").replace(" % cov", "%")
+        ws = (fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
+              if r.working_set_bytes is not None else "not reached")  # fmt: skip
         out.append(ws)
         out.append(f" WS {target} + ", style=p.rich("muted"))
-        out.append(fmt.binary_bytes(r.hybrid_reserve_bytes))
+        out.append(fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS))
         out.append(" hybrid", style=p.rich("muted"))
         total = r.total_bytes
         out.append("\n= ", style=p.rich("muted"))
-        out.append(fmt.binary_bytes(total) if total is not None else "–", style="bold")
+        out.append(fmt.format_bytes(total, significant=fmt.SHORT_DIGITS), style="bold")  # None: the missing mark
         if r.pool_bytes and total is not None:
             fits = total <= r.pool_bytes
             colour = p.rich("ok" if fits else "bad")
-            out.append(f" / pool {fmt.binary_bytes(r.pool_bytes)} ", style=p.rich("muted"))
+            pool = fmt.format_bytes(r.pool_bytes, significant=fmt.SHORT_DIGITS)
+            out.append(f" / pool {pool} ", style=p.rich("muted"))
             out.append(f"{total / r.pool_bytes:.0%} ", style="bold")
             out.append("fits" if fits else "no fit", style=f"bold {colour}")
         return out

@@ -9,9 +9,9 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from kvset import quantities as fmt
 from kvset.snapshot import Snapshot
 from kvset.types import SourceHealth
-from kvset_tui import format as fmt
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView

@@ -8,9 +8,9 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from kvset import quantities as fmt
 from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot, Thrashing
-from kvset_tui import format as fmt
-from kvset_tui.units import capacity_text, engine_capacity_blocks
+from kvset_tui.capacity_units import capacity_text, engine_capacity_blocks
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 

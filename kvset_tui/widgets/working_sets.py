@@ -11,10 +11,11 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from kvset import quantities as fmt
 from kvset.snapshot import Snapshot, WorkingSetRow
-from kvset_tui import format as fmt
+from kvset_tui.capacity_units import capacity_text
+from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
-from kvset_tui.units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
@@ -35,7 +36,7 @@ def trend_text(trend: tuple[int | None, ...], palette: KvsetTheme) -> Text:
     if not trend:
         return Text("–", style=palette.rich("muted"))
     values = [math.nan if v is None else float(v) for v in trend]
-    line = fmt.sparkline(values, TREND_CELLS, low=None)
+    line = sparkline(values, TREND_CELLS, low=None)
     known = [v for v in values if not math.isnan(v)]
     arrow = "·"
     if len(known) >= 2 and known[0] > 0:
@@ -51,7 +52,7 @@ def row_capacity_text(row: WorkingSetRow, snapshot: Snapshot, unit: str) -> str:
     if unit == "tokens" and row.capacity_tokens is not None:
         return f"{fmt.count(row.capacity_tokens)} tok"
     if unit == "GiB" and row.capacity_bytes is not None:
-        return fmt.gib(row.capacity_bytes)
+        return fmt.format_gib(row.capacity_bytes, significant=fmt.SHORT_DIGITS)
     return capacity_text(row.capacity_blocks, snapshot, unit)
 
 
@@ -107,7 +108,7 @@ class WorkingSetTable(SnapshotView, Widget):
         table.add_column("fits", justify="right", no_wrap=True)
         bound = ""
         for row in rows:
-            target = fmt.target(row.target, row.mode)
+            target = fmt.target_label(row.target, row.mode)
             if not row.reached:
                 miss = Text("not reached", style=p.rich("warn"))
                 cells = [miss, Text("–"), Text("–")] if full else [miss]
@@ -116,7 +117,8 @@ class WorkingSetTable(SnapshotView, Widget):
                 if not row.exact:
                     bound = "≤: upper bound within the windowed curve's grid step"
                 if full:
-                    gib = fmt.gib(row.capacity_bytes).replace(" GiB", "") if row.capacity_bytes is not None else None
+                    gib = (fmt.format_gib(row.capacity_bytes, significant=fmt.SHORT_DIGITS, with_unit=False)
+                           if row.capacity_bytes is not None else None)  # fmt: skip
                     tokens = fmt.count(row.capacity_tokens) if row.capacity_tokens is not None else None
                     cells = [
                         Text(prefix + fmt.count(row.capacity_blocks)),

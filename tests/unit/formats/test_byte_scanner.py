@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,9 @@ from hypothesis import strategies as st
 from kvset.formats import TraceError, read_trace
 from kvset.formats.byte_lines import feed_bytes
 from kvset.formats.trace_lines import TraceLineParser
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "mooncake_fast25_synthetic_trace.jsonl"
+FIXTURE = FIXTURES / "traces" / "mooncake_fast25_synthetic_trace.jsonl"
 
 
 def both(data: bytes, **kwargs):

@@ -1,0 +1,95 @@
+"""`kvset analyze`: the whole hit-rate curve and the working sets of a trace, in one pass."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kvset.cli.flags import (
+    add_analysis_arguments,
+    add_capacities_argument,
+    add_input_arguments,
+    add_json_argument,
+    add_kv_dtype_argument,
+    add_model_argument,
+    add_override_arguments,
+    add_reserve_arguments,
+    add_target_mode_argument,
+    add_targets_argument,
+    add_tier_arguments,
+)
+from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
+from kvset.cli.inputs import InputError, load_input
+from kvset.cli.tier_flags import tier_request_from_args
+from kvset.core.tiers import plan_tiers, tier_blocks
+from kvset.formats import TraceError
+from kvset.geometry.errors import GeometryError
+from kvset.geometry.reserve import hybrid_reserve
+from kvset.offline import analyze_batches
+from kvset.quantities import parse_capacities, parse_fractions
+from kvset.report.as_json import analysis_json
+from kvset.report.as_text import analysis_text
+from kvset.report.tables import default_capacities
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="hit rate at every capacity and the working sets of a trace",
+                       description="Exact LRU hit-rate curve and working sets of a trace, in one pass.")  # fmt: skip
+    add_input_arguments(p)
+    add_analysis_arguments(p)
+    add_targets_argument(p)
+    add_target_mode_argument(p)
+    add_capacities_argument(p)
+    add_tier_arguments(p)
+    p.add_argument("--bytes-per-token", type=int, metavar="N",
+                   help="full-attention KV bytes per token, to show capacities in GiB")  # fmt: skip
+    add_model_argument(p)
+    add_kv_dtype_argument(p)
+    add_reserve_arguments(p)
+    add_override_arguments(p)
+    add_json_argument(p, "print one JSON object (schema in the README)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        targets = parse_fractions(args.targets)
+        capacities = parse_capacities(args.capacities) if args.capacities else None
+        if args.bytes_per_token is not None and args.bytes_per_token < 1:
+            raise ValueError("--bytes-per-token must be positive")
+        if args.model and args.bytes_per_token:
+            raise ValueError("give --model or --bytes-per-token, not both")
+        geometry = geometry_from_args(args.model, args) if args.model else None
+        tiers = tier_request_from_args(args, bool(args.model or args.bytes_per_token), "--model or --bytes-per-token")
+        batches, summary = load_input(args, stream=True)
+        result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
+    except (ValueError, InputError, TraceError, GeometryError) as e:
+        print(f"kvset analyze: {e}", file=sys.stderr)
+        return 2
+    if result.accesses == 0:
+        print("kvset analyze: no block access in the input", file=sys.stderr)
+        return 2
+    bytes_per_token = args.bytes_per_token
+    reserve = context_from = None
+    if geometry is not None:
+        bytes_per_token = geometry.full_attention_bytes_per_token(args.kv_dtype)
+        context, context_from = context_tokens_from_args(geometry, args)
+        reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
+    bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
+    caps = capacities if capacities is not None else default_capacities(result.curve)
+    plan = None
+    if tiers is not None:
+        blocks = tier_blocks(tiers.sizes, tiers.unit, bytes_per_block)
+        if blocks is None or 0 in blocks:
+            print(f"kvset analyze: --tiers {args.tiers}: every tier must hold at least one block of "
+                  f"{bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            return 2
+        plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
+    report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block, geometry=geometry,
+                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan)  # fmt: skip
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(analysis_text(report))
+    return 0

@@ -1,0 +1,77 @@
+"""argparse value types shared by every command: numbers that must be positive, speeds, dtypes.
+
+A value a type refuses is a usage error: argparse prints it on one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kvset.geometry.dtypes import canonical_dtype
+from kvset.geometry.errors import GeometryError
+
+
+def _number(text: str, kind: type, what: str):
+    try:
+        return kind(str(text).replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int, "a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float, "a number")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def speed(text: str) -> float | None:
+    """Trace seconds per second; 'max' (or 0, inf): as fast as possible (None)."""
+    if text.lower() in ("max", "0", "inf"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"speed must be a number or 'max', got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("speed must be positive (or 'max')")
+    return value
+
+
+def dtype_name(text: str) -> str:
+    try:
+        return canonical_dtype(text)
+    except GeometryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """[HOST:]PORT -> (host, port); HOST defaults to 127.0.0.1, an IPv6 host goes in brackets ([::1]:9400)."""
+    host, sep, port = str(text).strip().rpartition(":")
+    if not sep:
+        host = ""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise argparse.ArgumentTypeError(f"an IPv6 address goes in brackets, e.g. [::1]:9400, got {text!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not [HOST:]PORT: {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port must lie in 0..65535, got {port}")
+    return host or "127.0.0.1", number

@@ -1,0 +1,367 @@
+"""Every command-line flag of `kvset` and `kvset-top`, each defined once (name, type, check, help).
+
+The commands put the groups they need on their parser: `add_input_arguments` (analyze, verify),
+`add_monitor_arguments` (kvset-top, serve), `add_events_arguments` (record, kvset-top), the model and
+geometry flags (analyze, model, kvset-top), `add_tier_arguments` (analyze, kvset-top, serve) and
+`add_exporter_arguments` (serve, kvset-top). A flag a command shares with another keeps one
+meaning; where a command's default differs (kvset-top's --concurrency), the definition says so.
+Engine-source flags other than --log and --metrics carry a prefix so they cannot collide with a
+command's own (--block-size of a trace, --interval of the UI).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kvset.cli.argtypes import (
+    dtype_name,
+    listen_address,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    speed,
+)
+from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
+from kvset.core.tiers import TIER_MODES
+from kvset.formats import FORMATS
+from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.geometry.dtypes import AUTO
+from kvset.geometry.model import DEFAULT_BLOCK_SIZE
+from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
+from kvset.sources.kv_events import DEFAULT_MEDIUM
+from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
+
+# argparse's parser and its argument groups both have add_argument
+Parser = argparse.ArgumentParser | argparse._ArgumentGroup
+
+DEMO_ACCESSES = 2_000_000  # size of `kvset analyze --demo`
+TARGET_MODES = ("coverage", "absolute")
+
+
+def _fractions_text(values: tuple[float, ...]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+# -- what is read: a trace, the demo ----------------------------------------------------------------
+def add_block_size_argument(p: Parser, default: int | None = None) -> None:
+    known = (f"default {default}, as vLLM" if default is not None
+             else "default: the trace format's, 512 mooncake, 16 bailian and token ids")  # fmt: skip
+    p.add_argument("--block-size", type=positive_int, default=default, metavar="TOKENS",
+                   help=f"tokens per KV block ({known})")  # fmt: skip
+
+
+def add_trace_arguments(p: Parser) -> None:
+    """How a trace file is read: its format, block size and (token-id traces) vLLM's hash."""
+    p.add_argument("--format", choices=FORMATS, help="trace format (default: detected from the first request)")
+    add_block_size_argument(p)
+    p.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces")
+    p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
+
+
+def add_demo_argument(p: Parser) -> None:
+    p.add_argument("--demo", action="store_true",
+                   help="the built-in synthetic agentic workload instead of a trace (kvset-top: played live, "
+                        "the default without a source)")  # fmt: skip
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    """What `kvset analyze` and `kvset verify` read: a trace, the demo or a whole engine log."""
+    p.add_argument("trace", nargs="?", help="trace file (JSONL, .gz ok) or - for stdin")
+    add_demo_argument(p)
+    p.add_argument("--demo-accesses", type=positive_int, default=DEMO_ACCESSES, metavar="N",
+                   help=f"size of the demo workload (default {DEMO_ACCESSES:,})")  # fmt: skip
+    add_trace_arguments(p)
+    p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+    add_log_arguments(p)
+
+
+# -- the analysis ----------------------------------------------------------------------------------
+def add_analysis_arguments(p: Parser) -> None:
+    p.add_argument("--order", choices=ORDERS, default="forward",
+                   help="order of a request's blocks: forward (default) or reverse (vLLM's free order)")  # fmt: skip
+    p.add_argument("--horizon", type=positive_int, default=DEFAULT_HORIZON, metavar="BLOCKS",
+                   help=f"most blocks tracked; the curve is exact up to it (default {DEFAULT_HORIZON:,})")  # fmt: skip
+
+
+def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
+    """--targets, read with kvset.quantities.parse_fractions when the command runs."""
+    p.add_argument("--targets", default=_fractions_text(DEFAULT_COVERAGE_TARGETS), metavar="T1,T2,..",
+                   help=f"{meaning}: fractions or percentages, e.g. 0.95,0.99,0.999 (default) or 50%%,70%%")  # fmt: skip
+
+
+def add_target_mode_argument(p: Parser) -> None:
+    p.add_argument("--target-mode", choices=TARGET_MODES, default="coverage",
+                   help="coverage: targets are shares of the attainable hit rate (default); absolute: hit rates "
+                        "themselves (kvset-top: which target set comes first, t cycles them)")  # fmt: skip
+
+
+def add_capacities_argument(p: Parser, meaning: str = "capacities in blocks for the table, e.g. 1000,10000 "
+                            "(default: log-spaced)") -> None:  # fmt: skip
+    """--capacities, read with kvset.quantities.parse_capacities when the command runs."""
+    p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
+
+
+def add_tier_arguments(p: Parser) -> None:
+    """--tiers (read with kvset.quantities.parse_sizes by kvset.cli.tier_flags), --tier-mode and
+    --size-next-tier."""
+    p.add_argument("--tiers", metavar="C1,C2,..",
+                   help="cache tiers, fastest first (HBM, host DRAM, SSD), in blocks or, with --model, in bytes "
+                        "(80GiB,512GiB,4TiB): the share of all accesses each tier serves")  # fmt: skip
+    p.add_argument("--tier-mode", choices=TIER_MODES, default="exclusive",
+                   help="exclusive: a block lives in one tier and is demoted on eviction (default); inclusive: "
+                        "each tier holds a copy of those above it and sees every access (write-through)")  # fmt: skip
+    p.add_argument("--size-next-tier", metavar="TARGET",
+                   help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
+                        "or percentage, coverage or absolute as --target-mode)")  # fmt: skip
+
+
+def add_capacity_argument(p: Parser) -> None:
+    p.add_argument("--capacity", type=positive_int, metavar="BLOCKS",
+                   help="capacity for the thrashing and churn panels when the engine reports none")  # fmt: skip
+
+
+def add_json_argument(p: Parser, meaning: str = "print one JSON object instead of text") -> None:
+    p.add_argument("--json", action="store_true", help=meaning)
+
+
+# -- the model: bytes per block and the hybrid reserve ------------------------------------------------
+# flag -> ModelGeometry field, with help text. Every geometry number can be overridden.
+OVERRIDE_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--layers", "num_layers", "number of decoder layers"),
+    (
+        "--full-attention-layers",
+        "full_attention_layers",
+        "layers with full attention (their KV is the prefix cache)",
+    ),
+    ("--sliding-window-layers", "sliding_window_layers", "layers with sliding-window attention"),
+    ("--linear-attention-layers", "linear_attention_layers", "linear-attention (Gated DeltaNet) layers"),
+    ("--mamba-layers", "mamba_layers", "Mamba / SSM layers"),
+    ("--kv-heads", "kv_heads", "KV heads per attention layer"),
+    ("--head-dim", "head_dim", "dimension of one KV head"),
+    ("--sliding-window", "sliding_window", "sliding window in tokens"),
+    ("--kv-lora-rank", "kv_lora_rank", "MLA latent size per token per layer"),
+    ("--qk-rope-head-dim", "qk_rope_head_dim", "MLA RoPE key size per token per layer"),
+    ("--linear-conv-elements", "linear_conv_elements", "conv state elements per linear-attention layer"),
+    (
+        "--linear-state-elements",
+        "linear_recurrent_elements",
+        "recurrent state elements per linear-attention layer",
+    ),
+    ("--mamba-conv-elements", "mamba_conv_elements", "conv state elements per Mamba layer"),
+    ("--mamba-state-elements", "mamba_ssm_elements", "SSM state elements per Mamba layer"),
+)
+
+
+def add_model_argument(p: Parser) -> None:
+    p.add_argument("--model", metavar="NAME|config.json",
+                   help="model preset or local Hugging Face config.json: capacities also in GiB, plus the "
+                        "hybrid-layer reserve (see `kvset model --list`)")  # fmt: skip
+
+
+def add_kv_dtype_argument(p: Parser) -> None:
+    p.add_argument(
+        "--kv-dtype",
+        type=dtype_name,
+        default=AUTO,
+        metavar="DTYPE",
+        help="KV cache dtype: auto (the model's dtype), bf16, fp16, fp8 (fp8_e4m3, fp8_e5m2), fp32 (default: auto)",
+    )
+
+
+def add_kv_cache_arguments(p: Parser) -> None:
+    """`kvset model`: the KV dtype and the block its bytes per block are counted in."""
+    add_kv_dtype_argument(p)
+    add_block_size_argument(p, default=DEFAULT_BLOCK_SIZE)
+
+
+def add_reserve_arguments(p: Parser, live: bool = False) -> None:
+    """How many requests hold hybrid-layer state, and how much context each. Live (kvset-top), the
+    concurrency defaults to what the engine reports."""
+    p.add_argument(
+        "--concurrency",
+        type=non_negative_int,
+        default=None if live else 1,
+        metavar="N",
+        help="running requests that each hold hybrid-layer state (default: "
+        + ("the engine's count when it reports one, else 1)" if live else "1)"),
+    )
+    p.add_argument(
+        "--context",
+        type=non_negative_int,
+        default=None,
+        metavar="TOKENS",
+        help="context length per running request (default: the model's max_position_embeddings)",
+    )
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("geometry overrides (replace the numbers read from the config)")
+    for flag, _field, text in OVERRIDE_FLAGS:
+        group.add_argument(flag, type=non_negative_int, default=None, metavar="N", help=text)
+    group.add_argument(
+        "--state-dtype",
+        type=dtype_name,
+        default=None,
+        metavar="DTYPE",
+        help="dtype of linear-attention and SSM state (default: the config's mamba_ssm_dtype, else the model dtype)",
+    )
+    group.add_argument(
+        "--model-dtype",
+        type=dtype_name,
+        default=None,
+        metavar="DTYPE",
+        help="the model's dtype (what --kv-dtype auto means)",
+    )
+
+
+# -- the engine sources ----------------------------------------------------------------------------
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("engine log (--log)")
+    g.add_argument("--log", metavar="PATH", help="a vLLM or SGLang log file (plain or .gz when read whole)")
+    g.add_argument("--log-engine", choices=ENGINES, default="auto", help="which engine wrote the log")
+    g.add_argument(
+        "--log-block-size", type=positive_int, default=16, metavar="N", help="the engine's block size (vLLM: 16)"
+    )
+    g.add_argument("--log-hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM --prefix-caching-hash-algo")
+    g.add_argument(
+        "--log-hash-seed", metavar="SEED", help="PYTHONHASHSEED the engine ran with (changes vLLM's root hash)"
+    )
+    g.add_argument(
+        "--log-max-log-len", type=positive_int, metavar="N", help="vLLM's --max-log-len, if set (else inferred)"
+    )
+    g.add_argument(
+        "--log-truncated",
+        choices=TRUNCATED_POLICIES,
+        default="skip",
+        help="prompts with cut id lists: skip them (default) or use their first blocks",
+    )
+    g.add_argument("--log-from-end", action="store_true", help="follow only what is written from now on")
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("engine metrics (--metrics)")
+    g.add_argument("--metrics", metavar="URL", help="the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics")
+    g.add_argument("--metrics-interval", type=positive_float, default=1.0, metavar="S", help="poll every S seconds")
+    g.add_argument("--metrics-timeout", type=positive_float, default=2.0, metavar="S", help="request timeout")
+    g.add_argument(
+        "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
+    )
+
+
+def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    group = parser.add_argument_group("KV events over ZMQ (vLLM, SGLang)")
+    group.add_argument(
+        "--events",
+        action="append",
+        metavar="ENDPOINT",
+        required=required,
+        help="the engine's KV-event PUB endpoint, e.g. tcp://HOST:5557; repeat it or give a port range "
+        "(tcp://HOST:5557-5560) for data-parallel ranks, which publish on port + rank",
+    )
+    group.add_argument(
+        "--replay-endpoint",
+        action="append",
+        metavar="ENDPOINT",
+        help="the engine's replay ROUTER endpoint (its replay_endpoint), used to recover sequence gaps; "
+        "one per --events endpoint, or one that is offset by rank like the engine does",
+    )
+    group.add_argument(
+        "--topic", default="", help="the engine's event topic (default: empty, vLLM's default)"
+    )
+    group.add_argument(
+        "--medium",
+        default=DEFAULT_MEDIUM,
+        help="which cache tier's events count: GPU (default), CPU, STORAGE, CPU_PINNED, DISK, EXTERNAL, or all",
+    )
+    group.add_argument(
+        "--group-idx",
+        type=int,
+        default=None,
+        metavar="N",
+        help="count only this KV cache group's events (default: the group the events call full attention, "
+        "else the first group seen)",
+    )
+    group.add_argument(
+        "--events-block-size",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help="tokens per block for events that carry neither block_size nor token_ids (default 16)",
+    )
+    group.add_argument(
+        "--replay-timeout",
+        type=positive_float,
+        default=1.0,
+        metavar="S",
+        help="how long to wait for a replay before counting the missing batches as lost (default 1 s)",
+    )
+
+
+# -- the live monitor (kvset-top) ------------------------------------------------------------------
+def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> None:
+    """The sources, analysis, model and one-shot flags of the live monitor (the UI adds its own). As a
+    service (`kvset serve`): no one-shot flags, and no demo unless asked."""
+    src = p.add_argument_group("sources (at least one)" if service else "sources (default: --demo)")
+    add_demo_argument(src)
+    src.add_argument("--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)")
+    src.add_argument("--follow", action="store_true",
+                     help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
+    src.add_argument("--record", metavar="FILE",
+                     help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
+    src.add_argument("--speed", type=speed, default=1.0, metavar="X",
+                     help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
+    add_trace_arguments(src)
+
+    add_events_arguments(p)
+    add_log_arguments(p)
+    add_metrics_arguments(p)
+
+    ana = p.add_argument_group("analysis")
+    add_analysis_arguments(ana)
+    add_targets_argument(ana, "coverage targets (shares of the attainable hit rate)")
+    ana.add_argument("--absolute-targets", default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS), metavar="T1,T2,..",
+                     help="absolute hit-rate targets (default 0.5,0.7,0.9)")  # fmt: skip
+    add_target_mode_argument(ana)
+    add_capacity_argument(ana)
+    add_tier_arguments(ana)
+    ana.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
+                     help="refresh interval (default 1)")  # fmt: skip
+
+    mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
+    add_model_argument(mod)
+    add_kv_dtype_argument(mod)
+    add_reserve_arguments(mod, live=True)
+    add_override_arguments(p)
+
+    if service:
+        p.set_defaults(once=False, json=False, duration=None)
+        return
+    once = p.add_argument_group("one-shot report")
+    once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
+    add_json_argument(once, "with --once: the snapshot as JSON")
+    once.add_argument("--duration", type=positive_float, metavar="SECONDS",
+                      help="with --once: how long to listen to live sources (default 10 s; files and the "
+                           "demo are read to the end)")  # fmt: skip
+
+
+# -- the Prometheus exporter (kvset serve, kvset-top --serve-metrics) --------------------------------
+EXPORTED_CAPACITIES = ("capacities whose hit rates are exported (kvset_hit_rate), besides the engine's pool, "
+                       "e.g. 1000,10000 (the histogram kvset_stack_distance_blocks has every bucket edge)")  # fmt: skip
+
+
+def add_exporter_arguments(p: argparse.ArgumentParser, beside_ui: bool = False) -> None:
+    """`kvset serve`: --listen and --textfile; kvset-top (beside_ui): --serve-metrics. Nothing listens
+    unless one is given, and only on 127.0.0.1 unless a host is."""
+    g = p.add_argument_group("Prometheus exporter (nothing listens unless asked)")
+    if beside_ui:
+        g.add_argument("--serve-metrics", type=listen_address, metavar="[HOST:]PORT",
+                       help="also serve the metrics of `kvset serve` on HOST:PORT (HOST default 127.0.0.1) while "
+                            "the app runs; not with --once")  # fmt: skip
+    else:
+        g.add_argument("--listen", type=listen_address, metavar="[HOST:]PORT",
+                       help="serve /metrics on HOST:PORT (HOST default 127.0.0.1; 0.0.0.0 or [::] for every "
+                            "interface; PORT 0 picks a free one, printed on stderr)")  # fmt: skip
+        g.add_argument("--textfile", metavar="PATH",
+                       help="write the same metrics to PATH (atomically, every refresh) for node_exporter's "
+                            "textfile collector, which reads *.prom files")  # fmt: skip
+    add_capacities_argument(g, EXPORTED_CAPACITIES)

@@ -1,0 +1,86 @@
+"""What the parsed flags describe: the model geometry (with its overrides) and the engine sources.
+
+The flags themselves are defined in kvset.cli.flags; this module only reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kvset.cli.flags import OVERRIDE_FLAGS
+from kvset.geometry.model import ModelGeometry
+from kvset.geometry.resolve import load_model
+from kvset.sources.kv_events import KvEventsSource
+from kvset.sources.log import LogSource
+from kvset.sources.metrics import MetricsSource
+
+
+# -- the model -------------------------------------------------------------------------------------
+def overrides_from_args(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for flag, field, _text in OVERRIDE_FLAGS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value is not None:
+            out[field] = value
+    if getattr(args, "state_dtype", None) is not None:
+        out["state_dtype"] = args.state_dtype
+    if getattr(args, "model_dtype", None) is not None:
+        out["model_dtype"] = args.model_dtype
+    return out
+
+
+def geometry_from_args(spec: str, args: argparse.Namespace) -> ModelGeometry:
+    """Load `spec` (preset or config.json) and apply the override flags. Raises GeometryError."""
+    return load_model(spec).with_overrides(**overrides_from_args(args))
+
+
+def context_tokens_from_args(geometry: ModelGeometry, args: argparse.Namespace) -> tuple[int, str]:
+    """(context tokens, where the number came from) for the reserve."""
+    if getattr(args, "context", None) is not None:
+        return args.context, "given"
+    if geometry.max_position_embeddings is not None:
+        return geometry.max_position_embeddings, "max_position_embeddings"
+    if geometry.sliding_window is not None:
+        return geometry.sliding_window, "sliding window (no max_position_embeddings in the config)"
+    return 0, "unknown (no max_position_embeddings in the config; give --context)"
+
+
+# -- the engine sources ----------------------------------------------------------------------------
+def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | None:
+    if not getattr(args, "log", None):
+        return None
+    return LogSource(
+        args.log,
+        follow=follow,
+        engine=args.log_engine,
+        block_size=args.log_block_size,
+        hash_algo=args.log_hash_algo,
+        python_hash_seed=args.log_hash_seed,
+        max_log_len=args.log_max_log_len,
+        truncated=args.log_truncated,
+        from_end=args.log_from_end,
+    )
+
+
+def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
+    if not getattr(args, "metrics", None):
+        return None
+    return MetricsSource(
+        args.metrics,
+        interval=args.metrics_interval,
+        timeout=args.metrics_timeout,
+        window_s=args.metrics_window,
+    )
+
+
+def events_source_from_args(args: argparse.Namespace) -> KvEventsSource:
+    """Raises ValueError for unusable endpoint specs."""
+    return KvEventsSource(
+        endpoints=args.events,
+        replay_endpoints=args.replay_endpoint,
+        topic=args.topic,
+        medium=args.medium,
+        group_idx=args.group_idx,
+        block_tokens=args.events_block_size,
+        replay_timeout=args.replay_timeout,
+    )

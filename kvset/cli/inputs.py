@@ -1,0 +1,108 @@
+"""Where `kvset analyze` and `kvset verify` get their accesses: a trace file, a whole engine log or the
+built-in demo (the flags: kvset.cli.flags.add_input_arguments)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from kvset.cli.from_flags import log_source_from_args
+from kvset.formats import read_trace
+from kvset.formats.stream import TraceStream
+from kvset.offline import InputSummary
+from kvset.types import AccessBatch
+from kvset.workload import WorkloadConfig, generate
+
+
+class InputError(Exception):
+    """Unusable input: the command prints it and exits with code 2."""
+
+
+def load_input(args: argparse.Namespace, stream: bool = False) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+    """A factory of access batches (callable again for a second pass) and what was read.
+
+    stream: a trace file is read as a stream (kvset.formats.stream), once; the summary is
+    filled in when the analysis has read it all."""
+    if args.demo:
+        if args.trace:
+            raise InputError("give a trace or --demo, not both")
+        t0 = time.perf_counter()
+        cfg = WorkloadConfig(block_tokens=args.block_size or 16)
+        batch = generate(args.demo_accesses, cfg)
+        summary = InputSummary(
+            name="built-in agentic demo workload",
+            format="demo",
+            block_tokens=cfg.block_tokens,
+            requests=len(batch.request_starts),
+            read_seconds=time.perf_counter() - t0,
+        )
+        return (lambda: [batch]), summary
+    if args.log:
+        if args.trace:
+            raise InputError("give a trace or --log, not both")
+        return _load_log(args)
+    if not args.trace:
+        raise InputError("no trace given: kvset analyze TRACE (or --demo, or --log PATH)")
+    if args.trace != "-" and not Path(args.trace).exists():
+        raise InputError(f"no such file: {args.trace}")
+    if stream and args.trace != "-":
+        reader = TraceStream(args.trace, format=args.format, block_size=args.block_size, strict=args.strict,
+                             hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed)  # fmt: skip
+        return (lambda: reader), InputSummary(name=args.trace, format=args.format or "", block_tokens=args.block_size)
+    t0 = time.perf_counter()
+    trace = read_trace(
+        args.trace,
+        format=args.format,
+        block_size=args.block_size,
+        strict=args.strict,
+        hash_algo=args.hash_algo,
+        python_hash_seed=args.python_hash_seed,
+    )
+    summary = InputSummary(
+        name=args.trace if args.trace != "-" else "<stdin>",
+        format=trace.format,
+        block_tokens=trace.block_tokens,
+        requests=trace.requests,
+        lines=trace.lines,
+        rejects=trace.rejects,
+        warnings=trace.warnings,
+        notes=list(trace.notes),
+        read_seconds=time.perf_counter() - t0,
+    )
+    return (lambda: trace.batches()), summary
+
+
+def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+    """A whole vLLM/SGLang log, read once: the prompts it logged become the access stream."""
+    if args.log != "-" and not Path(args.log).exists():
+        raise InputError(f"no such file: {args.log}")
+    t0 = time.perf_counter()
+    source = log_source_from_args(args, follow=False)
+    batches: list[AccessBatch] = []
+    health = None
+    try:
+        for update in source.updates(threading.Event()):
+            if update.accesses is not None and len(update.accesses):
+                batches.append(update.accesses)
+            health = update.health or health
+    finally:
+        source.close()
+    summary = InputSummary(
+        name=args.log,
+        format=f"{'/'.join(sorted(source.engines_seen)) or args.log_engine} log",
+        block_tokens=args.log_block_size,
+        requests=sum(len(b.request_starts) for b in batches if b.request_starts is not None),
+        lines=source.lines,
+        rejects=source.rejects,
+        notes=list(health.notes) if health is not None else [],
+        read_seconds=time.perf_counter() - t0,
+    )
+    if not batches:
+        if source.read_error:
+            raise InputError(f"{args.log}: could not be read: {source.read_error}")
+        raise InputError(f"{args.log}: no prompt with token ids in the log "
+                         f"({source.lines:,} lines; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))")  # fmt: skip
+    return (lambda: batches), summary

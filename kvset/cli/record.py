@@ -1,0 +1,96 @@
+"""`kvset record`: save what a live source sees as a trace file, to analyze an incident later."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from kvset.cli.flags import add_events_arguments
+from kvset.cli.from_flags import events_source_from_args
+from kvset.formats.record import TraceRecorder
+
+_PROGRESS_EVERY_S = 5.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "record",
+        help="save a live engine's block accesses as a replayable trace",
+        description="Subscribe to an engine's KV events and write every block access it reports as a "
+        "Mooncake-style JSONL trace (with the engine's block size), until --seconds have passed or "
+        "Ctrl-C. `kvset analyze` replays the file.",
+    )
+    add_events_arguments(parser, required=True)
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="the trace to write (.gz: gzip-compressed)"
+    )
+    parser.add_argument("--seconds", type=float, default=None, metavar="N", help="stop after N seconds")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
+    parser.set_defaults(func=run)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.seconds is not None and args.seconds <= 0:
+        _say("kvset record: --seconds must be positive")
+        return 2
+    try:
+        source = events_source_from_args(args)
+    except ValueError as exc:
+        _say(f"kvset record: {exc}")
+        return 2
+    stop = threading.Event()
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        restore = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    started = time.monotonic()
+    deadline = None if args.seconds is None else started + args.seconds
+    next_progress = started + _PROGRESS_EVERY_S
+    health = None
+    try:
+        recorder = TraceRecorder(args.out, block_tokens=args.events_block_size)
+    except OSError as exc:
+        _say(f"kvset record: cannot write {args.out}: {exc}")
+        return 2
+    try:
+        for update in source.updates(stop):
+            if update.accesses is not None:
+                recorder.write(update.accesses)
+            health = update.health or health
+            for event in update.events:
+                _say(f"{event.kind}: {event.text}")
+            now = time.monotonic()
+            if not args.quiet and now >= next_progress and health is not None:
+                _say(f"{health.state}: {recorder.requests} requests, {recorder.accesses} accesses recorded")
+                next_progress = now + _PROGRESS_EVERY_S
+            if deadline is not None and now >= deadline:
+                stop.set()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        recorder.close()
+        source.close()
+        if restore is not None:
+            signal.signal(signal.SIGTERM, restore)
+    health = source.health()
+    elapsed = time.monotonic() - started
+    _say(
+        f"recorded {recorder.requests} requests, {recorder.accesses} block accesses "
+        f"({recorder.tokens} tokens) in {elapsed:.1f} s to {args.out}"
+    )
+    for key, value in health.details:
+        _say(f"  {key}: {value}")
+    for note in health.notes:
+        _say(f"  note: {note}")
+    if source.rejects:
+        _say("  " + source.rejects.describe().replace("\n", "\n  "))
+    if recorder.requests == 0:
+        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
+        return 1
+    return 0

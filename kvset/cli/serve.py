@@ -1,0 +1,96 @@
+"""`kvset serve`: the live monitor without a UI, its figures as Prometheus metrics on /metrics
+(--listen) or in a file for node_exporter's textfile collector (--textfile); and the same exporter
+beside kvset-top's app (--serve-metrics, `exporter_beside_ui`)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from kvset.cli.flags import add_exporter_arguments, add_monitor_arguments
+from kvset.cli.live_monitor import UsageError, build_monitor
+from kvset.exporter import Exporter
+from kvset.monitor import Monitor
+from kvset.quantities import parse_capacities
+
+SOURCE_FLAGS = ("replay", "events", "log", "metrics", "demo")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="the live monitor as a Prometheus exporter (/metrics or a node_exporter textfile)",
+        description="Follow an engine (or replay a trace) as kvset-top does and export the curve, the working "
+        "sets, the engine's operating point, source health and tiers as Prometheus metrics. Nothing listens "
+        "unless --listen is given; HOST defaults to 127.0.0.1. Runs until Ctrl-C or SIGTERM.",
+    )
+    add_monitor_arguments(p, service=True)
+    add_exporter_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _capacities(args: argparse.Namespace) -> tuple[int, ...]:
+    try:
+        return parse_capacities(args.capacities) if args.capacities else ()
+    except ValueError as e:
+        raise UsageError(f"--capacities: {e}") from None
+
+
+def _cannot_listen(flag: str, address: tuple[str, int], exc: OSError) -> UsageError:
+    host, port = address
+    return UsageError(f"{flag} {host}:{port}: cannot listen there: {exc.strerror or exc}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if not (args.listen or args.textfile):
+            raise UsageError("give --listen [HOST:]PORT or --textfile PATH (nothing listens unless asked)")
+        if not any(getattr(args, flag) for flag in SOURCE_FLAGS):
+            raise UsageError("give a source: --events, --log, --metrics, --replay TRACE (or --demo)")
+        capacities = _capacities(args)
+        monitor = build_monitor(args)
+        try:
+            exporter = Exporter(capacities, listen=args.listen, textfile=Path(args.textfile) if args.textfile else None)
+        except OSError as exc:
+            raise _cannot_listen("--listen", args.listen, exc) from None
+    except (UsageError, ValueError) as e:  # GeometryError is a ValueError too
+        print(f"kvset serve: {e}", file=sys.stderr)
+        return 2
+    if exporter.server is not None:
+        print(f"kvset serve: metrics on {exporter.server.url}", file=sys.stderr, flush=True)
+    if args.textfile:
+        print(f"kvset serve: writing {args.textfile} every refresh", file=sys.stderr, flush=True)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        monitor.run(stop, exporter.publish)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        exporter.close()
+    return 0
+
+
+def exporter_beside_ui(args: argparse.Namespace, monitor: Monitor) -> Exporter | None:
+    """kvset-top --serve-metrics: the exporter fed by the monitor the app runs (None when not asked).
+    Not with --once, which exits after one report: a scraper would find nothing there."""
+    if not args.serve_metrics:
+        if args.capacities:
+            raise UsageError("--capacities (the exported hit rates) needs --serve-metrics")
+        return None
+    if args.once:
+        raise UsageError("--serve-metrics serves beside the app, and --once exits after one report; "
+                         "`kvset serve` exports without the app")  # fmt: skip
+    if args.serve_metrics[1] == 0:
+        raise UsageError("--serve-metrics needs a port: the app cannot print the one port 0 would pick")
+    capacities = _capacities(args)
+    try:
+        exporter = Exporter(capacities, listen=args.serve_metrics)
+    except OSError as exc:
+        raise _cannot_listen("--serve-metrics", args.serve_metrics, exc) from None
+    monitor.add_listener(exporter.publish)
+    return exporter

@@ -1,0 +1,130 @@
+"""What the KV-events source tells its user: the notes and details of its health, in words."""
+
+from __future__ import annotations
+
+from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEventTracker
+from kvset.engine.tracker_output import HealthParts
+
+HITS_REPORTED_NOTE = "hits reported: the curve is the exact LRU curve of the engine's accesses"
+MISSES_ONLY_NOTE = (
+    "engine reports misses only (stored blocks are not already resident, or too rarely to tell): the "
+    "curve is the LRU curve of the engine's misses, its hits are invisible. Fix: vLLM >= 0.26, send "
+    'requests with vllm_xargs: {"kv_cache_report_mode": "full"}'
+)
+EVENTS_HELP = (
+    "KV events (--events): every block the engine stores is one access, one BlockStored one request. "
+    "Engines publish stores of newly computed blocks only by default, i.e. their misses: hits are "
+    "invisible, and the curve is then the LRU curve of the engine's misses (roughly what a second "
+    "cache tier behind the engine would see), not of all its accesses. vLLM >= 0.26 also publishes "
+    'the hit blocks of requests sent with vllm_xargs: {"kv_cache_report_mode": "full"}; then the '
+    "curve is the exact LRU curve of the engine's accesses. The status line says which case is seen "
+    f"(at least {HITS_MIN_STORES} stores of blocks that are already resident, and at least "
+    f"{HITS_MIN_SHARE:.0%} of all stores, mean hits are reported). BlockRemoved events give the engine's "
+    "own resident blocks, evictions and re-stores after removal (misses a larger cache would have hit). "
+    "Hybrid models publish one copy of each block per KV cache group: one group is counted (--group-idx, "
+    "else the full-attention group when the events say which it is, else the first group seen)."
+)
+
+
+def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
+    """The notes and details of the source's health; `at` (wall seconds) samples the eviction rate."""
+    stored = tracker.counted_total(lambda b: b.stored_total)
+    hits_reported = tracker.hits_reported
+    group_facts = _group_facts(tracker)
+    sequences = [p.sequence for p in tracker.publishers]
+    lost = sum(s.lost for s in sequences)
+
+    notes: list[str] = []
+    if hits_reported:
+        notes.append(HITS_REPORTED_NOTE)
+    elif stored:
+        notes.append(MISSES_ONLY_NOTE)
+    if lost:
+        why = "" if any(s.can_replay for s in sequences) else "; give --replay-endpoint to recover gaps"
+        notes.append(
+            f"{lost} event batches lost in sequence gaps: their accesses are missing from the curve{why}"
+        )
+    if group_facts is not None and group_facts[0]:
+        notes.append(group_facts[0])
+    if tracker.ignored_media and not stored:
+        seen = ", ".join(f"{m} ({n} events)" for m, n in tracker.ignored_media.most_common())
+        notes.append(f"no {tracker.medium} events yet; other media seen: {seen}; see --medium")
+
+    details: list[tuple[str, str]] = []
+    for publisher in tracker.publishers:
+        label = publisher.label + ("" if publisher.rank is None else f" {publisher.address}")
+        sequence = publisher.sequence
+        seq = "-" if sequence.last_seq is None else str(sequence.last_seq)
+        resident = tracker.counted_total(len, [publisher])
+        evictions = tracker.counted_total(lambda b: b.evictions_total, [publisher])
+        details.append(
+            (
+                label,
+                f"{publisher.batches} batches, {publisher.accesses} accesses, {resident} resident blocks, "
+                f"{evictions} evictions, last seq {seq}"
+                + ("" if not sequence.first_seq else f" (joined at seq {sequence.first_seq})"),
+            )
+        )
+    pending = sum(s.being_replayed for s in sequences)
+    details.append(
+        (
+            "sequence gaps",
+            f"{sum(s.gaps for s in sequences)} gaps, {sum(s.missing for s in sequences)} batches missing: "
+            f"{sum(s.recovered for s in sequences)} recovered by replay, {lost} lost"
+            + (f", {pending} being replayed" if pending else ""),
+        )
+    )
+    details.append(("evictions", f"{tracker.evictions_total} total, {tracker.eviction_rate(at):.1f}/s"))
+    details.append(
+        ("re-stores after removal", str(tracker.counted_total(lambda b: b.restores_after_removal)))
+    )
+    details.append(("hit reporting", _hit_reporting(tracker)))
+    unsure = tracker.counted_total(lambda b: b.stores_of_uncertain)
+    if unsure:
+        details.append(
+            (
+                "stores after lost events",
+                f"{unsure} stores of blocks whose eviction may have been lost: not taken as hits",
+            )
+        )
+    ignored = ", ".join(f"{m} {n} events" for m, n in tracker.ignored_media.most_common())
+    details.append(("medium", (tracker.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
+    if group_facts is not None:
+        details.append(("KV cache group", group_facts[1]))
+    if tracker.block_size is not None:
+        details.append(("block size", f"{tracker.block_size} tokens"))
+    restarts = sum(s.restarts for s in sequences)
+    if restarts or tracker.clears:
+        details.append(("resets", f"{restarts} engine restarts, {tracker.clears} AllBlocksCleared"))
+    return HealthParts(notes=tuple(notes), details=tuple(details), reports_hits=hits_reported)
+
+
+def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
+    """(note, detail) about KV cache groups, when there is more than one to choose from."""
+    in_use = tracker.group_in_use
+    chosen = tracker.group_idx is not None
+    if in_use is None or (not chosen and len(tracker.groups_seen) < 2):
+        return None
+    others = sorted(tracker.groups_seen - {in_use})
+    of = ("group " if len(others) == 1 else "groups ") + ", ".join(map(str, others))
+    why = "--group-idx" if chosen else tracker.group_kinds.get(in_use) or "first seen"
+    detail = f"{in_use} ({why})"
+    if others:
+        detail += f"; ignored: {tracker.ignored_group_events} events, {tracker.ignored_group_blocks} stored blocks of {of}"
+    note = ""
+    if not chosen:
+        note = (
+            f"several KV cache groups: counting group {in_use} only; choose with --group-idx "
+            f"({tracker.ignored_group_blocks} stored blocks of {of} ignored)"
+        )
+    return note, detail
+
+
+def _hit_reporting(tracker: KvEventTracker) -> str:
+    resident, stored = tracker.hit_evidence()
+    if tracker.hits_reported:
+        return f"hits reported ({resident} stores of resident blocks of {stored} stores)"
+    if resident:
+        of = f" of {stored} stores" if resident >= HITS_MIN_STORES else ""
+        return f"misses only so far ({resident} stores of resident blocks{of}: too few to tell)"
+    return "misses only so far" if stored else "unknown (no stores yet)"

@@ -1,0 +1,377 @@
+"""What an engine's KV-cache events say: block accesses, its resident blocks, whether it reports hits.
+
+Meaning of the events:
+- every block of a BlockStored (of the selected medium and KV cache group) is an access, in
+  list order; one BlockStored is one request; its tokens per block come from block_size and
+  token_ids; its timestamp is the batch's ts;
+- BlockRemoved is the engine's own eviction: it drives the engine's resident set, its churn
+  and the re-stores after removal (misses a larger cache would have hit);
+- AllBlocksCleared and a sequence number going backwards (engine restart) reset that rank's
+  resident set and become timeline events.
+
+Hybrid models store each request's blocks once per KV cache group, often under the same hashes.
+Only one group is counted: the one given with --group-idx, else the group that says it is full
+attention (kv_cache_spec_kind), else the first group seen; each (rank, group) has its own
+resident set, so one group's blocks never look like hits in another.
+
+Whether the engine reports its hits is decided from a sustained signal: enough stores of
+blocks that are already resident (HITS_MIN_STORES, and HITS_MIN_SHARE of all stores). After
+events were lost, the blocks resident then may have been evicted unseen, so their next store is
+not taken as a hit.
+
+`KvEventTracker` is pure: it is given each publisher's messages as frames, with the time (monotonic
+seconds `now` for the replay deadlines, wall seconds `at` for the timeline), and answers with the
+replay requests its source must send (see kv_event_sequence). No message can stop it: an error
+while handling one is a counted rejection.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset.engine.kv_event_sequence import (
+    Accept,
+    AskReplay,
+    DropReplayConnection,
+    EngineRestarted,
+    EventsLost,
+    GapClosed,
+    KvEventSequence,
+    Step,
+    reject_failed_message,
+)
+from kvset.engine.kv_events import (
+    ALL_BLOCKS_CLEARED,
+    BLOCK_REMOVED,
+    BLOCK_STORED,
+    MAX_BLOCK_SIZE,
+    KvEventBatch,
+    decode_message,
+)
+from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine.tracker_output import PendingAccesses
+from kvset.rejects import RejectCounter
+from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+
+ALL_MEDIA = ("all", "any", "*")
+DEFAULT_MEDIUM = "GPU"  # what events without a medium field (older vLLM, SGLang) describe
+# "Hits reported" needs this many stores of resident blocks, and this share of all stores: one
+# stray duplicate (a lost BlockRemoved, a second KV cache group) must not decide it.
+HITS_MIN_STORES = 10
+HITS_MIN_SHARE = 0.01
+# kv_cache_spec_kind values of groups whose blocks hold a shared prefix's full KV state.
+FULL_ATTENTION_KINDS = frozenset({"full_attention", "mla_attention", "sink_full_attention"})
+NO_GROUP = -1  # events without group_idx (older vLLM, SGLang): always counted
+_RATE_WINDOW_S = 10.0
+
+ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
+
+
+def block_tokens(n_blocks: int, block_size: int, token_count: int, fallback: int) -> np.ndarray:
+    """Tokens each stored block covers: block_size each, a shorter last block if token_ids say so."""
+    if block_size > 0:
+        size = block_size
+    elif token_count > 0 and token_count % n_blocks == 0 and token_count // n_blocks <= MAX_BLOCK_SIZE:
+        size = token_count // n_blocks
+    else:
+        size = fallback
+    tokens = np.full(n_blocks, size, dtype=np.int64)
+    if block_size > 0 and token_count > 0:
+        last = token_count - (n_blocks - 1) * size
+        if 0 < last < size:
+            tokens[-1] = last
+    return tokens
+
+
+@dataclass
+class Publisher:
+    """One publisher endpoint (one data-parallel rank): its sequence and its engine's resident sets."""
+
+    address: str
+    sequence: KvEventSequence
+    groups: dict[int, ResidentBlocks] = field(default_factory=dict)  # by KV cache group (NO_GROUP)
+    rank: int | None = None
+    batches: int = 0
+    accesses: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else self.address
+
+
+class KvEventTracker:
+    """The engine as its KV events describe it, over one or more publishers (see the module docstring)."""
+
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        replay_addresses: Sequence[str | None],
+        rejects: RejectCounter,
+        medium: str = DEFAULT_MEDIUM,
+        group_idx: int | None = None,
+        fallback_block_tokens: int = 16,
+        replay_timeout: float = 1.0,
+        removed_memory: int = 2_000_000,
+    ) -> None:
+        if fallback_block_tokens <= 0:
+            raise ValueError("block_tokens must be positive")
+        self.rejects = rejects
+        self.publishers = [
+            Publisher(address, KvEventSequence(replay, replay_timeout, rejects))
+            for address, replay in zip(addresses, replay_addresses, strict=True)
+        ]
+        self.medium = None if medium.lower() in ALL_MEDIA else medium.upper()  # None: every medium
+        self.group_idx = group_idx
+        self.fallback_block_tokens = fallback_block_tokens
+        self.removed_memory = removed_memory
+        self._pending = PendingAccesses()
+        self._timeline: list[TimelineEvent] = []
+        self.accesses = 0
+        self.clears = 0
+        self.block_size: int | None = None
+        self._block_sizes_seen: set[int] = set()
+        # KV cache groups: the one counted (given, or chosen on the first stores) and the others.
+        self.group_in_use: int | None = group_idx
+        self.groups_seen: set[int] = set()
+        self.group_kinds: dict[int, str] = {}  # kv_cache_spec_kind by group, where the events say
+        self.ignored_group_events = 0
+        self.ignored_group_blocks = 0
+        self.ignored_media: Counter[str] = Counter()
+        self._eviction_samples: deque[tuple[float, int]] = deque()
+
+    # ----------------------------------------------------------------- inputs
+    def published(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
+        """One message from publisher `index`'s socket."""
+        publisher = self.publishers[index]
+        try:
+            seq, batch = decode_message(frames, self.rejects, publisher.address)
+            if seq is None:
+                return []
+            steps = publisher.sequence.published(seq, batch, now)
+        except Exception as exc:  # noqa: BLE001 - no message may stop the source
+            self._failed(publisher, exc, publisher.address)
+            return []
+        return self._carry_out(publisher, steps, at)
+
+    def replay_reply(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
+        """One message from publisher `index`'s replay socket."""
+        publisher = self.publishers[index]
+        return self._carry_out(publisher, publisher.sequence.replay_reply(frames, now), at)
+
+    def replay_unsent(self, index: int, now: float, at: float) -> list[ReplayStep]:
+        """The source could not send publisher `index`'s replay request."""
+        publisher = self.publishers[index]
+        return self._carry_out(publisher, publisher.sequence.replay_unsent(now), at)
+
+    def tick(self, now: float, at: float) -> list[tuple[int, ReplayStep]]:
+        """Time passes: replays past their deadline are given up."""
+        out: list[tuple[int, ReplayStep]] = []
+        for index, publisher in enumerate(self.publishers):
+            out += [(index, step) for step in self._carry_out(publisher, publisher.sequence.tick(now), at)]
+        return out
+
+    @property
+    def replay_deadline(self) -> float | None:
+        """The earliest deadline of a pending replay (monotonic seconds), or None."""
+        deadlines = [p.sequence.deadline for p in self.publishers if p.sequence.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    def _carry_out(self, publisher: Publisher, steps: Iterable[Step], at: float) -> list[ReplayStep]:
+        """Apply the sequence's steps to the engine's state; hand back those for the replay socket."""
+        out: list[ReplayStep] = []
+        for step in steps:
+            if isinstance(step, AskReplay | DropReplayConnection):
+                out.append(step)
+                continue
+            try:
+                if isinstance(step, Accept):
+                    self._accept(publisher, step.batch, at)
+                elif isinstance(step, EventsLost):
+                    self._events_lost(publisher)
+                elif isinstance(step, EngineRestarted):
+                    for blocks in publisher.groups.values():
+                        blocks.clear()
+                    self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
+                elif isinstance(step, GapClosed):
+                    self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
+            except Exception as exc:  # noqa: BLE001 - no message may stop the source
+                where = publisher.address + (f" seq {step.seq}" if isinstance(step, Accept) else "")
+                self._failed(publisher, exc, where)
+        return out
+
+    def _failed(self, publisher: Publisher, exc: Exception, where: str) -> None:
+        """A message whose handling raised: counted, and what it may have changed is not trusted."""
+        reject_failed_message(self.rejects, exc, where)
+        self._events_lost(publisher)
+
+    def _events_lost(self, publisher: Publisher) -> None:
+        for blocks in publisher.groups.values():
+            blocks.mark_uncertain()
+
+    # ----------------------------------------------------------------- events
+    def medium_selected(self, medium: str | None) -> bool:
+        return self.medium is None or (medium or DEFAULT_MEDIUM).upper() == self.medium
+
+    def _blocks(self, publisher: Publisher, group: int) -> ResidentBlocks:
+        blocks = publisher.groups.get(group)
+        if blocks is None:
+            blocks = publisher.groups[group] = ResidentBlocks(self.removed_memory)
+        return blocks
+
+    def group_name(self, group: int) -> str:
+        kind = self.group_kinds.get(group)
+        return f"group {group}" + (f" ({kind})" if kind else "")
+
+    def _choose_group(self, publisher: Publisher, batch: KvEventBatch, at: float) -> None:
+        """Without --group-idx: pick the counted KV cache group from a batch's stores.
+
+        The full-attention group when the events name the kinds, else the first group seen. A
+        group already in use that the events call something else (sliding window, Mamba) gives way
+        to a full-attention group that shows up later.
+        """
+        candidates: list[int] = []
+        for i in range(len(batch)):
+            group = int(batch.group_idx[i])
+            if group < 0 or batch.kinds[i] != BLOCK_STORED or not self.medium_selected(batch.media[i]):
+                continue
+            kind = batch.spec_kinds[i]
+            if kind is not None:
+                self.group_kinds[group] = kind
+            candidates.append(group)
+        if not candidates:
+            return
+        full = next((g for g in candidates if self.group_kinds.get(g) in FULL_ATTENTION_KINDS), None)
+        current = self.group_in_use
+        if current is None:
+            self.group_in_use = candidates[0] if full is None else full
+            return
+        current_kind = self.group_kinds.get(current)
+        if full is not None and current_kind is not None and current_kind not in FULL_ATTENTION_KINDS:
+            self.group_in_use = full
+            self._timeline.append(
+                TimelineEvent(
+                    at,
+                    "kv-cache-group",
+                    f"{publisher.label}: counting KV cache {self.group_name(full)} from now on "
+                    f"instead of {self.group_name(current)} (the accesses so far came from group {current})",
+                )
+            )
+
+    def _accept(self, publisher: Publisher, batch: KvEventBatch, at: float) -> None:
+        publisher.batches += 1
+        if batch.rank is not None:
+            publisher.rank = batch.rank
+        if self.group_idx is None:
+            self._choose_group(publisher, batch, at)
+        for i in range(len(batch)):
+            kind = int(batch.kinds[i])
+            if kind == ALL_BLOCKS_CLEARED:
+                self.clears += 1
+                for blocks in publisher.groups.values():
+                    blocks.clear()
+                self._timeline.append(
+                    TimelineEvent(
+                        at,
+                        "all-blocks-cleared",
+                        f"{publisher.label}: engine cleared all cached blocks; its resident set was reset",
+                    )
+                )
+                continue
+            medium = batch.media[i]
+            if not self.medium_selected(medium):
+                self.ignored_media[(medium or DEFAULT_MEDIUM).upper()] += 1
+                continue
+            group = int(batch.group_idx[i])
+            keys = batch.event_keys(i)
+            counted = group == NO_GROUP or group == self.group_in_use
+            if group >= 0:
+                self.groups_seen.add(group)
+                if not counted and self.group_in_use is not None:  # (None: a removal before any store)
+                    self.ignored_group_events += 1
+                    if kind == BLOCK_STORED:
+                        self.ignored_group_blocks += len(keys)
+                    if self.group_idx is not None:
+                        continue  # the user chose a group: the others are not even tracked
+            # Every group keeps its own resident set, so that a later switch finds it right.
+            blocks = self._blocks(publisher, group)
+            if kind == BLOCK_REMOVED:
+                blocks.remove(keys)
+            elif kind == BLOCK_STORED and len(keys):
+                blocks.store(keys)
+                if not counted:
+                    continue
+                size = int(batch.block_sizes[i])
+                if size > 0:
+                    self.block_size = size
+                    self._block_sizes_seen.add(size)
+                tokens = block_tokens(len(keys), size, int(batch.token_counts[i]), self.fallback_block_tokens)
+                self._pending.add_request(keys, tokens, batch.ts)
+                publisher.accesses += len(keys)
+                self.accesses += len(keys)
+
+    # ----------------------------------------------------------------- outputs
+    @property
+    def pending(self) -> int:
+        """Accesses not yet handed out."""
+        return len(self._pending)
+
+    def take(self, at: float) -> SourceUpdate:
+        """The accesses, the engine reading and the timeline events since the last take (no health)."""
+        events, self._timeline = tuple(self._timeline), []
+        block_size = self.block_size if len(self._block_sizes_seen) == 1 else None
+        return SourceUpdate(accesses=self._pending.take(block_size), engine=self.reading(at), events=events)
+
+    def reading(self, at: float) -> EngineReading | None:
+        if not any(p.batches for p in self.publishers):
+            return None
+        return EngineReading(
+            at=at,
+            block_size=self.block_size,
+            resident_blocks=self.counted_total(len),
+            evictions_total=self.evictions_total,
+            restores_after_removal=self.counted_total(lambda b: b.restores_after_removal),
+            label="kv events",
+        )
+
+    def counted_sets(self, publisher: Publisher) -> list[ResidentBlocks]:
+        """The resident sets whose blocks are accesses: events without a group, and the group in use."""
+        return [b for g, b in publisher.groups.items() if g == NO_GROUP or g == self.group_in_use]
+
+    def counted_total(
+        self, count: Callable[[ResidentBlocks], int], publishers: Iterable[Publisher] | None = None
+    ) -> int:
+        return sum(
+            count(b)
+            for p in (self.publishers if publishers is None else publishers)
+            for b in self.counted_sets(p)
+        )
+
+    @property
+    def evictions_total(self) -> int:
+        return self.counted_total(lambda b: b.evictions_total)
+
+    def hit_evidence(self) -> tuple[int, int]:
+        """(stores of blocks known to be resident, all stores) of the counted groups."""
+        return (
+            self.counted_total(lambda b: b.stores_of_resident),
+            self.counted_total(lambda b: b.stored_total),
+        )
+
+    @property
+    def hits_reported(self) -> bool:
+        """Whether the engine's stores include its hits: a sustained share of stores of resident blocks."""
+        resident, stored = self.hit_evidence()
+        return resident >= HITS_MIN_STORES and resident >= HITS_MIN_SHARE * stored
+
+    def eviction_rate(self, at: float) -> float:
+        """Evictions per second over about the last _RATE_WINDOW_S seconds (each call is a sample)."""
+        samples = self._eviction_samples
+        samples.append((at, self.evictions_total))
+        while len(samples) > 2 and at - samples[1][0] >= _RATE_WINDOW_S:
+            samples.popleft()
+        (t0, e0), (t1, e1) = samples[0], samples[-1]
+        return (e1 - e0) / (t1 - t0) if t1 > t0 else 0.0

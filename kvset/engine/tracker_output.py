@@ -1,0 +1,59 @@
+"""What an engine tracker hands its source: block accesses gathered request by request, and its
+part of the source's health (the source adds what only the I/O knows: connected, state, counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvset.types import AccessBatch
+
+
+@dataclass(frozen=True)
+class HealthParts:
+    notes: tuple[str, ...] = ()
+    details: tuple[tuple[str, str], ...] = ()
+    # Whether the accesses include the engine's hits (see SourceHealth.reports_hits).
+    reports_hits: bool | None = None
+
+
+class PendingAccesses:
+    """Block accesses not yet handed out, one request at a time."""
+
+    def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        self._keys: list[np.ndarray] = []
+        self._tokens: list[np.ndarray] = []
+        self._times: list[float] = []  # one per request
+        self._total = 0
+
+    def __len__(self) -> int:
+        return self._total
+
+    def add_request(self, keys: np.ndarray, tokens: np.ndarray, at: float) -> None:
+        """One request's blocks in order, the tokens each covers, and when it was seen."""
+        self._keys.append(keys)
+        self._tokens.append(tokens)
+        self._times.append(at)
+        self._total += len(keys)
+
+    def take(self, block_tokens: int | None) -> AccessBatch | None:
+        """Everything pending as one batch (None if nothing is), and start afresh."""
+        if not self._total:
+            return None
+        counts = np.array([len(k) for k in self._keys], dtype=np.int64)
+        starts = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        batch = AccessBatch(
+            keys=np.concatenate(self._keys).astype(np.uint64, copy=False),
+            tokens=np.concatenate(self._tokens),
+            request_starts=starts,
+            timestamps=np.repeat(np.asarray(self._times, dtype=np.float64), counts),
+            block_tokens=block_tokens,
+        )
+        self._clear()
+        return batch

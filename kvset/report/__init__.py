@@ -1,0 +1,21 @@
+"""Reports of curves and snapshots as tables, text and JSON: one serializer per result, shared by
+`kvset analyze`, `kvset-top --once` and the app's export.
+
+tables: curve and working-set rows and their plain-text tables; as_text: the two text reports;
+as_json: the two JSON objects; caveats: the caveats every report carries.
+"""
+
+from kvset.report.as_json import analysis_json, operating_point_json, snapshot_json
+from kvset.report.as_text import analysis_text, snapshot_text
+from kvset.report.caveats import CAVEATS, WINDOWED_CURVES, Caveat
+
+__all__ = [
+    "CAVEATS",
+    "WINDOWED_CURVES",
+    "Caveat",
+    "analysis_json",
+    "analysis_text",
+    "operating_point_json",
+    "snapshot_json",
+    "snapshot_text",
+]

@@ -1,0 +1,209 @@
+"""The JSON objects kvset prints: `kvset analyze --json` and a snapshot (`kvset-top --once --json`,
+the `e` export). Their keys are documented in the README; change them there too."""
+
+from __future__ import annotations
+
+from kvset.core.tiers import TierPlan
+from kvset.geometry.dtypes import AUTO
+from kvset.geometry.model import ModelGeometry
+from kvset.geometry.reserve import HybridReserve
+from kvset.offline import AnalysisResult
+from kvset.report.caveats import caveat_lines
+from kvset.report.tables import curve_rows, working_set_rows
+from kvset.report.tiers import tiers_json
+
+
+def _rejections(items) -> list[dict]:
+    return [{"reason": r.reason, "count": r.count, "examples": list(r.examples)} for r in items]
+
+
+def _finite(x):
+    if x is None:
+        return None
+    x = float(x)
+    return None if x != x else x
+
+
+def analysis_json(
+    result: AnalysisResult,
+    targets,
+    mode: str,
+    capacities,
+    bytes_per_block: int | None,
+    *,
+    geometry: ModelGeometry | None = None,
+    kv_dtype: str = AUTO,
+    reserve: HybridReserve | None = None,
+    context_from: str | None = None,
+    tiers: TierPlan | None = None,
+) -> dict:
+    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve."""
+    a, c, s = result.analyzer, result.curve, result.input
+    bt = s.block_tokens
+    out = {
+        "input": s.name,
+        "format": s.format,
+        "block_tokens": bt,
+        "order": a.order,
+        "requests": s.requests,
+        "accesses": a.accesses,
+        "tokens": a.tokens,
+        "distinct_blocks": result.distinct_blocks,
+        "rereferences": a.rereferences,
+        "beyond_horizon": a.beyond_horizon,
+        "horizon": a.horizon,
+        "horizon_reached": result.horizon_reached,
+        "max_stack_distance": c.max_distance(),
+        "attainable_hit_rate": c.attainable("blocks"),
+        "attainable_token_hit_rate": c.attainable("tokens"),
+        "bytes_per_block": bytes_per_block,
+        "curve": curve_rows(c, capacities, bt, bytes_per_block),
+        "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block),
+        "rejected_lines": s.rejects.total,
+        "rejections": _rejections(s.rejects.summary()),
+        "warnings": _rejections(s.warnings.summary()),
+        "notes": list(s.notes),
+        "seconds": {"read": round(s.read_seconds, 4), "analyze": round(result.analyze_seconds, 4)},
+        "caveats": caveat_lines(),
+    }
+    if geometry is not None and reserve is not None:
+        out["model"] = {
+            "name": geometry.name,
+            "kv_dtype": geometry.kv_dtype(kv_dtype),
+            "full_attention_bytes_per_token": geometry.full_attention_bytes_per_token(kv_dtype),
+            "full_attention_bytes_per_block": bytes_per_block,
+            "notes": list(geometry.notes),
+        }
+        out["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from, "summary": reserve.summary()}
+        out["hybrid_reserve_bytes"] = reserve.total_bytes
+    if tiers is not None:
+        out.update(tiers_json(tiers, bt, bytes_per_block))
+    return out
+
+
+def operating_point_json(snapshot, window: str = "all") -> dict | None:
+    """The snapshot's operating point as JSON: the engine's capacity and measured hit rate beside the
+    curve's prediction at that capacity, in `window`."""
+    op = snapshot.operating_point
+    if op is None:
+        return None
+    return {
+        "capacity_blocks": op.capacity_blocks,
+        "capacity_tokens": op.capacity_tokens,
+        "measured_token_hit_rate": op.measured_token_hit_rate,
+        "measured_over_seconds": op.measured_over_seconds,
+        "predicted_token_hit_rate": op.predicted(window),
+        "predicted_window": window,
+        "difference": op.difference(window),
+        "curve_scope": op.curve_scope,
+        "stale": op.stale,
+        "label": op.label,
+    }
+
+
+def snapshot_json(snapshot, points: int = 32) -> dict:
+    """A JSON-ready dict of everything a snapshot holds (curves sampled at log-spaced capacities)."""
+    s = snapshot
+    bt, bpb = s.block_tokens, s.bytes_per_block
+    all_curve = s.curve("all")
+    windows = {}
+    for label, c in s.curves.items():
+        windows[label] = {
+            "seconds": c.window_seconds,
+            "exact": c.exact,
+            "accesses": c.accesses,
+            "tokens": c.tokens,
+            "attainable_hit_rate": c.attainable("blocks"),
+            "attainable_token_hit_rate": c.attainable("tokens"),
+            "curve": curve_rows(c, c.log_capacities(points), bt, bpb) if c.accesses else [],
+        }
+    churn = s.churn
+    out = {
+        "seq": s.seq,
+        "taken_at": s.taken_at,
+        "data_time": s.data_time,
+        "demo": s.demo,
+        "order": s.order,
+        "horizon": s.horizon,
+        "block_tokens": bt,
+        "bytes_per_block": bpb,
+        "model": s.model,
+        "curve_scope": s.curve_scope,
+        "accesses": s.totals.accesses,
+        "tokens": s.totals.tokens,
+        "requests": s.totals.requests,
+        "distinct_blocks": s.totals.first_time,
+        "rereferences": s.totals.rereferences,
+        "beyond_horizon": s.totals.beyond_horizon,
+        "tracked_blocks": s.totals.tracked_blocks,
+        "late_accesses": s.totals.late_accesses,
+        "accesses_per_second": s.accesses_per_second,
+        "attainable_hit_rate": all_curve.attainable("blocks"),
+        "attainable_token_hit_rate": all_curve.attainable("tokens"),
+        "curve": windows["all"]["curve"],
+        "windows": windows,
+        "targets": {k: list(v) for k, v in s.targets.items()},
+        "working_sets": [
+            {
+                "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
+                "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
+                "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
+            }
+            for r in s.working_sets
+        ],  # fmt: skip
+        "thrashing": {
+            label: {
+                "capacity_blocks": t.capacity_blocks, "capacity_source": t.capacity_source, "hit_rate": t.hit_rate,
+                "gain_10pct": t.gain_10pct, "gain_25pct": t.gain_25pct, "near_miss_share": t.near_miss_share,
+                "level": t.level,
+            }
+            for label, t in s.thrashing.items()
+        },  # fmt: skip
+        "churn": {
+            "slot_seconds": churn.slot_seconds,
+            "end_time": churn.end_time,
+            "accesses_per_second": [float(v) for v in churn.accesses],
+            "first_time_per_second": [float(v) for v in churn.first_time],
+            "rereferences_per_second": [float(v) for v in churn.rereferences],
+            "beyond_horizon_per_second": [float(v) for v in churn.beyond_horizon],
+            "hit_rate_at_capacity": [_finite(v) for v in churn.hit_rate_at_capacity],
+            "capacity_blocks": churn.capacity_blocks,
+            "working_set_main": [_finite(v) for v in churn.working_set_main],
+            "working_set_step_seconds": churn.working_set_step_seconds,
+        },
+        "reserve": None,
+        "engine": None,
+        "operating_point": operating_point_json(s),
+        "engine_history": [
+            {"at": r.at, "token_hit_rate": r.token_hit_rate, "kv_usage": r.kv_usage, "label": r.label, "stale": r.stale}
+            for r in s.engine_history
+            if r.token_hit_rate is not None or r.kv_usage is not None
+        ],
+        "sources": [
+            {
+                "source": h.source, "kind": h.kind, "connected": h.connected, "state": h.state,
+                "last_data_at": h.last_data_at, "received": h.received, "accesses": h.accesses,
+                "rejected": h.rejected_total, "rejections": _rejections(h.rejected), "notes": list(h.notes),
+                "finished": h.finished, "details": dict(h.details),
+            }
+            for h in s.sources
+        ],  # fmt: skip
+        "rejected_total": s.rejected_total,
+        "events": [{"at": e.at, "kind": e.kind, "text": e.text} for e in s.events],
+        "caveats": caveat_lines(),
+    }
+    if s.reserve is not None:
+        r = s.reserve
+        out["reserve"] = {
+            "model": r.model, "full_attention_bytes_per_token": r.full_attention_bytes_per_token,
+            "full_attention_bytes_per_block": r.full_attention_bytes_per_block,
+            "working_set_target": r.working_set_target, "working_set_bytes": r.working_set_bytes,
+            "hybrid_reserve_bytes": r.hybrid_reserve_bytes, "total_bytes": r.total_bytes,
+            "concurrency": r.concurrency, "concurrency_source": r.concurrency_source,
+            "pool_bytes": r.pool_bytes, "notes": list(r.notes),
+        }  # fmt: skip
+    if s.engine is not None:
+        out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
+    if s.tiers is not None:
+        out.update(tiers_json(s.tiers, bt, bpb))
+    return out

@@ -1,0 +1,144 @@
+"""The plain-text reports: `kvset analyze` (from its JSON object) and `kvset-top --once` (from a
+snapshot). Both build their curve and working-set tables in kvset.report.tables."""
+
+from __future__ import annotations
+
+from kvset.quantities import duration, points, target_label
+from kvset.report.caveats import caveat_lines
+from kvset.report.tables import NOT_KNOWN, curve_rows, curve_table, gib_cell, percent_cell, working_set_table
+from kvset.report.tiers import tier_lines, tiers_json
+from kvset.snapshot import MISSES_ONLY
+
+
+def _caveats() -> str:
+    return "caveats: " + " ".join(caveat_lines())
+
+
+def analysis_text(r: dict) -> str:
+    """What `kvset analyze` prints, read off its JSON object (kvset.report.as_json.analysis_json)."""
+    bt = r["block_tokens"]
+    lines = [
+        f"kvset analyze: {r['input']} ({r['format']}, {bt} tokens per block, order {r['order']})",
+        f"  requests {r['requests']:,}   accesses {r['accesses']:,}   distinct blocks {r['distinct_blocks']:,}"
+        f"   tokens {r['tokens']:,}",
+    ]
+    if r["horizon_reached"]:
+        lines.append(
+            f"  horizon {r['horizon']:,} blocks REACHED: curve exact up to it; "
+            f"{r['beyond_horizon']:,} re-references lay beyond it (misses at every capacity shown)"
+        )
+    else:
+        lines.append(f"  horizon {r['horizon']:,} blocks, not reached: the curve is exact at every capacity")
+    lines.append(
+        f"  attainable hit rate (infinite cache): {percent_cell(r['attainable_hit_rate'])} of blocks, "
+        f"{percent_cell(r['attainable_token_hit_rate'])} of tokens"
+    )
+    with_gib = r["bytes_per_block"] is not None
+    lines += ["", curve_table(r["curve"], with_gib)]
+    ws = r["working_sets"]
+    if ws:
+        mode = ws[0]["mode"]
+        explain = "share of the attainable hit rate" if mode == "coverage" else "hit rate"
+        lines += ["", f"working sets ({mode}: {explain}):", working_set_table(ws, with_gib)]
+    if "hybrid_reserve" in r:
+        m, hr = r["model"], r["hybrid_reserve"]
+        lines.append(f"  capacities in GiB for {m['name']}: {m['full_attention_bytes_per_token']:,} B of full-attention "
+                     f"KV per token ({m['kv_dtype']}), {m['full_attention_bytes_per_block']:,} B per {bt}-token block")  # fmt: skip
+        if r["hybrid_reserve_bytes"]:
+            lines.append(f"  hybrid-layer reserve, NOT in the working sets above: {gib_cell(r['hybrid_reserve_bytes'])}"
+                         f" for {hr['concurrency']:,} running requests at {hr['context_tokens']:,} tokens of context "
+                         f"({hr['summary']}); add it to a working set to size the pool")  # fmt: skip
+        else:
+            lines.append(f"  hybrid-layer reserve: 0 ({hr['summary']})")
+    if "tiers" in r:
+        lines += ["", *tier_lines(r)]
+    if r["rejected_lines"] or r["warnings"]:
+        lines.append("")
+        for rej in r["rejections"]:
+            shown = "; ".join(rej["examples"][:3])
+            lines.append(f"  {rej['count']:,} lines rejected: {rej['reason']}" + (f" ({shown})" if shown else ""))
+        for w in r["warnings"]:
+            lines.append(f"  {w['count']:,} requests kept with a warning: {w['reason']}")
+    for note in r["notes"]:
+        lines.append(f"  note: {note}")
+    sec = r["seconds"]
+    rate = r["accesses"] / sec["analyze"] / 1e6 if sec["analyze"] > 0 else float("inf")
+    lines += [
+        "",
+        f"took {sec['read'] + sec['analyze']:.2f} s (read {sec['read']:.2f} s, analyze {sec['analyze']:.2f} s, "
+        f"{rate:.1f} M accesses/s)",
+        _caveats(),
+    ]
+    return "\n".join(lines)
+
+
+def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str:
+    """A one-shot plain-text report of a snapshot (what `kvset-top --once` prints)."""
+    s = snapshot
+    mode = mode or next(iter(s.targets), "coverage")
+    bt, bpb = s.block_tokens, s.bytes_per_block
+    c = s.curve(window)
+    lines = []
+    head = "kvset-top report" + ("  [DEMO: synthetic workload]" if s.demo else "")
+    lines.append(head)
+    for h in s.sources:
+        flag = "connected" if h.connected else "not connected"
+        lines.append(f"  source: {h.source}: {h.state} ({flag}); {h.accesses:,} accesses, "
+                     f"{h.rejected_total:,} rejected")  # fmt: skip
+        for r in h.rejected[:3]:
+            lines.append(f"    rejected {r.count:,}: {r.reason}" + (f" ({'; '.join(r.examples[:2])})" if r.examples else ""))
+        for note in h.notes:
+            lines.append(f"    note: {note}")
+    t = s.totals
+    lines.append(f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time:,}   "
+                 f"tokens {t.tokens:,}" + (f" ({bt} per block)" if bt else ""))  # fmt: skip
+    horizon = (f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon:,} re-references beyond it"
+               if t.beyond_horizon else f"horizon {s.horizon:,} blocks, not reached")  # fmt: skip
+    lines.append(f"  {horizon}; order {s.order}")
+    span = "all time" if c.window_seconds is None else f"last {duration(c.window_seconds)}"
+    if s.curve_scope == MISSES_ONLY:
+        lines.append("  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
+                     "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
+                     "vllm_xargs {\"kv_cache_report_mode\": \"full\"}")  # fmt: skip
+    if t.accesses:
+        lines.append(f"  attainable hit rate ({span}): {percent_cell(c.attainable())} of blocks, "
+                     f"{percent_cell(c.attainable('tokens'))} of tokens")  # fmt: skip
+    else:
+        lines.append("  no block accesses received: no curve (a metrics endpoint alone gives the engine's "
+                     "operating point only; add --events or --log for the curve)")  # fmt: skip
+    if c.accesses:
+        grid = "" if c.exact else ", log grid: lower bounds between grid points"
+        lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(curve_rows(c, c.log_capacities(12), bt, bpb), bool(bpb))]
+    ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
+    if ws_rows:
+        rows = [{"target": r.target, "capacity_blocks": r.capacity_blocks, "capacity_tokens": r.capacity_tokens,
+                 "capacity_bytes": r.capacity_bytes} for r in ws_rows]  # fmt: skip
+        extra = [[{True: "yes", False: "NO", None: NOT_KNOWN}[r.fits_pool],
+                  " ".join(NOT_KNOWN if v is None else f"{v:,}" for v in r.trend_blocks)] for r in ws_rows]  # fmt: skip
+        table = working_set_table(rows, bool(bpb), ["fits pool", "trend (blocks)"], extra)
+        lines += ["", f"working sets ({mode}, {span}):", table]
+    th = s.thrashing.get(window)
+    if th is not None:
+        lines += ["", f"thrashing at {th.capacity_blocks:,} blocks ({th.capacity_source}, {span}): "
+                      f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
+                      f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
+                      f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
+    op = s.operating_point
+    if op is not None:
+        measured = percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
+        lines.append(f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, "
+                     f"measured token hit rate {measured}, predicted {percent_cell(op.predicted(window))}"
+                     + (" (stale)" if op.stale else ""))  # fmt: skip
+    if s.reserve is not None:
+        r = s.reserve
+        ws = gib_cell(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
+        lines.append(f"memory for {r.model}: working set ({target_label(r.working_set_target)}) {ws} + hybrid reserve "
+                     f"{gib_cell(r.hybrid_reserve_bytes)} ({r.concurrency} running, {r.concurrency_source})"
+                     + (f" = {gib_cell(r.total_bytes)}" if r.total_bytes is not None else "")
+                     + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else ""))  # fmt: skip
+    if s.tiers is not None:
+        lines += ["", *tier_lines(tiers_json(s.tiers, bt, bpb))]
+    if s.events:
+        lines += ["", "recent events:"] + [f"  {e.kind}: {e.text}" for e in list(s.events)[-5:]]
+    lines += ["", _caveats()]
+    return "\n".join(lines)

@@ -1,0 +1,261 @@
+"""What KV events mean, on plain values: accesses, KV cache groups, media, hit evidence, health."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE, kv_event_health
+from kvset.engine.kv_event_sequence import AskReplay
+from kvset.engine.kv_event_tracker import KvEventTracker
+from kvset.rejects import RejectCounter
+from tests.support.kv_values import END_OF_REPLAY, cleared, message, removed, replayed, stored
+
+ADDRESS = "tcp://127.0.0.1:5557"
+
+
+def tracker(replay: str | None = None, **kwargs) -> KvEventTracker:
+    return KvEventTracker([ADDRESS], [replay], RejectCounter(), **kwargs)
+
+
+class Feed:
+    """Publishes numbered batches into a tracker, as its source would after reading its socket."""
+
+    def __init__(self, t: KvEventTracker) -> None:
+        self.t = t
+        self.seq = 0
+
+    def __call__(self, *events, ts: float = 1.0, rank: int = 0) -> list:
+        steps = self.t.published(0, message(self.seq, list(events), ts, rank), now=0.0, at=100.0)
+        self.seq += 1
+        return steps
+
+    def skip(self, n: int = 1) -> None:
+        self.seq += n
+
+
+def accessed(t: KvEventTracker) -> list[int]:
+    batch = t.take(at=100.0).accesses
+    return [] if batch is None else batch.keys.tolist()
+
+
+def detail(t: KvEventTracker, key: str) -> str:
+    return dict(kv_event_health(t, at=100.0).details)[key]
+
+
+def test_each_store_is_one_request_with_its_tokens_and_the_batch_time() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([1, 2, 3], block_size=16), ts=10.0)
+    feed(stored([4], block_size=16), stored([5, 6], block_size=16, token_ids=list(range(20))), ts=11.5)
+    update = t.take(at=100.0)
+    batch = update.accesses
+    assert batch is not None
+    assert batch.keys.tolist() == [1, 2, 3, 4, 5, 6]
+    assert batch.request_starts.tolist() == [0, 3, 4]
+    assert batch.tokens.tolist() == [16, 16, 16, 16, 16, 4]  # the last block of 20 tokens is partial
+    assert np.broadcast_to(batch.timestamps, (6,)).tolist() == [10.0] * 3 + [11.5] * 3
+    assert batch.block_tokens == 16
+    assert update.engine is not None and update.engine.resident_blocks == 6 and update.engine.at == 100.0
+    assert t.take(at=101.0).accesses is None  # handed out once
+
+
+def test_mixed_block_sizes_leave_the_batch_without_one_block_size() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([1], block_size=16), stored([2], block_size=32))
+    batch = t.take(at=100.0).accesses
+    assert batch is not None and batch.tokens.tolist() == [16, 32] and batch.block_tokens is None
+
+
+def test_the_full_attention_group_is_counted_when_the_events_name_the_kinds() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(
+        stored([10, 11], group_idx=0, spec_kind="sliding_window"),
+        stored([1, 2], group_idx=1, spec_kind="full_attention"),
+    )
+    feed(
+        stored([12], group_idx=0, spec_kind="sliding_window"),
+        stored([3], group_idx=1, spec_kind="full_attention"),
+    )
+    assert accessed(t) == [1, 2, 3]
+    assert detail(t, "KV cache group") == "1 (full_attention); ignored: 2 events, 3 stored blocks of group 0"
+
+
+def test_without_kinds_the_first_group_seen_is_counted_and_a_note_says_so() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([1, 2], group_idx=0), stored([1, 2], group_idx=1))  # a hybrid model: same hashes per group
+    feed(stored([1, 2], group_idx=1))
+    assert accessed(t) == [1, 2]
+    health = kv_event_health(t, at=100.0)
+    assert health.reports_hits is False  # group 1's copies are not hits in group 0
+    assert any(
+        n.startswith("several KV cache groups: counting group 0 only")
+        and "4 stored blocks of group 1 ignored" in n
+        for n in health.notes
+    )
+
+
+def test_a_full_attention_group_that_shows_up_later_takes_over() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([10], group_idx=0, spec_kind="sliding_window"))
+    feed(stored([1], group_idx=1, spec_kind="full_attention"))
+    feed(stored([11], group_idx=0, spec_kind="sliding_window"))
+    update = t.take(at=100.0)
+    assert update.accesses is not None and update.accesses.keys.tolist() == [10, 1]
+    switch = [e for e in update.events if e.kind == "kv-cache-group"]
+    assert len(switch) == 1 and "group 1 (full_attention)" in switch[0].text and switch[0].at == 100.0
+
+
+def test_a_group_given_by_the_user_is_the_only_one_tracked() -> None:
+    t = tracker(group_idx=1)
+    feed = Feed(t)
+    feed(
+        stored([1], group_idx=0, spec_kind="full_attention"),
+        stored([2], group_idx=1, spec_kind="sliding_window"),
+    )
+    assert accessed(t) == [2]
+    assert detail(t, "KV cache group") == "1 (--group-idx); ignored: 1 events, 1 stored blocks of group 0"
+
+
+def test_only_the_selected_medium_counts_and_the_others_are_named() -> None:
+    t = tracker()  # GPU, what events without a medium describe
+    feed = Feed(t)
+    feed(
+        stored([1], medium="GPU"),
+        stored([2], medium="CPU"),
+        stored([3], medium=None),
+        removed([1], medium="CPU"),
+    )
+    update = t.take(at=100.0)
+    assert update.accesses is not None and update.accesses.keys.tolist() == [1, 3]
+    assert (
+        update.engine is not None
+        and update.engine.resident_blocks == 2
+        and update.engine.evictions_total == 0
+    )
+    assert detail(t, "medium") == "GPU; ignored: CPU 2 events"
+
+
+def test_medium_all_counts_every_tier() -> None:
+    t = tracker(medium="all")
+    Feed(t)(stored([1], medium="GPU"), stored([2], medium="CPU_PINNED"))
+    assert accessed(t) == [1, 2]
+    assert detail(t, "medium") == "all"
+
+
+def test_other_media_only_is_explained() -> None:
+    t = tracker()
+    Feed(t)(stored([1], medium="CPU_PINNED"))
+    assert accessed(t) == []
+    assert any(
+        "no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in kv_event_health(t, 100.0).notes
+    )
+
+
+def test_hits_are_reported_from_ten_stores_of_resident_blocks() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored(list(range(20))))
+    feed(stored(list(range(9))))  # vLLM's full report mode re-stores the blocks a request hit
+    health = kv_event_health(t, 100.0)
+    assert health.reports_hits is False and health.notes[0] == MISSES_ONLY_NOTE
+    assert detail(t, "hit reporting") == "misses only so far (9 stores of resident blocks: too few to tell)"
+    feed(stored([9]))
+    health = kv_event_health(t, 100.0)
+    assert health.reports_hits is True and health.notes[0] == HITS_REPORTED_NOTE
+    assert detail(t, "hit reporting") == "hits reported (10 stores of resident blocks of 30 stores)"
+
+
+def test_hits_need_one_percent_of_the_stores_too() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored(list(range(1200))))
+    feed(stored(list(range(10))))  # 10 of 1210 stores: under 1 %
+    assert kv_event_health(t, 100.0).reports_hits is False
+    feed(stored([10, 11, 12]))  # 13 of 1213
+    assert kv_event_health(t, 100.0).reports_hits is True
+
+
+def test_after_lost_events_a_re_store_is_no_evidence_of_a_hit() -> None:
+    t = tracker()  # no replay endpoint: a gap is lost for good
+    feed = Feed(t)
+    blocks = list(range(12))
+    feed(stored(blocks))
+    feed.skip()  # perhaps the engine evicted them all in the batch that was lost
+    feed(stored(blocks))
+    assert kv_event_health(t, 100.0).reports_hits is False
+    assert detail(t, "stores after lost events").startswith(
+        "12 stores of blocks whose eviction may have been lost"
+    )
+    feed(stored(blocks))  # stored after the gap, they are known to be resident now
+    assert kv_event_health(t, 100.0).reports_hits is True
+
+
+def test_a_gap_recovered_by_replay_keeps_the_order_and_says_so_on_the_timeline() -> None:
+    t = tracker(replay="tcp://127.0.0.1:5558")
+    feed = Feed(t)
+    feed(stored([1]))
+    feed.skip()
+    assert feed(stored([3])) == [AskReplay(1)]
+    assert t.replay_deadline == 0.0 + 1.0
+    t.replay_reply(0, replayed(1, [stored([2])]), now=0.1, at=100.0)
+    assert t.replay_reply(0, END_OF_REPLAY, now=0.2, at=100.0) == []
+    update = t.take(at=100.0)
+    assert update.accesses is not None and update.accesses.keys.tolist() == [1, 2, 3]
+    assert [e.kind for e in update.events] == ["sequence-gap"]
+    assert detail(t, "sequence gaps") == "1 gaps, 1 batches missing: 1 recovered by replay, 0 lost"
+
+
+def test_lost_batches_are_noted_with_the_way_to_recover_them() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([1]))
+    feed.skip(2)
+    feed(stored([4]))
+    notes = kv_event_health(t, 100.0).notes
+    assert any(n.startswith("2 event batches lost") and "give --replay-endpoint" in n for n in notes)
+
+
+def test_a_restart_and_a_clear_empty_the_resident_set() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([1, 2, 3]))
+    feed(removed([1]), cleared(), stored([4]))
+    update = t.take(at=100.0)
+    assert (
+        update.engine is not None
+        and update.engine.resident_blocks == 1
+        and update.engine.evictions_total == 1
+    )
+    assert "all-blocks-cleared" in [e.kind for e in update.events]
+    feed.seq = 0  # the engine started again
+    feed(stored([7, 8]))
+    update = t.take(at=100.0)
+    assert update.engine is not None and update.engine.resident_blocks == 2
+    reset = [e for e in update.events if e.kind == "engine-reset"]
+    assert len(reset) == 1 and "went back from 1 to 0" in reset[0].text
+    assert detail(t, "resets") == "1 engine restarts, 1 AllBlocksCleared"
+
+
+def test_the_data_parallel_rank_names_the_publisher() -> None:
+    t = tracker()
+    Feed(t)(stored([1, 2]), removed([2]), rank=3)
+    assert detail(t, f"rank 3 {ADDRESS}").startswith(
+        "1 batches, 2 accesses, 1 resident blocks, 1 evictions, last seq 0"
+    )
+
+
+def test_a_message_without_its_payload_is_rejected_and_its_number_shows_as_a_gap() -> None:
+    t = tracker()
+    feed = Feed(t)
+    feed(stored([1]))
+    assert t.published(0, [b"", (1).to_bytes(8, "big")], now=0.0, at=100.0) == []  # no payload frame
+    feed.skip()
+    feed(stored([2]))
+    assert accessed(t) == [1, 2]
+    assert {r.reason: r.count for r in t.rejects.summary()} == {
+        "message: not 3 frames (topic, seq, payload)": 1
+    }
