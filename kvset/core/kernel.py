@@ -54,6 +54,7 @@ COUNTS_SIZE = 7
 # cell has arrived, the live-bit word of the slot it holds, PREFETCH_SLOT accesses ahead.
 PREFETCH_CELL = 24
 PREFETCH_SLOT = 10
+HOMES_MASK = 31  # ring of home cells: a power of two above PREFETCH_CELL, minus one
 
 # distance codes written to `out`
 FIRST_TIME = 0
@@ -230,7 +231,12 @@ def _live_build(live, fen, j):
 @njit(inline="always")
 def _table_find(table, mask, key):
     """Cell index holding key, or -(free cell index) - 1."""
-    h = np.int64(_mix(key) & np.uint64(mask))
+    return _table_probe(table, mask, key, np.int64(_mix(key) & np.uint64(mask)))
+
+
+@njit(inline="always")
+def _table_probe(table, mask, key, h):
+    """_table_find from the key's home cell h."""
     while True:
         v = table[2 * h + 1]
         if v == EMPTY:
@@ -384,6 +390,10 @@ def feed_kernel(
     # update per 64 accesses instead of one per access. A query reads the tree only for the
     # superblocks below its own and popcounts the words of its own, so it never misses them.
     pend = np.uint64(0)
+    # home cells of the keys ahead, hashed once when their prefetch starts
+    homes = np.empty(HOMES_MASK + 1, dtype=np.int64)
+    for j in range(start, min(stop, start + PREFETCH_CELL)):
+        homes[j & HOMES_MASK] = np.int64(_mix(keys[j]) & np.uint64(mask))
     reason = STOP_DONE
     i = start
     while i < stop:
@@ -407,17 +417,19 @@ def feed_kernel(
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
         if i + PREFETCH_CELL < stop:
-            _prefetch(table, 2 * np.int64(_mix(keys[i + PREFETCH_CELL]) & np.uint64(mask)))
+            home = np.int64(_mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
+            homes[(i + PREFETCH_CELL) & HOMES_MASK] = home
+            _prefetch(table, 2 * home)
         if i + PREFETCH_SLOT < stop:
             ahead = keys[i + PREFETCH_SLOT]
-            c = 2 * np.int64(_mix(ahead) & np.uint64(mask))
+            c = 2 * homes[(i + PREFETCH_SLOT) & HOMES_MASK]
             if table[c] == ahead and table[c + 1] != EMPTY:  # found in its home cell (the usual case)
                 q = np.int64(table[c + 1])
                 if q < nslots:
                     _prefetch(live, q >> 6)
         key = keys[i]
         tok = tokens[i] if per_access_tokens else tokens[0]
-        h = _table_find(table, mask, key)
+        h = _table_probe(table, mask, key, homes[i & HOMES_MASK])
         if h >= 0:
             p = np.int64(table[2 * h + 1])
             d = tracked - _live_prefix(live, fen, p) + 1
