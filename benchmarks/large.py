@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--data", type=Path, default=DATA, help="cache folder of generated traces (default benchmarks/data)")
     p.add_argument("--no-reference", action="store_true", help="skip the msgspec path (no equality check)")
+    p.add_argument("--repeat", type=int, default=2, help="runs of kvset analyze (gzip -dc: one more); the best counts")
     p.add_argument("--c-distinct", type=int, default=C_DISTINCT,
                    help=f"distinct blocks for the C-baseline comparison (default {C_DISTINCT:,}; 0: skip it)")  # fmt: skip
     p.add_argument("--other-tree", type=Path,
@@ -137,11 +138,16 @@ def main(argv: list[str] | None = None) -> int:
 
     caps = log_capacities(trace.distinct_blocks, DEFAULT_HORIZON)
     parts: list[Part] = []
-    took, rss, cpu, _ = run_child_rusage(["gzip", "-dc", str(trace.path)], stdout_to_null=True)
-    parts.append(Part("gzip -dc", took, rss, cpu, {}))
+    # The two sides of the goal take the fastest of a few runs each: on a shared machine one
+    # run can lose the core for a while (gzip -dc's wall time once doubled while its CPU did not).
+    gzips = [run_child_rusage(["gzip", "-dc", str(trace.path)], stdout_to_null=True) for _ in range(args.repeat + 1)]
+    took, rss, cpu, _ = min(gzips)
+    parts.append(Part(f"gzip -dc (best of {len(gzips)})", took, rss, cpu, {}))
     parts.append(part_of("reader alone (TraceStream: bytes to batches)", "reader", {"path": str(trace.path)}))
     parts.append(part_of("analyzer alone (keys from .npy)", "analyzer", {"arrays": str(trace.arrays), "capacities": caps}))
-    analyze = analyze_part(trace.path, caps)
+    runs = [analyze_part(trace.path, caps) for _ in range(args.repeat)]
+    analyze = min(runs, key=lambda part: part.seconds)
+    analyze.label = f"kvset analyze, end to end (best of {len(runs)})"
     parts.append(analyze)
     reference = None
     if not args.no_reference:
@@ -170,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{first.result['first_data_seconds']:.2f} s after the replay source starts "
           f"(process {first.seconds:.2f} s)")  # fmt: skip
     ratio = analyze.seconds / gzip_seconds
+    print(f"runs: gzip -dc {', '.join(f'{g[0]:.2f}' for g in gzips)} s; kvset analyze "
+          f"{', '.join(f'{r.seconds:.2f}' for r in runs)} s (wall)")  # fmt: skip
     print(f"goal: kvset analyze within {GOAL_VS_GZIP:.0f}x of gzip -dc: {ratio:.1f}x "
           f"{'PASS' if ratio <= GOAL_VS_GZIP else 'MISS'}; peak RSS <= 1 GiB: {analyze.peak_rss / 2**30:.2f} GiB "
           f"{'PASS' if analyze.peak_rss <= GOAL_RSS else 'MISS'}")  # fmt: skip
