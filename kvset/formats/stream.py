@@ -20,8 +20,8 @@ import numpy as np
 from kvset.formats.block_size import CANDIDATES, MIN_REQUESTS, BlockSizeCheck, check_block_size
 from kvset.formats.byte_input import TraceError, open_trace_input
 from kvset.formats.byte_lines import read_chunks
-from kvset.formats.trace_lines import ParsedRequests, TraceLineParser, split_tokens
-from kvset.formats.traces import no_request_error, warning_notes
+from kvset.formats.trace_lines import ParsedRequests, TraceLineParser
+from kvset.formats.traces import no_request_error, warning_notes, with_block_size
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch
 
@@ -152,14 +152,12 @@ class TraceStream:
         p.warnings = RejectCounter()
         counts = parsed.request_lengths()
         lengths = parsed.request_input_lengths
-        broken = np.flatnonzero(-(-lengths // best) != counts)
+        broken = np.flatnonzero((lengths >= 0) & (-(-lengths // best) != counts))
         for i in broken[: p.warnings.keep_examples]:
             p.warn_mismatch(best, int(parsed.request_lines[i]), int(counts[i]), int(lengths[i]), strict=False)
         if len(broken) > p.warnings.keep_examples:
             p.count_mismatches(best, len(broken) - p.warnings.keep_examples)
-        tokens = split_tokens(lengths, counts, best)
-        return ParsedRequests(parsed.keys, tokens, parsed.request_starts, parsed.request_timestamps,
-                              parsed.request_lines, lengths)  # fmt: skip
+        return with_block_size(parsed, best)
 
     def _timed(self) -> Iterator[tuple[ParsedRequests, np.ndarray]]:
         """Requests with their timestamps filled: a missing one takes its predecessor's."""

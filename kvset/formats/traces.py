@@ -233,10 +233,6 @@ def _settle_block_size(
     best = check.best
     implied = parsed.request_input_lengths >= 0
     counts = parsed.request_lengths()
-    tokens = parsed.tokens.copy()
-    redone = split_tokens(np.maximum(parsed.request_input_lengths, 0), counts, best)
-    in_implied = np.repeat(implied, counts)
-    tokens[in_implied] = redone[in_implied]
     notes.append(f"block size inferred from the lines: {check.describe()}; read with {best} "
                  f"(give --block-size to override)")  # fmt: skip
     warnings = RejectCounter()
@@ -245,4 +241,14 @@ def _settle_block_size(
     for i in broken:
         warnings.reject(f"hash_ids count is not ceil(input_length / {best}); request kept",
                         f"line {parsed.request_lines[i]}: {counts[i]} hash_ids for input_length {lengths[i]}")  # fmt: skip
-    return replace(parsed, tokens=tokens), best, warnings
+    return with_block_size(parsed, best), best, warnings
+
+
+def with_block_size(parsed: ParsedRequests, block: int) -> ParsedRequests:
+    """The requests with the tokens of `block`-token blocks, where the line left the block size to us."""
+    counts = parsed.request_lengths()
+    tokens = parsed.tokens.copy()
+    redone = split_tokens(np.maximum(parsed.request_input_lengths, 0), counts, block)
+    in_implied = np.repeat(parsed.request_input_lengths >= 0, counts)
+    tokens[in_implied] = redone[in_implied]
+    return replace(parsed, tokens=tokens)
