@@ -198,6 +198,20 @@ def _live_prefix(live, fen, p):
 
 
 @njit(inline="always")
+def _live_between(live, lo, hi):
+    """Live slots in (lo, hi], lo < hi."""
+    wl, wh = lo >> 6, hi >> 6
+    above_lo = ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (lo & 63)))  # bits > lo in its word
+    upto_hi = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (hi & 63))  # bits <= hi in its word
+    if wl == wh:
+        return _popcount(live[wl] & above_lo & upto_hi)
+    s = _popcount(live[wl] & above_lo) + _popcount(live[wh] & upto_hi)
+    for w in range(wl + 1, wh):
+        s += _popcount(live[w])
+    return s
+
+
+@njit(inline="always")
 def _live_test(live, p):
     return (live[p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != 0
 
@@ -394,6 +408,10 @@ def feed_kernel(
     homes = np.empty(HOMES_MASK + 1, dtype=np.int64)
     for j in range(start, min(stop, start + PREFETCH_CELL)):
         homes[j & HOMES_MASK] = np.int64(_mix(keys[j]) & np.uint64(mask))
+    run_p = -1  # slot of the previous hit, while its prefix is still valid
+    run_prefix = 0  # live slots in [0, run_p] before it was freed
+    freed = 0  # slots freed in superblock freed_sb, not yet subtracted in the tree
+    freed_sb = -1
     reason = STOP_DONE
     i = start
     while i < stop:
@@ -413,6 +431,10 @@ def feed_kernel(
             if pend:
                 _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
                 pend = np.uint64(0)
+            if freed:
+                _fen_add(fen, freed_sb, -freed)
+                freed = 0
+            run_p = -1
             meta[M_NOW] = now
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
@@ -432,10 +454,31 @@ def feed_kernel(
         h = _table_probe(table, mask, key, homes[i & HOMES_MASK])
         if h >= 0:
             p = np.int64(table[2 * h + 1])
-            d = tracked - _live_prefix(live, fen, p) + 1
+            if run_p >= 0 and p > run_p and (p >> 6) - (run_p >> 6) <= WORDS_PER_SB:
+                # the previous hit's slot was just below: count up from its prefix, no tree query
+                prefix = run_prefix - 1 + _live_between(live, run_p, p)
+            else:
+                if freed and (p >> SB_SHIFT) > freed_sb:  # the query reads the tree below p's superblock
+                    _fen_add(fen, freed_sb, -freed)
+                    freed = 0
+                prefix = _live_prefix(live, fen, p)
+            d = tracked - prefix + 1
             if d > max_d:
                 max_d = d
-            pend = _release(live, fen, pend, now, p)
+            bit = np.uint64(1) << np.uint64(p & 63)
+            live[p >> 6] &= ~bit
+            if (p >> 6) == (now >> 6) and (pend & bit):
+                pend &= ~bit  # never reached the tree
+            else:
+                # the tree's decrement waits while hits free slots of one superblock
+                if (p >> SB_SHIFT) != freed_sb:
+                    if freed:
+                        _fen_add(fen, freed_sb, -freed)
+                    freed_sb = p >> SB_SHIFT
+                    freed = 0
+                freed += 1
+            run_p = p
+            run_prefix = prefix
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
             b = _grid_bucket(d)
@@ -455,6 +498,7 @@ def feed_kernel(
                         s += 1
                 old = slot_keys[s]
                 pend = _release(live, fen, pend, now, s)
+                run_p = -1  # a slot below the last hit's is gone: its prefix changed
                 meta[M_OLDEST] = s + 1
                 _table_delete(table, mask, _table_find(table, mask, old))
                 tracked -= 1
@@ -502,6 +546,8 @@ def feed_kernel(
         i += 1
     if pend:
         _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+    if freed:
+        _fen_add(fen, freed_sb, -freed)
     meta[M_NOW] = now
     meta[M_TRACKED] = tracked
     meta[M_LATE] += late
