@@ -408,6 +408,9 @@ def feed_kernel(
     homes = np.empty(HOMES_MASK + 1, dtype=np.int64)
     for j in range(start, min(stop, start + PREFETCH_CELL)):
         homes[j & HOMES_MASK] = np.int64(_mix(keys[j]) & np.uint64(mask))
+    # Hits often come in runs over consecutive old slots (a request re-sending its context in the
+    # order it was sent before): a slot's prefix is then the previous hit's plus the live bits
+    # between them, with no tree query, and the tree's decrements for one superblock go in at once.
     run_p = -1  # slot of the previous hit, while its prefix is still valid
     run_prefix = 0  # live slots in [0, run_p] before it was freed
     freed = 0  # slots freed in superblock freed_sb, not yet subtracted in the tree
