@@ -55,8 +55,9 @@ int main(int argc, char **argv) {
     int32_t *fen = calloc(n + 1, 4);
     int64_t *hist = calloc(n + 2, 8);
     int64_t first = 0;
-    struct timespec t0, t1;
+    struct timespec t0, t1, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (long t = 0; t < n; t++) {
         uint64_t k = keys[t], h = mix(k) & mask;
         while (tval[h] >= 0 && tkey[h] != k) h = (h + 1) & mask;
@@ -75,8 +76,11 @@ int main(int argc, char **argv) {
         for (long i = t + 1; i <= n; i += i & -i) fen[i]++;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-    printf("{\"seconds\": %.6f, \"accesses\": %ld, \"first_time\": %ld, \"hits\": [", s, n, (long)first);
+    double cpu = (c1.tv_sec - c0.tv_sec) + 1e-9 * (c1.tv_nsec - c0.tv_nsec);
+    printf("{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"accesses\": %ld, \"first_time\": %ld, \"hits\": [",
+           s, cpu, n, (long)first);
     int ncap = atoi(argv[2]);
     for (int c = 0; c < ncap; c++) {
         long cap = atol(argv[3 + c]);
@@ -115,14 +119,14 @@ def run_analyzer(keys_path: str, capacities: list[int]) -> dict:
     warm = Analyzer()
     warm.feed(keys[:200_000], timestamps=0.0)
     del warm
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     a = Analyzer(horizon=1 << 26)  # no block forgotten: the same exact LRU as the C program
     step = 1 << 20
     for i in range(0, len(keys), step):
         a.feed(keys[i : i + step], timestamps=0.0)
-    took = time.perf_counter() - started
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     curve = a.curve()
-    return {"seconds": took, "accesses": a.accesses, "first_time": a.first_time,
+    return {"seconds": took, "cpu_seconds": cpu, "accesses": a.accesses, "first_time": a.first_time,
             "hits": [curve.hits(c) for c in capacities], "compactions": int(a._t.meta[7])}  # fmt: skip
 
 
@@ -160,22 +164,24 @@ def compare(distinct: int, reuses: int, other_tree: Path | None = None, progress
         same = same and other["hits"] == c["hits"]
     return {"distinct": distinct, "accesses": distinct + reuses, "c": c, "analyzer": ours, "other": other,
             "other_tree": str(other_tree) if other_tree else None, "identical": same,
-            "ratio": ours["seconds"] / c["seconds"]}  # fmt: skip
+            "ratio": ours["seconds"] / c["seconds"], "cpu_ratio": ours["cpu_seconds"] / c["cpu_seconds"]}  # fmt: skip
 
 
 def report(r: dict) -> list[str]:
     if "skipped" in r:
         return [f"C baseline skipped: {r['skipped']}"]
     n = r["accesses"]
-    out = [f"{'at ' + format(r['distinct'], ',') + ' distinct blocks':<46} {'seconds':>9} {'ns/access':>10} {'accesses/s':>12}"]
+    out = [f"{'at ' + format(r['distinct'], ',') + ' distinct blocks':<46} {'seconds':>9} {'CPU s':>7} "
+           f"{'CPU ns/access':>14} {'accesses/s':>12}"]  # fmt: skip
     rows = [("textbook C hash table + Fenwick (gcc -O2)", r["c"]), ("kvset analyzer", r["analyzer"])]
     if r.get("other"):
         rows.append((f"kvset analyzer of {r['other_tree']}", r["other"]))
     for label, part in rows:
-        out.append(f"{label:<46} {part['seconds']:9.2f} {1e9 * part['seconds'] / n:10.0f} {n / part['seconds'] / 1e6:8.1f} M/s")
+        out.append(f"{label:<46} {part['seconds']:9.2f} {part['cpu_seconds']:7.2f} "
+                   f"{1e9 * part['cpu_seconds'] / n:14.0f} {n / part['seconds'] / 1e6:8.1f} M/s")  # fmt: skip
     out.append(f"identical hits at 20 capacities and first accesses: {'yes' if r['identical'] else 'NO'}")
-    out.append(f"goal: analyzer within {GOAL_VS_C}x of the C baseline: {r['ratio']:.2f}x "
-               f"{'PASS' if r['ratio'] <= GOAL_VS_C else 'MISS'}")  # fmt: skip
+    out.append(f"goal: analyzer within {GOAL_VS_C}x of the C baseline: {r['ratio']:.2f}x wall, {r['cpu_ratio']:.2f}x CPU "
+               f"{'PASS' if max(r['ratio'], r['cpu_ratio']) <= GOAL_VS_C else 'MISS'}")  # fmt: skip
     return out
 
 
