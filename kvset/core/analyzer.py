@@ -203,7 +203,7 @@ class Analyzer:
             return np.zeros(0, dtype=np.int64) if return_distances else None
         tok = self._tokens_array(tokens, n)
         starts = self._request_starts(request_starts, n)
-        ts = self._timestamps_array(timestamps, n)
+        ts, t_lo, t_hi = self._timestamps_array(timestamps, n)
         order = None
         if self.order == "reverse" and len(starts):
             order = _reverse_within_requests(starts, n)
@@ -214,7 +214,7 @@ class Analyzer:
                 ts = ts[order]
         # no per-batch buffers unless needed: fresh pages cost more than the kernel on some VMs
         out = np.empty(n if return_distances else 1, dtype=np.int64)
-        self._feed_by_slot(keys, tok, starts, ts, out)
+        self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, out)
         if not return_distances:
             return None
         if order is not None:
@@ -250,17 +250,20 @@ class Analyzer:
         return starts
 
     @staticmethod
-    def _timestamps_array(timestamps, n: int) -> np.ndarray:
+    def _timestamps_array(timestamps, n: int) -> tuple[np.ndarray, float, float]:
+        """Per-access or one timestamp, with their earliest and latest."""
         if timestamps is None:
-            return np.array([time.time()], dtype=np.float64)
+            now = time.time()
+            return np.array([now], dtype=np.float64), now, now
         ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
         if ts.shape != (n,) and ts.shape != (1,):
             raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-        if not (ts.min() >= -MAX_TIMESTAMP and ts.max() <= MAX_TIMESTAMP):  # also false for nan
+        lo, hi = float(ts.min()), float(ts.max())  # one pass each, for the check and the slots
+        if not (lo >= -MAX_TIMESTAMP and hi <= MAX_TIMESTAMP):  # also false for nan
             raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
-        return ts
+        return ts, lo, hi
 
-    def _feed_by_slot(self, keys, tok, starts, ts, out) -> None:
+    def _feed_by_slot(self, keys, tok, starts, ts, t_lo, t_hi, out) -> None:
         """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
         n = len(keys)
         fine = self.fine
@@ -274,7 +277,6 @@ class Analyzer:
         t = self._t
         t.meta[K.M_SLOT] = first
         late_before = int(t.meta[K.M_LATE])
-        t_lo, t_hi = (float(ts.min()), float(ts.max())) if per_access else (float(ts[0]), float(ts[0]))
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
         i = run_start = 0
