@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench validate-vllm clean
+.PHONY: run test lint bench bench-large validate-vllm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks
+
+# A 80M-access agentic trace (generated once into benchmarks/data/, about 1.1 GB): gzip -dc, the
+# reader, the analyzer and `kvset analyze` end to end side by side, and a textbook C baseline.
+bench-large: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m benchmarks.large
 
 # The real engine: vLLM 0.33.0's scheduler, KV cache manager and publisher, without a GPU (about 20 min,
 # 3.2 GB of engine venv). Not part of `make test`. VALIDATE_ARGS passes options to run.py.

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from queue import Full, Queue
 
 import numpy as np
 
 from kvset.core.analyzer import DEFAULT_HORIZON, Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.formats import read_trace
+from kvset.formats.stream import NeedsWholeTrace, TraceStream
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch
 
@@ -62,9 +66,13 @@ def analyze_batches(
     sample_size: int | None = None,
     seed: int = 0,
 ) -> AnalysisResult:
-    """The whole stream through one analyzer; with sample_rate or sample_size a sampled one (estimates)."""
-    analyzer = Analyzer(horizon=horizon, order=order, block_tokens=summary.block_tokens,
-                        sample_rate=sample_rate, sample_size=sample_size, seed=seed)  # fmt: skip
+    """The analysis of an access stream; with sample_rate or sample_size a sampled one (estimates).
+    A TraceStream is parsed on a thread of its own while the analyzer runs on this one, and read
+    whole when it has to be (its notes say so)."""
+    sampling = {"sample_rate": sample_rate, "sample_size": sample_size, "seed": seed}
+    if isinstance(batches, TraceStream):
+        return analyze_stream(batches, summary, horizon, order, **sampling)
+    analyzer = Analyzer(horizon=horizon, order=order, block_tokens=summary.block_tokens, **sampling)
     t0 = time.perf_counter()
     requests = 0
     for batch in batches:
@@ -74,6 +82,86 @@ def analyze_batches(
         summary.requests = requests
     curve = analyzer.curve()
     return AnalysisResult(summary, analyzer, curve, time.perf_counter() - t0)
+
+
+_QUEUED = 2  # batches parsed ahead of the analyzer: memory stays at a few chunks
+_END = object()
+
+
+def _parse_into(stream: TraceStream, queue: Queue, stop: threading.Event) -> None:
+    """The parsing thread: batches into the queue, then _END or the exception that ended it."""
+    try:
+        for batch in stream:
+            while not stop.is_set():
+                try:
+                    queue.put(batch, timeout=0.1)
+                    break
+                except Full:
+                    continue
+            if stop.is_set():
+                return
+        queue.put(_END)
+    except BaseException as e:  # handed to the analyzing thread, which raises it
+        queue.put(e)
+
+
+def analyze_stream(stream: TraceStream, summary: InputSummary, horizon: int = DEFAULT_HORIZON,
+                   order: str = "forward", **sampling) -> AnalysisResult:  # fmt: skip
+    """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL).
+    sampling: Analyzer's sample_rate, sample_size and seed."""
+    t0 = time.perf_counter()
+    analyzer = Analyzer(horizon=horizon, order=order, **sampling)
+    queue: Queue = Queue(maxsize=_QUEUED)
+    stop = threading.Event()
+    worker = threading.Thread(target=_parse_into, args=(stream, queue, stop), name="kvset-parse", daemon=True)
+    worker.start()
+    first_batch_at = None
+    try:
+        while True:
+            item = queue.get()
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            if first_batch_at is None:
+                first_batch_at = time.perf_counter()
+            analyzer.feed_batch(item)
+    except NeedsWholeTrace as why:
+        stop.set()
+        worker.join()
+        return _analyze_whole(stream, summary, horizon, order, str(why), t0, sampling)
+    finally:
+        stop.set()
+    worker.join()
+    _summarize(summary, stream, stream.notes + ["read as a stream: parsed on one thread while analyzed on another "
+                                                "(read: until the first batch; analyze: from then on)"])  # fmt: skip
+    # the two overlap: "read" is the time before the analysis could start, "analyze" the rest
+    started = first_batch_at or t0
+    summary.read_seconds = started - t0
+    curve = analyzer.curve()
+    return AnalysisResult(summary, analyzer, curve, time.perf_counter() - started)
+
+
+def _summarize(summary: InputSummary, read, notes: list[str]) -> None:
+    summary.format = read.format
+    summary.block_tokens = read.block_tokens
+    summary.requests = read.requests
+    summary.lines = read.lines
+    summary.rejects = read.rejects
+    summary.warnings = read.warnings
+    summary.notes = notes
+
+
+def _analyze_whole(stream: TraceStream, summary: InputSummary, horizon: int, order: str, why: str,
+                   t0: float, sampling: dict) -> AnalysisResult:  # fmt: skip
+    """The whole-file path: read_trace (sorts all requests, settles the block size on all of them)."""
+    p = stream.parser
+    trace = read_trace(stream.path, format=stream.given_format, block_size=stream.given_block, strict=p.strict,
+                       hash_algo=p.hash_algo, python_hash_seed=p.python_hash_seed)  # fmt: skip
+    _summarize(summary, trace, trace.notes + [f"read whole, not as a stream: {why}"])
+    result = analyze_batches(trace.batches(), summary, horizon, order, **sampling)
+    result.analyze_seconds = time.perf_counter() - t0
+    return result
 
 
 def verify_capacities(curve: HitRateCurve, targets: Iterable[float] = DEFAULT_TARGETS, n: int = 20) -> list[int]:

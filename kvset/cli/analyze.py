@@ -72,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
                              "give --model or --bytes-per-token")  # fmt: skip
         tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
-        batches, summary = load_input(args)
+        batches, summary = load_input(args, stream=True)
+        # a streamed trace is read while it is analysed: its read errors surface here
+        result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order,
+                                 sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
-    result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order,
-                             sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kvset.cli.from_flags import log_source_from_args
 from kvset.formats import read_trace
+from kvset.formats.stream import TraceStream
 from kvset.offline import InputSummary
 from kvset.quantities import plural
 from kvset.types import AccessBatch
@@ -21,8 +22,11 @@ class InputError(Exception):
     """Unusable input: the command prints it and exits with code 2."""
 
 
-def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
-    """A factory of access batches (callable again for a second pass) and what was read."""
+def load_input(args: argparse.Namespace, stream: bool = False) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+    """A factory of access batches (callable again for a second pass) and what was read.
+
+    stream: a trace file is read as a stream (kvset.formats.stream), once; the summary is
+    filled in when the analysis has read it all."""
     if args.demo:
         if args.trace:
             raise InputError("give a trace or --demo, not both")
@@ -47,6 +51,10 @@ def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBa
         raise InputError(f"no such file: {args.trace}")
     if Path(args.trace).is_dir():
         raise InputError(f"{args.trace} is a folder: give the trace file itself")
+    if stream and args.trace != "-":
+        reader = TraceStream(args.trace, format=args.format, block_size=args.block_size, strict=args.strict,
+                             hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed)  # fmt: skip
+        return (lambda: reader), InputSummary(name=args.trace, format=args.format or "", block_tokens=args.block_size)
     t0 = time.perf_counter()
     trace = read_trace(
         args.trace,

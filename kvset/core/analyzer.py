@@ -23,6 +23,7 @@ from kvset.core.feed_args import (
     MAX_TIMESTAMP,  # noqa: F401 - importers of the analyzer's constants find them here
     ORDERS,  # noqa: F401
     Order,
+    cache_aligned_zeros,
     check_analyzer_args,
     request_starts_array,
     reverse_within_requests,
@@ -67,7 +68,7 @@ class _Tracker:
         superblocks = (2 * self.max_tracked) // (64 * K.WORDS_PER_SB) + 1
         nwords = superblocks * K.WORDS_PER_SB
         self.slot_keys = np.zeros(64 * nwords, dtype=np.uint64)
-        self.live = np.zeros(nwords, dtype=np.uint64)  # one bit per slot
+        self.live = cache_aligned_zeros(nwords)  # one bit per slot
         self.fen = np.zeros(superblocks + 1, dtype=np.int64)  # live bits per superblock
         hist_len = self.max_tracked + 2
         if len(self.hist) < hist_len:
@@ -82,7 +83,7 @@ class _Tracker:
             # each holding the last max(2H, 65536) forgotten blocks.
             remembered = max(2 * self.horizon, 1 << 16)
             self.bloom_cap = remembered
-            self.bloom = np.zeros((2, _next_pow2(16 * remembered) // 64), dtype=np.uint64)
+            self.bloom = cache_aligned_zeros((2, _next_pow2(16 * remembered) // 64))
 
     def grow(self) -> None:
         old_keys, old_live, old_meta = self.slot_keys, self.live, self.meta
@@ -182,7 +183,7 @@ class Analyzer(TimeSlotViews):
             return np.zeros(0, dtype=np.int64) if return_distances else None
         tok = self._tokens_array(tokens, n)
         starts = self._request_starts(request_starts, n)
-        ts = self._timestamps_array(timestamps, n)
+        ts, t_lo, t_hi = self._timestamps_array(timestamps, n)
         order = None
         if self.order == "reverse" and len(starts):
             order = reverse_within_requests(starts, n)
@@ -193,7 +194,7 @@ class Analyzer(TimeSlotViews):
                 ts = ts[order]
         # no per-batch buffers unless needed: fresh pages cost more than the kernel on some VMs
         out = np.empty(n if return_distances else 1, dtype=np.int64)
-        self._feed_by_slot(keys, tok, starts, ts, out)
+        self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, out)
         if not return_distances:
             return None
         if order is not None:
@@ -208,7 +209,7 @@ class Analyzer(TimeSlotViews):
     _request_starts = staticmethod(request_starts_array)
     _timestamps_array = staticmethod(timestamps_array)
 
-    def _feed_by_slot(self, keys, tok, starts, ts, out) -> None:
+    def _feed_by_slot(self, keys, tok, starts, ts, t_lo, t_hi, out) -> None:
         """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
         n = len(keys)
         fine = self.fine
@@ -222,7 +223,6 @@ class Analyzer(TimeSlotViews):
         t = self._t
         t.meta[K.M_SLOT] = first
         late_before = int(t.meta[K.M_LATE])
-        t_lo, t_hi = (float(ts.min()), float(ts.max())) if per_access else (float(ts[0]), float(ts[0]))
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
         i = run_start = 0

@@ -41,6 +41,15 @@ def no_hugepage_advice():
         _set_madvise_hugepage(previous)
 
 
+def cache_aligned_zeros(shape, dtype=np.uint64) -> np.ndarray:
+    """Zeros whose first element starts a cache line, so 64-byte groups (a live-bit superblock,
+    a Bloom block) are one line each, not two."""
+    n = int(np.prod(shape))
+    raw = np.zeros(n + 8, dtype=dtype)
+    skip = (-raw.ctypes.data % 64) // raw.itemsize
+    return raw[skip : skip + n].reshape(shape)
+
+
 def check_analyzer_args(horizon: int, order: str, slot_seconds: float, coarse_seconds: float) -> None:
     """The constructor arguments every analyzer takes."""
     if horizon < 1:
@@ -59,7 +68,9 @@ def tokens_array(tokens, n: int, default: int) -> np.ndarray:
         if int(tokens) < 0:
             raise ValueError("tokens per access must not be negative")
         return np.array([int(tokens)], dtype=np.int64)
-    tok = np.ascontiguousarray(tokens, dtype=np.int64)
+    tok = np.asarray(tokens)
+    # int32 (the trace readers') and int64 go to the kernel as they are: no copy per batch
+    tok = np.ascontiguousarray(tok, dtype=tok.dtype if tok.dtype in (np.int32, np.int64) else np.int64)
     if tok.shape != (n,):
         raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
     if n and tok.min() < 0:
@@ -76,15 +87,18 @@ def request_starts_array(request_starts, n: int) -> np.ndarray:
     return starts
 
 
-def timestamps_array(timestamps, n: int) -> np.ndarray:
+def timestamps_array(timestamps, n: int) -> tuple[np.ndarray, float, float]:
+    """Per-access or one timestamp (default: now), with their earliest and latest."""
     if timestamps is None:
-        return np.array([time.time()], dtype=np.float64)
+        now = time.time()
+        return np.array([now], dtype=np.float64), now, now
     ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
     if ts.shape != (n,) and ts.shape != (1,):
         raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-    if not np.all(np.abs(ts) <= MAX_TIMESTAMP):  # also false for nan
+    lo, hi = float(ts.min()), float(ts.max())  # one pass each, for the check and the slots
+    if not (lo >= -MAX_TIMESTAMP and hi <= MAX_TIMESTAMP):  # also false for nan
         raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
-    return ts
+    return ts, lo, hi
 
 
 def reverse_within_requests(starts: np.ndarray, n: int) -> np.ndarray:

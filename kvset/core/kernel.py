@@ -49,7 +49,12 @@ C_FIRST_TIME_TOKENS = 5
 C_BEYOND_TOKENS = 6
 COUNTS_SIZE = 7
 
-PREFETCH = 8  # accesses ahead
+# Prefetching, in two stages, so that an access's dependent DRAM loads overlap the work of the
+# accesses before it: the hash-table cell of the key PREFETCH_CELL accesses ahead, then, once that
+# cell has arrived, the live-bit word of the slot it holds, PREFETCH_SLOT accesses ahead.
+PREFETCH_CELL = 24
+PREFETCH_SLOT = 10
+HOMES_MASK = 31  # ring of home cells: a power of two above PREFETCH_CELL, minus one
 
 # distance codes written to `out`
 FIRST_TIME = 0
@@ -193,6 +198,20 @@ def _live_prefix(live, fen, p):
 
 
 @njit(inline="always")
+def _live_between(live, lo, hi):
+    """Live slots in (lo, hi], lo < hi."""
+    wl, wh = lo >> 6, hi >> 6
+    above_lo = ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (lo & 63)))  # bits > lo in its word
+    upto_hi = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (hi & 63))  # bits <= hi in its word
+    if wl == wh:
+        return _popcount(live[wl] & above_lo & upto_hi)
+    s = _popcount(live[wl] & above_lo) + _popcount(live[wh] & upto_hi)
+    for w in range(wl + 1, wh):
+        s += _popcount(live[w])
+    return s
+
+
+@njit(inline="always")
 def _live_test(live, p):
     return (live[p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != 0
 
@@ -226,7 +245,12 @@ def _live_build(live, fen, j):
 @njit(inline="always")
 def _table_find(table, mask, key):
     """Cell index holding key, or -(free cell index) - 1."""
-    h = np.int64(_mix(key) & np.uint64(mask))
+    return _table_probe(table, mask, key, np.int64(_mix(key) & np.uint64(mask)))
+
+
+@njit(inline="always")
+def _table_probe(table, mask, key, h):
+    """_table_find from the key's home cell h."""
     while True:
         v = table[2 * h + 1]
         if v == EMPTY:
@@ -253,25 +277,32 @@ def _table_delete(table, mask, h):
     table[2 * h + 1] = EMPTY
 
 
+# A blocked Bloom filter: a key's four bits lie in one block of 512 bits (8 words, one cache line),
+# chosen by the high half of its hash; the low half gives the four bit positions, 9 bits each.
+BLOOM_BLOCK_WORDS = 8
+
+
 @njit(inline="always")
-def _bloom_bits(key, nbits_mask, i):
-    return np.int64(_mix(key + np.uint64(0x9E3779B97F4A7C15) * np.uint64(i + 1)) & np.uint64(nbits_mask))
+def _bloom_block(key, words):
+    h = _mix(key + np.uint64(0x9E3779B97F4A7C15))
+    blocks = words // BLOOM_BLOCK_WORDS
+    return np.int64((h >> np.uint64(32)) % np.uint64(blocks)) * BLOOM_BLOCK_WORDS, h
 
 
 @njit(inline="always")
 def _bloom_add(bloom, row, key):
-    mask = bloom.shape[1] * 64 - 1
+    base, h = _bloom_block(key, bloom.shape[1])
     for i in range(4):
-        b = _bloom_bits(key, mask, i)
-        bloom[row, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
+        bloom[row, base + (b >> 6)] |= np.uint64(1) << np.uint64(b & 63)
 
 
 @njit(inline="always")
 def _bloom_has(bloom, row, key):
-    mask = bloom.shape[1] * 64 - 1
+    base, h = _bloom_block(key, bloom.shape[1])
     for i in range(4):
-        b = _bloom_bits(key, mask, i)
-        if (bloom[row, b >> 6] >> np.uint64(b & 63)) & np.uint64(1) == 0:
+        b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
+        if (bloom[row, base + (b >> 6)] >> np.uint64(b & 63)) & np.uint64(1) == 0:
             return False
     return True
 
@@ -373,6 +404,17 @@ def feed_kernel(
     # update per 64 accesses instead of one per access. A query reads the tree only for the
     # superblocks below its own and popcounts the words of its own, so it never misses them.
     pend = np.uint64(0)
+    # home cells of the keys ahead, hashed once when their prefetch starts
+    homes = np.empty(HOMES_MASK + 1, dtype=np.int64)
+    for j in range(start, min(stop, start + PREFETCH_CELL)):
+        homes[j & HOMES_MASK] = np.int64(_mix(keys[j]) & np.uint64(mask))
+    # Hits often come in runs over consecutive old slots (a request re-sending its context in the
+    # order it was sent before): a slot's prefix is then the previous hit's plus the live bits
+    # between them, with no tree query, and the tree's decrements for one superblock go in at once.
+    run_p = -1  # slot of the previous hit, while its prefix is still valid
+    run_prefix = 0  # live slots in [0, run_p] before it was freed
+    freed = 0  # slots freed in superblock freed_sb, not yet subtracted in the tree
+    freed_sb = -1
     reason = STOP_DONE
     i = start
     while i < stop:
@@ -392,21 +434,54 @@ def feed_kernel(
             if pend:
                 _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
                 pend = np.uint64(0)
+            if freed:
+                _fen_add(fen, freed_sb, -freed)
+                freed = 0
+            run_p = -1
             meta[M_NOW] = now
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
-        if i + PREFETCH < stop:
-            # start the cache miss of a later key's home cell now, so it overlaps this work
-            _prefetch(table, 2 * np.int64(_mix(keys[i + PREFETCH]) & np.uint64(mask)))
+        if i + PREFETCH_CELL < stop:
+            home = np.int64(_mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
+            homes[(i + PREFETCH_CELL) & HOMES_MASK] = home
+            _prefetch(table, 2 * home)
+        if i + PREFETCH_SLOT < stop:
+            ahead = keys[i + PREFETCH_SLOT]
+            c = 2 * homes[(i + PREFETCH_SLOT) & HOMES_MASK]
+            if table[c] == ahead and table[c + 1] != EMPTY:  # found in its home cell (the usual case)
+                q = np.int64(table[c + 1])
+                if q < nslots:
+                    _prefetch(live, q >> 6)
         key = keys[i]
         tok = tokens[i] if per_access_tokens else tokens[0]
-        h = _table_find(table, mask, key)
+        h = _table_probe(table, mask, key, homes[i & HOMES_MASK])
         if h >= 0:
             p = np.int64(table[2 * h + 1])
-            d = tracked - _live_prefix(live, fen, p) + 1
+            if run_p >= 0 and p > run_p and (p >> 6) - (run_p >> 6) <= WORDS_PER_SB:
+                # the previous hit's slot was just below: count up from its prefix, no tree query
+                prefix = run_prefix - 1 + _live_between(live, run_p, p)
+            else:
+                if freed and (p >> SB_SHIFT) > freed_sb:  # the query reads the tree below p's superblock
+                    _fen_add(fen, freed_sb, -freed)
+                    freed = 0
+                prefix = _live_prefix(live, fen, p)
+            d = tracked - prefix + 1
             if d > max_d:
                 max_d = d
-            pend = _release(live, fen, pend, now, p)
+            bit = np.uint64(1) << np.uint64(p & 63)
+            live[p >> 6] &= ~bit
+            if (p >> 6) == (now >> 6) and (pend & bit):
+                pend &= ~bit  # never reached the tree
+            else:
+                # the tree's decrement waits while hits free slots of one superblock
+                if (p >> SB_SHIFT) != freed_sb:
+                    if freed:
+                        _fen_add(fen, freed_sb, -freed)
+                    freed_sb = p >> SB_SHIFT
+                    freed = 0
+                freed += 1
+            run_p = p
+            run_prefix = prefix
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
             b = _grid_bucket(d)
@@ -426,6 +501,7 @@ def feed_kernel(
                         s += 1
                 old = slot_keys[s]
                 pend = _release(live, fen, pend, now, s)
+                run_p = -1  # a slot below the last hit's is gone: its prefix changed
                 meta[M_OLDEST] = s + 1
                 _table_delete(table, mask, _table_find(table, mask, old))
                 tracked -= 1
@@ -473,6 +549,8 @@ def feed_kernel(
         i += 1
     if pend:
         _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+    if freed:
+        _fen_add(fen, freed_sb, -freed)
     meta[M_NOW] = now
     meta[M_TRACKED] = tracked
     meta[M_LATE] += late

@@ -394,8 +394,8 @@ def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
         if ok:
             lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
             return ts, lo, hi, ordered
-    ts = timestamps_array(timestamps, n)
-    return ts, float(ts.min()), float(ts.max()), len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
+    ts, lo, hi = timestamps_array(timestamps, n)
+    return ts, lo, hi, len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
 
 
 def _fixed(weights: np.ndarray) -> np.ndarray:

@@ -227,6 +227,11 @@ class TraceLineParser:
         self.line_block_size: int | None = None  # block_size written in the lines (`kvset record`)
 
     @property
+    def format_settled(self) -> bool:
+        """The format is known, and a given one was checked against the first request."""
+        return self.format is not None and (self._looked or not self.format_given)
+
+    @property
     def block_tokens(self) -> int | None:
         """Tokens per full block (None until the format is known)."""
         if self.format is None:
@@ -246,6 +251,24 @@ class TraceLineParser:
         if self.strict:
             raise TraceError(f"{example} ({reason.partition(';')[0]})")
         self.warnings.reject(reason, example)
+
+    @staticmethod
+    def _mismatch_reason(block: int) -> str:
+        return f"hash_ids count is not ceil(input_length / {block}); request kept"
+
+    def warn_mismatch(self, block: int, lineno: int, ids: int, input_length: int, strict: bool = True) -> None:
+        """A request kept although its hash_ids count does not fit input_length and the block size.
+
+        strict=False: counted even in strict mode (a block size inferred afterwards rechecks them)."""
+        detail = f"{ids} hash_ids for input_length {input_length}"
+        if strict:
+            self._warn(self._mismatch_reason(block), lineno, detail)
+        else:
+            self.warnings.reject(self._mismatch_reason(block), f"line {lineno}: {detail}")
+
+    def count_mismatches(self, block: int, n: int) -> None:
+        """n more such requests, past the examples kept (not strict: strict stops at the first)."""
+        self.warnings.reject(self._mismatch_reason(block), count=n)
 
     def _refused(self, line: bytes, lineno: int, error: msgspec.DecodeError) -> None:
         if not line.strip():
@@ -301,7 +324,7 @@ class TraceLineParser:
                 start += 1
             if self.format is None:
                 return ParsedRequests.empty()
-        elif not self._looked:
+        elif self.format_given and not self._looked:
             for line in lines[:64]:
                 self._check_given_format(line)
                 if self._looked:
@@ -346,10 +369,7 @@ class TraceLineParser:
                     continue
                 explicit[len(id_lists)] = req.block_tokens
             elif n != -(-req.input_length // b):
-                self._warn(
-                    f"hash_ids count is not ceil(input_length / {b}); request kept",
-                    lineno, f"{n} hash_ids for input_length {req.input_length}",
-                )  # fmt: skip
+                self.warn_mismatch(b, lineno, n, req.input_length)
             line_blocks.append(b)
             id_lists.append(ids)
             input_lengths.append(req.input_length)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kvset.formats import TraceError, TraceLineParser, read_trace
+from kvset.formats import TraceError, TraceLineParser
+from kvset.formats.stream import TraceStream
 from kvset.quantities import plural
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
@@ -55,7 +56,8 @@ class ReplaySource(Source):
             received=trace.lines if trace is not None else 0,
             accesses=delivered,
             rejected=trace.rejects.summary() if trace is not None else (),
-            notes=tuple(trace.notes) if trace is not None else (),
+            # the stream's notes are complete at its end; until then, the parser's
+            notes=tuple(trace.notes or trace.parser.notes) if trace is not None else (),
             finished=finished,
         )
 
@@ -64,35 +66,38 @@ class ReplaySource(Source):
             yield from self._follow(stop)
             return
         yield SourceUpdate(health=self._health("reading trace", 0))
+        # a stream: the first batches play while the rest of the file is still being read
+        trace = TraceStream(self.path, format=self.format, block_size=self.block_size, hash_algo=self.hash_algo,
+                            python_hash_seed=self.python_hash_seed, exact=False)  # fmt: skip
+        delivered = 0
+        t0 = wall0 = None
         try:
-            trace = read_trace(self.path, format=self.format, block_size=self.block_size,
-                               hash_algo=self.hash_algo, python_hash_seed=self.python_hash_seed)  # fmt: skip
+            for chunk in trace:
+                for batch in _pieces(chunk, PACED_BATCH if self.speed else FAST_BATCH):
+                    if stop.is_set():
+                        return
+                    if t0 is None:
+                        t0, wall0 = float(batch.timestamps[0]), time.monotonic()
+                    if self.speed:
+                        due = wall0 + (float(batch.timestamps[0]) - t0) / self.speed
+                        while not stop.is_set() and time.monotonic() < due:
+                            stop.wait(min(0.25, due - time.monotonic()))
+                            if time.monotonic() < due:  # stay visible while waiting for the next request
+                                yield SourceUpdate(health=self._health("replaying: waiting for the next request",
+                                                                       delivered, trace))  # fmt: skip
+                    delivered += len(batch)
+                    yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
         except (TraceError, OSError) as exc:
             # The first line says what failed; the rest (the rejection reasons) goes to the notes.
             first, *why = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-            health = dataclasses.replace(self._health(f"failed: {first}", 0, finished=True, connected=False),
-                                         notes=tuple(why))  # fmt: skip
+            health = self._health(f"failed: {first}", delivered, trace, finished=True, connected=False)
             yield SourceUpdate(
-                health=health,
+                health=dataclasses.replace(health, notes=health.notes + tuple(why)),
                 events=(TimelineEvent(time.time(), "source-failed", f"{self.name}: {first}"),),
             )
             return
-        delivered = 0
-        t0 = float(trace.request_timestamps[0]) if trace.requests else 0.0
-        wall0 = time.monotonic()
-        for batch in trace.batches(PACED_BATCH if self.speed else FAST_BATCH):
-            if stop.is_set():
-                return
-            if self.speed:
-                due = wall0 + (float(batch.timestamps[0]) - t0) / self.speed
-                while not stop.is_set() and time.monotonic() < due:
-                    stop.wait(min(0.25, due - time.monotonic()))
-                    if time.monotonic() < due:  # stay visible while waiting for the next request
-                        yield SourceUpdate(health=self._health("replaying: waiting for the next request", delivered, trace))
-            delivered += len(batch)
-            yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
-        yield SourceUpdate(health=self._health(f"finished: {plural(delivered, 'access', 'accesses')} replayed", delivered, trace,
-                                               finished=True, connected=False))  # fmt: skip
+        yield SourceUpdate(health=self._health(f"finished: {plural(delivered, 'access', 'accesses')} replayed",
+                                               delivered, trace, finished=True, connected=False))  # fmt: skip
 
     def _follow(self, stop: threading.Event) -> Iterator[SourceUpdate]:
         parser = TraceLineParser(self.format, block_size=self.block_size, hash_algo=self.hash_algo,
@@ -149,3 +154,18 @@ class ReplaySource(Source):
                 ))  # fmt: skip
             i = j
         return out
+
+
+def _pieces(batch: AccessBatch, max_accesses: int) -> Iterator[AccessBatch]:
+    """Whole requests, at most max_accesses a piece (a longer request is a piece of its own)."""
+    starts = np.asarray(batch.request_starts)
+    bounds = np.append(starts, len(batch))
+    first = 0
+    while first < len(starts):
+        begin = int(bounds[first])
+        last = min(max(int(np.searchsorted(bounds, begin + max_accesses, side="right")) - 1, first + 1), len(starts))
+        end = int(bounds[last])
+        yield AccessBatch(keys=batch.keys[begin:end], tokens=batch.tokens[begin:end],  # type: ignore[index]
+                          request_starts=starts[first:last] - begin, timestamps=batch.timestamps[begin:end],  # type: ignore[index]
+                          block_tokens=batch.block_tokens)  # fmt: skip
+        first = last
