@@ -1,0 +1,151 @@
+"""The numeric kernel of the optimal curve: Belady MIN stack distances at every capacity in one pass.
+
+MIN is a priority stack algorithm (Mattson et al. 1970): order the blocks so that the top C are
+exactly what MIN holds with capacity C; the priority of a block is its next use (sooner = keep).
+On an access to the block at depth d (0-based, d = stack size for a first access) the blocks
+above it cascade: walking down from the top, the carried block is always the one used latest so
+far; it swaps into every position whose block is used latest of all seen ("a record").
+Equivalently the records of depths 0..d-1 (each used later than everything above it) shift
+down to the next record's depth, the last one to depth d, and the accessed block goes on top
+with its new next use. The OPT stack distance of the access is d + 1 (0 for a first access).
+
+Records come in a few *runs* of consecutive depths (2 to 4 per access on average on agentic,
+Mooncake, uniform and Zipf traces, where there are hundreds of records), and shifting a run
+down by one is one removal at its end and one insertion at its start. So the stack is a rope of
+next-use times (kvset.core.opt_stack) and an access costs a search for the smallest key (the
+accessed block: its next use is now), a walk of the records that skips whole subtrees, and
+2 R + 2 positional edits: O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks.
+Memory: the next-use array (8 bytes an access) and about 32 bytes per distinct block.
+
+Blocks are never named: only their next-use times are stored. A block never used again has key
+n (never); on a first access such a block is carried to the very bottom, below everything that
+can still be hit, and is dropped instead, so S stays near the number of blocks with a future.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from kvset.core import opt_stack as R
+from kvset.core.kernel import EMPTY, _table_find
+
+
+@njit(nogil=True, cache=True)
+def next_uses(keys):
+    """nxt[i] = index of the next access to keys[i], or n (never again); and the distinct keys."""
+    n = keys.shape[0]
+    nxt = np.empty(n, np.int64)
+    mask = 1023
+    table = np.empty(2 * (mask + 1), np.uint64)
+    table[1::2] = EMPTY
+    distinct = 0
+    for i in range(n - 1, -1, -1):
+        h = _table_find(table, mask, keys[i])
+        if h >= 0:
+            nxt[i] = np.int64(table[2 * h + 1])
+            table[2 * h + 1] = np.uint64(i)
+            continue
+        nxt[i] = n
+        h = -h - 1
+        table[2 * h] = keys[i]
+        table[2 * h + 1] = np.uint64(i)
+        distinct += 1
+        if 4 * distinct > 2 * (mask + 1):  # keep the table at most half full
+            cells = 2 * (mask + 1)
+            grown = np.empty(2 * cells, np.uint64)
+            grown[1::2] = EMPTY
+            for c in range(mask + 1):
+                if table[2 * c + 1] != EMPTY:
+                    g = -_table_find(grown, cells - 1, table[2 * c]) - 1
+                    grown[2 * g] = table[2 * c]
+                    grown[2 * g + 1] = table[2 * c + 1]
+            table = grown
+            mask = cells - 1
+    return nxt, distinct
+
+
+def allocate(distinct: int) -> tuple[np.ndarray, ...]:
+    """The kernel's state for a stream of `distinct` distinct blocks: (nd, ck, work arrays ...).
+
+    Chunks after a rebuild are half full and the stack never holds more blocks than there are
+    distinct ones, so twice that many chunks leave half the pool for splits between rebuilds.
+    """
+    nodes = 2 * (2 * distinct // R.CAP + 2) + 64
+    nd = np.zeros((nodes, R.FIELDS), np.int64)
+    ck = np.zeros((nodes, R.CAP), np.int64)
+    dirty = np.zeros((8 * R.PATH, 2), np.int64)  # row 0: (current tag, count); then (node, depth)
+    counts = np.zeros(R.PATH, np.int64)
+    order = np.empty(8 * R.PATH, np.int64)
+    stack = np.empty(R.PATH, np.int64)
+    phase = np.empty(R.PATH, np.int64)
+    rs = np.empty(distinct + 2, np.int64)
+    re = np.empty(distinct + 2, np.int64)
+    hist = np.zeros((distinct + 2, 2), np.int64)
+    flat = np.empty(distinct + 2, np.int64)
+    bstack = np.empty(nodes + 1, np.int64)
+    return nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack):
+    """OPT stack distances for next-use times nxt (n = never), histogrammed into hist[d] = (accesses, tokens).
+
+    d = 0 for a first access. tokens: one per access, or a length-1 array for all; out: a distance
+    per access, or length 1 for none; the other arrays come from allocate(). Returns the largest
+    distance.
+    """
+    n = nxt.shape[0]
+    inf = np.int64(n)
+    per_access_tokens = tokens.shape[0] == n
+    want_out = out.shape[0] == n
+    nd[0, R.MX] = -1
+    nd[0, R.MN] = R.BIG
+    nd[0, R.ASC] = 1
+    root = 1
+    used = 2
+    R.pull(nd, ck, 1)
+    seed = np.uint64(0x9E3779B97F4A7C15)
+    nd[1, R.PR] = np.int64(seed >> np.uint64(1))
+    dirty[0, 0] = 1
+    maxd = 0
+    for t in range(n):
+        tok = tokens[t] if per_access_tokens else tokens[0]
+        size = nd[root, R.SZ]
+        seen = size > 0 and nd[root, R.MN] == t  # the accessed block's key is its next use: now
+        d = R.argmin(nd, ck, root, t) if seen else size
+        dist = d + 1 if seen else 0
+        nr = R.record_runs(nd, ck, root, d, rs, re, stack, phase) if d > 0 else 0
+        if seen:
+            R.remove_at(nd, ck, root, d, dirty)
+        # each run's last record moves to where the next run starts (the last one to depth d)
+        for i in range(nr - 1, -1, -1):
+            if dirty[0, 1] > dirty.shape[0] - 2 * R.PATH:  # room for two more paths
+                R.flush(nd, ck, dirty, counts, order)
+            z = R.remove_at(nd, ck, root, re[i], dirty)
+            if i == nr - 1:
+                if not seen and z == inf:
+                    continue  # a dead block carried to the bottom: drop it
+                at = d - 1
+            else:
+                at = rs[i + 1] - 1
+            root, used, seed = R.insert_at(nd, ck, root, at, z, dirty, counts, order, used, seed)
+            if used < 0:
+                R.flush(nd, ck, dirty, counts, order)
+                root, used, seed = R.rebuild(nd, ck, root, seed, flat, bstack)
+                root, used, seed = R.insert_at(nd, ck, root, at, z, dirty, counts, order, used, seed)
+        root, used, seed = R.insert_at(nd, ck, root, 0, nxt[t], dirty, counts, order, used, seed)
+        if used < 0:
+            R.flush(nd, ck, dirty, counts, order)
+            root, used, seed = R.rebuild(nd, ck, root, seed, flat, bstack)
+            root, used, seed = R.insert_at(nd, ck, root, 0, nxt[t], dirty, counts, order, used, seed)
+        R.flush(nd, ck, dirty, counts, order)
+        if R.CAP * nd[root, R.NN] > 4 * nd[root, R.SZ] + 16 * R.CAP:  # chunks a quarter full: repack
+            root, used, seed = R.rebuild(nd, ck, root, seed, flat, bstack)
+        hist[dist, 0] += 1
+        hist[dist, 1] += tok
+        if dist > maxd:
+            maxd = dist
+        if want_out:
+            out[t] = dist
+    return maxd
