@@ -24,6 +24,8 @@ can still be hit, and is dropped instead, so S stays near the number of blocks w
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -65,8 +67,25 @@ def next_uses(keys):
     return nxt, distinct
 
 
-def allocate(distinct: int) -> tuple[np.ndarray, ...]:
-    """The kernel's state for a stream of `distinct` distinct blocks: (nd, ck, work arrays ...).
+class OptState(NamedTuple):
+    """The kernel's arrays, in its argument order; hist is the result."""
+
+    nd: np.ndarray
+    ck: np.ndarray
+    dirty: np.ndarray
+    counts: np.ndarray
+    order: np.ndarray
+    stack: np.ndarray
+    phase: np.ndarray
+    rs: np.ndarray
+    re: np.ndarray
+    hist: np.ndarray
+    flat: np.ndarray
+    bstack: np.ndarray
+
+
+def allocate(distinct: int) -> OptState:
+    """The kernel's state for a stream of `distinct` distinct blocks (about 80 bytes each).
 
     Chunks after a rebuild are half full and the stack never holds more blocks than there are
     distinct ones, so twice that many chunks leave half the pool for splits between rebuilds.
@@ -84,7 +103,7 @@ def allocate(distinct: int) -> tuple[np.ndarray, ...]:
     hist = np.zeros((distinct + 2, 2), np.int64)
     flat = np.empty(distinct + 2, np.int64)
     bstack = np.empty(nodes + 1, np.int64)
-    return nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack
+    return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -93,7 +112,7 @@ def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs,
 
     d = 0 for a first access. tokens: one per access, or a length-1 array for all; out: a distance
     per access, or length 1 for none; the other arrays come from allocate(). Returns the largest
-    distance.
+    distance, or -1 if the stack lost count of its blocks (a bug: the caller raises).
     """
     n = nxt.shape[0]
     inf = np.int64(n)
@@ -109,11 +128,14 @@ def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs,
     nd[1, R.PR] = np.int64(seed >> np.uint64(1))
     dirty[0, 0] = 1
     maxd = 0
+    stacked = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
         size = nd[root, R.SZ]
         seen = size > 0 and nd[root, R.MN] == t  # the accessed block's key is its next use: now
         d = R.argmin(nd, ck, root, t) if seen else size
+        if d < 0 or size != stacked:
+            return -1
         dist = d + 1 if seen else 0
         nr = R.record_runs(nd, ck, root, d, rs, re, stack, phase) if d > 0 else 0
         if seen:
@@ -125,6 +147,7 @@ def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs,
             z = R.remove_at(nd, ck, root, re[i], dirty)
             if i == nr - 1:
                 if not seen and z == inf:
+                    stacked -= 1
                     continue  # a dead block carried to the bottom: drop it
                 at = d - 1
             else:
@@ -140,6 +163,8 @@ def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs,
             root, used, seed = R.rebuild(nd, ck, root, seed, flat, bstack)
             root, used, seed = R.insert_at(nd, ck, root, 0, nxt[t], dirty, counts, order, used, seed)
         R.flush(nd, ck, dirty, counts, order)
+        if not seen:
+            stacked += 1
         if R.CAP * nd[root, R.NN] > 4 * nd[root, R.SZ] + 16 * R.CAP:  # chunks a quarter full: repack
             root, used, seed = R.rebuild(nd, ck, root, seed, flat, bstack)
         hist[dist, 0] += 1

@@ -11,6 +11,9 @@ which recomputes the nodes the edits passed through once, deepest first. A full 
 when the pool of nodes runs out or the chunks average a quarter full, rebuild() repacks them.
 All state is in two int64 arrays: nd (one row of fields per node, row 0 the empty tree) and ck
 (the chunks). Nothing here allocates, so it all compiles without reference counting.
+
+numba caches opt_kernel by the stamp of opt_kernel.py alone: after editing this module, touch
+opt_kernel.py (or `make clean`) so the cached kernel is compiled again.
 """
 
 from __future__ import annotations
@@ -248,7 +251,7 @@ def locate(nd, root, pos, insert, delta, dirty):
         v = nd[v, RT]
 
 
-@_inline
+@_plain
 def flush(nd, ck, dirty, counts, order):
     """Recompute the nodes edits passed through, deepest first, so children are done before parents."""
     k = dirty[0, 1]
@@ -278,7 +281,7 @@ def flush(nd, ck, dirty, counts, order):
     dirty[0, 1] = 0
 
 
-@_inline
+@_plain
 def remove_at(nd, ck, root, pos, dirty):
     """Remove and return the key at position pos."""
     v, j, rank = locate(nd, root, pos, False, -1, dirty)
@@ -304,7 +307,7 @@ def remove_at(nd, ck, root, pos, dirty):
     return k
 
 
-@_inline
+@_plain
 def insert_at(nd, ck, root, pos, key, dirty, counts, order, used, seed):
     """Insert key at position pos. Returns (root, nodes used, seed); used < 0 asks for a rebuild."""
     if used >= nd.shape[0] - 1:
@@ -361,12 +364,12 @@ def insert_at(nd, ck, root, pos, key, dirty, counts, order, used, seed):
     return root, used, seed
 
 
-@_inline
+@_plain
 def argmin(nd, ck, root, target):
-    """Position of the (unique) key equal to the smallest key, target."""
+    """Position of the (unique) key equal to the smallest key, target; -1 if there is none."""
     v = root
     pos = 0
-    while True:
+    while v != 0:
         left = nd[v, LT]
         if nd[left, SZ] > 0 and nd[left, MN] == target:
             v = left
@@ -378,9 +381,10 @@ def argmin(nd, ck, root, target):
                     return pos + j
         pos += nd[v, CNT]
         v = nd[v, RT]
+    return -1  # not there: the stack is inconsistent
 
 
-@_inline
+@_plain
 def record_runs(nd, ck, root, d, rs, re, stack, phase):
     """The runs of consecutive record depths among 0..d-1 into rs/re; returns their number.
 
