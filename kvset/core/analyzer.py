@@ -271,19 +271,7 @@ class Analyzer:
         return out
 
     def _tokens_array(self, tokens, n: int) -> np.ndarray:
-        """Per-access tokens, or a length-1 array when every access covers the same number."""
-        if tokens is None:
-            tokens = self.block_tokens or 1
-        if np.isscalar(tokens):
-            if int(tokens) < 0:
-                raise ValueError("tokens per access must not be negative")
-            return np.array([int(tokens)], dtype=np.int64)
-        tok = np.ascontiguousarray(tokens, dtype=np.int64)
-        if tok.shape != (n,):
-            raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
-        if n and tok.min() < 0:
-            raise ValueError("tokens per access must not be negative")
-        return tok
+        return tokens_array(self.block_tokens or 1 if tokens is None else tokens, n)
 
     @staticmethod
     def _request_starts(request_starts, n: int) -> np.ndarray:
@@ -465,6 +453,20 @@ class Analyzer:
         """Grid curve over rows [first, last) of a SlotSeries."""
         return self._grid_curve(series.blocks[first:last].sum(axis=0), series.tokens[first:last].sum(axis=0),
                                 series.counts[first:last].sum(axis=0), (last - first) * series.width)  # fmt: skip
+
+
+def tokens_array(tokens, n: int) -> np.ndarray:
+    """Per-access tokens for n accesses, or a length-1 array when every access covers the same number."""
+    if np.isscalar(tokens):
+        if int(tokens) < 0:
+            raise ValueError("tokens per access must not be negative")
+        return np.array([int(tokens)], dtype=np.int64)
+    tok = np.ascontiguousarray(tokens, dtype=np.int64)
+    if tok.shape != (n,):
+        raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
+    if n and tok.min() < 0:
+        raise ValueError("tokens per access must not be negative")
+    return tok
 
 
 def _reverse_within_requests(starts: np.ndarray, n: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvset.core.analyzer import ORDERS, Analyzer, Order, _reverse_within_requests
+from kvset.core.analyzer import ORDERS, Analyzer, Order, _reverse_within_requests, tokens_array
 from kvset.core.curve import HitRateCurve
 from kvset.core.opt_kernel import allocate, next_uses, opt_kernel
 
@@ -60,22 +60,6 @@ class OptHistogram:
         )
 
 
-def _tokens_array(tokens, n: int) -> np.ndarray:
-    """Per-access tokens, or a length-1 array when every access covers the same number."""
-    if tokens is None:
-        tokens = 1
-    if np.isscalar(tokens):
-        if int(tokens) < 0:
-            raise ValueError("tokens per access must not be negative")
-        return np.array([int(tokens)], dtype=np.int64)
-    tok = np.ascontiguousarray(tokens, dtype=np.int64)
-    if tok.shape != (n,):
-        raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
-    if n and tok.min() < 0:
-        raise ValueError("tokens per access must not be negative")
-    return tok
-
-
 def opt_histogram(
     keys,
     tokens=None,
@@ -96,7 +80,7 @@ def opt_histogram(
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     n = len(keys)
-    tok = _tokens_array(tokens, n)
+    tok = tokens_array(1 if tokens is None else tokens, n)
     starts = Analyzer._request_starts(request_starts, n)
     perm = None
     if order == "reverse" and len(starts):
