@@ -271,7 +271,7 @@ class Analyzer:
         return out
 
     def _tokens_array(self, tokens, n: int) -> np.ndarray:
-        return tokens_array(self.block_tokens or 1 if tokens is None else tokens, n)
+        return tokens_array((self.block_tokens or 1) if tokens is None else tokens, n)
 
     @staticmethod
     def _request_starts(request_starts, n: int) -> np.ndarray:
