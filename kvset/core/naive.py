@@ -1,11 +1,12 @@
-"""The independent reference: a plain LRU cache simulated once per capacity.
+"""The independent references: plain LRU and MIN caches simulated once per capacity.
 
-Deliberately simple and slow (an OrderedDict per replay). `kvset verify` and the tests
-compare the one-pass analyzer against it at every capacity they check.
+Deliberately simple and slow (an OrderedDict, or a heap, per replay). `kvset verify` and the
+tests compare the one-pass analyzers against them at every capacity they check.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
@@ -36,6 +37,54 @@ def naive_curve(
     keys = [int(k) for k in keys]
     toks = [int(t) for t in tokens] if tokens is not None else None
     return {int(c): simulate_lru(keys, int(c), toks) for c in capacities}
+
+
+def simulate_min(keys: Sequence[int], capacity: int, tokens: Sequence[int] | None = None) -> tuple[int, int]:
+    """Replay `keys` through Belady's MIN with `capacity` blocks; return (block hits, token hits).
+
+    On a miss with a full cache the resident block whose next use is farthest away is evicted
+    (never used again counts as farthest); the missed block is always inserted. A max-heap of
+    next uses finds the victim; entries made stale by a hit are skipped when popped, and the heap
+    is rebuilt from the residents when stale entries outnumber them, so a replay is O(N log C).
+    """
+    keys = [int(k) for k in keys]
+    n = len(keys)
+    never = n  # later than every real next use
+    next_use = [never] * n
+    upcoming: dict[int, int] = {}
+    for i in range(n - 1, -1, -1):
+        next_use[i] = upcoming.get(keys[i], never)
+        upcoming[keys[i]] = i
+    resident: dict[int, int] = {}  # block -> its next use
+    heap: list[tuple[int, int]] = []  # (-next use, block)
+    hits = token_hits = 0
+    for i, key in enumerate(keys):
+        if key in resident:
+            hits += 1
+            token_hits += int(tokens[i]) if tokens is not None else 1
+        elif capacity <= 0:
+            continue
+        elif len(resident) >= capacity:
+            while True:
+                negative, victim = heapq.heappop(heap)
+                if resident.get(victim) == -negative:
+                    del resident[victim]
+                    break
+        resident[key] = next_use[i]
+        heapq.heappush(heap, (-next_use[i], key))
+        if len(heap) > 2 * len(resident) + 16:
+            heap = [(-use, block) for block, use in resident.items()]
+            heapq.heapify(heap)
+    return hits, token_hits
+
+
+def naive_min_curve(
+    keys: Sequence[int], capacities: Iterable[int], tokens: Sequence[int] | None = None
+) -> dict[int, tuple[int, int]]:
+    """{capacity: (block hits, token hits)} of MIN, one full replay per capacity."""
+    keys = [int(k) for k in keys]
+    toks = [int(t) for t in tokens] if tokens is not None else None
+    return {int(c): simulate_min(keys, int(c), toks) for c in capacities}
 
 
 def naive_stack_distances(keys: Sequence[int]) -> list[int]:

@@ -1,0 +1,189 @@
+"""The one-pass OPT (Belady MIN) curve against MIN replayed per capacity: brute force and a heap."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvset.core.analyzer import Analyzer
+from kvset.core.naive import naive_min_curve, reverse_within_requests, simulate_min
+from kvset.core.opt import opt_histogram
+from kvset.formats.traces import read_trace
+from tests.support.paths import MOONCAKE_TRACE
+from tests.support.toy import PUBLISHED, toy_keys
+
+
+def brute_min_hits(keys, capacity):
+    """MIN by its definition, per access: on a miss with a full cache, scan the future of every
+    resident block and evict the one used farthest away (never again = farthest)."""
+    cache, hits = [], []
+    for i, key in enumerate(keys):
+        if key in cache:
+            hits.append(True)
+            continue
+        hits.append(False)
+        if len(cache) >= capacity:
+
+            def next_use(block, i=i):
+                return next((j for j in range(i + 1, len(keys)) if keys[j] == block), len(keys))
+
+            cache.remove(max(cache, key=next_use))
+        cache.append(key)
+    return hits
+
+
+@st.composite
+def small_traces(draw):
+    style = draw(st.sampled_from(["uniform", "one-key", "fresh", "loops", "big-ids"]))
+    alphabet = draw(st.sampled_from([1, 2, 3, 4, 6, 8]))
+    n = draw(st.integers(0, 60))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if style == "uniform":
+        keys = rng.integers(0, alphabet, n)
+    elif style == "one-key":  # a long run of one key, then a few others
+        keys = np.where(rng.random(n) < 0.85, 7, rng.integers(0, alphabet, n))
+    elif style == "fresh":  # many blocks never used again: ties in next use
+        keys = np.where(rng.random(n) < 0.5, np.arange(100, 100 + n), rng.integers(0, alphabet, n))
+    elif style == "loops":  # a cycle longer than small caches: LRU's worst case
+        keys = np.arange(n) % (alphabet + 1)
+    else:  # arbitrary 64-bit keys, 0 and 2**64 - 1 among them
+        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+        pool[0] = np.uint64(0)
+        if alphabet > 1:
+            pool[1] = np.uint64(2**64 - 1)
+        keys = pool[rng.integers(0, alphabet, n)]
+    return np.asarray(keys).astype(np.uint64), rng.integers(0, 600, n)
+
+
+@given(small_traces())
+def test_every_access_hits_exactly_at_the_capacities_min_hits_it(trace):
+    keys, tokens = trace
+    h = opt_histogram(keys, tokens=tokens, return_distances=True)
+    c = h.curve()
+    d = h.distances
+    listed = keys.tolist()
+    assert int(np.sum(d == 0)) == h.first_time == len(set(listed))
+    for capacity in range(1, len(set(listed)) + 2):
+        brute = np.array(brute_min_hits(listed, capacity), dtype=bool)
+        assert ((d >= 1) & (d <= capacity)).tolist() == brute.tolist(), f"C={capacity}"
+        assert c.hits(capacity) == int(brute.sum())
+        assert c.hits(capacity, unit="tokens") == int(tokens[brute].sum())
+    assert c.accesses == len(keys) and c.tokens == int(tokens.sum())
+
+
+@given(small_traces())
+def test_heap_replay_agrees_with_the_brute_force(trace):
+    keys, tokens = trace
+    listed = keys.tolist()
+    for capacity in range(0, len(set(listed)) + 2):
+        brute = np.array(brute_min_hits(listed, capacity) if capacity else [False] * len(listed), dtype=bool)
+        assert simulate_min(listed, capacity, tokens.tolist()) == (int(brute.sum()), int(tokens[brute].sum()))
+
+
+@st.composite
+def longer_traces(draw):
+    alphabet = draw(st.sampled_from([5, 30, 200, 1000]))
+    n = draw(st.integers(100, 3000))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    keys = rng.integers(0, alphabet, n) if draw(st.booleans()) else np.minimum(rng.zipf(1.2, n), alphabet)
+    starts = np.unique(np.concatenate([[0], np.flatnonzero(rng.random(n) < 0.1)]))
+    return keys.astype(np.uint64), rng.integers(1, 600, n), starts
+
+
+@given(longer_traces(), st.sampled_from(["forward", "reverse"]))
+def test_one_pass_equals_the_heap_replay_and_never_falls_below_lru(trace, order):
+    keys, tokens, starts = trace
+    c = opt_histogram(keys, tokens=tokens, request_starts=starts, order=order).curve()
+    stream = np.arange(len(keys))
+    if order == "reverse":
+        stream = np.array(reverse_within_requests(stream.tolist(), starts.tolist()))
+    ordered_keys, ordered_tokens = keys[stream].tolist(), tokens[stream].tolist()
+    caps = np.unique(np.round(np.geomspace(1, len(set(ordered_keys)) + 1, 8)).astype(int))
+    for capacity, (hits, token_hits) in naive_min_curve(ordered_keys, caps, ordered_tokens).items():
+        assert c.hits(capacity) == hits, f"C={capacity}"
+        assert c.hits(capacity, unit="tokens") == token_hits, f"C={capacity}"
+    lru = Analyzer(order=order)
+    lru.feed(keys, tokens=tokens, request_starts=starts, timestamps=0.0)
+    caps = np.arange(1, len(set(ordered_keys)) + 2)
+    assert np.all(c.hit_rates(caps) >= lru.curve().hit_rates(caps))
+
+
+def test_a_trace_long_enough_to_split_and_repack_the_stack_many_times():
+    rng = np.random.default_rng(11)
+    keys = rng.integers(0, 2000, 20_000).astype(np.uint64)
+    c = opt_histogram(keys).curve()
+    for capacity, (hits, _) in naive_min_curve(keys.tolist(), [1, 3, 17, 100, 450, 1200, 1999]).items():
+        assert c.hits(capacity) == hits, f"C={capacity}"
+
+
+def test_toy_trace_equals_the_heap_replay_at_every_capacity_and_beats_lru():
+    keys = toy_keys()
+    tokens = np.random.default_rng(3).integers(1, 17, len(keys))
+    c = opt_histogram(np.array(keys, dtype=np.uint64), tokens=tokens).curve()
+    for capacity, (hits, token_hits) in naive_min_curve(keys, range(1, 15), tokens.tolist()).items():
+        assert (c.hits(capacity), c.hits(capacity, unit="tokens")) == (hits, token_hits)
+    rates = [c.hit_rate(capacity) for capacity in range(1, 9)]
+    assert all(opt >= lru for opt, lru in zip(rates, PUBLISHED, strict=True))
+    assert rates[1] > 0.0 == PUBLISHED[1]  # two blocks already hit under MIN, never under LRU
+    assert c.attainable() == pytest.approx(0.74)  # an infinite cache is the same for both
+
+
+@pytest.fixture(scope="module")
+def mooncake():
+    trace = read_trace(MOONCAKE_TRACE)
+    opt = opt_histogram(trace.keys, tokens=trace.tokens, request_starts=trace.request_starts).curve()
+    lru = Analyzer()
+    lru.feed(trace.keys, tokens=trace.tokens, request_starts=trace.request_starts, timestamps=0.0)
+    return trace, opt, lru.curve()
+
+
+def test_mooncake_one_pass_equals_the_heap_replay_at_20_log_spaced_capacities(mooncake):
+    trace, opt, _ = mooncake
+    caps = opt.log_capacities(20)
+    assert len(caps) == 20
+    naive = naive_min_curve(trace.keys.tolist(), caps, trace.tokens.tolist())
+    for capacity, (hits, token_hits) in naive.items():
+        assert opt.hits(capacity) == hits, f"C={capacity}"
+        assert opt.hits(capacity, unit="tokens") == token_hits, f"C={capacity}"
+
+
+def test_mooncake_min_is_never_below_lru_and_needs_at_most_its_working_sets(mooncake):
+    _, opt, lru = mooncake
+    caps = np.arange(1, max(opt.max_distance(), lru.max_distance()) + 2)
+    assert np.all(opt.hit_rates(caps) >= lru.hit_rates(caps))
+    assert opt.attainable_hits() == lru.attainable_hits()
+    for target in (0.5, 0.9, 0.95, 0.99, 0.999):
+        assert opt.working_set(target) <= lru.working_set(target)
+    assert opt.working_set(0.95) < lru.working_set(0.95)
+
+
+def test_reverse_order_reports_distances_in_the_order_given():
+    keys = np.array([1, 2, 3, 1, 2, 3, 3, 2, 1], dtype=np.uint64)
+    starts = np.array([0, 3, 6])
+    rev = opt_histogram(keys, request_starts=starts, order="reverse", return_distances=True)
+    perm = reverse_within_requests(list(range(len(keys))), starts.tolist())
+    fwd = opt_histogram(keys[perm], return_distances=True)
+    assert rev.distances[perm].tolist() == fwd.distances.tolist()
+    assert rev.blocks.tolist() == fwd.blocks.tolist()
+
+
+def test_empty_stream_gives_an_empty_curve():
+    h = opt_histogram(np.zeros(0, dtype=np.uint64))
+    c = h.curve()
+    assert (h.accesses, h.first_time, c.accesses) == (0, 0, 0)
+    assert c.working_set(0.95) is None and c.hit_rate(10) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tokens": -1}, "negative"),
+        ({"tokens": np.array([1, -2, 3])}, "negative"),
+        ({"tokens": np.array([1, 2])}, "entries for 3 accesses"),
+        ({"order": "sideways"}, "order must be one of"),
+        ({"request_starts": [0, 2, 1]}, "strictly increasing"),
+    ],
+)
+def test_bad_arguments_are_refused_with_a_reason(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        opt_histogram(np.array([1, 2, 1], dtype=np.uint64), **kwargs)
