@@ -1,0 +1,510 @@
+"""One run of vLLM's real v1 scheduler, KV cache manager and block pool, without a GPU.
+
+Runs in the engine venv (setup.sh). The model runner is the only fake: after each
+`Scheduler.schedule()` this driver builds a `ModelRunnerOutput` that "samples" the next token of
+the turn's pre-generated answer for every request whose prompt is computed, and hands it to
+`Scheduler.update_from_output()`, which is where vLLM appends the token, hashes and caches full
+blocks, finishes requests, frees their blocks, and publishes the step's KV events.
+
+With --events-port, vLLM's own ZmqEventPublisher publishes on tcp://127.0.0.1:PORT (and its replay
+ROUTER on --replay-port) and vLLM's own PrometheusStatLogger is served on 127.0.0.1:--metrics-port.
+Without them (a dry run) the schedule is the same step for step: events do not change what the
+scheduler does, so a dry run gives the step count (to size kvset-top's --duration) and the ground
+truth for both report modes.
+
+Protocol with run.py (one JSON object per stdout line): {"ready": ...} once bound; then it waits
+for --subscribers SUB connections on the publisher socket; {"done": ...} at the end with the
+ground truth; then it keeps /metrics up until a line arrives on stdin (or stdin closes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import workload  # noqa: E402
+
+BLOCK_SIZE = 16
+MAX_MODEL_LEN = 32768
+
+# A small llama-like architecture: ModelConfig needs a config.json to inspect; no weights exist or
+# are loaded (the model runner is faked), and the tokenizer is not initialised.
+MODEL_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 32000,  # covers the tokenizer's 30,522 ids
+    "max_position_embeddings": MAX_MODEL_LEN,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "float16",
+    "bos_token_id": 101,
+    "eos_token_id": 102,
+    "tie_word_embeddings": False,
+}
+
+
+def emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def build_scheduler(args, model_dir: str):
+    import torch
+    from vllm.config import (
+        CacheConfig,
+        DeviceConfig,
+        KVEventsConfig,
+        ModelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
+    from vllm.distributed.kv_events import EventPublisherFactory, ZmqEventPublisher
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    class LoopbackZmqEventPublisher(ZmqEventPublisher):
+        """vLLM's publisher, binding tcp://127.0.0.1:P itself.
+
+        vLLM binds only endpoints that contain '*' or '::' (else it connects); tcp://*:P would
+        listen on every interface. Everything else, socket options, sequence numbers, the replay
+        buffer and ROUTER, is vLLM's own code.
+        """
+
+        @staticmethod
+        def _is_bind_endpoint(endpoint: str) -> bool:
+            return endpoint.startswith("tcp://127.0.0.1:") or ZmqEventPublisher._is_bind_endpoint(endpoint)
+
+    EventPublisherFactory._registry["zmq"] = LoopbackZmqEventPublisher
+
+    model_config = ModelConfig(
+        model=model_dir,
+        skip_tokenizer_init=True,
+        dtype="float16",
+        seed=0,
+        max_model_len=MAX_MODEL_LEN,
+        served_model_name="kvset-validate",
+    )
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_model_len=MAX_MODEL_LEN,
+        enable_chunked_prefill=True,
+        is_encoder_decoder=False,
+    )
+    cache_config = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=True)
+    kv_events_config = None
+    if args.events_port:
+        kv_events_config = KVEventsConfig(
+            enable_kv_cache_events=True,
+            publisher="zmq",
+            endpoint=f"tcp://127.0.0.1:{args.events_port}",
+            replay_endpoint=f"tcp://127.0.0.1:{args.replay_port}" if args.replay_port else None,
+        )
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        device_config=DeviceConfig(device="cpu"),
+        kv_events_config=kv_events_config,
+    )
+    # What the GPU worker would report after profiling: the pool size, one full-attention group.
+    kv_cache_config = KVCacheConfig(
+        num_blocks=args.pool_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"],
+                FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=2, head_size=64, dtype=torch.float16),
+            )
+        ],
+    )
+    cache_config.num_gpu_blocks = args.pool_blocks
+    scheduler = Scheduler(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=BLOCK_SIZE,
+        log_stats=True,
+    )
+    return vllm_config, scheduler
+
+
+def make_block_hasher(vllm_config):
+    """Block hashing as the engine core sets it up: the configured hash, NONE_HASH seeded."""
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+
+    fn = get_hash_fn_by_name(vllm_config.cache_config.prefix_caching_hash_algo)
+    init_none_hash(fn)
+    return get_request_block_hasher(BLOCK_SIZE, fn, vllm_config.num_hash_lookahead_tokens)
+
+
+class GroundTruth:
+    """What the harness reads from the engine itself (not from its events) for diagnosis.
+
+    Wraps a few bound methods of this scheduler instance to count calls; vLLM's code is unchanged.
+    """
+
+    def __init__(self, scheduler, pool_blocks: int):
+        self.s = scheduler
+        self.pool = pool_blocks
+        kvm = scheduler.kv_cache_manager
+        self.block_pool = kvm.block_pool
+        self.usable = pool_blocks - 1  # block 0 is vLLM's null block
+        self.lookups = 0
+        self.lookups_with_hits = 0
+        self.lookup_hit_blocks = 0  # blocks a lookup found (each one a BlockStored in full mode)
+        self.lookup_hit_blocks_admitted = 0
+        self.admissions = 0  # first admissions (counted in vllm:prefix_cache_*)
+        self.readmissions = 0  # admissions after a preemption (vLLM counts them apart)
+        self.preemptions = 0
+        self.last_token_rule_blocks = 0  # a cached last block not used: the last token must be computed
+        self.partial_tail_tokens = 0  # query tokens past the last full block (never cacheable)
+        self.query_tokens = 0
+        self.hit_tokens = 0
+        self.preempted_query_tokens = 0
+        self.preempted_hit_tokens = 0
+        self.decode_blocks = 0  # full blocks filled by output tokens (stored, never queried)
+        self.steps = 0
+        self.busy_steps = 0
+        self._pinned_sum = 0
+        self._pinned_max = 0
+        self._held_sum = 0
+        self._running_sum = 0
+        self._waiting_sum = 0
+        self._last_lookup: dict[str, int] = {}
+        self.requests_finished = 0
+        self.requests_added = 0
+
+        orig_get = kvm.get_computed_blocks
+        orig_record = kvm.record_prefix_cache_stats
+        orig_preempt = scheduler._preempt_request
+        coord = kvm.coordinator
+
+        def get_computed_blocks(request, max_cache_hit_length=None):
+            blocks, n_hit, boundary = orig_get(request, max_cache_hit_length)
+            self.lookups += 1
+            n_blocks = n_hit // BLOCK_SIZE
+            if n_hit:
+                self.lookups_with_hits += 1
+                self.lookup_hit_blocks += n_blocks
+            self._last_lookup[request.request_id] = n_blocks
+            return blocks, n_hit, boundary
+
+        def record_prefix_cache_stats(request, num_hits):
+            orig_record(request, num_hits)
+            n_blocks = self._last_lookup.pop(request.request_id, 0)
+            self.lookup_hit_blocks_admitted += n_blocks
+            if request.num_preemptions > 0:
+                self.readmissions += 1
+                self.preempted_query_tokens += request.num_tokens
+                self.preempted_hit_tokens += num_hits
+                return
+            self.admissions += 1
+            self.query_tokens += request.num_tokens
+            self.hit_tokens += num_hits
+            self.partial_tail_tokens += request.num_tokens % BLOCK_SIZE
+            # vLLM caps a hit at num_tokens - 1 (the last prompt token is always computed):
+            # a prompt of whole blocks, all cached, still misses its last block.
+            full = request.num_tokens // BLOCK_SIZE
+            if request.num_tokens % BLOCK_SIZE == 0 and num_hits == (full - 1) * BLOCK_SIZE and full > 0:
+                uncapped, n_uncapped, _ = coord.find_longest_cache_hit(request.block_hashes, request.num_tokens)
+                if n_uncapped == full * BLOCK_SIZE:
+                    self.last_token_rule_blocks += 1
+
+        def preempt(request, timestamp, drop_stale_output=False):
+            self.preemptions += 1
+            return orig_preempt(request, timestamp, drop_stale_output=drop_stale_output)
+
+        kvm.get_computed_blocks = get_computed_blocks
+        kvm.record_prefix_cache_stats = record_prefix_cache_stats
+        scheduler._preempt_request = preempt
+        self.single = kvm.coordinator.single_type_managers[0]
+
+    def after_step(self, busy: bool) -> None:
+        self.steps += 1
+        self.busy_steps += busy
+        pinned = self.usable - self.block_pool.get_num_free_blocks()  # blocks with ref_cnt > 0
+        self._pinned_sum += pinned
+        self._pinned_max = max(self._pinned_max, pinned)
+        self._held_sum += sum(len(b) for b in self.single.req_to_blocks.values())
+        self._running_sum += len(self.s.running)
+        self._waiting_sum += len(self.s.waiting) + len(self.s.kv_holding_waiting)
+
+    def finished(self, request) -> None:
+        self.requests_finished += 1
+        self.decode_blocks += request.num_tokens // BLOCK_SIZE - request.num_prompt_tokens // BLOCK_SIZE
+
+    def result(self) -> dict:
+        steps = max(self.steps, 1)
+        pinned = self._pinned_sum / steps
+        return {
+            "pool_blocks": self.pool,
+            "usable_blocks": self.usable,
+            "requests_added": self.requests_added,
+            "requests_finished": self.requests_finished,
+            "steps": self.steps,
+            "busy_steps": self.busy_steps,
+            "measured_token_hit_rate": self.hit_tokens / self.query_tokens if self.query_tokens else None,
+            "query_tokens": self.query_tokens,
+            "hit_tokens": self.hit_tokens,
+            "preempted_query_tokens": self.preempted_query_tokens,
+            "preempted_hit_tokens": self.preempted_hit_tokens,
+            "partial_tail_tokens": self.partial_tail_tokens,
+            "last_token_rule_blocks": self.last_token_rule_blocks,
+            "decode_blocks": self.decode_blocks,
+            "lookups": self.lookups,
+            "lookups_with_hits": self.lookups_with_hits,
+            "admissions": self.admissions,
+            "readmissions_after_preemption": self.readmissions,
+            "lookups_not_admitted": self.lookups - self.admissions - self.readmissions,
+            "lookup_hit_blocks": self.lookup_hit_blocks,
+            "lookup_hit_blocks_admitted": self.lookup_hit_blocks_admitted,
+            "preemptions": self.preemptions,
+            "avg_pinned_blocks": pinned,
+            "max_pinned_blocks": self._pinned_max,
+            "avg_pinned_share": pinned / self.usable,
+            "avg_blocks_held_by_requests": self._held_sum / steps,  # shared blocks once per holder
+            "avg_effective_lru_blocks": self.usable - pinned,
+            "avg_running": self._running_sum / steps,
+            "avg_waiting": self._waiting_sum / steps,
+        }
+
+
+class Agents:
+    """Closed-loop agents: each sends its next turn think_steps steps after its last answer."""
+
+    def __init__(self, system, sessions_per_agent, mode: str, hasher):
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.request import Request
+
+        self.Request = Request
+        self.SamplingParams = SamplingParams
+        self.system = system
+        self.mode = mode
+        self.hasher = hasher
+        self.queues = [deque((s, i) for s in ss for i in range(len(s.turns))) for ss in sessions_per_agent]
+        self.context: list[list[int]] = [[] for _ in sessions_per_agent]
+        self.due: list[int | None] = [0 if q else None for q in self.queues]
+        self.inflight: dict[str, tuple[int, object]] = {}  # request id -> (agent, turn)
+
+    def done(self) -> bool:
+        return not self.inflight and all(d is None for d in self.due)
+
+    def submit_due(self, scheduler, step: int, truth: GroundTruth) -> None:
+        for a, due in enumerate(self.due):
+            if due is None or step < due:
+                continue
+            session, i = self.queues[a].popleft()
+            turn = session.turns[i]
+            if i == 0:
+                self.context[a] = list(self.system)
+            self.context[a] += turn.new_tokens
+            extra = {"kv_cache_report_mode": "full"} if self.mode == "full" else None
+            params = self.SamplingParams(max_tokens=len(turn.answer), ignore_eos=True, extra_args=extra)
+            rid = f"a{a}-s{session.index}-t{i}"
+            req = self.Request(
+                request_id=rid,
+                prompt_token_ids=list(self.context[a]),
+                sampling_params=params,
+                pooling_params=None,
+                block_hasher=self.hasher,
+            )
+            scheduler.add_request(req)
+            truth.requests_added += 1
+            self.inflight[rid] = (a, turn)
+            self.due[a] = None
+
+    def model_runner_output(self, scheduler, out):
+        """The fake GPU step: the next answer token for every request whose prompt is computed."""
+        from vllm.v1.outputs import ModelRunnerOutput
+
+        req_ids = list(out.num_scheduled_tokens)
+        sampled = []
+        for rid in req_ids:
+            req = scheduler.requests[rid]
+            if req.is_prefill_chunk:
+                sampled.append([])
+            else:
+                _, turn = self.inflight[rid]
+                sampled.append([turn.answer[req.num_output_tokens]])
+        return ModelRunnerOutput(
+            req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)}, sampled_token_ids=sampled
+        )
+
+    def finish(self, rid: str, step: int, truth: GroundTruth, request) -> None:
+        a, turn = self.inflight.pop(rid)
+        self.context[a] += turn.answer
+        truth.finished(request)
+        if self.queues[a]:
+            session, i = self.queues[a][0]
+            self.due[a] = step + 1 + session.turns[i].think_steps
+
+
+def wait_for_subscribers(publisher, n: int, timeout: float) -> int:
+    """Count ZMTP handshakes on vLLM's PUB socket (a zmq monitor; nothing is published yet)."""
+    import zmq
+    from zmq.utils.monitor import recv_monitor_message
+
+    sock = publisher._pub
+    mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    seen = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while seen < n and time.monotonic() < deadline:
+            if mon.poll(100):
+                msg = recv_monitor_message(mon)
+                if msg["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    seen += 1
+    finally:
+        sock.disable_monitor()
+        mon.close(linger=0)
+    time.sleep(0.5)  # the subscriptions follow the handshake
+    return seen
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pool-blocks", type=int, required=True)
+    p.add_argument("--mode", choices=["full", "incremental"], default="full")
+    p.add_argument("--requests", type=int, default=3000)
+    p.add_argument("--agents", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--events-port", type=int, default=0, help="publish KV events (0: a dry run)")
+    p.add_argument("--replay-port", type=int, default=0)
+    p.add_argument("--metrics-port", type=int, default=0)
+    p.add_argument("--subscribers", type=int, default=0, help="wait for this many SUB connections")
+    p.add_argument("--subscriber-timeout", type=float, default=60.0)
+    p.add_argument("--steps-per-second", type=float, default=0.0, help="pace the engine (0: as fast as it goes)")
+    p.add_argument("--hold", action="store_true", help="after the run keep /metrics up until stdin has a line")
+    args = p.parse_args(argv)
+
+    t0 = time.monotonic()
+    cfg = workload.WorkloadConfig(requests=args.requests, agents=args.agents, seed=args.seed)
+    system, sessions = workload.build(cfg)
+    t_workload = time.monotonic() - t0
+
+    with tempfile.TemporaryDirectory(prefix="kvset-vllm-model-") as model_dir:
+        Path(model_dir, "config.json").write_text(json.dumps(MODEL_CONFIG))
+        vllm_config, scheduler = build_scheduler(args, model_dir)
+    hasher = make_block_hasher(vllm_config)
+    truth = GroundTruth(scheduler, args.pool_blocks)
+
+    prom = http = None
+    if args.metrics_port:
+        import prometheus_client
+        from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+        prom = PrometheusStatLogger(vllm_config, engine_indexes=[0])
+        prom.log_engine_initialized()
+        http, _ = prometheus_client.start_http_server(args.metrics_port, addr="127.0.0.1")
+
+    published = [0]
+    publisher = scheduler.kv_event_publisher
+    if args.events_port:
+        orig_publish = publisher.publish
+
+        def publish(batch):
+            published[0] += 1
+            orig_publish(batch)
+
+        publisher.publish = publish
+
+    emit({"ready": True, "pid": os.getpid(), "workload": workload.summary(system, sessions)})
+    subscribed = 0
+    if args.events_port and args.subscribers:
+        subscribed = wait_for_subscribers(publisher, args.subscribers, args.subscriber_timeout)
+        emit({"subscribed": subscribed})
+
+    agents = Agents(system, sessions, args.mode, hasher)
+    step = 0
+    t_run = time.monotonic()
+    period = 1.0 / args.steps_per_second if args.steps_per_second > 0 else 0.0
+    next_t = time.monotonic()
+    last_progress = time.monotonic()
+    while not agents.done():
+        agents.submit_due(scheduler, step, truth)
+        out = scheduler.schedule()
+        mro = agents.model_runner_output(scheduler, out)
+        scheduled = {rid: scheduler.requests[rid] for rid in out.num_scheduled_tokens}
+        eco = scheduler.update_from_output(out, mro)
+        stats = None
+        for outs in eco.values():
+            if outs.scheduler_stats is not None:
+                stats = outs.scheduler_stats
+            for o in outs.outputs:
+                if o.finish_reason is not None:
+                    agents.finish(o.request_id, step, truth, scheduled[o.request_id])
+        if prom is not None and stats is not None:
+            prom.record(scheduler_stats=stats, iteration_stats=None)
+        truth.after_step(bool(out.num_scheduled_tokens))
+        step += 1
+        if period:
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -1.0:
+                next_t = time.monotonic()  # fell behind: do not burst to catch up
+        if time.monotonic() - last_progress > 10:
+            last_progress = time.monotonic()
+            emit({"progress": step, "finished": truth.requests_finished})
+        if step > 50_000_000:
+            raise SystemExit("the engine made no progress")
+    run_seconds = time.monotonic() - t_run
+
+    # let the publisher thread drain its queue onto the socket
+    if args.events_port:
+        deadline = time.monotonic() + 30
+        while publisher._event_queue.qsize() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+    result = truth.result()
+    result.update(
+        {
+            "mode": args.mode,
+            "requests": args.requests,
+            "agents": args.agents,
+            "seed": args.seed,
+            "block_size": BLOCK_SIZE,
+            "max_num_seqs": args.max_num_seqs,
+            "max_num_batched_tokens": args.max_num_batched_tokens,
+            "batches_published": published[0],
+            "subscribed": subscribed,
+            "workload_seconds": round(t_workload, 2),
+            "run_seconds": round(run_seconds, 2),
+            "steps_per_second": round(step / run_seconds, 1) if run_seconds else None,
+            "workload": workload.summary(system, sessions),
+        }
+    )
+    emit({"done": result})
+    if args.hold:
+        sys.stdin.readline()  # run.py writes a line (or closes stdin) once kvset-top has finished
+    if http is not None:
+        http.shutdown()
+    scheduler.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Recorded KV event streams: the file format, a reader, a writer and a summary.
+
+A `.zmqframes.gz` file is gzip-compressed; uncompressed it is
+
+    b"KVSET-ZMQ-FRAMES v1\\n"
+    then per ZMQ message received, in order:
+        f64  receive time, Unix seconds (big-endian IEEE 754)
+        u32  number of frames n (big-endian)
+        n times: u32 frame length (big-endian), the frame's bytes
+
+vLLM's publisher sends 3 frames per message: topic (empty by default), the 8-byte big-endian
+sequence number, and the msgpack payload `[ts, [event, ...], data_parallel_rank]`, each event a
+map with "type" ("BlockStored", "BlockRemoved", "AllBlocksCleared"). The frames are the bytes as
+they came off the wire, untouched.
+
+    python frames.py summary FILE     # messages, sequence range, events and blocks by type
+
+Needs only the standard library (msgspec for `summary`, which both venvs have).
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import sys
+from collections import Counter
+from collections.abc import Iterator
+
+MAGIC = b"KVSET-ZMQ-FRAMES v1\n"
+
+
+class Writer:
+    def __init__(self, path):
+        self.f = gzip.open(path, "wb", compresslevel=1)  # noqa: SIM115 (closed by close())
+        self.f.write(MAGIC)
+
+    def write(self, t: float, frames: list[bytes]) -> None:
+        parts = [struct.pack(">dI", t, len(frames))]
+        for fr in frames:
+            parts.append(struct.pack(">I", len(fr)))
+            parts.append(fr)
+        self.f.write(b"".join(parts))
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def read(path) -> Iterator[tuple[float, list[bytes]]]:
+    """(receive time, frames) per recorded message."""
+    with gzip.open(path, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:
+            raise ValueError(f"{path}: not a {MAGIC.strip().decode()} file")
+        while True:
+            head = f.read(12)
+            if not head:
+                return
+            if len(head) < 12:
+                raise ValueError(f"{path}: cut short")
+            t, n = struct.unpack(">dI", head)
+            frames = []
+            for _ in range(n):
+                (length,) = struct.unpack(">I", f.read(4))
+                frames.append(f.read(length))
+            yield t, frames
+
+
+def summary(path) -> dict:
+    import msgspec
+
+    dec = msgspec.msgpack.Decoder()
+    kinds: Counter = Counter()
+    blocks: Counter = Counter()
+    first = last = None
+    gaps = 0
+    n = 0
+    t0 = t1 = None
+    for t, frames in read(path):
+        n += 1
+        t0 = t if t0 is None else t0
+        t1 = t
+        seq = int.from_bytes(frames[1], "big")
+        if last is not None and seq != last + 1:
+            gaps += 1
+        first = seq if first is None else first
+        last = seq
+        _ts, events, _rank = dec.decode(frames[2])
+        for ev in events:
+            kind = ev.get("type") if isinstance(ev, dict) else ev[0]
+            kinds[kind] += 1
+            if isinstance(ev, dict):
+                blocks[kind] += len(ev.get("block_hashes") or ())
+    return {
+        "messages": n,
+        "first_seq": first,
+        "last_seq": last,
+        "gaps": gaps,
+        "seconds": None if t0 is None else round(t1 - t0, 3),
+        "events": dict(kinds),
+        "blocks": dict(blocks),
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    if len(sys.argv) != 3 or sys.argv[1] != "summary":
+        sys.exit("usage: python frames.py summary FILE.zmqframes.gz")
+    print(json.dumps(summary(sys.argv[2]), indent=1))
