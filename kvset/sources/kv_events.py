@@ -68,6 +68,7 @@ class KvEventsSource(Source):
         idle_tick: float = IDLE_TICK,
         flush_accesses: int = 65536,
         removed_memory: int = 2_000_000,
+        quiet_seconds: float = 1.0,
     ) -> None:
         self.endpoints, self.replay_endpoints = event_addresses(endpoints, replay_endpoints)
         self.rejects = RejectCounter()
@@ -80,6 +81,7 @@ class KvEventsSource(Source):
             fallback_block_tokens=block_tokens,
             replay_timeout=replay_timeout,
             removed_memory=removed_memory,
+            quiet_seconds=quiet_seconds,
         )
         self.topic = topic
         self.idle_tick = idle_tick
@@ -167,6 +169,7 @@ class KvEventsSource(Source):
                 if time.monotonic() >= next_tick or self.tracker.pending >= self.flush_accesses:
                     yield self._update()
                     next_tick = time.monotonic() + self.idle_tick
+            yield self._update(final=True)  # stopped: the requests still open are handed out as finished
         finally:
             self.close()
 
@@ -230,9 +233,9 @@ class KvEventsSource(Source):
         return True
 
     # ----------------------------------------------------------------- updates
-    def _update(self) -> SourceUpdate:
+    def _update(self, final: bool = False) -> SourceUpdate:
         now = time.time()
-        return dataclasses.replace(self.tracker.take(now), health=self.health(now))
+        return dataclasses.replace(self.tracker.take(now, final=final), health=self.health(now))
 
     def health(self, now: float | None = None) -> SourceHealth:
         now = time.time() if now is None else now
