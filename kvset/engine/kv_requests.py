@@ -17,8 +17,9 @@ report neither confirmed nor superseded within `pending_batches` is an admission
 (its prompt was cached but for a partial block, and its output filled no block). Without hit reports
 (the default "incremental" mode) a request is its stored blocks only: its misses.
 
-A store is a decode block when it is one block and the request stored nothing in the batch before
-(prefill chunks come step after step). A request whose cached prefix ends in a block another
+A store is a decode block when it is one block and the request stored nothing in the batch before,
+or stored last more than 1.5 engine steps before (prefill chunks come step after step; a step is
+the 10th percentile of the time between consecutive batches). A request whose cached prefix ends in a block another
 request stored, and whose prefill only recomputes that request's blocks, is that request readmitted
 after a preemption: vLLM keeps readmissions out of its prefix-cache counters, and so does this.
 
@@ -83,9 +84,12 @@ class _Request:
     reported: int  # batch of its hit report (its lookup), or of its first store
     stores: list = field(default_factory=list)  # [(batch, keys, tokens, decode, recomputed)]
     last_store: int = -1
+    last_store_ts: float | None = None
     decode_from: int | None = None  # block index where its output starts
     released: bool = False
     finish_seen: int | None = None  # batch where a later request showed that it had finished
+    output_keys: set = field(default_factory=set)
+    last_prompt: int | None = None  # its last prompt block
     # the replay's view
     held: list = field(default_factory=list)  # key arrays it pins, in chain order
     dt: list = field(default_factory=list)  # per query block: prefix-max distance
@@ -150,6 +154,8 @@ class RequestReplay:
         self.finish_share = finish_share
         self._gaps: deque[int] = deque(maxlen=GAP_SAMPLES)  # batches between consecutive output blocks
         self.finish_lag = self._lag()
+        self._step_gaps: deque[float] = deque(maxlen=GAP_SAMPLES)  # seconds between consecutive batches
+        self.step_seconds: float | None = None  # the engine's step, when measured
         self.pending_batches = pending_batches
         self.counts = RequestCounts()
         self.filling = 1  # blocks each running request holds that are not full yet (uncached)
@@ -173,6 +179,12 @@ class RequestReplay:
 
     # ----------------------------------------------------------------- grouping (live)
     def begin_batch(self, ts: float) -> None:
+        previous = self._ts.get(self._batch)
+        if previous is not None and ts > previous:
+            self._step_gaps.append(ts - previous)
+            if len(self._step_gaps) >= 8 and (len(self._step_gaps) < 64 or len(self._step_gaps) % 32 == 0):
+                # consecutive batches are one step apart or more: a low quantile is one step
+                self.step_seconds = float(np.quantile(self._step_gaps, 0.1))
         self._batch += 1
         self._ts[self._batch] = ts
         self._items[self._batch] = []
@@ -201,7 +213,9 @@ class RequestReplay:
         # an output block: one block after a batch without the request's stores (prefill chunks come
         # step after step), or a first store after the lookup (the prompt was cached but its last part)
         previous = request.last_store if request.last_store >= 0 else request.reported
-        decode = request.decode_from is not None or (len(keys) == 1 and b > previous + 1)
+        since = None if request.last_store_ts is None else self._ts[b] - request.last_store_ts
+        later = b > previous + 1 or bool(since is not None and self.step_seconds and since > 1.5 * self.step_seconds)
+        decode = request.decode_from is not None or (len(keys) == 1 and later)
         if decode and request.decode_from is None:
             request.decode_from = request.blocks
         elif decode and request.stores[-1][3] and len(keys) == 1:
@@ -210,7 +224,12 @@ class RequestReplay:
                 self.finish_lag = self._lag()
         recomputed = bool(all_resident) and not decode
         request.stores.append((b, keys, tokens, decode, recomputed))
+        if decode:
+            request.output_keys.update(keys.tolist())
+        else:
+            request.last_prompt = int(keys[-1])
         request.last_store = b
+        request.last_store_ts = self._ts[b]
         self._items[b].append(("S", request, len(request.stores) - 1))
         self._tails[int(keys[-1])] = request
         self._evidence(parent, keys, request)
@@ -287,16 +306,21 @@ class RequestReplay:
         return request
 
     def _evidence(self, parent: int | None, keys, request: _Request | None) -> None:
-        """A lookup or store holding blocks an open request stored: that request has finished."""
+        """A lookup or store holding an open request's output, or its whole prompt once it answers: that
+        request has finished (its blocks are another request's prefix: the agent's next turn, or its own
+        readmission). A shared prefix it happened to compute first (a system prompt) says nothing."""
         me = None if request is None else request.id
         for k in ([] if parent is None else [parent]) + (keys.tolist() if len(keys) else []):
             rid = self._owner.get(k)
             if rid is None or rid == me:
                 continue
             other = self._requests.get(rid)
+            if other is None or not (
+                k in other.output_keys or (k == other.last_prompt and other.decode_from is not None)
+            ):
+                continue
             if (
-                other is None
-                or other.finish_seen is not None
+                other.finish_seen is not None
                 or other.last_store >= self._batch
                 or other.last_store + self.finish_lag < self._batch
             ):

@@ -63,6 +63,8 @@ class SimEngine:
     query_tokens: int = 0
     hit_tokens: int = 0
     lookups: int = 0
+    not_admitted_reports: int = 0  # lookups that reported hits and were not admitted (the request waits)
+    reports: list = field(default_factory=list)  # (step, last hash[, "waits"]) of each hit report
     readmissions: int = 0
     preemptions: int = 0
 
@@ -74,8 +76,8 @@ class SimEngine:
     def measured_token_hit_rate(self) -> float:
         return self.hit_tokens / self.query_tokens
 
-    def run(self, requests: list[SimRequest], max_steps: int = 1_000_000) -> list[list]:
-        """Run every request to its end; returns the event batches (one per step that had events)."""
+    def run(self, requests: list[SimRequest], max_steps: int = 1_000_000) -> list[tuple[int, list]]:
+        """Run every request to its end; returns the event batches: (step, events) for each step with events."""
         waiting: deque[SimRequest] = deque()
         later = {id(r.next_turn) for r in requests if r.next_turn is not None}
         pending = deque(sorted((r for r in requests if id(r) not in later), key=lambda r: r.arrival))
@@ -100,7 +102,7 @@ class SimEngine:
             events += [("removed", [h]) for h in self.pool.take_removed()]
             self.steps.append(events)
             if events:
-                batches.append(events)
+                batches.append((step, events))
         else:
             raise RuntimeError("the simulation did not finish")
         return batches
@@ -143,7 +145,12 @@ class SimEngine:
             if self.report_hits and hit:
                 events.append(("stored", chain[:hit], None))
             n_blocks = -(-n_tokens // BLOCK)
+            if self.report_hits and hit:
+                self.reports.append((step, chain[hit - 1]))
             if not self.pool.can_admit(chain[:hit], n_blocks - hit):
+                self.not_admitted_reports += bool(self.report_hits and hit)
+                if self.report_hits and hit:
+                    self.reports[-1] = (step, chain[hit - 1], "waits")
                 return  # looked up again next step
             waiting.popleft()
             r.blocks = [self.pool.touch(h) for h in chain[:hit]]
