@@ -89,6 +89,7 @@ class _Request:
     released: bool = False
     finish_seen: int | None = None  # batch where a later request showed that it had finished
     output_keys: set = field(default_factory=set)
+    restores: int | None = None  # who stored its first computed block before it (a preempted self?)
     last_prompt: int | None = None  # its last prompt block
     # the replay's view
     held: list = field(default_factory=list)  # key arrays it pins, in chain order
@@ -233,6 +234,8 @@ class RequestReplay:
         self._items[b].append(("S", request, len(request.stores) - 1))
         self._tails[int(keys[-1])] = request
         self._evidence(parent, keys, request)
+        if len(request.stores) == 1 and not decode:
+            request.restores = self._owner.get(int(keys[0]))
         for k in keys.tolist():
             self._owner[k] = request.id
 
@@ -462,10 +465,12 @@ class RequestReplay:
         start = request.hit_keys[-1] if len(request.hit_keys) else request.parent
         if start is None or not request.stores:
             return None
-        rid = self._owner.get(int(start))
+        prefill = [s[1] for s in request.stores if not s[3]]
+        # the preempted request stored the first block this one computes again, or, when all was
+        # still cached, the block its lookup ended in
+        rid = request.restores if prefill else self._owner.get(int(start))
         if rid is None or rid == request.id or rid not in self._finished_keys:
             return None
-        prefill = [s[1] for s in request.stores if not s[3]]
         if not prefill:
             return rid
         theirs = self._finished_sets.get(rid)

@@ -45,6 +45,8 @@ class PlotData:
     engine: tuple[float, float] | None  # (x, measured hit rate %)
     engine_capacity: float | None = None  # x of the engine's pool, drawn even without a measured rate
     note: str = ""
+    # the engine model's prediction, drawn on the curve at the pool's effective capacity: (x, hit rate %)
+    effective: tuple[float, float] | None = None
 
 
 def sample_capacities(top: int, log_x: bool, n: int = SAMPLES) -> np.ndarray:
@@ -107,6 +109,12 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine = (float(engine_x), 100.0 * float(eng.token_hit_rate))
     low = to_unit(1, snapshot, unit) or 1.0
     high = to_unit(top, snapshot, unit) or float(top)
+    op = snapshot.operating_point
+    effective = None
+    if op is not None and op.effective_capacity_blocks and op.predicted_token_hit_rate is not None:
+        x = to_unit(op.effective_capacity_blocks, snapshot, unit)
+        if x:
+            effective = (float(x), 100.0 * float(all_time.hit_rate(op.effective_capacity_blocks, hit_unit(unit))))
     return PlotData(
         unit=unit,
         hit_unit=hit_unit(unit),
@@ -119,6 +127,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine=engine,
         engine_capacity=engine_x,
         note=note,
+        effective=effective,
     )
 
 
@@ -229,6 +238,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             legend.append("  ◆ engine", style=p.rich("engine"))
         elif d.engine_capacity is not None:
             legend.append("  │ engine pool", style=p.rich("engine"))
+        if d.effective is not None:
+            legend.append("  ◇ model", style=p.rich("engine"))  # at the pool's effective LRU capacity
         self.border_subtitle = legend
 
     def render(self) -> RenderResult:
@@ -253,6 +264,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.vline(d.engine_capacity, color=p.plotext("engine"))
         if d.engine is not None:
             plt.scatter([d.engine[0]], [d.engine[1]], marker="◆", color=p.plotext("engine"))
+        if d.effective is not None:
+            plt.scatter([d.effective[0]], [d.effective[1]], marker="◇", color=p.plotext("engine"))
         plt.ylim(0, 100)
         plt.yticks([0, 25, 50, 75, 100], ["0", "25", "50", "75", "100%"])
         if self.view.log_x:

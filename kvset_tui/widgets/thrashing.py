@@ -89,12 +89,29 @@ class ThrashingPanel(SnapshotView, Widget):
             curve = snap.curves.get(self.view.window) or snap.curves["all"]
             out.append("\nengine measured ", style=p.rich("muted"))
             out.append(fmt.percent(measured), style=f"bold {p.rich('engine')}")
-            out.append(" vs LRU ", style=p.rich("muted"))
+            op = snap.operating_point
+            modelled = op is not None and op.model is not None and op.predicted_token_hit_rate is not None
+            if modelled:
+                out.append(" · model ", style=p.rich("muted"))
+                out.append(fmt.percent(op.predicted_token_hit_rate), style="bold")
+            out.append(" · LRU " if modelled else " vs LRU ", style=p.rich("muted"))
             out.append(fmt.percent(curve.hit_rate(engine_blocks, "tokens")), style="bold")
             out.append(" (tokens)", style=p.rich("muted"))
+            if op is not None and op.miss_breakdown and not self.compact:
+                out.append(miss_line(dict(op.miss_breakdown)), style=p.rich("muted"))
         if not self.compact:
             out.append(
                 f"\nnear miss ≤ 1.25× cap · warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%}",
                 style=p.rich("muted"),
             )
         return out
+
+
+MISS_LABELS = (("first_time", "new"), ("capacity", "cap"), ("pinned", "pinned"), ("partial_tail", "tail"),
+               ("recomputed_last_block", "last"), ("beyond_horizon", "horizon"))  # fmt: skip
+
+
+def miss_line(breakdown: dict[str, float]) -> str:
+    """Where the engine's query tokens went at its pool, by the model: the misses by cause, in % of them."""
+    parts = [f"{label} {100 * breakdown[key]:.1f}" for key, label in MISS_LABELS if breakdown.get(key)]
+    return "\nmisses %: " + " ".join(parts)
