@@ -79,6 +79,9 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             + (f", {pending} being replayed" if pending else ""),
         )
     )
+    probes = sum(s.tail_probes for s in sequences)
+    if probes:
+        details.append(("quiet stream", f"asked {probes} times for batches after the last one seen"))
     details.append(("evictions", f"{tracker.evictions_total} total, {tracker.eviction_rate(at):.1f}/s"))
     details.append(
         ("re-stores after removal", str(tracker.counted_total(lambda b: b.restores_after_removal)))

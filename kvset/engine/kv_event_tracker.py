@@ -104,6 +104,8 @@ class Publisher:
     accesses: int = 0
     replay: RequestReplay = field(default_factory=RequestReplay)
     last_batch_at: float | None = None  # wall time of its last accepted batch
+    last_batch_now: float | None = None  # ... and monotonic time of its last message
+    tail_asked: bool = False  # since that message
     flushed: bool = True
 
     @property
@@ -125,6 +127,7 @@ class KvEventTracker:
         replay_timeout: float = 1.0,
         removed_memory: int = 2_000_000,
         quiet_seconds: float = QUIET_SECONDS,
+        tail_probe_seconds: float | None = None,
     ) -> None:
         if fallback_block_tokens <= 0:
             raise ValueError("block_tokens must be positive")
@@ -138,6 +141,7 @@ class KvEventTracker:
         self.fallback_block_tokens = fallback_block_tokens
         self.removed_memory = removed_memory
         self.quiet_seconds = quiet_seconds
+        self.tail_probe_seconds = quiet_seconds if tail_probe_seconds is None else tail_probe_seconds
         self._pending = PendingAccesses()
         self._timeline: list[TimelineEvent] = []
         self.accesses = 0
@@ -157,6 +161,7 @@ class KvEventTracker:
     def published(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
         """One message from publisher `index`'s socket."""
         publisher = self.publishers[index]
+        publisher.last_batch_now, publisher.tail_asked = now, False
         try:
             seq, batch = decode_message(frames, self.rejects, publisher.address)
             if seq is None:
@@ -178,10 +183,16 @@ class KvEventTracker:
         return self._carry_out(publisher, publisher.sequence.replay_unsent(now), at)
 
     def tick(self, now: float, at: float) -> list[tuple[int, ReplayStep]]:
-        """Time passes: replays past their deadline are given up."""
+        """Time passes: replays past their deadline are given up; a publisher gone quiet is asked, once,
+        for any batch after its last (a batch lost at the end of a stream leaves no gap)."""
         out: list[tuple[int, ReplayStep]] = []
         for index, publisher in enumerate(self.publishers):
-            out += [(index, step) for step in self._carry_out(publisher, publisher.sequence.tick(now), at)]
+            steps = publisher.sequence.tick(now)
+            quiet = publisher.last_batch_now is not None and now - publisher.last_batch_now >= self.tail_probe_seconds
+            if quiet and not publisher.tail_asked:
+                publisher.tail_asked = True
+                steps += publisher.sequence.probe_tail(now)
+            out += [(index, step) for step in self._carry_out(publisher, steps, at)]
         return out
 
     @property
@@ -343,7 +354,7 @@ class KvEventTracker:
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
-            if not publisher.flushed and (final or quiet):
+            if not publisher.flushed and (final or (quiet and not publisher.sequence.replaying)):
                 replay.flush()
                 publisher.flushed = True
             for keys, tokens, ts in replay.take_accesses():

@@ -69,6 +69,7 @@ class KvEventsSource(Source):
         flush_accesses: int = 65536,
         removed_memory: int = 2_000_000,
         quiet_seconds: float = 1.0,
+        tail_probe_seconds: float | None = None,
     ) -> None:
         self.endpoints, self.replay_endpoints = event_addresses(endpoints, replay_endpoints)
         self.rejects = RejectCounter()
@@ -82,6 +83,7 @@ class KvEventsSource(Source):
             replay_timeout=replay_timeout,
             removed_memory=removed_memory,
             quiet_seconds=quiet_seconds,
+            tail_probe_seconds=tail_probe_seconds,
         )
         self.topic = topic
         self.idle_tick = idle_tick

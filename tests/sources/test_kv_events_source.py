@@ -106,6 +106,7 @@ def source_for(*publishers: FakeVllmPublisher, replay: bool = True, **kwargs) ->
         [p.replay_endpoint for p in publishers] if replay else None,
         idle_tick=TICK,
         quiet_seconds=kwargs.pop("quiet_seconds", 0.2),  # requests finish when the stream is quiet
+        tail_probe_seconds=kwargs.pop("tail_probe_seconds", 60.0),  # (tested on its own)
         **kwargs,
     )
 
@@ -548,3 +549,14 @@ def test_two_data_parallel_ranks_merge_into_one_stream() -> None:
         assert run.engine.resident_blocks == 4
         assert rank0.replay_requests == [] and rank1.replay_requests == [1]
         assert run.health.source == f"events {rank0.endpoint} (+1)"
+
+
+def test_a_batch_lost_at_the_end_of_the_stream_is_asked_for_when_the_stream_goes_quiet(fake: FakeVllmPublisher) -> None:
+    with running(source_for(fake, tail_probe_seconds=0.3), fake) as run:
+        fake.publish([fake.stored([1, 2])], ts=1.0)
+        fake.publish([fake.stored([3], parent=2)], ts=1.1, deliver=False)  # the last batch, lost on the way
+        run.wait_for(lambda r: len(r.keys) == 3)
+        assert run.keys == [1, 2, 3]
+        assert fake.replay_requests == [1]
+        assert run.detail("sequence gaps") == "1 gaps, 1 batches missing: 1 recovered by replay, 0 lost"
+        assert run.detail("quiet stream") == "asked 1 times for batches after the last one seen"
