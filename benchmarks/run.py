@@ -86,6 +86,19 @@ def spawn(name: str, spec: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_sampling_benchmark(trace: BenchTrace, cpu: int | None) -> tuple[list[str], dict | None]:
+    """Exact against sampled (benchmarks/sampling.py) on this trace and two others, same core."""
+    with tempfile.TemporaryDirectory(prefix="kvset-bench-sampling-") as tmp:
+        save_trace(trace, Path(tmp) / "trace")
+        out = Path(tmp) / "sampling.json"
+        cmd = [sys.executable, "-m", "benchmarks.sampling", "--trace-dir", str(Path(tmp) / "trace"), "--json", str(out)]
+        cmd += [] if cpu is None else ["--cpu", str(cpu)]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            return [f"sampling.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"], None
+        return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
+
+
 def run_parse_benchmark(cpu: int | None, accesses: int) -> list[str]:
     """The trace readers' throughput (benchmarks/trace_parse.py), pinned to the same core."""
     script = ROOT / "benchmarks" / "trace_parse.py"
@@ -299,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacities", type=int, default=20, help="libCacheSim capacities (log-spaced)")
     parser.add_argument("--no-libcachesim", action="store_true", help="skip libCacheSim even if installed")
     parser.add_argument("--no-parse", action="store_true", help="skip the trace-parse throughput figures")
+    parser.add_argument("--no-sampling", action="store_true", help="skip exact against sampled (benchmarks/sampling.py)")
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.python_prefix <= 0 or args.python_prefix > args.accesses:
@@ -333,6 +347,13 @@ def main(argv: list[str] | None = None) -> int:
         for line in parse_lines:
             print("  " + line)
 
+    sampling_lines, sampling = [], None
+    if not args.no_sampling:
+        print("\nexact against sampled (benchmarks/sampling.py, same core):", flush=True)
+        sampling_lines, sampling = run_sampling_benchmark(trace, args.cpu)
+        for line in sampling_lines:
+            print("  " + line)
+
     load_after = os.getloadavg()
     elapsed = time.perf_counter() - began
     print(f"\nload average {load_after[0]:.2f} at the end; whole run {elapsed:.0f} s; results in {args.json}")
@@ -350,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         "goals": [{"goal": g.goal, "measured": g.measured, "target": g.target, "result": g.result} for g in goals],
         "runs": {"analyzer": runs.analyzer, "python": runs.python, "libcachesim": runs.libcachesim},
         "trace_parse": parse_lines,
+        "sampling": sampling,
         "seconds": elapsed,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -4,9 +4,13 @@
     monitor.run(stop, publish)      # blocking: call it from a worker thread
     snapshot = monitor.collect(10)  # or: run until the sources finish (or 10 s), return the last snapshot
 
-Only the thread that calls run/collect touches the analyzer. Each source runs in its own thread and
-hands SourceUpdates over a bounded queue, so a fast replay waits for the analyzer instead of
-filling memory. A source that raises is reported in its health and the monitor keeps going.
+Only the thread that calls run/collect touches the analyzer. Accesses that carry a data-parallel
+rank (a KV-events source with several endpoints) are also fed to one analyzer per rank, each rank's
+own cache, kept beside the merged one: it costs each rank's tracked blocks again (about 70 bytes a
+block) and tracks all time only, without the time windows.
+
+Each source runs in its own thread and hands SourceUpdates over a bounded queue, so a fast replay
+waits for the analyzer instead of filling memory. A source that raises is reported in its health and the monitor keeps going.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
 from kvset.formats.record import TraceRecorder
+from kvset.quantities import plural
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder
@@ -77,12 +82,18 @@ class Monitor:
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
         self._listeners: list[Callable[[Snapshot], None]] = []
+        self.rank_analyzers: dict[int, Analyzer] = {}  # data-parallel rank -> its own accesses' analyzer
+        # The backlog: updates with accesses queued for the analyzer, and their accesses, per source.
+        self._queued_lock = threading.Lock()
+        self._queued = [0] * len(self.sources)
+        self._queued_accesses = [0] * len(self.sources)
 
     # -- source threads ----------------------------------------------------
     def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
         try:
+            # Sources return once `stop` is set, after a last update that says what they left behind.
             for update in source.updates(stop):
-                if not self._put(index, update, stop) or stop.is_set():
+                if not self._put(index, update, stop):
                     break
         except Exception as exc:  # a broken source must not take the monitor down
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -100,13 +111,23 @@ class Monitor:
 
     def _put(self, index: int, item, stop: threading.Event) -> bool:
         """Queue an item, waiting while the analyzer catches up; False once stopped with no room."""
+        accesses = len(item.accesses) if isinstance(item, SourceUpdate) and item.accesses is not None else None
+        if accesses is not None:  # counted before the put, so that the analyzer never counts it first
+            self._count_queued(index, 1, accesses)
         while True:
             try:
                 self._queue.put((index, item), timeout=0.2)
                 return True
             except queue.Full:
                 if stop.is_set():
+                    if accesses is not None:
+                        self._count_queued(index, -1, -accesses)
                     return False
+
+    def _count_queued(self, index: int, updates: int, accesses: int) -> None:
+        with self._queued_lock:
+            self._queued[index] += updates
+            self._queued_accesses[index] += accesses
 
     def _start(self, stop: threading.Event) -> None:
         for i, s in enumerate(self.sources):
@@ -116,6 +137,8 @@ class Monitor:
 
     # -- the pipeline thread -----------------------------------------------
     def _apply(self, index: int, update: SourceUpdate) -> None:
+        if update.accesses is not None:
+            self._count_queued(index, -1, -len(update.accesses))
         if update.accesses is not None and len(update.accesses):
             self._feed(index, update.accesses)
         if update.health is not None:
@@ -149,10 +172,26 @@ class Monitor:
             self._pipeline_rejects[index].reject(f"batch refused by the analyzer: {exc}", count=len(batch))
             self._changed = True
             return
+        for rank, part in batch.by_rank():
+            self._rank_analyzer(rank).feed_batch(part)
         if self.recorder is not None:
             self.recorder.write(batch)
         self._rate_window.append((time.monotonic(), len(batch)))
         self._changed = True
+
+    def _rank_analyzer(self, rank: int) -> Analyzer:
+        analyzer = self.rank_analyzers.get(rank)
+        if analyzer is None:
+            merged = self.analyzer
+            # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
+            # sampled as the merged stream is, so a rank's curve is as good as the merged one's
+            sample = merged.sampling
+            sampling = {} if sample is None else {"seed": sample.seed, **(
+                {"sample_size": sample.size} if sample.size else {"sample_rate": sample.rate})}
+            analyzer = Analyzer(horizon=merged.horizon, order=merged.order, block_tokens=merged.block_tokens,
+                                fine_slots=1, coarse_slots=1, **sampling)  # fmt: skip
+            self.rank_analyzers[rank] = analyzer
+        return analyzer
 
     def _drop_unusable_times(self, index: int, batch: AccessBatch) -> AccessBatch:
         """Accesses stamped outside the analyzer's time range (or nan) are refused, the rest analysed."""
@@ -184,11 +223,22 @@ class Monitor:
         return replace(batch, timestamps=np.where(ahead, now, ts) if ts.ndim else now)
 
     def _health_with_pipeline_rejects(self, index: int) -> SourceHealth:
+        """The source's health as the views see it: with what the pipeline refused and its backlog."""
         h = self._health[index]
         extra = self._pipeline_rejects[index]
-        return replace(h, rejected=h.rejected + extra.summary()) if extra else h
+        if extra:
+            h = replace(h, rejected=h.rejected + extra.summary())
+        with self._queued_lock:
+            queued, accesses = self._queued[index], self._queued_accesses[index]
+        if queued > 0:
+            waiting = f"{plural(queued, 'batch', 'batches')} ({plural(accesses, 'access', 'accesses')}) waiting for the analyzer"
+            details = dict(h.details)
+            details["backlog"] = f"{details['backlog']}; {waiting}" if details.get("backlog") else waiting
+            h = replace(h, details=tuple(details.items()))
+        return h
 
     def _drain(self, timeout: float) -> None:
+        """Apply queued items for up to `timeout` seconds; timeout 0: everything queued now."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -206,7 +256,7 @@ class Monitor:
                 self._changed = True
             else:
                 self._apply(index, item)
-            if time.monotonic() >= deadline:
+            if timeout > 0 and time.monotonic() >= deadline:
                 return
 
     def accesses_per_second(self) -> float:
@@ -245,6 +295,7 @@ class Monitor:
             self.accesses_per_second(),
             engine_history=tuple(self._engine_history),
             engine_model=self.engine_model if self.engine_model.updates else None,
+            ranks=self.rank_analyzers,
         )
         self._changed = False
         for listener in self._listeners:

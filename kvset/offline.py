@@ -57,8 +57,14 @@ def analyze_batches(
     summary: InputSummary,
     horizon: int = DEFAULT_HORIZON,
     order: str = "forward",
+    *,
+    sample_rate: float | None = None,
+    sample_size: int | None = None,
+    seed: int = 0,
 ) -> AnalysisResult:
-    analyzer = Analyzer(horizon=horizon, order=order, block_tokens=summary.block_tokens)
+    """The whole stream through one analyzer; with sample_rate or sample_size a sampled one (estimates)."""
+    analyzer = Analyzer(horizon=horizon, order=order, block_tokens=summary.block_tokens,
+                        sample_rate=sample_rate, sample_size=sample_size, seed=seed)  # fmt: skip
     t0 = time.perf_counter()
     requests = 0
     for batch in batches:

@@ -124,6 +124,13 @@ def points(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
     return f"{100.0 * x:+.{digits}f} pt"
 
 
+def plus_minus_points(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
+    """An error bound on a hit rate, in percentage points: 0.0041 -> "±0.4 pt"."""
+    if _unknown(x):
+        return missing
+    return f"±{100.0 * x:.{digits}f} pt"
+
+
 def target_label(t: float, mode: str | None = None) -> str:
     """0.95 -> "95 %"; 0.999 -> "99.9 %"; with its mode: "99.9 % cov", "70 % abs"."""
     pct = f"{100.0 * t:.3f}".rstrip("0").rstrip(".")
@@ -226,6 +233,12 @@ def parse_sizes(text: str, what: str = "size") -> tuple[tuple[int, ...], str]:
     if any(v < 1 for v in values):
         raise ValueError(f"a {what} must be at least 1 byte: {text!r}")
     return values, unit
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun: 1 -> '1 line', 2 -> '2 lines', 12345 -> '12,345 lines'."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
 
 # -- time ------------------------------------------------------------------------------------------
 def age(seconds: float | None) -> str:

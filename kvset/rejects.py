@@ -5,12 +5,23 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from kvset.text import printable
+
+EXAMPLE_CHARS = 200  # an example is cut to this many characters of input before it is escaped
+
 
 @dataclass(frozen=True)
 class Rejection:
+    """One reason input was refused, how often, and the first few examples. Reasons and examples
+    quote input (a log line, a label, an exception's message), so they are escaped when built."""
+
     reason: str
     count: int
     examples: tuple[str, ...]  # the first few, e.g. "line 12: not JSON"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", printable(self.reason))
+        object.__setattr__(self, "examples", tuple(printable(e) for e in self.examples))
 
 
 class RejectCounter:
@@ -22,10 +33,11 @@ class RejectCounter:
         self._examples: dict[str, list[str]] = {}
 
     def reject(self, reason: str, example: str = "", count: int = 1) -> None:
+        reason = printable(reason)
         self._counts[reason] += count
         examples = self._examples.setdefault(reason, [])
         if example and len(examples) < self.keep_examples:
-            examples.append(example[:200])
+            examples.append(printable(example[:EXAMPLE_CHARS]))
 
     @property
     def total(self) -> int:

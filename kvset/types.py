@@ -3,7 +3,11 @@
 Sources yield `SourceUpdate`s holding block accesses (`AccessBatch`), their own health
 (`SourceHealth`), the engine's operating point (`EngineReading`) and timeline events. The file
 formats and the demo workload produce `AccessBatch`es too; the analyzer consumes them. Nothing
-here imports anything of kvset but the rejection counter's value type.
+here imports anything of kvset but the rejection counter's value type and the text escaper.
+
+Every text field of these types can quote input (a log line, a /metrics label, a KV-event string,
+an exception's message about a file), so it is passed through kvset.text.printable when the value
+is built: no view can receive a raw control character, whichever view it is.
 """
 
 from __future__ import annotations
@@ -13,6 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.rejects import Rejection
+from kvset.text import printable
+
+
+def _escape_fields(value: object, *names: str) -> None:
+    """Escape the named text fields of a frozen dataclass in place (from its __post_init__)."""
+    for name in names:
+        object.__setattr__(value, name, printable(getattr(value, name)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,7 +33,10 @@ class AccessBatch:
     tokens: tokens each access covers (None: `block_tokens` each);
     request_starts: indices into keys where a request begins (None: one request per batch
     is not assumed; the batch is a plain access stream);
-    timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival).
+    timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival);
+    rank: the data-parallel rank whose own cache saw each access (one int for the batch, or one per
+    access; None: the stream has no ranks). Engines with several ranks publish each rank's events
+    separately; the monitor analyzes each rank beside the merged stream.
     """
 
     keys: np.ndarray
@@ -30,9 +44,19 @@ class AccessBatch:
     request_starts: np.ndarray | None = None
     timestamps: np.ndarray | float | None = None
     block_tokens: int | None = None
+    rank: np.ndarray | int | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def by_rank(self) -> list[tuple[int, AccessBatch]]:
+        """Each rank's accesses, in their order, by rank (an empty list when the batch has no ranks)."""
+        if self.rank is None:
+            return []
+        if np.ndim(self.rank) == 0:
+            return [(int(self.rank), self)]
+        ranks = np.asarray(self.rank)
+        return [(int(r), self.subset(ranks == r)) for r in np.unique(ranks)]
 
     def subset(self, keep: np.ndarray) -> AccessBatch:
         """The accesses where `keep` is true, in order; a request whose first access is dropped starts
@@ -60,6 +84,7 @@ class AccessBatch:
             request_starts=starts,
             timestamps=part(self.timestamps),
             block_tokens=self.block_tokens,
+            rank=part(self.rank),
         )
 
 
@@ -82,6 +107,9 @@ class EngineReading:
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 
+    def __post_init__(self) -> None:
+        _escape_fields(self, "label")
+
     def capacity_in_blocks(self, block_tokens: int | None) -> int | None:
         """The pool in blocks of `block_tokens` tokens (the analyzed stream's blocks, which need not
         be the engine's own: a Mooncake trace has 512 tokens a block, vLLM 16)."""
@@ -98,6 +126,9 @@ class TimelineEvent:
     at: float
     kind: str  # engine-reset | all-blocks-cleared | sequence-gap | log-rotated | log-truncated | phase | ...
     text: str
+
+    def __post_init__(self) -> None:
+        _escape_fields(self, "kind", "text")
 
 
 @dataclass(frozen=True)
@@ -117,6 +148,12 @@ class SourceHealth:
     # (a trace, a log of prompts: every access is there); False while an engine's KV events show
     # only newly stored blocks (its misses), so the curve is not the engine's own.
     reports_hits: bool | None = None
+
+    def __post_init__(self) -> None:
+        _escape_fields(self, "source", "kind", "state")
+        object.__setattr__(self, "notes", tuple(printable(n) for n in self.notes))
+        object.__setattr__(self, "details", tuple((printable(k), printable(v)) for k, v in self.details))
+        # Rejections escape themselves when built.
 
     @property
     def rejected_total(self) -> int:

@@ -7,7 +7,9 @@ a slow terminal only ever draws the newest frame; panels redraw only when their 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
 import threading
 import time
@@ -23,7 +25,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from kvset.snapshot import Snapshot
-from kvset_tui.export import export_snapshot
+from kvset_tui.export import ExportPaths, export_snapshot
 from kvset_tui.help_screen import HelpScreen, key_help
 from kvset_tui.messages import SnapshotReady
 from kvset_tui.theming import KvsetTheme, choose_theme
@@ -36,12 +38,16 @@ from kvset_tui.widgets.panel import SnapshotView
 from kvset_tui.widgets.reserve import ReservePanel
 from kvset_tui.widgets.status_line import StatusLine
 from kvset_tui.widgets.thrashing import ThrashingPanel
+from kvset_tui.widgets.tiers import TiersPanel
 from kvset_tui.widgets.working_sets import WorkingSetTable
 
 AGE_TICK_SECONDS = 1.0
 # While the display is paused nobody looks at new frames: the monitor keeps ingesting and analysing,
 # but builds a snapshot only this often (building one is most of an idle monitor's CPU).
 PAUSED_INTERVAL_SECONDS = 15.0
+# `kill` (SIGTERM, as timeout and systemd send) and a hang-up end the app as `q` does, so the terminal
+# is restored (main screen, cursor, no mouse reporting); the exit code says which signal it was.
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class MonitorLike(Protocol):
@@ -69,10 +75,27 @@ Screen { layout: vertical; }
 Screen.-narrow #side { width: 38; }
 Screen.-short .panel { border: none; border-top: solid $primary 40%; padding: 0; }
 Screen.-short #events { display: none; }
+/* --tiers: the tiers panel takes the events panel's place; on a short screen the reserve's too (the
+   working sets' fits column still counts the reserve) */
+#side #tiers { display: none; }
+#side.-with-tiers #tiers { display: block; }
+#side.-with-tiers #events { display: none; }
+Screen.-short #side.-with-tiers #reserve { display: none; }
 Screen.-short #thrashing.-warn { border-top: heavy $warning; }
 Screen.-short #thrashing.-thrashing { border-top: heavy $error; }
 Screen.-short #thrashing.-ok { border-top: solid $success; }
+Screen.-narrow KvsetFooter FooterKey.-quit { dock: right; }
 """
+
+
+class KvsetFooter(Footer):
+    """The footer, whose quit key stays on screen when a narrow terminal cuts the others off."""
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if getattr(widget, "action", None) == "quit":  # a FooterKey (its class is not public)
+                widget.add_class("-quit")
+            yield widget
 
 
 class KvsetTopApp(App[int]):
@@ -93,8 +116,10 @@ class KvsetTopApp(App[int]):
                 tooltip="cycle units: blocks, tokens, GiB (GiB needs --model)"),
         Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
         Binding("t", "cycle_targets", "Targets", id="kvset.targets", tooltip="cycle target sets: coverage, absolute"),
+        Binding("r", "cycle_rank", "Rank", id="kvset.rank",
+                tooltip="cycle the rank: merged, rank 0, rank 1, ... (curve, working sets)"),
         Binding("e", "export", "Export", id="kvset.export",
-                tooltip="export the current snapshot: JSON and an SVG screenshot"),
+                tooltip="export the snapshot as JSON, the screen as SVG, the curve as CSV"),
         Binding("q", "quit", "Quit", id="kvset.quit", tooltip="quit"),
         # On-call muscle memory: ctrl+c ends a `top`, so it ends this one too.
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt", tooltip="quit"),
@@ -110,7 +135,6 @@ class KvsetTopApp(App[int]):
         view: ViewState | None = None,
         clock: Callable[[], float] = time.time,
         export_dir: Path = Path("exports"),
-        main_mode: str = "coverage",
         keymap: dict[str, str] | None = None,
     ) -> None:
         palette = palette or choose_theme(theme_name)
@@ -123,16 +147,16 @@ class KvsetTopApp(App[int]):
         self.view = view or ViewState()
         self.clock = clock
         self.export_dir = export_dir
-        self.main_mode = main_mode  # the monitor's --target-mode: whose first target is the main one
         self.latest: Snapshot | None = snapshot  # newest from the monitor (shown unless paused)
         self.shown: Snapshot | None = None  # what the panels show
         self.frames_received = 0
         self.frames_rendered = 0
-        self.last_export: tuple[Path, Path] | None = None
+        self.last_export: ExportPaths | None = None
         self._stop = threading.Event()
         self._monitor_worker: Worker | None = None
         self._panels: list[SnapshotView] | None = None
         self._live_interval: float | None = None
+        self._has_ranks = False
         if keymap:
             self.set_keymap(keymap)
 
@@ -145,11 +169,12 @@ class KvsetTopApp(App[int]):
             with Vertical(id="side"):
                 yield ThrashingPanel(p, id="thrashing")
                 yield WorkingSetTable(p, id="working-sets")
+                yield TiersPanel(p, id="tiers")
                 yield ReservePanel(p, id="reserve")
                 yield EventsPanel(p, id="events")
-        yield ChurnPanel(p, main_mode=self.main_mode, id="churn")
+        yield ChurnPanel(p, id="churn")
         yield StatusLine(p, clock=self.clock, id="status")
-        yield Footer()
+        yield KvsetFooter()
 
     @property
     def panels(self) -> list[SnapshotView]:
@@ -164,6 +189,7 @@ class KvsetTopApp(App[int]):
             self.query_one(HitRateCurvePlot),
             self.query_one(ThrashingPanel),
             self.query_one(WorkingSetTable),
+            self.query_one(TiersPanel),
             self.query_one(ReservePanel),
             self.query_one(EventsPanel),
             self.query_one(ChurnPanel),
@@ -171,6 +197,7 @@ class KvsetTopApp(App[int]):
         ]
 
     def on_mount(self) -> None:
+        self._side = self.query_one("#side")  # looked up once: frames may still arrive while the app closes
         for panel in self.panels:
             if not isinstance(panel, DemoBanner | StatusLine):
                 panel.add_class("panel")  # type: ignore[attr-defined]
@@ -181,6 +208,12 @@ class KvsetTopApp(App[int]):
         # driver's input thread spins on; notice that the tty is gone and quit instead.
         self._tty_fd = _tty_fd()
         self.set_interval(AGE_TICK_SECONDS, self._tick_ages)
+        self._signals = _add_signal_handlers(self.exit_on_signal)
+
+    def exit_on_signal(self, signum: int) -> None:
+        """SIGTERM or SIGHUP: stop the monitor and leave as `q` does, with the shell's 128 + signal code."""
+        self._stop.set()
+        self.exit(128 + signum)
 
     # -- the monitor thread ------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, name="monitor", group="monitor")
@@ -217,6 +250,11 @@ class KvsetTopApp(App[int]):
         for panel in self.panels:
             changed |= panel.show(snapshot, self.view)
         self.shown = snapshot
+        self._side.set_class(bool(snapshot is not None and snapshot.tiers_requested), "-with-tiers")
+        has_ranks = bool(snapshot is not None and snapshot.ranks)
+        if has_ranks != self._has_ranks:
+            self._has_ranks = has_ranks
+            self.refresh_bindings()
         if changed:
             self.frames_rendered += 1
 
@@ -274,18 +312,31 @@ class KvsetTopApp(App[int]):
             self.notify(notice, severity="warning", timeout=4)
         self._set_view(view)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The rank key (footer and help) only while there are data-parallel ranks to choose from.
+        if action == "cycle_rank":
+            return self._has_ranks
+        return True
+
+    def action_cycle_rank(self) -> None:
+        view, notice = self.view.next_rank(self.shown)
+        if notice:
+            self.notify(notice, severity="warning", timeout=4)
+        self._set_view(view)
+
     def action_export(self) -> None:
         snapshot = self.shown
         if snapshot is None:
             self.notify("nothing to export yet: no snapshot", severity="warning")
             return
         try:
-            paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock())
+            paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock(),
+                                    window=self.view.window)  # fmt: skip
         except (OSError, ValueError) as exc:  # unwritable directory; a value JSON cannot hold
             self.notify(f"export failed: {exc}", severity="error", timeout=8)
             return
         self.last_export = paths
-        self.notify(f"exported\n{paths[0]}\n{paths[1]}", title="Export", timeout=8)
+        self.notify("exported\n" + "\n".join(str(path) for path in paths), title="Export", timeout=8)
 
     async def action_quit(self) -> None:
         self._stop.set()
@@ -293,6 +344,29 @@ class KvsetTopApp(App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+        _remove_signal_handlers(getattr(self, "_signals", ()))
+
+
+def _add_signal_handlers(handler: Callable[[int], None]) -> tuple[signal.Signals, ...]:
+    """Call `handler(signum)` on the event loop for each of EXIT_SIGNALS; the ones installed."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in EXIT_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, handler, int(sig))
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such signal here
+            continue
+        installed.append(sig)
+    return tuple(installed)
+
+
+def _remove_signal_handlers(signals: tuple[signal.Signals, ...]) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    for sig in signals:
+        loop.remove_signal_handler(sig)
 
 
 def _tty_fd() -> int | None:

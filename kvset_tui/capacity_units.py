@@ -44,8 +44,3 @@ def axis_value_text(value: float, unit: str) -> str:
         return fmt.format_gib(value * fmt.GIB, significant=fmt.SHORT_DIGITS, with_unit=False)
     return fmt.compact(value)
 
-
-def engine_capacity_blocks(snapshot: Snapshot) -> int | None:
-    """The engine's pool in the analyzer's blocks (the engine's block size may differ from the trace's)."""
-    eng = snapshot.engine
-    return None if eng is None else eng.capacity_in_blocks(snapshot.block_tokens)

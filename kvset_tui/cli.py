@@ -1,6 +1,12 @@
 """The `kvset-top` command (its entry point `main`): the monitor flags of kvset.cli.flags plus the
 display flags, then either the live app or (`--once`) one report printed by kvset.report, without a
-terminal."""
+terminal.
+
+The full-screen app needs a terminal on both ends: without one (cron, nohup, `< /dev/null`, a
+pipe) it would draw escape codes into a file and wait forever for keys, so it refuses and points
+to --once. `--once` exits 2, with the reasons on stderr, when every source failed (the report is
+still printed), as `kvset analyze` does for an unusable input.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +15,33 @@ import json
 import sys
 from pathlib import Path
 
-from kvset.cli.flags import add_exporter_arguments, add_monitor_arguments
-from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
-from kvset.cli.serve import exporter_beside_ui
-from kvset.report import snapshot_json, snapshot_text
+from kvset.cli.flags import (
+    add_completion_argument,
+    add_exporter_arguments,
+    add_monitor_arguments,
+    add_version_argument,
+)
+from kvset.cli.live_monitor import UsageError, build_monitor, check_flags, once_failures, once_seconds
+from kvset.cli.parser import USAGE_ERROR, CommandParser
+from kvset.cli.serve import check_exporter_flags, exporter_beside_ui
+from kvset.report import curve_csv, snapshot_json, snapshot_text
 from kvset.snapshot import Snapshot
+from kvset_tui.keymap import KeymapError, load_keymap
 from kvset_tui.theming import ThemeError, available_themes, choose_theme
 from kvset_tui.view_state import UNITS, WINDOW_LABELS, ViewState
 
+PROG = "kvset-top"
+NO_TERMINAL = f"{PROG}: no terminal: use --once (or run it in a terminal)"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kvset-top",
+    parser = CommandParser(
+        prog=PROG,
         description="Live terminal monitor: how much KV cache buys which prefix-cache hit rate "
         "(exact LRU curve, working sets, thrashing, reserve). Press ? in the app for help.",
     )
+    add_version_argument(parser)
+    add_completion_argument(parser)
     add_monitor_arguments(parser)
     add_exporter_arguments(parser, beside_ui=True)
     ui = parser.add_argument_group("display")
@@ -35,44 +53,80 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--linear", action="store_true", help="start with a linear capacity axis (l toggles)")
     ui.add_argument("--export-dir", type=Path, default=Path("exports"), metavar="DIR",
                     help="where e writes the snapshot JSON and SVG screenshot (default ./exports)")  # fmt: skip
+    ui.add_argument("--keymap", type=Path, metavar="FILE",
+                    help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"')  # fmt: skip
     return parser
 
 
-def print_once(snapshot: Snapshot, as_json: bool, out=None) -> None:
+def print_once(snapshot: Snapshot, as_json: bool, out=None, as_csv: bool = False) -> None:
     out = out or sys.stdout
     if as_json:
         out.write(json.dumps(snapshot_json(snapshot), indent=1) + "\n")
+    elif as_csv:
+        out.write(curve_csv(snapshot))
     else:
         out.write(snapshot_text(snapshot).rstrip("\n") + "\n")
+
+
+def has_terminal(stdin=None, stdout=None) -> bool:
+    """Whether the app can run: keys come in and the screen goes out through a terminal."""
+    streams = (stdin or sys.stdin, stdout or sys.stdout)
+    return all(s is not None and hasattr(s, "isatty") and s.isatty() for s in streams)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:  # what can be checked without opening anything comes first, terminal or not
+        check_flags(args)
+        check_exporter_flags(args)
+    except UsageError as exc:
+        parser.error(str(exc))
+    palette = keymap = None
+    if not args.once:
+        palette, keymap = _display_choices(parser, args)
+        if not has_terminal():
+            print(NO_TERMINAL, file=sys.stderr)
+            return USAGE_ERROR
     try:
         monitor = build_monitor(args)
         exporter = exporter_beside_ui(args, monitor)  # --serve-metrics; None unless asked
-    except (UsageError, ValueError) as exc:  # GeometryError is a ValueError too
+    except (UsageError, ValueError) as exc:  # GeometryError and RecordTargetError are ValueErrors too
         parser.error(str(exc))
     if args.once:
+        snapshot = monitor.collect(once_seconds(args, monitor))
         try:
-            print_once(monitor.collect(once_seconds(args, monitor)), args.json)
+            print_once(snapshot, args.json, as_csv=args.csv)
         except BrokenPipeError:  # `kvset-top --once | head`
             return 0
-        return 0
-    try:
-        palette = choose_theme(args.theme)
-    except ThemeError as exc:
-        parser.error(str(exc))
-    from kvset_tui.app import KvsetTopApp  # here, so that --once does not load the app and its widgets
+        failures = once_failures(snapshot)
+        for reason in failures:
+            print(f"{PROG}: no data: {reason}", file=sys.stderr)
+        return USAGE_ERROR if failures else 0
+    from kvset_tui.app import KvsetTopApp
 
     view = ViewState(window=args.window, unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
-    app = KvsetTopApp(
-        monitor, palette=palette, view=view, export_dir=args.export_dir, main_mode=args.target_mode
-    )
+    app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir, keymap=keymap)
     try:
         code = app.run(mouse=not args.no_mouse)
     finally:
         if exporter is not None:
             exporter.close()
     return int(code or 0)
+
+
+def _display_choices(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The theme and key map the app runs with; a usage error when either file is unusable."""
+    try:
+        palette = choose_theme(args.theme)
+    except ThemeError as exc:
+        parser.error(str(exc))
+    from kvset_tui.app import KvsetTopApp  # here, so that --once does not load the app and its widgets
+
+    keymap = None
+    if args.keymap is not None:
+        try:
+            keymap = load_keymap(args.keymap, [b.id for b in KvsetTopApp.BINDINGS if b.id])
+        except KeymapError as exc:
+            parser.error(str(exc))
+    return palette, keymap

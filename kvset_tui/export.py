@@ -1,14 +1,22 @@
 """`e`: write what is on screen to disk: the snapshot as JSON (kvset.report's schema, the same as
-`--once --json`) and the screen as an SVG screenshot."""
+`--once --json`), the screen as an SVG screenshot, and the hit-rate curve as CSV (kvset.report's,
+the same as `--once --csv`), for the all-time curve and the window on screen."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from kvset.report.as_json import snapshot_json
+from kvset.report import curve_csv, snapshot_json
 from kvset.snapshot import Snapshot
+
+
+class ExportPaths(NamedTuple):
+    json: Path
+    svg: Path
+    csv: Path
 
 
 def export_names(snapshot: Snapshot, now: float) -> str:
@@ -16,12 +24,15 @@ def export_names(snapshot: Snapshot, now: float) -> str:
     return f"kvset-top-{stamp}-seq{snapshot.seq}"
 
 
-def export_snapshot(snapshot: Snapshot, screenshot_svg: str, directory: Path, now: float) -> tuple[Path, Path]:
-    """Write `<name>.json` and `<name>.svg` into `directory` (created if missing); return both paths."""
+def export_snapshot(
+    snapshot: Snapshot, screenshot_svg: str, directory: Path, now: float, window: str = "all"
+) -> ExportPaths:
+    """Write `<name>.json`, `<name>.svg` and `<name>.csv` into `directory` (created if missing)."""
     directory.mkdir(parents=True, exist_ok=True)
     base = directory / export_names(snapshot, now)
-    json_path = base.with_suffix(".json")
-    svg_path = base.with_suffix(".svg")
-    json_path.write_text(json.dumps(snapshot_json(snapshot), indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    svg_path.write_text(screenshot_svg, encoding="utf-8")
-    return json_path, svg_path
+    paths = ExportPaths(base.with_suffix(".json"), base.with_suffix(".svg"), base.with_suffix(".csv"))
+    data = snapshot_json(snapshot)
+    paths.json.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    paths.svg.write_text(screenshot_svg, encoding="utf-8")
+    paths.csv.write_text(curve_csv(snapshot, ("all", window)), encoding="utf-8")
+    return paths

@@ -1,10 +1,10 @@
-"""What the user chose to see: window, units, axis, target set, paused. Pure values, no UI."""
+"""What the user chose to see: window, units, axis, target set, rank, paused. Pure values, no UI."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvset.snapshot import WINDOWS, Snapshot
+from kvset.snapshot import WINDOWS, RankView, Snapshot
 
 WINDOW_LABELS: tuple[str, ...] = tuple(label for label, _ in WINDOWS)
 UNITS: tuple[str, ...] = ("blocks", "tokens", "GiB")
@@ -31,6 +31,7 @@ class ViewState:
     log_x: bool = True
     target_mode: str = "coverage"
     paused: bool = False
+    rank: int | None = None  # a data-parallel rank's own cache; None: the merged stream of all ranks
 
     def next_window(self) -> ViewState:
         i = WINDOW_LABELS.index(self.window) if self.window in WINDOW_LABELS else -1
@@ -58,6 +59,26 @@ class ViewState:
             if candidate in modes:
                 return replace(self, target_mode=candidate), None
         return self, "no targets configured"
+
+    def next_rank(self, snapshot: Snapshot | None) -> tuple[ViewState, str | None]:
+        """merged, rank 0, rank 1, ..., merged again; a notice when the snapshot has no ranks."""
+        ranks = [r.rank for r in snapshot.ranks] if snapshot is not None else []
+        if not ranks:
+            return replace(self, rank=None), ("one stream, no ranks: give --events once per data-parallel rank "
+                                              "(or a port range) to see each rank's own cache")  # fmt: skip
+        order: list[int | None] = [None, *ranks]
+        i = order.index(self.rank) if self.rank in order else 0
+        return replace(self, rank=order[(i + 1) % len(order)]), None
+
+    def rank_view(self, snapshot: Snapshot | None) -> RankView | None:
+        """The selected rank's view (None: the merged stream is shown)."""
+        return snapshot.rank_view(self.rank) if snapshot is not None else None
+
+    def rank_label(self, snapshot: Snapshot | None) -> str | None:
+        """What the rank-aware panels show: "rank 1", "merged" (of several ranks), or None without ranks."""
+        if snapshot is None or not snapshot.ranks:
+            return None
+        return f"rank {self.rank}" if self.rank_view(snapshot) is not None else "merged"
 
     def toggle_log(self) -> ViewState:
         return replace(self, log_x=not self.log_x)

@@ -14,8 +14,9 @@ map with "type" ("BlockStored", "BlockRemoved", "AllBlocksCleared"). The frames 
 they came off the wire, untouched.
 
     python frames.py summary FILE     # messages, sequence range, events and blocks by type
+    python frames.py classify FILE    # stores split by the resident set: hit reports, new, duplicates
 
-Needs only the standard library (msgspec for `summary`, which both venvs have).
+Needs only the standard library (msgspec for `summary` and `classify`, which both venvs have).
 """
 
 from __future__ import annotations
@@ -100,9 +101,54 @@ def summary(path) -> dict:
     }
 
 
+def classify(path) -> dict:
+    """Replays the resident set (stored minus removed hashes) and splits the BlockStored events.
+
+    hit_report: parent null and every block already resident (vLLM's full-mode re-emission of a
+    lookup's hits); chained_after_report: of those, how many are followed in the same batch by a
+    store whose parent is the report's last hash (the lookup was admitted); new: no block resident;
+    duplicate: some but not all resident, or a resident chain with a parent (a recomputed block).
+    """
+    import msgspec
+
+    dec = msgspec.msgpack.Decoder()
+    resident: set = set()
+    c: Counter = Counter()
+    for _t, frames in read(path):
+        _ts, events, _rank = dec.decode(frames[2])
+        for i, ev in enumerate(events):
+            kind = ev.get("type")
+            hashes = ev.get("block_hashes") or []
+            if kind == "BlockRemoved":
+                c["removed_blocks"] += len(hashes)
+                c["removed_not_resident"] += sum(h not in resident for h in hashes)
+                resident.difference_update(hashes)
+            elif kind == "BlockStored":
+                here = [h in resident for h in hashes]
+                if hashes and all(here) and ev.get("parent_block_hash") is None:
+                    c["hit_report_events"] += 1
+                    c["hit_report_blocks"] += len(hashes)
+                    last = hashes[-1]
+                    if any(e.get("type") == "BlockStored" and e.get("parent_block_hash") == last for e in events[i + 1 :]):
+                        c["hit_reports_chained_in_batch"] += 1
+                elif any(here):
+                    c["duplicate_events"] += 1
+                    c["duplicate_blocks"] += sum(here)
+                else:
+                    c["new_events"] += 1
+                    c["new_blocks"] += len(hashes)
+                resident.update(hashes)
+            elif kind == "AllBlocksCleared":
+                c["all_blocks_cleared"] += 1
+                resident.clear()
+    c["resident_at_end"] = len(resident)
+    return dict(c)
+
+
 if __name__ == "__main__":
     import json
 
-    if len(sys.argv) != 3 or sys.argv[1] != "summary":
-        sys.exit("usage: python frames.py summary FILE.zmqframes.gz")
-    print(json.dumps(summary(sys.argv[2]), indent=1))
+    commands = {"summary": summary, "classify": classify}
+    if len(sys.argv) != 3 or sys.argv[1] not in commands:
+        sys.exit("usage: python frames.py summary|classify FILE.zmqframes.gz")
+    print(json.dumps(commands[sys.argv[1]](sys.argv[2]), indent=1))

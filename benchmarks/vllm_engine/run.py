@@ -447,6 +447,7 @@ def main(argv=None) -> int:
     args.kvset_checkout = args.kvset_checkout.resolve()
     if args.kvset_python is None:
         args.kvset_python = str(args.kvset_checkout / ".venv" / "bin" / "python")
+    args.kvset_python = os.path.abspath(args.kvset_python)  # kvset-top runs in the output folder
     if not Path(args.kvset_python).exists():
         log(f"no kvset python at {args.kvset_python}: run `make test` in the checkout, or give --kvset-python")
         return 2

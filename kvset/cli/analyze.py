@@ -9,12 +9,14 @@ import sys
 from kvset.cli.flags import (
     add_analysis_arguments,
     add_capacities_argument,
+    add_csv_argument,
     add_input_arguments,
     add_json_argument,
     add_kv_dtype_argument,
     add_model_argument,
     add_override_arguments,
     add_reserve_arguments,
+    add_sampling_arguments,
     add_target_mode_argument,
     add_targets_argument,
     add_tier_arguments,
@@ -27,10 +29,10 @@ from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
 from kvset.offline import analyze_batches
-from kvset.quantities import parse_capacities, parse_fractions
+from kvset.quantities import parse_fractions, parse_sizes
+from kvset.report.as_csv import curve_rows_csv
 from kvset.report.as_json import analysis_json
 from kvset.report.as_text import analysis_text
-from kvset.report.tables import default_capacities
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Exact LRU hit-rate curve and working sets of a trace, in one pass.")  # fmt: skip
     add_input_arguments(p)
     add_analysis_arguments(p)
+    add_sampling_arguments(p)
     add_targets_argument(p)
     add_target_mode_argument(p)
     add_capacities_argument(p)
@@ -49,24 +52,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_reserve_arguments(p)
     add_override_arguments(p)
     add_json_argument(p, "print one JSON object (schema in the README)")
+    add_csv_argument(p, "print the curve as CSV: one row per capacity (the same rows as the table)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         targets = parse_fractions(args.targets)
-        capacities = parse_capacities(args.capacities) if args.capacities else None
         if args.bytes_per_token is not None and args.bytes_per_token < 1:
             raise ValueError("--bytes-per-token must be positive")
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
+        if args.json and args.csv:
+            raise ValueError("give --json or --csv, not both")
         geometry = geometry_from_args(args.model, args) if args.model else None
-        tiers = tier_request_from_args(args, bool(args.model or args.bytes_per_token), "--model or --bytes-per-token")
+        sized = bool(args.model or args.bytes_per_token)
+        capacities = parse_sizes(args.capacities, "capacity") if args.capacities else None
+        if capacities is not None and capacities[1] == "bytes" and not sized:
+            raise ValueError(f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
+                             "give --model or --bytes-per-token")  # fmt: skip
+        tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
         batches, summary = load_input(args)
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
-    result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
+    result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order,
+                             sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2
@@ -77,7 +88,14 @@ def run(args: argparse.Namespace) -> int:
         context, context_from = context_tokens_from_args(geometry, args)
         reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
     bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
-    caps = capacities if capacities is not None else default_capacities(result.curve)
+    caps = None  # the reports' default: log-spaced, the knee included
+    if capacities is not None:
+        blocks = tier_blocks(*capacities, bytes_per_block)  # sizes in bytes: the whole blocks that fit
+        if blocks is None or 0 in blocks:
+            print(f"kvset analyze: --capacities {args.capacities}: every capacity must hold at least one block "
+                  f"of {bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            return 2
+        caps = sorted(set(blocks))
     plan = None
     if tiers is not None:
         blocks = tier_blocks(tiers.sizes, tiers.unit, bytes_per_block)
@@ -90,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
                            kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
+    elif args.csv:
+        knee = report["knee"]
+        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"], estimate=report["estimate"] is not None),
+              end="")  # fmt: skip
     else:
         print(analysis_text(report))
     return 0

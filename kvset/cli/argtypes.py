@@ -9,6 +9,7 @@ import argparse
 
 from kvset.geometry.dtypes import canonical_dtype
 from kvset.geometry.errors import GeometryError
+from kvset.quantities import parse_bytes, parse_fractions
 
 
 def _number(text: str, kind: type, what: str):
@@ -39,16 +40,39 @@ def positive_float(text: str) -> float:
     return value
 
 
+def sample_rate(text: str) -> float:
+    """One fraction in (0, 1]: 0.01 or 1%."""
+    try:
+        values = parse_fractions(text, "sample rate")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"one sample rate, got {text!r}")
+    return values[0]
+
+
 def speed(text: str) -> float | None:
-    """Trace seconds per second; 'max' (or 0, inf): as fast as possible (None)."""
-    if text.lower() in ("max", "0", "inf"):
+    """Trace seconds per second; 'max' (or inf): as fast as possible (None). 0 is refused like any
+    other speed that is not positive: it reads as "stopped", not as "as fast as possible"."""
+    if text.lower() in ("max", "inf"):
         return None
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"speed must be a number or 'max', got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("speed must be positive (or 'max')")
+    if not value > 0:  # nan too
+        raise argparse.ArgumentTypeError(f"speed must be positive (or 'max'), got {text}")
+    return value
+
+
+def byte_quantity(text: str) -> int:
+    """A size in bytes: 16MiB, 1.5GiB, 80GB (decimal) or a bare count (kvset.quantities.parse_bytes)."""
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text}")
     return value
 
 

@@ -14,13 +14,17 @@ from __future__ import annotations
 import argparse
 
 from kvset.cli.argtypes import (
+    byte_quantity,
     dtype_name,
     listen_address,
     non_negative_int,
     positive_float,
     positive_int,
+    sample_rate,
     speed,
 )
+from kvset.cli.completion import SHELLS, PrintCompletion
+from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.core.tiers import TIER_MODES
 from kvset.formats import FORMATS
@@ -30,6 +34,7 @@ from kvset.geometry.model import DEFAULT_BLOCK_SIZE
 from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
+from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 
 # argparse's parser and its argument groups both have add_argument
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -40,6 +45,28 @@ TARGET_MODES = ("coverage", "absolute")
 
 def _fractions_text(values: tuple[float, ...]) -> str:
     return ",".join(str(v) for v in values)
+
+
+# -- every command ---------------------------------------------------------------------------------
+def add_version_argument(p: Parser) -> None:
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                   help="print the version and exit")  # fmt: skip
+
+
+def add_completion_argument(p: argparse.ArgumentParser) -> None:
+    """kvset-top's --completion (kvset has a `completion` subcommand instead)."""
+    p.add_argument("--completion", action=PrintCompletion, choices=SHELLS, metavar="SHELL",
+                   help="print a shell completion script (bash or zsh) and exit: "
+                        "source <(kvset-top --completion bash)")  # fmt: skip
+
+
+def add_force_argument(p: Parser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {what} if it exists (an input of the same run is never replaced)")  # fmt: skip
+
+
+def add_csv_argument(p: Parser, meaning: str) -> None:
+    p.add_argument("--csv", action="store_true", help=meaning)
 
 
 # -- what is read: a trace, the demo ----------------------------------------------------------------
@@ -83,6 +110,21 @@ def add_analysis_arguments(p: Parser) -> None:
                    help=f"most blocks tracked; the curve is exact up to it (default {DEFAULT_HORIZON:,})")  # fmt: skip
 
 
+def add_sampling_arguments(p: Parser) -> None:
+    """--sample R or --sample-size S, and --seed: estimate from a spatial sample of the blocks."""
+    one = p.add_mutually_exclusive_group()
+    one.add_argument("--sample", type=sample_rate, metavar="R",
+                     help="estimate from a spatial sample: keep blocks at rate R (e.g. 0.01 or 1%%; the first "
+                          "blocks of each request more often); every number is then an estimate, shown with "
+                          "its error bound")  # fmt: skip
+    one.add_argument("--sample-size", type=positive_int, metavar="BLOCKS",
+                     help="estimate from a sample of at most BLOCKS tracked blocks: the rate falls as the "
+                          "stream grows, memory stays bounded")  # fmt: skip
+    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
+                   help="seed of the hash that picks the sampled blocks (default 0); another seed gives an "
+                        "independent estimate")  # fmt: skip
+
+
 def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
     """--targets, read with kvset.quantities.parse_fractions when the command runs."""
     p.add_argument("--targets", default=_fractions_text(DEFAULT_COVERAGE_TARGETS), metavar="T1,T2,..",
@@ -95,9 +137,9 @@ def add_target_mode_argument(p: Parser) -> None:
                         "themselves (kvset-top: which target set comes first, t cycles them)")  # fmt: skip
 
 
-def add_capacities_argument(p: Parser, meaning: str = "capacities in blocks for the table, e.g. 1000,10000 "
-                            "(default: log-spaced)") -> None:  # fmt: skip
-    """--capacities, read with kvset.quantities.parse_capacities when the command runs."""
+def add_capacities_argument(p: Parser, meaning: str = "capacities for the table: blocks (1000,10000) or, with "
+                            "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)") -> None:  # fmt: skip
+    """--capacities, read with kvset.quantities.parse_sizes when the command runs."""
     p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
 
 
@@ -246,6 +288,8 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
+    g.add_argument("--metrics-max-bytes", type=byte_quantity, default=DEFAULT_MAX_BODY_BYTES, metavar="SIZE",
+                   help="largest /metrics response read, e.g. 16MiB (default); a larger one is refused")  # fmt: skip
 
 
 def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -308,6 +352,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
                      help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
     src.add_argument("--record", metavar="FILE",
                      help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
+    add_force_argument(src, "the --record file")
     src.add_argument("--speed", type=speed, default=1.0, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     add_trace_arguments(src)
@@ -318,6 +363,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
 
     ana = p.add_argument_group("analysis")
     add_analysis_arguments(ana)
+    add_sampling_arguments(ana)
     add_targets_argument(ana, "coverage targets (shares of the attainable hit rate)")
     ana.add_argument("--absolute-targets", default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS), metavar="T1,T2,..",
                      help="absolute hit-rate targets (default 0.5,0.7,0.9)")  # fmt: skip
@@ -334,11 +380,12 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_override_arguments(p)
 
     if service:
-        p.set_defaults(once=False, json=False, duration=None)
+        p.set_defaults(once=False, json=False, csv=False, duration=None)
         return
     once = p.add_argument_group("one-shot report")
     once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
     add_json_argument(once, "with --once: the snapshot as JSON")
+    add_csv_argument(once, "with --once: the all-time curve as CSV (one row per capacity)")
     once.add_argument("--duration", type=positive_float, metavar="SECONDS",
                       help="with --once: how long to listen to live sources (default 10 s; files and the "
                            "demo are read to the end)")  # fmt: skip

@@ -63,6 +63,7 @@ def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | 
 
 
 def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
+    """Raises ValueError for a URL that cannot be polled."""
     if not getattr(args, "metrics", None):
         return None
     return MetricsSource(
@@ -70,6 +71,7 @@ def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
         interval=args.metrics_interval,
         timeout=args.metrics_timeout,
         window_s=args.metrics_window,
+        max_body_bytes=args.metrics_max_bytes,
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from kvset.cli.from_flags import log_source_from_args
 from kvset.formats import read_trace
 from kvset.offline import InputSummary
+from kvset.quantities import plural
 from kvset.types import AccessBatch
 from kvset.workload import WorkloadConfig, generate
 
@@ -44,6 +45,8 @@ def load_input(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBa
         raise InputError("no trace given: kvset analyze TRACE (or --demo, or --log PATH)")
     if args.trace != "-" and not Path(args.trace).exists():
         raise InputError(f"no such file: {args.trace}")
+    if Path(args.trace).is_dir():
+        raise InputError(f"{args.trace} is a folder: give the trace file itself")
     t0 = time.perf_counter()
     trace = read_trace(
         args.trace,
@@ -71,6 +74,8 @@ def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBat
     """A whole vLLM/SGLang log, read once: the prompts it logged become the access stream."""
     if args.log != "-" and not Path(args.log).exists():
         raise InputError(f"no such file: {args.log}")
+    if Path(args.log).is_dir():
+        raise InputError(f"{args.log} is a folder: give the log file itself")
     t0 = time.perf_counter()
     source = log_source_from_args(args, follow=False)
     batches: list[AccessBatch] = []
@@ -96,5 +101,5 @@ def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBat
         if source.read_error:
             raise InputError(f"{args.log}: could not be read: {source.read_error}")
         raise InputError(f"{args.log}: no prompt with token ids in the log "
-                         f"({source.lines:,} lines; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))")  # fmt: skip
+                         f"({plural(source.lines, 'line')}; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))")  # fmt: skip
     return (lambda: batches), summary

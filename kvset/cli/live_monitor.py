@@ -15,13 +15,15 @@ from kvset.cli.from_flags import (
 )
 from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.analyzer import Analyzer
-from kvset.formats.record import TraceRecorder
+from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
 from kvset.monitor import Monitor
 from kvset.quantities import parse_fractions
+from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.sources.replay import ReplaySource
+from kvset.types import SourceHealth
 
 ONCE_DEMO_SECONDS = 600.0  # trace seconds of demo traffic behind `--once --demo`
 
@@ -30,13 +32,19 @@ class UsageError(Exception):
     """Flags that do not fit together; front ends print it and exit with code 2."""
 
 
+def check_file_input(path: str, what: str, must_exist: bool) -> None:
+    """A file to read: a folder is never one; a missing file is an error where it must exist now."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{what} {path} is a folder: give the file itself")
+    if must_exist and not p.exists():
+        raise UsageError(f"no such {what}: {path}")
+
+
 def build_sources(args: argparse.Namespace) -> list[Source]:
     sources: list[Source] = []
-    if args.follow and not args.replay:
-        raise UsageError("--follow needs --replay TRACE")
     if args.replay:
-        if not args.follow and not Path(args.replay).exists():
-            raise UsageError(f"no such trace file: {args.replay}")
+        check_file_input(args.replay, "trace file", must_exist=not args.follow)
         speed = None if args.once else args.speed
         sources.append(ReplaySource(args.replay, speed=speed, format=args.format, block_size=args.block_size,
                                     hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed,
@@ -49,11 +57,13 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     if args.log:
         # --once reads a log whole, unless told to listen for --duration seconds
         follow = not args.once or args.duration is not None
-        if not follow and not Path(args.log).exists():
-            raise UsageError(f"no such log file: {args.log}")
+        check_file_input(args.log, "log file", must_exist=not follow)
         sources.append(log_source_from_args(args, follow=follow))
     if args.metrics:
-        sources.append(metrics_source_from_args(args))
+        try:
+            sources.append(metrics_source_from_args(args))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if args.demo or not sources:
         if args.once:
             sources.append(DemoSource(speed=None, duration=ONCE_DEMO_SECONDS))
@@ -62,10 +72,30 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     return sources
 
 
-def build_monitor(args: argparse.Namespace) -> Monitor:
-    """The Monitor the flags describe. Raises UsageError (or GeometryError) on flags that do not fit."""
+def check_flags(args: argparse.Namespace) -> None:
+    """Flags that do not fit together, found without opening anything: raises UsageError."""
     if args.json and not args.once:
         raise UsageError("--json needs --once")
+    if args.csv and not args.once:
+        raise UsageError("--csv needs --once")
+    if args.csv and args.json:
+        raise UsageError("give --json or --csv, not both")
+    if args.force and not args.record:
+        raise UsageError("--force needs --record FILE")
+    if args.follow and not args.replay:
+        raise UsageError("--follow needs --replay TRACE")
+    for path, what in ((args.replay, "trace file"), (args.log, "log file")):
+        if path and Path(path).is_dir():
+            raise UsageError(f"{what} {path} is a folder: give the file itself")
+    try:
+        tier_request_from_args(args, bytes_known=bool(args.model))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def build_monitor(args: argparse.Namespace) -> Monitor:
+    """The Monitor the flags describe. Raises UsageError (or GeometryError) on flags that do not fit."""
+    check_flags(args)
     try:
         coverage_targets = parse_fractions(args.targets, "target")
         absolute_targets = parse_fractions(args.absolute_targets, "absolute target")
@@ -87,9 +117,43 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         demo=demo,
         **(tiers.snapshot_config() if tiers is not None else {}),
     )
-    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size)
-    recorder = TraceRecorder(args.record) if args.record else None
+    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size,
+                        sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
+    recorder = None
+    if args.record:
+        try:
+            inputs = [p for p in (args.replay, args.log) if p]
+            check_record_target(args.record, inputs, overwrite=args.force)
+            recorder = TraceRecorder(args.record, overwrite=args.force)
+        except RecordTargetError as e:
+            raise UsageError(str(e)) from None
+        except OSError as e:
+            raise UsageError(f"cannot record to {args.record}: {e.strerror or e}") from None
     return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder)
+
+
+def source_failure(health: SourceHealth) -> str | None:
+    """Why a source gave nothing a report can use, or None when it delivered something.
+
+    A source failed when it received nothing at all (no trace line, log line, good poll or
+    event message) or ended in a failed state: a missing, empty, binary or wrong-shape trace,
+    an unreadable log, a refused or non-metrics endpoint, a publisher that never answered.
+    """
+    if health.kind == "demo":
+        return None
+    delivered = health.accesses > 0 or health.received > 0
+    if delivered and not health.state.startswith("failed"):
+        return None
+    reasons = [health.state] + [r.reason for r in health.rejected[:1]] + list(health.notes[:1])
+    return f"{health.source}: " + "; ".join(dict.fromkeys(r for r in reasons if r))
+
+
+def once_failures(snapshot: Snapshot) -> list[str]:
+    """The reasons `--once` must exit non-zero: every source failed (see source_failure)."""
+    failures = [source_failure(h) for h in snapshot.sources]
+    if snapshot.sources and all(f is not None for f in failures):
+        return [f for f in failures if f is not None]
+    return []
 
 
 def once_seconds(args: argparse.Namespace, monitor: Monitor) -> float | None:

@@ -8,9 +8,10 @@ import sys
 import threading
 import time
 
-from kvset.cli.flags import add_events_arguments
+from kvset.cli.flags import add_events_arguments, add_force_argument
 from kvset.cli.from_flags import events_source_from_args
-from kvset.formats.record import TraceRecorder
+from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
+from kvset.quantities import plural
 
 _PROGRESS_EVERY_S = 5.0
 
@@ -27,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", required=True, metavar="FILE", help="the trace to write (.gz: gzip-compressed)"
     )
+    add_force_argument(parser, "the --out file")
     parser.add_argument("--seconds", type=float, default=None, metavar="N", help="stop after N seconds")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     parser.set_defaults(func=run)
@@ -41,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
         _say("kvset record: --seconds must be positive")
         return 2
     try:
+        check_record_target(args.out, overwrite=args.force)  # before connecting: a wrong path fails at once
         source = events_source_from_args(args)
-    except ValueError as exc:
+    except ValueError as exc:  # RecordTargetError included
         _say(f"kvset record: {exc}")
         return 2
     stop = threading.Event()
@@ -54,9 +57,14 @@ def run(args: argparse.Namespace) -> int:
     next_progress = started + _PROGRESS_EVERY_S
     health = None
     try:
-        recorder = TraceRecorder(args.out, block_tokens=args.events_block_size)
+        recorder = TraceRecorder(args.out, block_tokens=args.events_block_size, overwrite=args.force)
+    except RecordTargetError as exc:
+        source.close()
+        _say(f"kvset record: {exc}")
+        return 2
     except OSError as exc:
-        _say(f"kvset record: cannot write {args.out}: {exc}")
+        source.close()
+        _say(f"kvset record: cannot write {args.out}: {exc.strerror or exc}")
         return 2
     try:
         for update in source.updates(stop):
@@ -67,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                 _say(f"{event.kind}: {event.text}")
             now = time.monotonic()
             if not args.quiet and now >= next_progress and health is not None:
-                _say(f"{health.state}: {recorder.requests} requests, {recorder.accesses} accesses recorded")
+                _say(f"{health.state}: {plural(recorder.requests, 'request')}, "
+                     f"{plural(recorder.accesses, 'access', 'accesses')} recorded")  # fmt: skip
                 next_progress = now + _PROGRESS_EVERY_S
             if deadline is not None and now >= deadline:
                 stop.set()
@@ -81,9 +90,12 @@ def run(args: argparse.Namespace) -> int:
     health = source.health()
     elapsed = time.monotonic() - started
     _say(
-        f"recorded {recorder.requests} requests, {recorder.accesses} block accesses "
-        f"({recorder.tokens} tokens) in {elapsed:.1f} s to {args.out}"
+        f"recorded {plural(recorder.requests, 'request')}, {plural(recorder.accesses, 'block access', 'block accesses')} "
+        f"({plural(recorder.tokens, 'token')}) in {elapsed:.1f} s to {args.out}"
     )
+    if recorder.clamped:
+        _say(f"  {plural(recorder.clamped, 'request')} with an unusable timestamp written at the previous "
+             "request's time")  # fmt: skip
     for key, value in health.details:
         _say(f"  {key}: {value}")
     for note in health.notes:

@@ -75,18 +75,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def exporter_beside_ui(args: argparse.Namespace, monitor: Monitor) -> Exporter | None:
-    """kvset-top --serve-metrics: the exporter fed by the monitor the app runs (None when not asked).
-    Not with --once, which exits after one report: a scraper would find nothing there."""
+def check_exporter_flags(args: argparse.Namespace) -> None:
+    """kvset-top's exporter flags that do not fit together, found without opening anything."""
     if not args.serve_metrics:
         if args.capacities:
             raise UsageError("--capacities (the exported hit rates) needs --serve-metrics")
-        return None
+        return
     if args.once:
         raise UsageError("--serve-metrics serves beside the app, and --once exits after one report; "
                          "`kvset serve` exports without the app")  # fmt: skip
     if args.serve_metrics[1] == 0:
         raise UsageError("--serve-metrics needs a port: the app cannot print the one port 0 would pick")
+    _capacities(args)
+
+
+def exporter_beside_ui(args: argparse.Namespace, monitor: Monitor) -> Exporter | None:
+    """kvset-top --serve-metrics: the exporter fed by the monitor the app runs (None when not asked).
+    Not with --once, which exits after one report: a scraper would find nothing there."""
+    check_exporter_flags(args)
+    if not args.serve_metrics:
+        return None
     capacities = _capacities(args)
     try:
         exporter = Exporter(capacities, listen=args.serve_metrics)

@@ -18,7 +18,7 @@ from kvset.core.naive import naive_curve
 from kvset.formats import TraceError
 from kvset.offline import analyze_batches, keys_in_analyzed_order, verify_capacities
 from kvset.quantities import parse_fractions
-from kvset.report.tables import format_table
+from kvset.report.tables import format_table, percent_cell
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,13 +65,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         n = result.accesses
         table = [
-            [f"{r['capacity_blocks']:,}", f"{r['one_pass_hits'] / n:.6f}", f"{r['naive_hits'] / n:.6f}",
-             f"{r['one_pass_token_hits']:,}", f"{r['naive_token_hits']:,}", "" if r["identical"] else "DIFFERS"]
+            [f"{r['capacity_blocks']:,}", percent_cell(r["one_pass_hits"] / n), percent_cell(r["naive_hits"] / n),
+             f"{r['one_pass_hits']:,}", f"{r['naive_hits']:,}", f"{r['one_pass_token_hits']:,}",
+             f"{r['naive_token_hits']:,}", "" if r["identical"] else "DIFFERS"]
             for r in rows
         ]  # fmt: skip
         print(f"kvset verify: {summary.name} ({n:,} accesses, order {args.order}, horizon {args.horizon:,})")
-        print(format_table(["capacity (blocks)", "one-pass hit rate", "naive LRU hit rate",
-                            "one-pass token hits", "naive token hits", ""], table))  # fmt: skip
+        print(format_table(["capacity (blocks)", "one-pass hit rate", "naive LRU hit rate", "one-pass hits",
+                            "naive hits", "one-pass token hits", "naive token hits", ""], table))  # fmt: skip
         print(f"one pass: {result.analyze_seconds:.3f} s for every capacity; "
               f"naive: {naive_seconds:.2f} s for {len(caps)} capacities")  # fmt: skip
         print(f"identical at every capacity: {'yes' if identical else 'no'}")

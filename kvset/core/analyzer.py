@@ -13,53 +13,31 @@ for the last minutes and a coarse ring (60 s slots) for the last hours.
 from __future__ import annotations
 
 import math
-import time
-from contextlib import contextmanager
-from typing import Literal
 
 import numpy as np
 
 from kvset.core import kernel as K
 from kvset.core.curve import HitRateCurve
-from kvset.core.slots import SlotRing, SlotSeries
+from kvset.core.feed_args import (
+    DEFAULT_HORIZON,
+    MAX_TIMESTAMP,  # noqa: F401 - importers of the analyzer's constants find them here
+    ORDERS,  # noqa: F401
+    Order,
+    check_analyzer_args,
+    request_starts_array,
+    reverse_within_requests,
+    timestamps_array,
+    tokens_array,
+)
+from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
+from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
-
-DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
-MAX_TIMESTAMP = 1e11  # seconds from zero (about 3,000 years); beyond it a timestamp is garbage
-ORDERS = ("forward", "reverse")
-Order = Literal["forward", "reverse"]
 
 _MIN_TRACKED = 1 << 10
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
-
-
-try:  # numpy's switch for madvise(MADV_HUGEPAGE) on large arrays (private, so guarded)
-    from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
-except ImportError:  # pragma: no cover - older or newer numpy
-    _get_madvise_hugepage = _set_madvise_hugepage = None
-
-
-@contextmanager
-def _no_hugepage_advice():
-    """Allocate the state without numpy's huge-page advice.
-
-    Where transparent huge pages are on "madvise" but none can be had (as on the VMs we
-    measured), each first touch of advised memory tries to compact memory synchronously:
-    touching 80 MB took 0.11 s with the advice and 0.03 s without, and growing the analyzer
-    to 1M blocks spent most of its time there (benchmarks/: 0.90-1.0 s against 0.70 s).
-    """
-    if _set_madvise_hugepage is None:
-        yield
-        return
-    previous = _get_madvise_hugepage()
-    _set_madvise_hugepage(False)
-    try:
-        yield
-    finally:
-        _set_madvise_hugepage(previous)
 
 
 class _Tracker:
@@ -123,8 +101,20 @@ class _Tracker:
         return sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
 
 
-class Analyzer:
-    """Exact one-pass LRU stack-distance analyzer over a stream of block accesses."""
+class Analyzer(TimeSlotViews):
+    """Exact one-pass LRU stack-distance analyzer over a stream of block accesses.
+
+    With sample_rate=R (or sample_size=S) and seed=N it makes a kvset.core.sampling.SampledAnalyzer
+    instead: the same interface over a spatial sample of the blocks, every curve an estimate.
+    """
+
+    def __new__(cls, *args, sample_rate: float | None = None, sample_size: int | None = None, seed: int = 0,
+                **kwargs):  # fmt: skip
+        if sample_rate is None and sample_size is None:
+            return super().__new__(cls)
+        from kvset.core.sampling import SampledAnalyzer  # it builds on this module
+
+        return SampledAnalyzer(*args, sample_rate=sample_rate, sample_size=sample_size, seed=seed, **kwargs)
 
     def __init__(
         self,
@@ -137,13 +127,11 @@ class Analyzer:
         coarse_seconds: float = 60.0,
         coarse_slots: int = 120,
         initial_tracked: int = _MIN_TRACKED,
+        sample_rate: None = None,  # see __new__: a sampled analyzer is another class
+        sample_size: None = None,
+        seed: int = 0,
     ) -> None:
-        if horizon < 1:
-            raise ValueError("horizon must be at least 1 block")
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-        if slot_seconds <= 0 or coarse_seconds < slot_seconds:
-            raise ValueError("slot widths must be positive and the coarse slot at least the fine one")
+        check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         self.horizon = int(horizon)
         self.order: Order = order
         self.block_tokens = block_tokens
@@ -197,7 +185,7 @@ class Analyzer:
         ts = self._timestamps_array(timestamps, n)
         order = None
         if self.order == "reverse" and len(starts):
-            order = _reverse_within_requests(starts, n)
+            order = reverse_within_requests(starts, n)
             keys = keys[order]
             if tok.shape[0] == n:
                 tok = tok[order]
@@ -215,39 +203,10 @@ class Analyzer:
         return out
 
     def _tokens_array(self, tokens, n: int) -> np.ndarray:
-        """Per-access tokens, or a length-1 array when every access covers the same number."""
-        if tokens is None:
-            tokens = self.block_tokens or 1
-        if np.isscalar(tokens):
-            if int(tokens) < 0:
-                raise ValueError("tokens per access must not be negative")
-            return np.array([int(tokens)], dtype=np.int64)
-        tok = np.ascontiguousarray(tokens, dtype=np.int64)
-        if tok.shape != (n,):
-            raise ValueError(f"tokens has {tok.shape} entries for {n} accesses")
-        if n and tok.min() < 0:
-            raise ValueError("tokens per access must not be negative")
-        return tok
+        return tokens_array(tokens, n, self.block_tokens or 1)
 
-    @staticmethod
-    def _request_starts(request_starts, n: int) -> np.ndarray:
-        if request_starts is None:
-            return np.zeros(0, dtype=np.int64)
-        starts = np.asarray(request_starts, dtype=np.int64)
-        if len(starts) and (starts[0] < 0 or starts[-1] >= n or np.any(np.diff(starts) <= 0)):
-            raise ValueError("request_starts must be strictly increasing indices into the batch")
-        return starts
-
-    @staticmethod
-    def _timestamps_array(timestamps, n: int) -> np.ndarray:
-        if timestamps is None:
-            return np.array([time.time()], dtype=np.float64)
-        ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
-        if ts.shape != (n,) and ts.shape != (1,):
-            raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
-        if not np.all(np.abs(ts) <= MAX_TIMESTAMP):  # also false for nan
-            raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
-        return ts
+    _request_starts = staticmethod(request_starts_array)
+    _timestamps_array = staticmethod(timestamps_array)
 
     def _feed_by_slot(self, keys, tok, starts, ts, out) -> None:
         """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
@@ -302,6 +261,11 @@ class Analyzer:
         self.requests += requests
 
     # -- reading -----------------------------------------------------------
+    @property
+    def sampling(self) -> None:
+        """What a sampled analyzer sampled (kvset.core.curve.SampleInfo); None: every block, exact."""
+        return None
+
     @property
     def accesses(self) -> int:
         return int(self.counts[K.C_ACCESSES])
@@ -363,49 +327,8 @@ class Analyzer:
     def _window_curve(self, window: float) -> HitRateCurve:
         return self._ring_for(window).window_curve(window, self.grid_capacities, self.horizon)
 
-    # -- time slots, for views over time (trends, churn) --------------------
-    @property
-    def fine_slot_seconds(self) -> float:
-        return self.fine.width
-
-    @property
-    def fine_span_seconds(self) -> float:
-        """How far back the fine ring reaches."""
-        return self.fine.span_seconds()
-
-    @property
-    def coarse_slot_seconds(self) -> float:
-        return self.coarse.width
-
-    @property
-    def coarse_span_seconds(self) -> float:
-        return self.coarse.span_seconds()
-
+    # -- time slots, for views over time (trends, churn; the rest in TimeSlotViews) --
     def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
         """Per-slot counters and grid histograms for the last `seconds`, oldest first."""
         ring = self.coarse if coarse else self.fine
         return ring.series(seconds, self.grid_capacities, self.horizon)
-
-    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first.
-
-        Fewer than two windows fit in the rings: an empty list (no trend to show).
-        """
-        coarse = seconds > self.fine.span_seconds() / 2
-        ring = self.coarse if coarse else self.fine
-        per_window = max(1, round(seconds / ring.width))
-        points = min(points, ring.n_slots // per_window)
-        if points < 2:
-            return []
-        series = self.slot_series(per_window * points * ring.width, coarse=coarse)
-        return [series.curve(k * per_window, (k + 1) * per_window) for k in range(points)]
-
-
-def _reverse_within_requests(starts: np.ndarray, n: int) -> np.ndarray:
-    """Permutation that reverses each request's accesses (accesses before the first start form a segment)."""
-    bounds = starts if starts[0] == 0 else np.concatenate([[0], starts])
-    ends = np.concatenate([bounds[1:], [n]])
-    lengths = ends - bounds
-    seg = np.repeat(np.arange(len(bounds)), lengths)
-    pos = np.arange(n) - bounds[seg]
-    return ends[seg] - 1 - pos

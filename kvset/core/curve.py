@@ -18,12 +18,52 @@ import numpy as np
 Unit = Literal["blocks", "tokens"]
 TargetMode = Literal["coverage", "absolute"]
 
+# The knee: past it, doubling the capacity gains less than this much hit rate (1 percentage point).
+KNEE_MIN_GAIN = 0.01
+
 
 def _as_fraction(target: float) -> Fraction:
     # Exact rational targets: 0.7 * 50 must need 35 hits, not 35.000000000000004.
     if not 0.0 < float(target) <= 1.0:
         raise ValueError(f"hit-rate target must lie in (0, 1], got {target!r}")
     return Fraction(str(target)) if isinstance(target, float) else Fraction(target)
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """What a sampled analysis kept (kvset.core.sampling): every curve built from it is an estimate."""
+
+    rate: float  # blocks past the request heads are kept at this rate (fixed size: where it has fallen to)
+    size: int | None  # fixed size: the most blocks tracked at once; None at a fixed rate
+    seed: int  # of the hash that picks the blocks
+    tracked_blocks: int  # blocks in the sample now
+    tracked_accesses: int  # accesses to sampled blocks so far
+    accesses: int  # all accesses seen
+
+    @property
+    def tracked_share(self) -> float:
+        """Share of the accesses the sample looked at (more than `rate`: request heads are boosted)."""
+        return self.tracked_accesses / self.accesses if self.accesses else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class CurveErrors:
+    """Standard errors of an estimated curve, one per capacity of the curve: of its hit rate and of
+    its coverage (hits(C) / hits(inf), what coverage working sets are read from), in both units."""
+
+    block_hit_rate: np.ndarray
+    token_hit_rate: np.ndarray
+    block_coverage: np.ndarray
+    token_coverage: np.ndarray
+
+    def __post_init__(self) -> None:
+        for arr in (self.block_hit_rate, self.token_hit_rate, self.block_coverage, self.token_coverage):
+            arr.setflags(write=False)
+
+    def of(self, mode: TargetMode, unit: Unit) -> np.ndarray:
+        if mode == "absolute":
+            return self.block_hit_rate if unit == "blocks" else self.token_hit_rate
+        return self.block_coverage if unit == "blocks" else self.token_coverage
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +91,10 @@ class HitRateCurve:
     # needs them is reported as not reached instead of as a too-small number.
     beyond_horizon_blocks: int = 0
     beyond_horizon_tokens: int = 0
+    # A curve estimated from a sample: what was sampled, and the standard errors at each capacity
+    # where the sample can give them (None: not known).
+    sample: SampleInfo | None = None
+    errors: CurveErrors | None = None
 
     def __post_init__(self) -> None:
         for name in ("capacities", "block_hits", "token_hits"):
@@ -58,6 +102,13 @@ class HitRateCurve:
             arr.setflags(write=False)
         if not (len(self.capacities) == len(self.block_hits) == len(self.token_hits)):
             raise ValueError("capacities, block_hits and token_hits must have one length")
+        if self.errors is not None and len(self.errors.block_hit_rate) != len(self.capacities):
+            raise ValueError("a standard error per capacity, or none")
+
+    @property
+    def estimate(self) -> bool:
+        """True for a curve estimated from a sample (kvset.core.sampling), False for a measured one."""
+        return self.sample is not None
 
     # -- reading the curve -------------------------------------------------
     def infinite_capacity_hits(self, unit: Unit = "blocks") -> int:
@@ -105,6 +156,16 @@ class HitRateCurve:
         hits = np.where(caps > 0, hits, 0)
         return hits / total
 
+    def hit_rate_stderrs(self, capacities, unit: Unit = "blocks") -> np.ndarray | None:
+        """Standard error of hit_rates(capacities) (an estimate's); None where the curve has none."""
+        self._hits_array(unit)  # checks the unit
+        if self.errors is None:
+            return None
+        err = self.errors.of("absolute", unit)
+        caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
+        idx = np.searchsorted(self.capacities, caps, side="right") - 1
+        return np.where((idx >= 0) & (caps > 0), err[np.maximum(idx, 0)], 0.0) if len(err) else np.zeros(len(caps))
+
     def required_hits(self, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks") -> int:
         """The number of hits a capacity must reach for `target`."""
         t = _as_fraction(target)
@@ -134,6 +195,41 @@ class HitRateCurve:
         if i >= len(arr):
             return None
         return int(self.capacities[i])
+
+    def knee(self, unit: Unit = "blocks", min_gain: float = KNEE_MIN_GAIN) -> int | None:
+        """Where the returns die: the smallest capacity C such that, for every capacity C' >= C,
+        doubling C' gains less than `min_gain` of hit rate (hit_rate(2C') - hit_rate(C') < min_gain).
+
+        The flat start of a curve does not count (the condition holds past C, not just at it), and
+        one knee is read the same way from every curve. None when no doubling gains `min_gain`
+        (a flat curve), or when the knee would lie beyond the horizon: past H the hits are not
+        known, so a doubling that ends there is counted with every re-reference beyond the horizon
+        as a hit (an upper bound), which moves the knee out rather than in. For a windowed curve
+        it is read on the curve's grid (its hits between grid points are lower bounds).
+        See docs/method.md.
+        """
+        total = self._total(unit)
+        if total == 0 or len(self.capacities) == 0 or not 0 < min_gain <= 1:
+            return None
+        caps = self.capacities.astype(np.int64)
+        hits = self._hits_array(unit).astype(np.int64)
+        top = int(caps[-1])
+        doubled_caps = 2 * caps
+        if self.exact and top == len(caps):  # every capacity 1..top: index straight in
+            doubled = hits[np.minimum(doubled_caps, top) - 1]
+        else:
+            idx = np.searchsorted(caps, np.minimum(doubled_caps, self.horizon), side="right") - 1
+            doubled = hits[np.maximum(idx, 0)]
+        # Past the horizon only the infinite-cache hits bound what a doubling could reach.
+        doubled = np.where(doubled_caps <= self.horizon, doubled, self.infinite_capacity_hits(unit))
+        # in whole hits, exactly: a gain of exactly min_gain counts as steep, whatever floats would say
+        steep = np.flatnonzero(doubled - hits >= math.ceil(_as_fraction(min_gain) * total))
+        if len(steep) == 0:
+            return None
+        after = int(steep[-1]) + 1
+        if after >= len(caps):
+            return None  # beyond the largest known capacity: beyond the horizon
+        return int(caps[after])
 
     def max_distance(self) -> int:
         return int(self.capacities[-1]) if len(self.capacities) else 0

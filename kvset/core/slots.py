@@ -8,6 +8,7 @@ steps) plus the kernel's counters, so any run of consecutive slots sums to a gri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,6 +138,52 @@ class SlotSeries:
         return grid_curve(self.grid, self.horizon, self.blocks[first:last].sum(axis=0),
                           self.tokens[first:last].sum(axis=0), self.counts[first:last].sum(axis=0),
                           (last - first) * self.width)  # fmt: skip
+
+
+class TimeSlotViews:
+    """What an analyzer with a fine and a coarse ring (self.fine, self.coarse) and a slot_series
+    shows of them: their widths and spans, and consecutive window curves."""
+
+    fine: SlotRing
+    coarse: SlotRing
+
+    @property
+    def fine_slot_seconds(self) -> float:
+        return self.fine.width
+
+    @property
+    def fine_span_seconds(self) -> float:
+        """How far back the fine ring reaches."""
+        return self.fine.span_seconds()
+
+    @property
+    def coarse_slot_seconds(self) -> float:
+        return self.coarse.width
+
+    @property
+    def coarse_span_seconds(self) -> float:
+        return self.coarse.span_seconds()
+
+    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
+        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
+        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)  # type: ignore[attr-defined]
+
+
+def consecutive_window_curves(fine: SlotRing, coarse: SlotRing, series: Callable[..., SlotSeries], seconds: float,
+                              points: int) -> list[HitRateCurve]:  # fmt: skip
+    """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first, from the
+    ring that holds them (series(seconds, coarse=...) gives a ring's slot series).
+
+    Fewer than two windows fit in the rings: an empty list (no trend to show).
+    """
+    use_coarse = seconds > fine.span_seconds() / 2
+    ring = coarse if use_coarse else fine
+    per_window = max(1, round(seconds / ring.width))
+    points = min(points, ring.n_slots // per_window)
+    if points < 2:
+        return []
+    s = series(per_window * points * ring.width, coarse=use_coarse)
+    return [s.curve(k * per_window, (k + 1) * per_window) for k in range(points)]
 
 
 def grid_curve(grid: np.ndarray, horizon: int, blocks, tokens, counts, window: float | None) -> HitRateCurve:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEventTracker
 from kvset.engine.tracker_output import HealthParts
+from kvset.quantities import plural
 
 HITS_REPORTED_NOTE = (
     "hits reported: the curve is the exact LRU curve of the accesses seen (each request once; lookups of "
@@ -47,12 +48,19 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     if lost:
         why = "" if any(s.can_replay for s in sequences) else "; give --replay-endpoint to recover gaps"
         notes.append(
-            f"{lost} event batches lost in sequence gaps: their accesses are missing from the curve{why}"
+            f"{plural(lost, 'event batch', 'event batches')} lost in sequence gaps: their accesses are "
+            f"missing from the curve{why}"
+        )
+    refused = sum(s.refused for s in sequences)
+    if refused:
+        notes.append(
+            f"{plural(refused, 'batch', 'batches')} refused for a sequence number that jumped and was not "
+            "followed (a damaged or foreign frame): not analysed"
         )
     if group_facts is not None and group_facts[0]:
         notes.append(group_facts[0])
     if tracker.ignored_media and not stored:
-        seen = ", ".join(f"{m} ({n} events)" for m, n in tracker.ignored_media.most_common())
+        seen = ", ".join(f"{m} ({plural(n, 'event')})" for m, n in tracker.ignored_media.most_common())
         notes.append(f"no {tracker.medium} events yet; other media seen: {seen}; see --medium")
 
     details: list[tuple[str, str]] = []
@@ -62,21 +70,25 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         seq = "-" if sequence.last_seq is None else str(sequence.last_seq)
         resident = tracker.counted_total(len, [publisher])
         evictions = tracker.counted_total(lambda b: b.evictions_total, [publisher])
+        suspect = sequence.suspect_seq
         details.append(
             (
                 label,
-                f"{publisher.batches} batches, {publisher.accesses} accesses, {resident} resident blocks, "
-                f"{evictions} evictions, last seq {seq}"
-                + ("" if not sequence.first_seq else f" (joined at seq {sequence.first_seq})"),
+                f"{plural(publisher.batches, 'batch', 'batches')}, {plural(publisher.accesses, 'access', 'accesses')}, "
+                f"{plural(resident, 'resident block')}, {plural(evictions, 'eviction')}, last seq {seq}"
+                + ("" if not sequence.first_seq else f" (joined at seq {sequence.first_seq})")
+                + ("" if suspect is None else f"; seq {suspect} held until the next batch confirms it"),
             )
         )
     pending = sum(s.being_replayed for s in sequences)
     details.append(
         (
             "sequence gaps",
-            f"{sum(s.gaps for s in sequences)} gaps, {sum(s.missing for s in sequences)} batches missing: "
+            f"{plural(sum(s.gaps for s in sequences), 'gap')}, "
+            f"{plural(sum(s.missing for s in sequences), 'batch', 'batches')} missing: "
             f"{sum(s.recovered for s in sequences)} recovered by replay, {lost} lost"
-            + (f", {pending} being replayed" if pending else ""),
+            + (f", {pending} being replayed" if pending else "")
+            + (f"; {refused} refused (implausible sequence number)" if refused else ""),
         )
     )
     probes = sum(s.tail_probes for s in sequences)
@@ -93,10 +105,10 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         details.append(
             (
                 "stores after lost events",
-                f"{unsure} stores of blocks whose eviction may have been lost: not taken as hits",
+                f"{plural(unsure, 'store')} of blocks whose eviction may have been lost: not taken as hits",
             )
         )
-    ignored = ", ".join(f"{m} {n} events" for m, n in tracker.ignored_media.most_common())
+    ignored = ", ".join(f"{m} {plural(n, 'event')}" for m, n in tracker.ignored_media.most_common())
     details.append(("medium", (tracker.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
     if group_facts is not None:
         details.append(("KV cache group", group_facts[1]))
@@ -105,7 +117,9 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     restarts = sum(s.restarts for s in sequences)
     if restarts or tracker.clears:
         details.append(("resets", f"{restarts} engine restarts, {tracker.clears} AllBlocksCleared"))
-    return HealthParts(notes=tuple(notes), details=tuple(details), reports_hits=hits_reported)
+    # Whether hits are reported is a question only once something was stored: before the first
+    # event the curve is not "of the engine's misses", it is of nothing yet.
+    return HealthParts(notes=tuple(notes), details=tuple(details), reports_hits=hits_reported if stored else None)
 
 
 def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
@@ -119,7 +133,7 @@ def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
     why = "--group-idx" if chosen else tracker.group_kinds.get(in_use) or "first seen"
     detail = f"{in_use} ({why})"
     if others:
-        detail += f"; ignored: {tracker.ignored_group_events} events, {tracker.ignored_group_blocks} stored blocks of {of}"
+        detail += f"; ignored: {plural(tracker.ignored_group_events, 'event')}, {plural(tracker.ignored_group_blocks, 'stored block')} of {of}"
     note = ""
     if not chosen:
         note = (

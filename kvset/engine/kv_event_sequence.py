@@ -7,10 +7,27 @@ batch, and ends with END_SEQ. A number that goes back means the publisher (the e
 again.
 
 `KvEventSequence` decides, from the numbers alone, what becomes of each batch: accepted in order,
-held while a replay is pending, recovered by the replay or counted lost. It is a pure state
-machine: it is given published batches (already decoded; None when the payload was unreadable),
-the replay socket's replies and the current time (monotonic seconds) as plain values, and it
-answers with steps for its caller to carry out in order. It opens no socket and reads no clock.
+held while a replay is pending, recovered by the replay, counted lost, or refused as a bad frame.
+It is a pure state machine: it is given published batches (already decoded; None when the payload
+was unreadable), the replay socket's replies and the current time (monotonic seconds) as plain
+values, and it answers with steps for its caller to carry out in order. It opens no socket and
+reads no clock.
+
+Implausible numbers are not taken on trust. A number that jumps forward by more than
+SUSPECT_JUMP (vLLM's replay buffer holds 10,000 batches; a gap larger than that cannot be
+recovered anyway), or goes back to one above SUSPECT_JUMP (an engine starts again at 0, and a
+subscriber that reconnects sees it a few batches in at most), is held until the next batch. If the next one follows it (its number + 1) and does not continue the old
+sequence, the jump was real: a gap or a restart, handled as usual. Otherwise it was a bad frame:
+refused and counted, and the sequence goes on as if it had never come. So one frame numbered
+2**62 costs that frame only, not "4.6e18 batches lost" and a false restart.
+
+Waiting for a replay is bounded in time and in memory, and never chained. At most MAX_HELD
+batches are held while a replay is pending; one more gives the replay up. When a replay times out
+(or is given up), the gaps found among the batches held during that wait are counted lost at once
+instead of starting another wait: otherwise, with gaps more often than the timeout, each wait
+would hold the batches that reveal the next one and the stream would fall further behind with
+every gap. The next gap in live traffic asks again. Every batch is accepted, held (and shown as
+held), recovered, counted lost, or rejected with its reason.
 """
 
 from __future__ import annotations
@@ -20,7 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kvset.engine.kv_events import END_SEQ, KvEventBatch, decode_payload, decode_seq, split_replay_reply
+from kvset.quantities import plural
 from kvset.rejects import RejectCounter
+
+SUSPECT_JUMP = 10_000  # vLLM's default replay buffer (buffer_steps)
+MAX_HELD = 4096  # batches held while a replay is pending
+IMPLAUSIBLE_REASON = "sequence number jumps and the next batch does not follow it: batch refused"
 
 
 @dataclass(frozen=True)
@@ -73,6 +95,8 @@ class GapClosed:
     timed_out: bool = False
     unreadable: bool = False  # one batch that arrived in sequence but unreadable
     unreadable_again: bool = False  # ... and its replayed copy was unreadable too
+    not_asked: bool = False  # found among the batches held during a replay that went unanswered
+    held_full: bool = False  # given up because MAX_HELD batches arrived during the wait
 
     @property
     def missing(self) -> int:
@@ -83,16 +107,24 @@ class GapClosed:
         return self.missing - self.recovered
 
     def describe(self, label: str) -> str:
+        span = f"seq {self.start}..{self.stop - 1}"
+        if self.not_asked:
+            return (f"{label}: {plural(self.missing, 'batch', 'batches')} lost ({span}); found while the "
+                    "replay endpoint did not answer, so not asked again")  # fmt: skip
         if not self.replayed:
-            return f"{label}: {self.missing} batches lost (seq {self.start}..{self.stop - 1}); no replay endpoint"
-        why = " (replay timed out)" if self.timed_out and self.lost else ""
+            return f"{label}: {plural(self.missing, 'batch', 'batches')} lost ({span}); no replay endpoint"
+        why = ""
+        if self.held_full and self.lost:
+            why = f" (replay given up: {MAX_HELD:,} batches arrived while waiting)"
+        elif self.timed_out and self.lost:
+            why = " (replay timed out)"
         if self.unreadable:
             outcome = "recovered by replay" if self.recovered else f"lost{why}"
             if self.unreadable_again:
                 outcome += " (its replayed copy is unreadable too: such batches are not asked for again)"
             return f"{label}: seq {self.start} unreadable: {outcome}"
         return (
-            f"{label}: {self.missing} batches missing (seq {self.start}..{self.stop - 1}): "
+            f"{label}: {plural(self.missing, 'batch', 'batches')} missing ({span}): "
             f"{self.recovered} recovered by replay, {self.lost} lost{why}"
         )
 
@@ -131,12 +163,15 @@ class KvEventSequence:
         # False once a batch asked again came back just as unreadable: the publisher itself sends such
         # bytes, and asking again for each would make it resend its replay buffer every time.
         self.retry_unreadable = True
+        self._suspect: tuple[int, KvEventBatch] | None = None  # an implausible number, until the next batch
+        self._after_unanswered = False  # releasing the batches held during a replay that went unanswered
         self.gaps = 0
         self.missing = 0
         self.recovered = 0
         self.lost = 0
         self.restarts = 0
         self.tail_probes = 0
+        self.refused = 0  # batches refused for an implausible number
 
     @property
     def can_replay(self) -> bool:
@@ -162,6 +197,22 @@ class KvEventSequence:
     def last_seq(self) -> int | None:
         return None if self.expected is None else self.expected - 1
 
+    @property
+    def held(self) -> int:
+        """Batches received and not yet decided: held for the pending replay or a sequence check."""
+        return len(self._held) + (self._suspect is not None)
+
+    @property
+    def suspect_seq(self) -> int | None:
+        """The implausible number waiting for the next batch to confirm it, if any."""
+        return None if self._suspect is None else self._suspect[0]
+
+    @property
+    def replay_allowed(self) -> bool:
+        """Whether a gap found now is asked of the replay endpoint: not one found among the batches
+        held while the last replay went unanswered."""
+        return self.can_replay and not self._after_unanswered
+
     # ----------------------------------------------------------------- inputs
     def published(self, seq: int, batch: KvEventBatch | None, now: float) -> list[Step]:
         """One batch from the publisher socket (None: its payload was unreadable)."""
@@ -171,6 +222,8 @@ class KvEventSequence:
             return [DropReplayConnection(), *self._place(seq, batch, now)]
         if self._replay is not None:
             self._held.append((seq, batch))
+            if len(self._held) >= MAX_HELD:  # the wait holds too much: give the replay up now
+                return self._finish(timed_out=True, now=now, held_full=True)
             return []
         return self._place(seq, batch, now)
 
@@ -213,14 +266,16 @@ class KvEventSequence:
 
     # ----------------------------------------------------------------- the protocol
     def _place(self, seq: int, batch: KvEventBatch | None, now: float) -> list[Step]:
-        """Place one batch in the sequence: accept it, recover a gap, or restart."""
+        """Place one batch in the sequence: accept it, recover a gap, restart, or hold it for a check."""
+        if self._suspect is not None:
+            return self._judge_suspect(seq, batch, now)
         if self.expected is None:
             self.first_seq = self.expected = seq
         if seq == self.expected:
             if batch is not None:
                 self.expected = seq + 1
                 return [Accept(seq, batch)]
-            if self.can_replay and self.retry_unreadable:
+            if self.replay_allowed and self.retry_unreadable:
                 # Cut short on the way: the engine's replay buffer still holds it whole.
                 self.gaps += 1
                 self.missing += 1
@@ -229,6 +284,39 @@ class KvEventSequence:
             return [EventsLost()]
         if batch is None:
             return []  # an unreadable payload out of sequence: its number is not trusted
+        if not self._continues(seq):
+            self._suspect = (seq, batch)  # decided by the next batch
+            return []
+        return self._jump(seq, batch, now)
+
+    def _continues(self, seq: int) -> bool:
+        """Whether `seq` is a plausible next number: the expected one, a gap of at most SUSPECT_JUMP,
+        or a number of an engine that started again (at most SUSPECT_JUMP)."""
+        assert self.expected is not None
+        return seq <= SUSPECT_JUMP or self.expected <= seq <= self.expected + SUSPECT_JUMP
+
+    def _judge_suspect(self, seq: int, batch: KvEventBatch | None, now: float) -> list[Step]:
+        """The batch after an implausible number: it confirms the jump or shows it was a bad frame."""
+        assert self._suspect is not None
+        suspect_seq, suspect = self._suspect
+        if seq == suspect_seq + 1 and not self._continues(seq):
+            self._suspect = None
+            steps = self._jump(suspect_seq, suspect, now)
+            if self._replay is not None:
+                return steps + self.published(seq, batch, now)
+            return steps + self._place(seq, batch, now)
+        if batch is None and seq != self.expected:
+            return []  # an unreadable batch out of sequence decides nothing
+        self._suspect = None
+        self.refused += 1
+        self.rejects.reject(
+            IMPLAUSIBLE_REASON, f"{self.replay_address or 'publisher'}: seq {suspect_seq} after {self.last_seq}"
+        )
+        return self._place(seq, batch, now)
+
+    def _jump(self, seq: int, batch: KvEventBatch, now: float) -> list[Step]:
+        """A readable batch whose number is not the expected one: an engine restart, or a gap."""
+        assert self.expected is not None
         steps: list[Step] = []
         if seq < self.expected:
             self.restarts += 1
@@ -241,10 +329,11 @@ class KvEventSequence:
         start = self.expected
         self.gaps += 1
         self.missing += seq - start
-        if not self.can_replay:
+        if not self.replay_allowed:
             self.lost += seq - start
             self.expected = seq + 1
-            steps += [GapClosed(start, seq, recovered=0, replayed=False), EventsLost(), Accept(seq, batch)]
+            gap = GapClosed(start, seq, recovered=0, replayed=False, not_asked=self.can_replay)
+            steps += [gap, EventsLost(), Accept(seq, batch)]
             return steps
         self._held.appendleft((seq, batch))
         steps += self._start_replay(start, seq, now)
@@ -254,7 +343,7 @@ class KvEventSequence:
         self._replay = _Replay(start, stop, now + self.replay_timeout, unreadable)
         return [AskReplay(start)]
 
-    def _finish(self, timed_out: bool, now: float) -> list[Step]:
+    def _finish(self, timed_out: bool, now: float, held_full: bool = False) -> list[Step]:
         """The replay ended or was given up: accept what came back, count the rest, release the held."""
         replay = self._replay
         assert replay is not None
@@ -298,9 +387,14 @@ class KvEventSequence:
                 timed_out=timed_out,
                 unreadable=replay.unreadable,
                 unreadable_again=again,
+                held_full=held_full,
             )
         )
-        return steps + self._release_held(now)
+        self._after_unanswered = timed_out  # the gaps among the held ones are not waited for again
+        try:
+            return steps + self._release_held(now)
+        finally:
+            self._after_unanswered = False
 
     def _release_held(self, now: float) -> list[Step]:
         steps: list[Step] = []

@@ -244,6 +244,14 @@ class KvEventTracker:
             blocks = publisher.groups[group] = ResidentBlocks(self.removed_memory)
         return blocks
 
+    def rank_of(self, publisher: Publisher) -> int | None:
+        """The data-parallel rank whose own cache a publisher's accesses hit: the rank its events
+        carry, else its place among the endpoints (vLLM and SGLang publish rank r on port + r). None
+        with a single endpoint: its accesses are the whole stream, with nothing to tell apart."""
+        if len(self.publishers) == 1:
+            return None
+        return publisher.rank if publisher.rank is not None else self.publishers.index(publisher)
+
     def group_name(self, group: int) -> str:
         kind = self.group_kinds.get(group)
         return f"group {group}" + (f" ({kind})" if kind else "")
@@ -358,7 +366,7 @@ class KvEventTracker:
                 replay.flush()
                 publisher.flushed = True
             for keys, tokens, ts in replay.take_accesses():
-                self._pending.add_request(keys, tokens, ts)
+                self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
             parts += replay.take_model()

@@ -5,8 +5,9 @@ that goes down means the engine restarted: deltas restart from the new values an
 `engine-reset` event is returned. A poll that kvset.engine.prometheus cannot use, or that lacks the
 cache counters it had before, is rejected with its reason; the caller keeps its last good values.
 
-`MetricsTracker` is pure: it is given each response body as text with the time of the poll, and
-never opens a connection (the source polls).
+`MetricsTracker` is pure: it is given each response body as text (or the counters already parsed
+from it, so that a caller can parse under its own deadline) with the time of the poll, and never
+opens a connection (the source polls).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class MetricsTracker:
             now = counters_from_text(text)
         except MetricsError as e:
             return TrackResult(error=e.reason)
+        return self.update_counters(now, at)
+
+    def update_counters(self, now: CacheCounters, at: float) -> TrackResult:
+        """One poll already parsed (kvset.engine.prometheus.counters_from_text)."""
         prev = self._prev
         if prev is not None and prev.queries and not now.queries:
             # The counters were there before: most likely a half-written body cut at a line end.

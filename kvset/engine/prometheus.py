@@ -18,8 +18,9 @@ over all engines; capacities are summed over distinct engines (vLLM: one cache_c
 `engine`; SGLang: series that differ only in tp_rank/pp_rank describe the same pool and count
 once); usage is the capacity-weighted mean. `describe` in the result says what was summed.
 
-A response that is empty, does not end in a newline (cut mid-body), fails to parse, or has a
-counter that is not a finite non-negative number raises MetricsError. Unusable label values
+A response that is empty, does not end in a newline (cut mid-body), is not a metrics page at all
+(HTML or JSON from a wrong URL), fails to parse, takes longer to parse than its caller allows
+(`give_up`), or has a counter that is not a finite non-negative number raises MetricsError. Unusable label values
 (cache_config_info block_size="0", num_gpu_blocks="abc") and absurd gauges (a negative or
 non-finite pool size, a page size below 1) are ignored and named in `describe`; they never raise.
 The hit rate over time is kvset.engine.metrics_tracker's.
@@ -27,11 +28,12 @@ The hit rate over time is kvset.engine.metrics_tracker's.
 
 from __future__ import annotations
 
+import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -70,17 +72,52 @@ def _key(labels: dict[str, str], drop: frozenset[str] = frozenset()) -> LabelKey
     return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
 
 
-def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Sample name -> [(labels, value)]. Raises MetricsError for an unusable body."""
+# How often (in lines) the parse asks its caller whether to go on: a 16 MiB body takes seconds.
+CHECK_EVERY_LINES = 2048
+NOT_METRICS_HINT = "check the URL: vLLM and SGLang serve http://HOST:PORT/metrics"
+TOO_SLOW_TO_PARSE = "response too slow to parse: given up at the poll's deadline"
+
+
+class _GiveUp(Exception):
+    """The caller's time for this parse is up."""
+
+
+def _lines(text: str, give_up: Callable[[], bool] | None) -> Iterator[str]:
+    for n, line in enumerate(io.StringIO(text)):  # split at "\n" only, as the parser itself does
+        if give_up is not None and n % CHECK_EVERY_LINES == 0 and give_up():
+            raise _GiveUp
+        yield line
+
+
+def _not_metrics(text: str) -> str | None:
+    """Why a body is not a Prometheus exposition at all, from its first character, or None."""
+    first = text.lstrip()[:1]
+    if first == "<":
+        return f"not a Prometheus metrics page (the server sent HTML): {NOT_METRICS_HINT}"
+    if first in ("{", "["):
+        return f"not a Prometheus metrics page (the server sent JSON): {NOT_METRICS_HINT}"
+    return None
+
+
+def parse_exposition(
+    text: str, give_up: Callable[[], bool] | None = None
+) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Sample name -> [(labels, value)]. Raises MetricsError for an unusable body, and when
+    `give_up()` (asked every CHECK_EVERY_LINES lines) answers True."""
     if not text.strip():
         raise MetricsError("empty response")
+    why = _not_metrics(text)
+    if why is not None:
+        raise MetricsError(why)
     if not text.endswith("\n"):
         raise MetricsError("truncated response (the body does not end with a newline)")
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_fd_to_metric_families(_lines(text, give_up)):
             for s in family.samples:
                 samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    except _GiveUp:
+        raise MetricsError(TOO_SLOW_TO_PARSE) from None
     except Exception as e:  # the parser raises ValueError, IndexError, ... on broken text
         raise MetricsError(f"unparsable metrics text ({type(e).__name__}: {str(e)[:80]})") from None
     return samples
@@ -271,5 +308,5 @@ def extract(samples: dict[str, list[tuple[dict[str, str], float]]]) -> CacheCoun
     raise MetricsError("no vllm: or sglang: metrics in the response")
 
 
-def counters_from_text(text: str) -> CacheCounters:
-    return extract(parse_exposition(text))
+def counters_from_text(text: str, give_up: Callable[[], bool] | None = None) -> CacheCounters:
+    return extract(parse_exposition(text, give_up))

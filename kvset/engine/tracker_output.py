@@ -29,16 +29,18 @@ class PendingAccesses:
         self._keys: list[np.ndarray] = []
         self._tokens: list[np.ndarray] = []
         self._times: list[float] = []  # one per request
+        self._ranks: list[int | None] = []  # one per request: the rank whose cache saw it
         self._total = 0
 
     def __len__(self) -> int:
         return self._total
 
-    def add_request(self, keys: np.ndarray, tokens: np.ndarray, at: float) -> None:
-        """One request's blocks in order, the tokens each covers, and when it was seen."""
+    def add_request(self, keys: np.ndarray, tokens: np.ndarray, at: float, rank: int | None = None) -> None:
+        """One request's blocks in order, the tokens each covers, when it was seen and by which rank."""
         self._keys.append(keys)
         self._tokens.append(tokens)
         self._times.append(at)
+        self._ranks.append(rank)
         self._total += len(keys)
 
     def take(self, block_tokens: int | None) -> AccessBatch | None:
@@ -54,6 +56,8 @@ class PendingAccesses:
             request_starts=starts,
             timestamps=np.repeat(np.asarray(self._times, dtype=np.float64), counts),
             block_tokens=block_tokens,
+            # ranks only when every request has one (a tracker gives all or none)
+            rank=None if None in self._ranks else np.repeat(np.asarray(self._ranks, dtype=np.int64), counts),
         )
         self._clear()
         return batch

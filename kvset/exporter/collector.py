@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import threading
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -18,25 +17,16 @@ from prometheus_client.utils import floatToGoString
 
 from kvset.core.curve import HitRateCurve
 from kvset.snapshot import Snapshot
+from kvset.text import printable
 
 UNITS = ("blocks", "tokens")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def label_value(text: object) -> str:
-    """Input text (a source name, a rejection reason) as a label value: control characters and unpaired
-    surrogates escaped (\\x1b, \\n, \\udcff), so no byte of the input reaches the exposition raw.
-    prometheus_client then escapes backslashes and quotes."""
-    out = []
-    for ch in str(text):
-        cat = unicodedata.category(ch)
-        if cat == "Cc":
-            out.append(_ESCAPES.get(ch, f"\\x{ord(ch):02x}"))
-        elif cat == "Cs":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """Input text (a source name, a rejection reason) as a label value: control and invisible format
+    characters escaped by kvset.text.printable, so no byte of the input reaches the exposition raw
+    (prometheus_client passes CR and ESC through; it escapes only backslashes, quotes and LF)."""
+    return printable(text)
 
 
 def target_label(target: float) -> str:
@@ -104,15 +94,20 @@ def _working_sets(snap: Snapshot) -> Iterator[Metric]:
         yield in_bytes
 
 
+def add_stack_distances(histogram: HistogramMetricFamily, labels: list[str], curve: HitRateCurve, horizon: int) -> None:
+    """The curve's stack distances as one histogram series: bucket le=C is hits(C), +Inf every access."""
+    buckets = [(floatToGoString(c), curve.hits(c)) for c in stack_distance_edges(horizon)]
+    buckets.append(("+Inf", curve.accesses))
+    histogram.add_metric(labels, buckets, math.inf if curve.accesses > curve.attainable_hits() else 0.0)
+
+
 def _stack_distances(curve: HitRateCurve, horizon: int) -> Metric:
     histogram = HistogramMetricFamily(
         "kvset_stack_distance_blocks",
         "LRU stack distances of all accesses (all time): bucket le=C counts the hits of a C-block cache, +Inf "
         "every access; first accesses have an infinite distance, so the sum is +Inf",
     )
-    buckets = [(floatToGoString(c), curve.hits(c)) for c in stack_distance_edges(horizon)]
-    buckets.append(("+Inf", curve.accesses))
-    histogram.add_metric([], buckets, math.inf if curve.accesses > curve.attainable_hits() else 0.0)
+    add_stack_distances(histogram, [], curve, horizon)
     return histogram
 
 
@@ -160,6 +155,68 @@ def _tiers(snap: Snapshot) -> Iterator[Metric]:
     yield size
 
 
+def _ranks(snap: Snapshot, capacities: Sequence[int]) -> Iterator[Metric]:
+    """Each data-parallel rank's own cache (all time), under names of their own: a `rank` label on the
+    merged stream's metrics would make every sum over them count each access twice."""
+    if not snap.ranks:
+        return
+    accesses = CounterMetricFamily("kvset_rank_accesses", "block accesses of each data-parallel rank", labels=["rank"])
+    ws = GaugeMetricFamily("kvset_rank_working_set_blocks", "smallest LRU capacity reaching the target on the "
+                           "rank's own accesses (all time; absent while not reached)", labels=["rank", "target", "mode"])  # fmt: skip
+    ws_bytes = GaugeMetricFamily("kvset_rank_working_set_bytes", "the rank's working set in full-attention KV bytes",
+                                 labels=["rank", "target", "mode"])  # fmt: skip
+    hit = GaugeMetricFamily("kvset_rank_hit_rate", "LRU hit rate of the rank's own accesses at a capacity (all time)",
+                            labels=["rank", "capacity_blocks", "unit"])  # fmt: skip
+    pool = GaugeMetricFamily("kvset_rank_capacity_blocks", "each rank's own pool the pooling gain assumes",
+                             labels=["rank"])  # fmt: skip
+    distances = HistogramMetricFamily("kvset_rank_stack_distance_blocks", "LRU stack distances of the rank's own "
+                                      "accesses (all time), as kvset_stack_distance_blocks", labels=["rank"])  # fmt: skip
+    for view in snap.ranks:
+        rank = str(view.rank)
+        accesses.add_metric([rank], view.accesses)
+        for row in view.working_sets:
+            if row.capacity_blocks is not None:
+                ws.add_metric([rank, target_label(row.target), row.mode], row.capacity_blocks)
+                if row.capacity_bytes is not None:
+                    ws_bytes.add_metric([rank, target_label(row.target), row.mode], row.capacity_bytes)
+        caps = sorted({int(c) for c in capacities} | ({view.pool_blocks} if view.pool_blocks else set()))
+        if view.accesses:
+            for unit in UNITS:
+                for cap, rate in zip(caps, view.curve.hit_rates(caps, unit), strict=True):
+                    hit.add_metric([rank, str(cap), unit], float(rate))
+        if view.pool_blocks is not None:
+            pool.add_metric([rank], view.pool_blocks)
+        add_stack_distances(distances, [rank], view.curve, snap.horizon)
+    yield from (accesses, ws, hit, pool, distances)
+    if snap.bytes_per_block:
+        yield ws_bytes
+    p = snap.pooling
+    if p is None:
+        return
+    shared = GaugeMetricFamily("kvset_pooling_shared_hit_rate", "hit rate of one shared LRU pool of the ranks' pools "
+                               "added up, on the merged stream (all time)", labels=["unit"])  # fmt: skip
+    separate = GaugeMetricFamily("kvset_pooling_separate_hit_rate", "hit rate of the ranks each on its own pool, their "
+                                 "hits added up over all accesses (all time)", labels=["unit"])  # fmt: skip
+    gain = GaugeMetricFamily("kvset_pooling_gain", "shared minus separate hit rate at the same total capacity",
+                             labels=["unit"])  # fmt: skip
+    for unit in UNITS:
+        shared.add_metric([unit], p.shared_hit_rate[unit])
+        separate.add_metric([unit], p.separate_hit_rate[unit])
+        gain.add_metric([unit], p.gain(unit))
+    yield from (shared, separate, gain)
+    yield GaugeMetricFamily("kvset_pooling_capacity_blocks", "the shared pool the gain is computed at: the ranks' "
+                            "pools added up", value=p.capacity_blocks)  # fmt: skip
+
+
+def _sample(snap: Snapshot) -> Iterator[Metric]:
+    """A sampled analyzer's sample: then every other kvset_ metric but kvset_accesses is an estimate."""
+    if snap.sample is None:
+        return
+    yield GaugeMetricFamily("kvset_sample_rate", "present when the numbers are estimates from a spatial sample of "
+                            "the blocks: the rate blocks past the request heads are kept at", value=snap.sample.rate)  # fmt: skip
+    yield GaugeMetricFamily("kvset_sample_tracked_blocks", "blocks in the sample", value=snap.sample.tracked_blocks)
+
+
 def snapshot_families(snap: Snapshot, capacities: Sequence[int] = ()) -> list[Metric]:
     """Every metric of one snapshot; `capacities`: where kvset_hit_rate is given besides the engine's pool."""
     t = snap.totals
@@ -175,6 +232,8 @@ def snapshot_families(snap: Snapshot, capacities: Sequence[int] = ()) -> list[Me
     families += _engine(snap)
     families += _sources(snap)
     families += _tiers(snap)
+    families += _ranks(snap, capacities)
+    families += _sample(snap)
     return families
 
 

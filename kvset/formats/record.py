@@ -167,7 +167,8 @@ class TraceRecorder:
         self._file.flush()
 
     def close(self) -> None:
-        """Finish the file: a path is renamed into place only now."""
+        """Finish the file: a path is renamed into place only now. A recording that holds nothing
+        does not replace a file that was there (overwrite or not): the old one is kept."""
         if not self._owned:
             self._file.flush()
             return
@@ -177,7 +178,10 @@ class TraceRecorder:
         if self._raw is not None:
             self._raw.close()
         if self._tmp is not None and self.path is not None:
-            os.replace(self._tmp, self.path)
+            if self.requests == 0 and (self.path.exists() or self.path.is_symlink()):
+                self._tmp.unlink(missing_ok=True)
+            else:
+                os.replace(self._tmp, self.path)
 
     def __enter__(self) -> TraceRecorder:
         return self

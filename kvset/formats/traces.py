@@ -161,7 +161,7 @@ def read_trace(
         name = str(getattr(source, "name", "the input stream"))
     if parsed.requests == 0:
         why = parser.rejects.describe() if parser.rejects else "the input is empty" if lines == 0 else "no line is a request"
-        raise TraceError(f"no valid request in {name} ({lines} lines read)\n{why}")
+        raise TraceError(f"no valid request in {name} ({lines} line{'' if lines == 1 else 's'} read)\n{why}")
     assert parser.format is not None and parser.block_tokens is not None
     notes = list(parser.notes)
     if format is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kvset.geometry.dtypes import AUTO, canonical_dtype, dtype_bytes, resolve_dtype
 from kvset.geometry.errors import GeometryError
+from kvset.text import printable
 
 # Per-layer kinds, as read from a config (ModelGeometry.layer_kinds).
 FULL = "full_attention"
@@ -82,6 +83,9 @@ class ModelGeometry:
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        # the name and notes may come from a config.json: never a raw control character on screen
+        object.__setattr__(self, "name", printable(self.name))
+        object.__setattr__(self, "notes", tuple(printable(n) for n in self.notes))
         for name in _NON_NEGATIVE_INT_FIELDS:
             value = getattr(self, name)
             if not _is_int(value) or value < 0:

@@ -3,14 +3,26 @@ the `e` export). Their keys are documented in the README; change them there too.
 
 from __future__ import annotations
 
+from kvset.core.curve import SampleInfo
+from kvset.core.sampling import METHOD
+from kvset.core.sampling_curve import ERROR_Z
 from kvset.core.tiers import TierPlan
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
-from kvset.report.tables import curve_rows, working_set_rows
+from kvset.report.ranks import ranks_json
+from kvset.report.tables import (
+    curve_rows,
+    default_capacities,
+    knee_row,
+    report_curve_rows,
+    snapshot_working_set_json,
+    working_set_rows,
+)
 from kvset.report.tiers import tiers_json
+from kvset.text import printable
 
 
 def _rejections(items) -> list[dict]:
@@ -22,6 +34,22 @@ def _finite(x):
         return None
     x = float(x)
     return None if x != x else x
+
+
+def estimate_json(info: SampleInfo | None) -> dict | None:
+    """What a sampled analysis sampled (None: every block was analyzed, the numbers are measured)."""
+    if info is None:
+        return None
+    return {
+        "method": METHOD,
+        "sample_rate": info.rate,
+        "sample_size": info.size,
+        "seed": info.seed,
+        "tracked_blocks": info.tracked_blocks,
+        "tracked_accesses": info.tracked_accesses,
+        "tracked_share": info.tracked_share,
+        "error_bound": f"{ERROR_Z:g} standard errors (about 95 %) from the spread of the sample's random groups",
+    }
 
 
 def analysis_json(
@@ -37,14 +65,19 @@ def analysis_json(
     context_from: str | None = None,
     tiers: TierPlan | None = None,
 ) -> dict:
-    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve."""
+    """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve.
+    capacities: the curve's rows (None: the reports' default, the knee included)."""
     a, c, s = result.analyzer, result.curve, result.input
     bt = s.block_tokens
+    knee = knee_row(c, bt, bytes_per_block)
+    if capacities is None:
+        capacities = default_capacities(c, knee=None if knee is None else knee["capacity_blocks"])
     out = {
-        "input": s.name,
-        "format": s.format,
+        "input": printable(s.name),  # a file name can hold control characters too
+        "format": printable(s.format),
         "block_tokens": bt,
         "order": a.order,
+        "estimate": estimate_json(c.sample),
         "requests": s.requests,
         "accesses": a.accesses,
         "tokens": a.tokens,
@@ -58,11 +91,12 @@ def analysis_json(
         "attainable_token_hit_rate": c.attainable("tokens"),
         "bytes_per_block": bytes_per_block,
         "curve": curve_rows(c, capacities, bt, bytes_per_block),
+        "knee": knee,
         "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block),
         "rejected_lines": s.rejects.total,
         "rejections": _rejections(s.rejects.summary()),
         "warnings": _rejections(s.warnings.summary()),
-        "notes": list(s.notes),
+        "notes": [printable(n) for n in s.notes],
         "seconds": {"read": round(s.read_seconds, 4), "analyze": round(result.analyze_seconds, 4)},
         "caveats": caveat_lines(),
     }
@@ -113,21 +147,24 @@ def operating_point_json(snapshot, window: str = "all") -> dict | None:
     }
 
 
-def snapshot_json(snapshot, points: int = 32) -> dict:
-    """A JSON-ready dict of everything a snapshot holds (curves sampled at log-spaced capacities)."""
+def snapshot_json(snapshot) -> dict:
+    """A JSON-ready dict of everything a snapshot holds (each curve at the rows every report shows)."""
     s = snapshot
     bt, bpb = s.block_tokens, s.bytes_per_block
     all_curve = s.curve("all")
     windows = {}
     for label, c in s.curves.items():
+        knee = knee_row(c, bt, bpb) if c.accesses else None
         windows[label] = {
             "seconds": c.window_seconds,
             "exact": c.exact,
+            "estimate": c.estimate,
             "accesses": c.accesses,
             "tokens": c.tokens,
             "attainable_hit_rate": c.attainable("blocks"),
             "attainable_token_hit_rate": c.attainable("tokens"),
-            "curve": curve_rows(c, c.log_capacities(points), bt, bpb) if c.accesses else [],
+            "curve": report_curve_rows(c, bt, bpb, knee=None if knee is None else knee["capacity_blocks"]),
+            "knee": knee,
         }
     churn = s.churn
     out = {
@@ -141,6 +178,7 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "bytes_per_block": bpb,
         "model": s.model,
         "curve_scope": s.curve_scope,
+        "estimate": estimate_json(s.sample),
         "accesses": s.totals.accesses,
         "tokens": s.totals.tokens,
         "requests": s.totals.requests,
@@ -153,16 +191,10 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         "attainable_hit_rate": all_curve.attainable("blocks"),
         "attainable_token_hit_rate": all_curve.attainable("tokens"),
         "curve": windows["all"]["curve"],
+        "knee": windows["all"]["knee"],
         "windows": windows,
         "targets": {k: list(v) for k, v in s.targets.items()},
-        "working_sets": [
-            {
-                "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
-                "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
-                "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
-            }
-            for r in s.working_sets
-        ],  # fmt: skip
+        "working_sets": [snapshot_working_set_json(r) for r in s.working_sets],
         "thrashing": {
             label: {
                 "capacity_blocks": t.capacity_blocks, "capacity_source": t.capacity_source, "hit_rate": t.hit_rate,
@@ -218,4 +250,5 @@ def snapshot_json(snapshot, points: int = 32) -> dict:
         out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
     if s.tiers is not None:
         out.update(tiers_json(s.tiers, bt, bpb))
+    out.update(ranks_json(s))
     return out

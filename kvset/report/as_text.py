@@ -3,15 +3,43 @@ snapshot). Both build their curve and working-set tables in kvset.report.tables.
 
 from __future__ import annotations
 
-from kvset.quantities import duration, points, target_label
+from kvset.quantities import duration, plural, points, target_label
+from kvset.report.as_json import estimate_json
 from kvset.report.caveats import caveat_lines
-from kvset.report.tables import NOT_KNOWN, curve_rows, curve_table, gib_cell, percent_cell, working_set_table
+from kvset.report.ranks import rank_lines, ranks_json
+from kvset.report.tables import (
+    NOT_KNOWN,
+    curve_table,
+    gib_cell,
+    knee_line,
+    knee_row,
+    percent_cell,
+    report_curve_rows,
+    working_set_table,
+)
 from kvset.report.tiers import tier_lines, tiers_json
 from kvset.snapshot import MISSES_ONLY
+
+# What each kind of source adds, for the advice when no block access arrived.
+CURVE_SOURCES = {"events": "--events", "log": "--log", "replay": "--replay"}
 
 
 def _caveats() -> str:
     return "caveats: " + " ".join(caveat_lines())
+
+
+def estimate_text(estimate: dict | None) -> list[str]:
+    """The label of a sampled analysis (from kvset.report.as_json.estimate_json): what was sampled and
+    what the ± bounds mean. Nothing for a measured one."""
+    if estimate is None:
+        return []
+    size = f", at most {estimate['sample_size']:,} blocks" if estimate["sample_size"] else ""
+    return [
+        f"  ESTIMATE from a {target_label(estimate['sample_rate'])} spatial sample of the blocks{size} "
+        f"(seed {estimate['seed']}; request heads sampled more: {percent_cell(estimate['tracked_share'], 1)} of the "
+        f"accesses looked at, {estimate['tracked_blocks']:,} blocks tracked)",
+        f"  every number but requests, accesses and tokens is an estimate; ± is {estimate['error_bound']}",
+    ]
 
 
 def analysis_text(r: dict) -> str:
@@ -19,6 +47,7 @@ def analysis_text(r: dict) -> str:
     bt = r["block_tokens"]
     lines = [
         f"kvset analyze: {r['input']} ({r['format']}, {bt} tokens per block, order {r['order']})",
+        *estimate_text(r["estimate"]),
         f"  requests {r['requests']:,}   accesses {r['accesses']:,}   distinct blocks {r['distinct_blocks']:,}"
         f"   tokens {r['tokens']:,}",
     ]
@@ -27,6 +56,8 @@ def analysis_text(r: dict) -> str:
             f"  horizon {r['horizon']:,} blocks REACHED: curve exact up to it; "
             f"{r['beyond_horizon']:,} re-references lay beyond it (misses at every capacity shown)"
         )
+    elif r["estimate"]:
+        lines.append(f"  horizon {r['horizon']:,} blocks, not reached")
     else:
         lines.append(f"  horizon {r['horizon']:,} blocks, not reached: the curve is exact at every capacity")
     lines.append(
@@ -34,7 +65,8 @@ def analysis_text(r: dict) -> str:
         f"{percent_cell(r['attainable_token_hit_rate'])} of tokens"
     )
     with_gib = r["bytes_per_block"] is not None
-    lines += ["", curve_table(r["curve"], with_gib)]
+    knee = r.get("knee")
+    lines += ["", curve_table(r["curve"], with_gib, knee and knee["capacity_blocks"]), f"  {knee_line(knee)}"]
     ws = r["working_sets"]
     if ws:
         mode = ws[0]["mode"]
@@ -56,9 +88,9 @@ def analysis_text(r: dict) -> str:
         lines.append("")
         for rej in r["rejections"]:
             shown = "; ".join(rej["examples"][:3])
-            lines.append(f"  {rej['count']:,} lines rejected: {rej['reason']}" + (f" ({shown})" if shown else ""))
+            lines.append(f"  {plural(rej['count'], 'line')} rejected: {rej['reason']}" + (f" ({shown})" if shown else ""))
         for w in r["warnings"]:
-            lines.append(f"  {w['count']:,} requests kept with a warning: {w['reason']}")
+            lines.append(f"  {plural(w['count'], 'request')} kept with a warning: {w['reason']}")
     for note in r["notes"]:
         lines.append(f"  note: {note}")
     sec = r["seconds"]
@@ -72,6 +104,19 @@ def analysis_text(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _no_accesses_advice(sources) -> str:
+    """Why there is no curve, and what to add: only sources that were not given."""
+    kinds = {h.kind for h in sources}
+    given = [flag for kind, flag in CURVE_SOURCES.items() if kind in kinds]
+    if given:
+        return (f"no block accesses received from {' or '.join(given)}: no curve (see the source lines "
+                "above for why)")  # fmt: skip
+    if "metrics" in kinds:
+        return ("no block accesses received: no curve (a metrics endpoint alone gives the engine's operating "
+                "point only; add --events or --log for the curve)")  # fmt: skip
+    return "no block accesses received: no curve"
+
+
 def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str:
     """A one-shot plain-text report of a snapshot (what `kvset-top --once` prints)."""
     s = snapshot
@@ -81,12 +126,16 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
     lines = []
     head = "kvset-top report" + ("  [DEMO: synthetic workload]" if s.demo else "")
     lines.append(head)
+    lines += estimate_text(estimate_json(s.sample))
     for h in s.sources:
         flag = "connected" if h.connected else "not connected"
-        lines.append(f"  source: {h.source}: {h.state} ({flag}); {h.accesses:,} accesses, "
+        lines.append(f"  source: {h.source}: {h.state} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
                      f"{h.rejected_total:,} rejected")  # fmt: skip
         for r in h.rejected[:3]:
             lines.append(f"    rejected {r.count:,}: {r.reason}" + (f" ({'; '.join(r.examples[:2])})" if r.examples else ""))
+        backlog = dict(h.details).get("backlog")
+        if backlog:
+            lines.append(f"    backlog: {backlog}")
         for note in h.notes:
             lines.append(f"    note: {note}")
     t = s.totals
@@ -96,7 +145,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                if t.beyond_horizon else f"horizon {s.horizon:,} blocks, not reached")  # fmt: skip
     lines.append(f"  {horizon}; order {s.order}")
     span = "all time" if c.window_seconds is None else f"last {duration(c.window_seconds)}"
-    if s.curve_scope == MISSES_ONLY:
+    if s.curve_scope == MISSES_ONLY and t.accesses:
         lines.append("  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
                      "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
                      "vllm_xargs {\"kv_cache_report_mode\": \"full\"}")  # fmt: skip
@@ -104,11 +153,15 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         lines.append(f"  attainable hit rate ({span}): {percent_cell(c.attainable())} of blocks, "
                      f"{percent_cell(c.attainable('tokens'))} of tokens")  # fmt: skip
     else:
-        lines.append("  no block accesses received: no curve (a metrics endpoint alone gives the engine's "
-                     "operating point only; add --events or --log for the curve)")  # fmt: skip
+        lines.append(f"  {_no_accesses_advice(s.sources)}")
     if c.accesses:
-        grid = "" if c.exact else ", log grid: lower bounds between grid points"
-        lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(curve_rows(c, c.log_capacities(12), bt, bpb), bool(bpb))]
+        # an estimate's all-time curve has a fine grid (0.3 % steps): no note for it
+        grid = "" if c.exact or c.window_seconds is None else ", log grid: lower bounds between grid points"
+        grid += ", ESTIMATE" if c.estimate else ""
+        knee = knee_row(c, bt, bpb)
+        at = knee and knee["capacity_blocks"]
+        rows = report_curve_rows(c, bt, bpb, knee=at)
+        lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(rows, bool(bpb), at), f"  {knee_line(knee)}"]
     ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
     if ws_rows:
         rows = [{"target": r.target, "capacity_blocks": r.capacity_blocks, "capacity_tokens": r.capacity_tokens,
@@ -123,6 +176,9 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                       f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
                       f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
                       f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
+    elif t.accesses:
+        lines += ["", "thrashing: not judged (no cache capacity: give --capacity BLOCKS, or --metrics/--events "
+                      "of an engine that reports its pool)"]  # fmt: skip
     op = s.operating_point
     if op is not None:
         lines += operating_point_lines(op, window)
@@ -135,6 +191,8 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                      + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else ""))  # fmt: skip
     if s.tiers is not None:
         lines += ["", *tier_lines(tiers_json(s.tiers, bt, bpb))]
+    if s.ranks:
+        lines += ["", *rank_lines(ranks_json(s), mode)]
     if s.events:
         lines += ["", "recent events:"] + [f"  {e.kind}: {e.text}" for e in list(s.events)[-5:]]
     lines += ["", _caveats()]

@@ -10,8 +10,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
-from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, target_label
+from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
+from kvset.core.sampling_curve import ERROR_Z, working_set_bounds
+from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, points, target_label
 
 NOT_KNOWN = "-"  # plain-text tables stay ASCII
 
@@ -25,14 +26,20 @@ def curve_rows(
     caps = [int(c) for c in capacities]
     block_rates = curve.hit_rates(caps, "blocks")
     token_rates = curve.hit_rates(caps, "tokens")
+    # an estimate's error bound at each capacity, where the sample gives one
+    block_errors = curve.hit_rate_stderrs(caps, "blocks")
+    token_errors = curve.hit_rate_stderrs(caps, "tokens")
     rows = []
-    for c, br, tr in zip(caps, block_rates, token_rates, strict=True):
+    for i, (c, br, tr) in enumerate(zip(caps, block_rates, token_rates, strict=True)):
         row = {
             "capacity_blocks": c,
             "capacity_tokens": c * block_tokens if block_tokens else None,
             "block_hit_rate": float(br),
             "token_hit_rate": float(tr),
         }
+        if block_errors is not None and token_errors is not None:
+            row["block_hit_rate_error"] = ERROR_Z * float(block_errors[i])
+            row["token_hit_rate_error"] = ERROR_Z * float(token_errors[i])
         if bytes_per_block:
             row["capacity_bytes"] = c * bytes_per_block
             row["capacity_gib"] = c * bytes_per_block / GIB
@@ -61,6 +68,9 @@ def working_set_rows(
             "capacity_tokens": ws * block_tokens if ws is not None and block_tokens else None,
             "reached": ws is not None,
         }
+        if curve.errors is not None:
+            # the working sets of the curve ERROR_Z standard errors above and below the estimate
+            row["capacity_blocks_low"], row["capacity_blocks_high"] = working_set_bounds(curve, t, mode, unit)
         if bytes_per_block:
             row["capacity_bytes"] = ws * bytes_per_block if ws is not None else None
             row["capacity_gib"] = ws * bytes_per_block / GIB if ws is not None else None
@@ -68,8 +78,49 @@ def working_set_rows(
     return rows
 
 
-def default_capacities(curve: HitRateCurve, n: int = 16) -> np.ndarray:
-    return curve.log_capacities(n)
+def snapshot_working_set_json(r) -> dict:
+    """One of a snapshot's working-set rows (kvset.snapshot.WorkingSetRow) as JSON."""
+    return {
+        "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
+        "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
+        "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
+    }  # fmt: skip
+
+
+def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None) -> np.ndarray:
+    """The capacities every report's curve table shows: n log-spaced ones, plus the knee."""
+    caps = curve.log_capacities(n)
+    return caps if knee is None else np.union1d(caps, [knee])
+
+
+def report_curve_rows(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None,
+                      knee: int | None = None) -> list[dict]:  # fmt: skip
+    """The curve rows every report shows of a curve (text, JSON and CSV alike): the default capacities
+    with the knee among them."""
+    if not curve.accesses:
+        return []
+    return curve_rows(curve, default_capacities(curve, knee=knee), block_tokens, bytes_per_block)
+
+
+KNEE_MEANING = f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
+
+
+def knee_row(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None) -> dict | None:
+    """The curve's knee (HitRateCurve.knee) as a curve row with what it means, or None."""
+    knee = curve.knee()
+    if knee is None:
+        return None
+    row = curve_rows(curve, [knee], block_tokens, bytes_per_block)[0]
+    return {**row, "min_gain": KNEE_MIN_GAIN, "meaning": KNEE_MEANING}
+
+
+def knee_line(knee: dict | None) -> str:
+    """One line saying where the knee is, for the text reports."""
+    if knee is None:
+        return f"knee: none (no doubling of the capacity gains {points(KNEE_MIN_GAIN, 0).lstrip('+')})"
+    gib = f", {gib_cell(knee['capacity_bytes'])}" if knee.get("capacity_bytes") is not None else ""
+    return (f"knee at {knee['capacity_blocks']:,} blocks{gib} ({percent_cell(knee['block_hit_rate'])} block hit "
+            f"rate): {knee['meaning']}")  # fmt: skip
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
@@ -78,7 +129,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: s
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True))
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True)).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
 
@@ -95,17 +146,25 @@ def _count_cell(n: int | None) -> str:
     return f"{n:,}" if n else NOT_KNOWN
 
 
-def curve_table(rows: Sequence[dict], with_gib: bool) -> str:
-    """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates."""
-    headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + ["block hit rate", "token hit rate"]
+def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -> str:
+    """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates
+    (an estimate's with their error bounds); the row at the `knee` capacity marked."""
+    errors = bool(rows) and "block_hit_rate_error" in rows[0]
+    rates = (["block hit rate", "±", "token hit rate", "±"] if errors else ["block hit rate", "token hit rate"])
+    headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + rates
     cells = []
     for row in rows:
         line = [f"{row['capacity_blocks']:,}", _count_cell(row["capacity_tokens"])]
         if with_gib:
             line.append(gib_cell(row.get("capacity_bytes")))
-        line += [percent_cell(row["block_hit_rate"]), percent_cell(row["token_hit_rate"])]
+        for unit in ("block", "token"):
+            line.append(percent_cell(row[f"{unit}_hit_rate"]))
+            if errors:
+                line.append(plus_minus_points(row[f"{unit}_hit_rate_error"], 2, NOT_KNOWN))
+        if knee is not None:
+            line.append("<- knee" if row["capacity_blocks"] == knee else "")
         cells.append(line)
-    return format_table(headers, cells)
+    return format_table(headers + ([""] if knee is not None else []), cells, None if knee is None else "l" + "r" * (len(headers) - 1) + "l")
 
 
 def working_set_table(
@@ -116,7 +175,9 @@ def working_set_table(
 ) -> str:
     """Working-set rows (dicts with target, capacity_blocks, capacity_tokens, capacity_bytes) as a
     table; `extra_cells` holds, per row, the cells of the `extra_headers` columns after them."""
-    headers = ["target", "blocks", "tokens"] + (["GiB"] if with_gib else []) + list(extra_headers)
+    ranges = bool(rows) and "capacity_blocks_low" in rows[0]
+    headers = (["target", "blocks", "tokens"] + (["GiB"] if with_gib else []) + (["range (blocks)"] if ranges else [])
+               + list(extra_headers))  # fmt: skip
     cells = []
     for i, row in enumerate(rows):
         if row["capacity_blocks"] is None:
@@ -125,5 +186,8 @@ def working_set_table(
             line = [target_label(row["target"]), f"{row['capacity_blocks']:,}", _count_cell(row["capacity_tokens"])]
             if with_gib:
                 line.append(gib_cell(row.get("capacity_bytes")))
+        if ranges:
+            low, high = row["capacity_blocks_low"], row["capacity_blocks_high"]
+            line.append(f"{'not reached' if low is None else f'{low:,}'} - {'not reached' if high is None else f'{high:,}'}")
         cells.append(line + list(extra_cells[i] if extra_cells else ()))
     return format_table(headers, cells)

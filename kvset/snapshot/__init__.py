@@ -1,10 +1,12 @@
 """Snapshots: one immutable value holding everything the views show, and the builder that makes it.
 
 `model` holds the value types (the snapshot, its working-set rows, churn, thrashing, reserve and
-the engine's operating point); `builder` reads the analyzer's public API once per refresh and
-computes each derived figure once; `reserve` fills the full-attention versus hybrid-layer panel.
+the engine's operating point, the data-parallel ranks' views); `builder` reads the analyzer's public API once per refresh and
+computes each derived figure once; `reserve` fills the full-attention versus hybrid-layer panel;
+`ranks` compares each rank's own cache with one shared pool.
 """
 
+from kvset.core.tiers import NextTier, TierPlan  # values the snapshot holds (its `tiers`)
 from kvset.snapshot.model import (
     ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,
@@ -15,6 +17,8 @@ from kvset.snapshot.model import (
     WINDOWS,
     ChurnSeries,
     OperatingPoint,
+    Pooling,
+    RankView,
     Reserve,
     Snapshot,
     Thrashing,
@@ -27,14 +31,18 @@ __all__ = [
     "DEFAULT_ABSOLUTE_TARGETS",
     "DEFAULT_COVERAGE_TARGETS",
     "MISSES_ONLY",
+    "NextTier",
     "NEAR_MISS_THRASHING",
     "NEAR_MISS_WARN",
     "WINDOWS",
     "ChurnSeries",
     "OperatingPoint",
+    "Pooling",
+    "RankView",
     "Reserve",
     "Snapshot",
     "Thrashing",
+    "TierPlan",
     "Totals",
     "WorkingSetRow",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,13 +26,17 @@ from kvset.snapshot.model import (
     MISSES_ONLY,
     WINDOWS,
     ChurnSeries,
+    Pooling,
+    RankView,
     Reserve,
     Snapshot,
     Thrashing,
     Totals,
     WorkingSetRow,
+    fits_in_pool,
 )
 from kvset.snapshot.operating_point import operating_point
+from kvset.snapshot.ranks import pooling, rank_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -78,7 +83,10 @@ class SnapshotBuilder:
         now: float | None = None,
         engine_history: tuple[EngineReading, ...] = (),
         engine_model: EngineModel | None = None,
+        ranks: Mapping[int, Analyzer] | None = None,
     ) -> Snapshot:
+        """ranks: one analyzer per data-parallel rank, fed each rank's own accesses (the monitor keeps
+        them beside `analyzer`, which is fed the merged stream); views of them need two or more."""
         now = time.time() if now is None else now
         self._seq += 1
         cfg = self.config
@@ -88,20 +96,21 @@ class SnapshotBuilder:
         for label, seconds in WINDOWS:
             curves[label] = analyzer.curve(window=seconds)
         pool = engine.capacity_in_blocks(bt) if engine is not None else None
-        capacity, capacity_source = self._capacity(pool, curves["all"])
+        capacity, capacity_source = self._capacity(pool)
         self._sample_all_time(curves["all"], analyzer)
+        reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
         rows = []
         for label, seconds in WINDOWS:
             for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets)):
                 trends = self._trends(analyzer, label, seconds, targets, mode)
                 for t, trend in zip(targets, trends, strict=True):
-                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, trend))
+                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend))
         thrashing = {}
         if capacity:
             for label, _ in WINDOWS:
-                thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
+                if curves[label].accesses:  # a window without accesses has no misses to judge
+                    thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
         churn = self._churn(analyzer, capacity)
-        reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
         curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
         totals = Totals(
             accesses=analyzer.accesses,
@@ -113,6 +122,8 @@ class SnapshotBuilder:
             tracked_blocks=analyzer.tracked_blocks,
             late_accesses=analyzer.late_accesses,
         )
+        rank_views, pooled, pooling_note = self._ranks(ranks or {}, curves["all"], bt, bytes_per_block, pool,
+                                                       curve_scope)  # fmt: skip
         return Snapshot(
             seq=self._seq,
             taken_at=now,
@@ -141,6 +152,11 @@ class SnapshotBuilder:
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
             tiers=self._tiers(curves["all"], bytes_per_block),
+            tiers_requested=bool(cfg.tier_sizes),
+            ranks=rank_views,
+            pooling=pooled,
+            pooling_note=pooling_note,
+            sample=analyzer.sampling,
         )
 
     # -- parts ---------------------------------------------------------------
@@ -157,31 +173,66 @@ class SnapshotBuilder:
             return None
         return plan_tiers(curve, blocks, cfg.tier_mode, cfg.next_tier_target, cfg.main_mode)
 
-    def _capacity(self, pool: int | None, curve: HitRateCurve) -> tuple[int | None, str]:
-        """The capacity the thrashing and churn panels judge: the engine's, a chosen one, or the main
-        working set."""
+    def _ranks(self, ranks: Mapping[int, Analyzer], merged: HitRateCurve, bt: int | None,
+               bytes_per_block: int | None, engine_pool: int | None, curve_scope: str
+               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None]:  # fmt: skip
+        """Each rank's all-time view, and the pooling figures (or why there are none)."""
+        if len(ranks) < 2:
+            return (), None, None
+        cfg = self.config
+        per_rank, source = rank_pools(len(ranks), engine_pool, cfg.capacity_blocks)
+        views, curves = [], {}
+        for rank in sorted(ranks):
+            a = ranks[rank]
+            curve = curves[rank] = a.curve()
+            rows = tuple(
+                self._row(curve, "all", t, mode, bt, bytes_per_block, per_rank, None, ())
+                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for t in targets
+            )  # fmt: skip
+            views.append(RankView(rank, curve, rows, a.first_time, per_rank, source))
+        unranked = merged.accesses - sum(c.accesses for c in curves.values())
+        if unranked:
+            note = (f"{unranked:,} accesses of the merged stream belong to no rank (another source): the shared "
+                    "pool would see them too, so there is no like-for-like pooling figure")  # fmt: skip
+            return tuple(views), None, note
+        if per_rank is None:
+            return tuple(views), None, ("no rank pool to compare at: give --capacity BLOCKS (each rank's pool) "
+                                        "or --metrics of the engine")  # fmt: skip
+        pools = dict.fromkeys(curves, per_rank)
+        return tuple(views), pooling(merged, curves, pools, source, curve_scope), None
+
+    def _capacity(self, pool: int | None) -> tuple[int | None, str]:
+        """The capacity thrashing and the churn hit rate are judged at: the engine's pool, else a chosen
+        one (--capacity). Without either there is nothing to judge: the tool's own working set sits on
+        the curve's knee by construction, so its near misses would say nothing about a real cache."""
         if pool:
             return pool, "engine"
         if self.config.capacity_blocks:
             return int(self.config.capacity_blocks), "chosen"
-        ws = curve.working_set(self.config.main_target, mode=self.config.main_mode)
-        return (ws, "working-set") if ws else (None, "none")
+        return None, "none"
 
-    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, trend) -> WorkingSetRow:
+    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, reserve, trend) -> WorkingSetRow:
         ws = curve.working_set(target, mode=mode)
         tokens = ws * bt if ws is not None and bt else None
-        fits = None
-        if ws is not None and pool:
-            fits = ws <= pool
+        ws_bytes = ws * bytes_per_block if ws is not None and bytes_per_block else None
+        # one meaning of "fits" for every view: with a model, the working set plus the hybrid reserve
+        # within the pool's bytes (as the reserve panel sums them); without one, blocks against blocks
+        with_reserve = reserve is not None and bytes_per_block is not None and pool is not None
+        if with_reserve:
+            fits = fits_in_pool(ws_bytes, pool * bytes_per_block, reserve.hybrid_reserve_bytes)
+        else:
+            fits = fits_in_pool(ws, pool)
         return WorkingSetRow(
             target=target,
             mode=mode,
             window=window,
             capacity_blocks=ws,
             capacity_tokens=tokens,
-            capacity_bytes=ws * bytes_per_block if ws is not None and bytes_per_block else None,
+            capacity_bytes=ws_bytes,
             trend_blocks=tuple(trend),
             fits_pool=fits,
+            fits_counts_reserve=with_reserve,
             exact=curve.exact,
         )
 

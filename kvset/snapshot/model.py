@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -26,6 +26,19 @@ MISSES_ONLY = "engine misses only"
 NEAR_MISS_WARN = 0.10
 NEAR_MISS_THRASHING = 0.25
 
+# What "fits the pool" compares, as the views label it.
+FITS_WITH_RESERVE = "working set + hybrid reserve ≤ pool"
+FITS_WORKING_SET = "working set ≤ pool"
+
+
+def fits_in_pool(working_set: int | None, pool: int | None, reserve: int = 0) -> bool | None:
+    """Whether a working set fits the engine's pool, wherever it is shown: the working set plus the
+    hybrid-layer reserve its running requests need (in bytes, with a model) within the pool. Without a
+    model there is no reserve to add and blocks compare. None when either side is unknown."""
+    if working_set is None or not pool:
+        return None
+    return working_set + reserve <= pool
+
 
 @dataclass(frozen=True)
 class WorkingSetRow:
@@ -36,7 +49,8 @@ class WorkingSetRow:
     capacity_tokens: int | None
     capacity_bytes: int | None  # None without a model geometry (or not reached)
     trend_blocks: tuple[int | None, ...] = ()  # over recent consecutive windows, oldest first
-    fits_pool: bool | None = None  # None when the engine's pool is unknown
+    fits_pool: bool | None = None  # see fits_in_pool(); None when the engine's pool is unknown
+    fits_counts_reserve: bool = False  # True: the hybrid reserve was added (FITS_WITH_RESERVE)
     exact: bool = True  # False for a windowed (grid) curve: an upper bound within the grid step
 
     @property
@@ -68,7 +82,7 @@ class Thrashing:
     """Near misses at the engine's (or a chosen) capacity: the signature of a cache that thrashes."""
 
     capacity_blocks: int
-    capacity_source: str  # engine | chosen | working-set
+    capacity_source: str  # engine (its pool) | chosen (--capacity)
     window: str
     hit_rate: float
     gain_10pct: float  # hit-rate gain from +10 % capacity (absolute, 0..1)
@@ -104,6 +118,10 @@ class Reserve:
         if self.working_set_bytes is None:
             return None
         return self.working_set_bytes + self.hybrid_reserve_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        return fits_in_pool(self.working_set_bytes, self.pool_bytes, self.hybrid_reserve_bytes)
 
 
 @dataclass(frozen=True)
@@ -164,6 +182,51 @@ class OperatingPoint:
         return self.measured_token_hit_rate - predicted
 
 
+# Where each data-parallel rank's pool comes from: the engine's pool (summed over its ranks, as its
+# /metrics reports it) split evenly, or --capacity given as each rank's pool.
+RANK_POOL_SOURCES = {"engine": "the engine's pool split evenly over the ranks", "chosen": "--capacity, each rank's pool"}
+
+
+@dataclass(frozen=True)
+class RankView:
+    """One rank's own cache: its all-time curve and working sets, and its pool."""
+
+    rank: int
+    curve: HitRateCurve  # all time, exact at every capacity
+    working_sets: tuple[WorkingSetRow, ...]  # all time ("all" window), both target modes
+    distinct_blocks: int
+    pool_blocks: int | None  # the rank's own pool (None: not known)
+    pool_source: str = "none"  # a key of RANK_POOL_SOURCES, or "none"
+
+    @property
+    def accesses(self) -> int:
+        return self.curve.accesses
+
+    def working_set_rows(self, mode: str = "coverage") -> tuple[WorkingSetRow, ...]:
+        return tuple(r for r in self.working_sets if r.mode == mode)
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """One shared pool against each rank's own, at the same total capacity (kvset.snapshot.ranks says how)."""
+
+    ranks: int
+    rank_capacity_blocks: dict[int, int]  # each rank's own pool
+    capacity_source: str  # a key of RANK_POOL_SOURCES
+    shared_hit_rate: dict[str, float]  # by unit: the merged stream at the sum of the pools
+    separate_hit_rate: dict[str, float]  # by unit: every rank at its own pool, over all accesses
+    curve_scope: str  # what the curves are of (kvset.snapshot.model.ALL_ACCESSES or MISSES_ONLY)
+
+    @property
+    def capacity_blocks(self) -> int:
+        """The shared pool: the ranks' pools added up."""
+        return sum(self.rank_capacity_blocks.values())
+
+    def gain(self, unit: str = "blocks") -> float:
+        """Shared minus separate, in hit-rate units (0..1)."""
+        return self.shared_hit_rate[unit] - self.separate_hit_rate[unit]
+
+
 @dataclass(frozen=True)
 class Totals:
     accesses: int
@@ -211,12 +274,26 @@ class Snapshot:
     # with --tiers: the share of all accesses each cache tier serves, from the all-time curve (None
     # without tiers, or while tier sizes in bytes wait for the stream's block size)
     tiers: TierPlan | None = None
+    tiers_requested: bool = False  # --tiers was given (tiers stays None while sizes in bytes wait for blocks)
+    # data-parallel ranks, each with its own cache (only with two or more): their own all-time views,
+    # and one shared pool against their own pools at the same total size (None: not computed, and
+    # pooling_note says why)
+    ranks: tuple[RankView, ...] = ()
+    pooling: Pooling | None = None
+    pooling_note: str | None = None
+    # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
+    # count but accesses, tokens and requests is an estimate; None: measured on every block
+    sample: SampleInfo | None = None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]
 
     def working_set_rows(self, window: str = "all", mode: str = "coverage") -> tuple[WorkingSetRow, ...]:
         return tuple(r for r in self.working_sets if r.window == window and r.mode == mode)
+
+    def rank_view(self, rank: int | None) -> RankView | None:
+        """The view of one rank (None: the merged stream, or a rank this snapshot does not hold)."""
+        return next((r for r in self.ranks if r.rank == rank), None) if rank is not None else None
 
     @property
     def rejected_total(self) -> int:

@@ -8,6 +8,13 @@ kvset.engine.kv_event_tracker's; this module only moves bytes and says whether i
 
 Nothing here blocks: sockets are polled with a timeout and an update is yielded at least
 every `idle_tick` seconds.
+
+When no endpoint has answered after NO_PUBLISHER_AFTER_S, the state says so and asks whether the
+engine publishes at all (ZMQ keeps retrying a port where nothing listens, or a host that does not
+resolve, without an error). A source that cannot keep up shows its backlog: whether messages were
+still waiting in the socket after a full read, and, when it stops, how many were left unread.
+ZMQ drops what overflows the socket's high-water mark (RCVHWM) without telling; those batches show
+up as sequence gaps and are counted lost like any other gap.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_sequence import AskReplay, DropReplayConnection
 from kvset.engine.kv_event_tracker import DEFAULT_MEDIUM, KvEventTracker, ReplayStep
 from kvset.engine.zmq_endpoints import event_addresses
+from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.types import SourceHealth, SourceUpdate
@@ -35,6 +43,10 @@ __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 _MAX_MESSAGES_PER_POLL = 2000
+RCVHWM = 100_000  # vLLM's own publisher HWM
+NO_PUBLISHER_AFTER_S = 3.0
+# At stop, the messages left in a socket are counted (not decoded), for at most this long.
+_UNREAD_COUNT_S = 0.5
 
 
 @dataclass
@@ -70,6 +82,7 @@ class KvEventsSource(Source):
         removed_memory: int = 2_000_000,
         quiet_seconds: float = 1.0,
         tail_probe_seconds: float | None = None,
+        rcvhwm: int = RCVHWM,
     ) -> None:
         self.endpoints, self.replay_endpoints = event_addresses(endpoints, replay_endpoints)
         self.rejects = RejectCounter()
@@ -96,6 +109,10 @@ class KvEventsSource(Source):
         self._closed = False
         self.received = 0
         self.last_data_at: float | None = None
+        self.rcvhwm = rcvhwm
+        self._opened_at: float | None = None  # monotonic
+        self.behind = False  # the last read left messages waiting in a socket
+        self.unread_at_stop = 0  # messages still in the sockets when the source stopped
 
     # ----------------------------------------------------------------- sockets
     def _open(self) -> None:
@@ -106,7 +123,7 @@ class KvEventsSource(Source):
         ):
             sub = self._ctx.socket(zmq.SUB)
             sub.setsockopt(zmq.LINGER, 0)
-            sub.setsockopt(zmq.RCVHWM, 100_000)  # vLLM's own publisher HWM
+            sub.setsockopt(zmq.RCVHWM, self.rcvhwm)
             sub.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode())
             try:
@@ -122,6 +139,7 @@ class KvEventsSource(Source):
             if monitor is not None:
                 self._poller.register(monitor, zmq.POLLIN)
             self._streams.append(stream)
+        self._opened_at = time.monotonic()
 
     def close(self) -> None:
         if self._closed:
@@ -159,6 +177,8 @@ class KvEventsSource(Source):
                 if deadline is not None:
                     wait = min(wait, max(0.0, deadline - now))
                 ready = dict(self._poller.poll(int(wait * 1000)))
+                if any(stream.sub in ready for stream in self._streams):
+                    self.behind = False  # decided again by this round of reads
                 for stream in self._streams:
                     if stream.monitor is not None and stream.monitor in ready:
                         self._read_monitor(stream)
@@ -171,9 +191,23 @@ class KvEventsSource(Source):
                 if time.monotonic() >= next_tick or self.tracker.pending >= self.flush_accesses:
                     yield self._update()
                     next_tick = time.monotonic() + self.idle_tick
-            yield self._update(final=True)  # stopped: the requests still open are handed out as finished
+            self.unread_at_stop = self._count_unread()
+            yield self._update(final=True)  # the last word: what was left behind, and the requests still open
         finally:
             self.close()
+
+    def _count_unread(self) -> int:
+        """Messages still waiting in the sockets: read (not decoded) and counted, for a bounded time."""
+        unread = 0
+        give_up = time.monotonic() + _UNREAD_COUNT_S
+        for stream in self._streams:
+            while time.monotonic() < give_up:
+                try:
+                    stream.sub.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.ZMQError:  # zmq.Again included: nothing more
+                    break
+                unread += 1
+        return unread
 
     def _read_monitor(self, stream: _Stream) -> None:
         assert stream.monitor is not None
@@ -199,7 +233,9 @@ class KvEventsSource(Source):
             stream.connected = stream.ever_connected = True
             self._carry_out(stream, self.tracker.published(stream.index, frames, time.monotonic(), at))
             if self.tracker.pending >= self.flush_accesses:
-                return
+                break
+        # Stopped reading with messages still queued: the source is not keeping up.
+        self.behind = self.behind or bool(stream.sub.getsockopt(zmq.EVENTS) & zmq.POLLIN)
 
     def _read_replay(self, stream: _Stream) -> None:
         while stream.dealer is not None:
@@ -252,9 +288,15 @@ class KvEventsSource(Source):
             state = f"partly connected: {n_connected} of {len(streams)} endpoints"
         elif any(s.ever_connected for s in streams):
             state = "down: disconnected, reconnecting"
+        elif self._opened_at is not None and time.monotonic() - self._opened_at >= NO_PUBLISHER_AFTER_S:
+            state = self.no_publisher_state()
         else:
             state = "connecting"
         parts = kv_event_health(self.tracker, now)
+        details = parts.details
+        backlog = self.backlog()
+        if backlog:
+            details += (("backlog", backlog),)
         return SourceHealth(
             source=self.name,
             kind=self.kind,
@@ -264,7 +306,27 @@ class KvEventsSource(Source):
             received=self.received,
             accesses=self.tracker.accesses,
             rejected=self.rejects.summary(),
-            notes=parts.notes,
-            details=parts.details,
+            notes=parts.notes + ((f"{plural(self.unread_at_stop, 'message')} still waiting in the socket when kvset "
+                                  "stopped: not analysed",) if self.unread_at_stop else ()),
+            details=details,
             reports_hits=parts.reports_hits,
         )
+
+    def no_publisher_state(self) -> str:
+        silent = [s.address for s in self._streams if not s.ever_connected]
+        where = silent[0] + (f" (and {len(silent) - 1} more)" if len(silent) > 1 else "")
+        return f"no publisher answered on {where}: is the engine started with --kv-events-config?"
+
+    def backlog(self) -> str:
+        """What is waiting and not analysed yet, in words ("" when nothing is)."""
+        parts = []
+        if self.behind:
+            parts.append("messages waiting in the socket: the source is not keeping up")
+        if self.unread_at_stop:
+            parts.append(f"{plural(self.unread_at_stop, 'message')} unread at stop")
+        held = sum(p.sequence.held for p in self.tracker.publishers)
+        if held:
+            parts.append(f"{plural(held, 'batch', 'batches')} held for a replay or a sequence check")
+        if self.tracker.pending:
+            parts.append(f"{plural(self.tracker.pending, 'access', 'accesses')} not yet handed over")
+        return "; ".join(parts)

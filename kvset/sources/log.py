@@ -89,12 +89,6 @@ class LogSource(Source):
         while not stop.is_set():
             read = self._tailer.read(timeout=IDLE_TICK if self.follow else 0.0)
             now = time.time()
-            if read.waiting:
-                self._status = "waiting for file"
-            elif read.finished:
-                self._status = "finished"
-            else:
-                self._status = "following" if self.follow else "reading"
             if read.lines and self.follow:
                 self.read_error = None  # reading again
             for ev in read.events:
@@ -106,6 +100,12 @@ class LogSource(Source):
                     self._events.append(ev.to_timeline())
             for number, raw in read.lines:
                 self.tracker.read_line(number, raw, now)
+            if read.waiting:
+                self._status = "waiting for file"
+            elif read.finished:
+                self._status = self._finished_state()
+            else:
+                self._status = "following" if self.follow else "reading"
             if read.lines:
                 self.last_data_at = now
             update = self.tracker.take(now)
@@ -113,6 +113,12 @@ class LogSource(Source):
             yield dataclasses.replace(update, health=self.health(), events=events)
             if read.finished:
                 return
+
+    def _finished_state(self) -> str:
+        """A whole read that gave no line at all failed (unreadable, or nothing in it)."""
+        if self.tracker.lines:
+            return "finished"
+        return f"failed: {self.read_error}" if self.read_error else "failed: the log is empty"
 
     def close(self) -> None:
         self._tailer.close()
@@ -142,6 +148,6 @@ class LogSource(Source):
             accesses=self.tracker.accesses,
             rejected=self.rejects.summary(),
             notes=(*notes, *parts.notes),
-            finished=self._status == "finished",
+            finished=self._status == "finished" or self._status.startswith("failed"),
             details=details,
         )

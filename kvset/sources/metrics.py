@@ -5,9 +5,16 @@ accesses. Each poll runs in a short-lived helper thread so the source still repo
 every IDLE_TICK while a slow engine holds the request. A poll has `timeout` seconds in all, not per
 read: an endpoint that trickles its body byte by byte is a timeout too. A poll past its deadline
 is abandoned and its thread told to stop; no new poll starts until that thread has ended, so
-there is never more than one request out. Failures (timeout, connection refused, HTTP errors, a
-cut or unparsable body) back off exponentially up to `max_backoff`; meanwhile the last good
-reading is repeated with stale=True and the health says why and when the next try is.
+there is never more than one request out. The helper thread also parses the body, under the same
+deadline, and reads at most `max_body_bytes` (16 MiB by default; a /metrics page is a few hundred
+KiB): a larger answer is refused when its Content-Length says so or when the stream passes the
+limit, so a runaway endpoint costs neither memory nor a parse of minutes. Failures (timeout,
+connection refused, HTTP errors, a cut, oversized or unparsable body, a page that is not metrics)
+back off exponentially up to `max_backoff`; meanwhile the last good reading is repeated with
+stale=True and the health says why and when the next try is.
+
+A URL without a scheme (`127.0.0.1:8000`) is taken as http://, and one without a path gets the
+engines' /metrics; the health says so.
 """
 
 from __future__ import annotations
@@ -16,23 +23,61 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx
 
 from kvset.engine.metrics_tracker import MetricsTracker
+from kvset.engine.prometheus import (
+    NOT_METRICS_HINT,
+    TOO_SLOW_TO_PARSE,
+    CacheCounters,
+    MetricsError,
+    counters_from_text,
+)
+from kvset.quantities import MIB, format_bytes
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 USER_AGENT = "kvset-top (metrics poller)"
+DEFAULT_MAX_BODY_BYTES = 16 * MIB
+DEFAULT_PATH = "/metrics"
+
+
+def metrics_url(text: str) -> tuple[str, str | None]:
+    """The URL to poll for `text`, and what was assumed to get it (None: nothing).
+
+    "127.0.0.1:8000" -> "http://127.0.0.1:8000/metrics"; raises ValueError for a scheme other than
+    http(s) or a URL without a host, with a one-line reason.
+    """
+    given = text.strip()
+    url = given if "://" in given else f"http://{given}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"--metrics {given!r} is not a usable URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"--metrics {given!r}: only http:// and https:// endpoints can be polled")
+    if not parts.hostname:
+        raise ValueError(f"--metrics {given!r} names no host, e.g. http://127.0.0.1:8000/metrics")
+    if parts.path in ("", "/"):
+        url = parts._replace(path=DEFAULT_PATH).geturl()
+    if url == given:
+        return url, None
+    return url, f"--metrics {given} read as {url}"
 
 
 def describe_http_error(exc: BaseException) -> str:
     """A short reason a person understands: 'connection refused', 'timeout', 'HTTP 500'."""
     if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
+        code = exc.response.status_code
+        return f"HTTP {code}" + (f" (not found: {NOT_METRICS_HINT})" if code == 404 else "")
     if isinstance(exc, PollDeadlineExceeded):
         return f"timeout ({exc})"
+    if isinstance(exc, BodyTooLarge | MetricsError):
+        return str(exc)
     if isinstance(exc, httpx.TimeoutException):
         return "timeout"
     if isinstance(exc, httpx.ConnectError):
@@ -56,20 +101,31 @@ class PollDeadlineExceeded(Exception):
         super().__init__(f"no complete response in {seconds:g} s")
 
 
+class BodyTooLarge(Exception):
+    """The response is larger than the source reads."""
+
+    def __init__(self, limit: int, size: int | None = None) -> None:
+        said = f" (it announced {format_bytes(size)})" if size is not None else ""
+        super().__init__(f"response larger than {format_bytes(limit, 0)}{said}: not read (see --metrics-max-bytes)")
+
+
 class _Poll:
-    """One GET in a helper thread; the result or the exception lands here.
+    """One GET in a helper thread, and the parse of its body; the counters or the exception land here.
 
     The body is streamed so the thread can check the overall deadline (and a cancel from the
-    source) between pieces; httpx's own timeout bounds each single read only.
+    source) between pieces and stop at `max_bytes`; httpx's own timeout bounds each single read
+    only. The parse asks the same deadline every few thousand lines.
     """
 
-    def __init__(self, client: httpx.Client, url: str, timeout: float) -> None:
+    def __init__(self, client: httpx.Client, url: str, timeout: float, max_bytes: int) -> None:
         self.done = threading.Event()
         self.cancel = threading.Event()
-        self.text: str | None = None
+        self.counters: CacheCounters | None = None
         self.error: BaseException | None = None
+        self.parsing = False  # the whole body arrived and is being parsed
         self.started = time.time()
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self.deadline = time.monotonic() + timeout
         self._thread = threading.Thread(target=self._run, args=(client, url), daemon=True, name="kvset-metrics")
         self._thread.start()
@@ -78,16 +134,30 @@ class _Poll:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def _give_up(self) -> bool:
+        return self.cancel.is_set() or time.monotonic() > self.deadline
+
     def _run(self, client: httpx.Client, url: str) -> None:
         try:
             with client.stream("GET", url) as resp:
                 resp.raise_for_status()
-                parts: list[str] = []
-                for piece in resp.iter_text():
+                if "html" in resp.headers.get("content-type", "").lower():
+                    raise MetricsError(f"not a Prometheus metrics page (the server sent HTML): {NOT_METRICS_HINT}")
+                announced = resp.headers.get("content-length", "")
+                if announced.isdigit() and int(announced) > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes, int(announced))
+                parts: list[bytes] = []
+                size = 0
+                for piece in resp.iter_bytes():
+                    size += len(piece)
+                    if size > self.max_bytes:
+                        raise BodyTooLarge(self.max_bytes)
                     parts.append(piece)
-                    if self.cancel.is_set() or time.monotonic() > self.deadline:
+                    if self._give_up():
                         raise PollDeadlineExceeded(self.timeout)
-                self.text = "".join(parts)
+            text = b"".join(parts).decode("utf-8", errors="replace")  # the exposition format is UTF-8
+            self.parsing = True
+            self.counters = counters_from_text(text, self._give_up)
         except BaseException as e:  # reported to the source, never raised in this thread
             self.error = e
         finally:
@@ -105,14 +175,17 @@ class MetricsSource(Source):
         max_backoff: float = 30.0,
         window_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
+        """Raises ValueError for a URL that cannot be polled (see metrics_url)."""
         if interval <= 0:
             raise ValueError("interval must be positive")
-        self.url = url
+        self.url, self.url_note = metrics_url(url)
         self.interval = interval
         self.timeout = timeout
+        self.max_body_bytes = max_body_bytes
         self.max_backoff = max(max_backoff, interval)
-        self.name = f"metrics {url}"
+        self.name = f"metrics {self.url}"
         self.tracker = MetricsTracker(window_s=window_s, label="/metrics")
         self.rejects = RejectCounter()
         self._client = httpx.Client(
@@ -134,7 +207,7 @@ class MetricsSource(Source):
         while not stop.is_set():
             now = time.time()
             if poll is None and now >= self._next_at and not self._abandoned_running():
-                poll = _Poll(self._client, self.url, self.timeout)
+                poll = _Poll(self._client, self.url, self.timeout, self.max_body_bytes)
             if poll is not None:
                 poll.done.wait(max(0.0, min(IDLE_TICK, poll.deadline - time.monotonic())))
                 if poll.done.is_set():
@@ -149,7 +222,11 @@ class MetricsSource(Source):
                     self._abandoned = poll
                     poll = None
                     self.polls += 1
-                    yield self._failed(describe_http_error(PollDeadlineExceeded(self.timeout)), time.time(), counted=False)
+                    if self._abandoned.parsing:  # the body came, its parse is what took too long
+                        yield self._failed(TOO_SLOW_TO_PARSE, time.time(), counted=True)
+                    else:
+                        yield self._failed(describe_http_error(PollDeadlineExceeded(self.timeout)), time.time(),
+                                           counted=False)  # fmt: skip
                     continue
                 yield SourceUpdate(health=self.health(waiting_for_response=True))
             else:
@@ -171,13 +248,19 @@ class MetricsSource(Source):
         at = time.time()
         self.polls += 1
         events: tuple[TimelineEvent, ...] = ()
-        if poll.error is not None:
-            # A body cut mid-transfer is a rejected message; the rest is the endpoint's health.
-            cut = isinstance(poll.error, httpx.RemoteProtocolError)
-            return self._failed(describe_http_error(poll.error), at, counted=cut)
-        assert poll.text is not None
+        error = poll.error
+        if error is not None:
+            if isinstance(error, httpx.HTTPError | PollDeadlineExceeded):
+                # A body cut mid-transfer is a rejected message; the rest is the endpoint's health.
+                cut = isinstance(error, httpx.RemoteProtocolError)
+                return self._failed(describe_http_error(error), at, counted=cut)
+            if isinstance(error, BodyTooLarge | MetricsError):
+                return self._failed(str(error), at, counted=True)
+            # a bug on odd input must cost one poll, never the source
+            return self._failed(f"unusable metrics ({type(error).__name__})", at, counted=True)
+        assert poll.counters is not None
         try:
-            result = self.tracker.update(poll.text, at)
+            result = self.tracker.update_counters(poll.counters, at)
         except Exception as e:  # a bug on odd input must cost one poll, never the source
             return self._failed(f"unusable metrics ({type(e).__name__})", at, counted=True)
         if result.error is not None:
@@ -227,7 +310,8 @@ class MetricsSource(Source):
             state = "connected"
             connected = True
         parts = self.tracker.health_parts()
-        notes = list(parts.notes)
+        notes = [self.url_note] if self.url_note else []
+        notes += parts.notes
         if self.last_good is not None and self.last_error is not None:
             notes.append("showing the last good values (stale)")
         details = (

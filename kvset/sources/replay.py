@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from kvset.formats import TraceError, TraceLineParser, read_trace
+from kvset.quantities import plural
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
 from kvset.types import AccessBatch, SourceHealth, SourceUpdate, TimelineEvent
@@ -66,9 +68,13 @@ class ReplaySource(Source):
             trace = read_trace(self.path, format=self.format, block_size=self.block_size,
                                hash_algo=self.hash_algo, python_hash_seed=self.python_hash_seed)  # fmt: skip
         except (TraceError, OSError) as exc:
+            # The first line says what failed; the rest (the rejection reasons) goes to the notes.
+            first, *why = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            health = dataclasses.replace(self._health(f"failed: {first}", 0, finished=True, connected=False),
+                                         notes=tuple(why))  # fmt: skip
             yield SourceUpdate(
-                health=self._health(f"failed: {exc}", 0, finished=True, connected=False),
-                events=(TimelineEvent(time.time(), "source-failed", f"{self.name}: {exc}"),),
+                health=health,
+                events=(TimelineEvent(time.time(), "source-failed", f"{self.name}: {first}"),),
             )
             return
         delivered = 0
@@ -85,7 +91,7 @@ class ReplaySource(Source):
                         yield SourceUpdate(health=self._health("replaying: waiting for the next request", delivered, trace))
             delivered += len(batch)
             yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
-        yield SourceUpdate(health=self._health(f"finished: {delivered:,} accesses replayed", delivered, trace,
+        yield SourceUpdate(health=self._health(f"finished: {plural(delivered, 'access', 'accesses')} replayed", delivered, trace,
                                                finished=True, connected=False))  # fmt: skip
 
     def _follow(self, stop: threading.Event) -> Iterator[SourceUpdate]:

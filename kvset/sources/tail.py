@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from kvset.quantities import plural
 from kvset.types import TimelineEvent
 
 DEFAULT_MAX_BYTES = 4 << 20
@@ -291,7 +292,7 @@ class FileTailer:
             self.rotations += 1
             self._missing_reported = False
             self._event(
-                "log-rotated", f"{self.path} was rotated after {old_lines} lines; reading the new file"
+                "log-rotated", f"{self.path} was rotated after {plural(old_lines, 'line')}; reading the new file"
             )
             if self._open(announce=False):
                 assert self._fh is not None

@@ -18,8 +18,9 @@ from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
+from kvset_tui.widgets.working_sets import NOT_REACHED
 
-LABEL_WIDTH = 16
+LABEL_WIDTH = 22
 VALUE_WIDTH = 12
 TRACE_CLOCK_SKEW = 120.0  # seconds between the data's clock and the wall clock that mean "trace time"
 TWO_COLUMN_MIN_WIDTH = 70  # a short screen puts two sparklines on each line from this width on
@@ -52,34 +53,35 @@ def engine_rows(snapshot: Snapshot) -> list[ChurnRow]:
     return rows
 
 
-def churn_rows(snapshot: Snapshot, unit: str, main_mode: str = "coverage") -> list[ChurnRow]:
-    """One row per sparkline, rates per second; `main_mode` names the main target's kind (the
-    monitor's --target-mode), whose first target the working-set series follows."""
+def churn_rows(snapshot: Snapshot, unit: str) -> list[ChurnRow]:
+    """One row per sparkline (the snapshot's series are per second already). Each label says what the
+    row is per: the hit rate is of each fine slot's accesses, the working set of each coarse slot's."""
     c: ChurnSeries = snapshot.churn
     if len(c) == 0 or snapshot.totals.accesses == 0:
         return engine_rows(snapshot)
-    slot = c.slot_seconds or 1.0
-    accesses = np.asarray(c.accesses, dtype=float) / slot
-    first = np.asarray(c.first_time, dtype=float) / slot
-    reref = np.asarray(c.rereferences, dtype=float) / slot
+    accesses = np.asarray(c.accesses, dtype=float)
+    first = np.asarray(c.first_time, dtype=float)
+    reref = np.asarray(c.rereferences, dtype=float)
     hit = np.asarray(c.hit_rate_at_capacity, dtype=float)
     ws = np.asarray(c.working_set_main, dtype=float)
-    cap = capacity_text(c.capacity_blocks, snapshot, unit) if c.capacity_blocks else "?"
     main = ""
-    targets = snapshot.targets.get(main_mode) or ()
-    if targets:
-        main = " " + fmt.target_label(targets[0], main_mode).replace(" % ", "% ")
-    last_hit = _last_finite(hit)
+    if snapshot.main_target is not None:
+        main = " " + fmt.target_label(snapshot.main_target, snapshot.main_mode).replace(" % ", "% ")
     last_ws = _last_finite(ws)
-    ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else "not reached"
-    return [
+    ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else NOT_REACHED
+    ws_slot = fmt.duration(c.working_set_step_seconds or c.slot_seconds)
+    rows = [
         ChurnRow("accesses/s", "acc/s", accesses, fmt.rate(_last_finite(accesses))),
         ChurnRow("first-time/s", "new/s", first, fmt.rate(_last_finite(first))),
         ChurnRow("re-refs/s", "reref/s", reref, fmt.rate(_last_finite(reref))),
-        ChurnRow(f"hit @ {cap}", "hit@cap", hit, fmt.percent(last_hit) if last_hit is not None else "–"),
-        ChurnRow(f"WS{main}", "WS main", ws, ws_latest),
-        *engine_rows(snapshot),
     ]
+    if c.capacity_blocks:
+        cap = capacity_text(c.capacity_blocks, snapshot, unit)
+        last_hit = _last_finite(hit)
+        rows.append(ChurnRow(f"hit/{fmt.duration(c.slot_seconds)} @ {cap}", "hit/slot", hit,
+                             fmt.percent(last_hit) if last_hit is not None else "–"))  # fmt: skip
+    rows.append(ChurnRow(f"WS{main}/{ws_slot}", "WS/slot", ws, ws_latest))
+    return [*rows, *engine_rows(snapshot)]
 
 
 class ChurnPanel(SnapshotView, Widget):
@@ -90,10 +92,9 @@ class ChurnPanel(SnapshotView, Widget):
     ChurnPanel { height: auto; }
     """
 
-    def __init__(self, palette: KvsetTheme, *, main_mode: str = "coverage", id: str | None = None) -> None:
+    def __init__(self, palette: KvsetTheme, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.palette = palette
-        self.main_mode = main_mode
         self.border_title = "Page churn"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
@@ -108,22 +109,22 @@ class ChurnPanel(SnapshotView, Widget):
         span = fmt.duration(len(c) * c.slot_seconds)
         # A replay (or the demo) runs on its own clock: say so, rates are per trace second then.
         clock = " of trace time" if abs(c.end_time - snap.taken_at) > TRACE_CLOCK_SKEW else ""
-        title = f"Page churn · last {span}{clock} in {fmt.duration(c.slot_seconds)} slots"
+        title = f"Page churn · per {fmt.duration(c.slot_seconds)} slot{clock}, last {span}"
         if c.working_set_step_seconds and c.working_set_step_seconds != c.slot_seconds:
-            title += f" · WS every {fmt.duration(c.working_set_step_seconds)}"
+            title += f" · WS per {fmt.duration(c.working_set_step_seconds)} slot"
         self.border_title = title
 
     def render(self) -> RenderResult:
         p = self.palette
         snap = self.snapshot
         unit = self.view.effective_unit(snap) if snap is not None else "blocks"
-        rows = churn_rows(snap, unit, self.main_mode) if snap is not None else []
+        rows = churn_rows(snap, unit) if snap is not None else []
         if not rows:
             return Text("no accesses yet", style=p.rich("muted"))
         width = self.content_width
         if self.compact and width >= TWO_COLUMN_MIN_WIDTH:
             return self._render_two_columns(rows, width)
-        label_w = min(LABEL_WIDTH, max(10, width // 5))
+        label_w = min(max(len(r.label) for r in rows), LABEL_WIDTH, max(10, width // 4))
         spark_w = max(4, width - label_w - VALUE_WIDTH - 2)
         out = Text(no_wrap=True, overflow="ellipsis")
         for i, row in enumerate(rows):

@@ -15,7 +15,7 @@ from textual_plotext import PlotextPlot
 from kvset import quantities as fmt
 from kvset.core.curve import HitRateCurve
 from kvset.snapshot import Snapshot
-from kvset_tui.capacity_units import axis_value_text, engine_capacity_blocks, hit_unit, to_unit
+from kvset_tui.capacity_units import axis_value_text, hit_unit, to_unit
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -45,25 +45,63 @@ class PlotData:
     engine: tuple[float, float] | None  # (x, measured hit rate %)
     engine_capacity: float | None = None  # x of the engine's pool, drawn even without a measured rate
     note: str = ""
+    knee: tuple[float, float] | None = None  # (x, hit rate %) where the all-time curve's returns die
     # the engine model's prediction, drawn on the curve at the pool's effective capacity: (x, hit rate %)
     effective: tuple[float, float] | None = None
 
 
-def sample_capacities(top: int, log_x: bool, n: int = SAMPLES) -> np.ndarray:
-    top = max(2, int(top))
-    raw = np.geomspace(1, top, n) if log_x else np.linspace(1, top, n)
+# The axis starts a little below the capacity where the curve first moves (1 % of its final hits)
+# and ends past where it has nearly settled (99 %), the largest working set and the pool: a flat 0 %
+# from 1 block, or a flat tail to the horizon, would take most of the width and say nothing.
+KNEE_MARK = "●"  # on the all-time curve where doubling the capacity gains less than a point
+MOVES_AT = 0.01
+SETTLES_AT = 0.99
+AXIS_MARGIN = 1.25  # the x range reaches this factor past the last thing it must show
+
+
+def sample_capacities(top: int, log_x: bool, n: int = SAMPLES, low: int = 1) -> np.ndarray:
+    top = max(low + 1, int(top))
+    low = max(1, int(low))
+    raw = np.geomspace(low, top, n) if log_x else np.linspace(low, top, n)
     return np.unique(np.round(raw).astype(np.int64))
 
 
+def capacity_reaching(curve: HitRateCurve, share: float) -> int | None:
+    """The smallest capacity whose hits reach `share` of the curve's final hits (None: no hits)."""
+    if len(curve.capacities) == 0 or curve.block_hits[-1] <= 0:
+        return None
+    need = max(1, math.ceil(share * int(curve.block_hits[-1])))
+    i = int(np.searchsorted(curve.block_hits, need, side="left"))
+    return int(curve.capacities[min(i, len(curve.capacities) - 1)])
+
+
 def saturation_capacity(curve: HitRateCurve) -> int:
-    """The smallest capacity at which the curve reaches its final value (beyond it the curve is flat).
+    """Where the curve has nearly settled (99 % of its final hits): beyond it the curve is all but flat.
 
     Windowed curves are read on a grid that runs to the horizon; plotting to there would squeeze the
     interesting part into a corner."""
-    if len(curve.capacities) == 0:
-        return 1
-    i = int(np.searchsorted(curve.block_hits, curve.block_hits[-1], side="left"))
-    return int(curve.capacities[min(i, len(curve.capacities) - 1)])
+    return capacity_reaching(curve, SETTLES_AT) or 1
+
+
+def nice_floor(x: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten not above x (at least 1)."""
+    if x <= 1:
+        return 1.0
+    e = math.floor(math.log10(x))
+    return max(m * 10.0**e for m in (1, 2, 5) if m * 10.0**e <= x)
+
+
+def axis_range(curves: list[HitRateCurve], must_show: list[int], log_x: bool, horizon: int) -> tuple[int, int]:
+    """(first, last) capacity in blocks the x axis spans; see MOVES_AT and SETTLES_AT."""
+    moves = [c for c in (capacity_reaching(curve, MOVES_AT) for curve in curves) if c]
+    top = max([2, *(saturation_capacity(c) for c in curves), *must_show])
+    top = int(math.ceil(top * AXIS_MARGIN))
+    if horizon:
+        top = min(top, max(horizon, 2))
+    low = 1
+    if log_x and moves:
+        low = int(nice_floor(min([min(moves) / 2, *(m / AXIS_MARGIN for m in must_show)])))
+    return max(1, min(low, top // 2)), top
 
 
 def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str) -> CurveSeries:
@@ -72,42 +110,52 @@ def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str
     return CurveSeries(x=(caps * factor).tolist(), y=rates.tolist())
 
 
+def _knee_point(curve: HitRateCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
+    """The curve's knee (HitRateCurve.knee, the same one the reports print) in display units."""
+    knee = curve.knee(hit_unit(unit))  # type: ignore[arg-type]
+    x = to_unit(knee, snapshot, unit) if knee else None
+    if x is None:
+        return None
+    return float(x), 100.0 * curve.hit_rate(knee, hit_unit(unit))  # type: ignore[arg-type]
+
+
+def _engine_point(snapshot: Snapshot, x: float | None) -> tuple[float, float] | None:
+    """The engine's own operating point: its pool and the token hit rate it measured."""
+    op = snapshot.operating_point
+    if op is None or x is None or op.measured_token_hit_rate is None:
+        return None
+    return float(x), 100.0 * float(op.measured_token_hit_rate)
+
+
 def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     """The curves and markers for this view, or None when there is nothing to draw yet."""
     all_time = snapshot.curves.get("all")
     unit = view.effective_unit(snapshot)
     if all_time is None or all_time.accesses == 0 or len(all_time.capacities) == 0:
         return engine_only(snapshot, unit)
-    window_curve = None
-    note = ""
-    if view.window != "all":
-        window_curve = snapshot.curves.get(view.window)
-        if window_curve is None or window_curve.accesses == 0:
-            window_curve = None
-            note = f"no {view.window} curve yet"
-    rows = snapshot.working_set_rows(view.window, view.target_mode) or snapshot.working_set_rows(
-        "all", view.target_mode
-    )
-    engine_blocks = engine_capacity_blocks(snapshot)
-    top = max(saturation_capacity(all_time), 2)
-    if window_curve is not None:
-        top = max(top, saturation_capacity(window_curve))
-    for extra in [engine_blocks, *(r.capacity_blocks for r in rows)]:
-        if extra:
-            top = max(top, int(math.ceil(extra * 1.15)))
-    top = min(top, max(snapshot.horizon, 2)) if snapshot.horizon else top
-    caps = sample_capacities(top, view.log_x)
+    window_curve = snapshot.curves.get(view.window) if view.window != "all" else None
+    rows = snapshot.working_set_rows(view.window, view.target_mode)
+    engine_blocks = snapshot.engine_capacity_blocks
+    show_engine = True
+    rank = view.rank_view(snapshot)
+    if rank is not None:
+        # one rank's own cache: its all-time curve (ranks keep no windows), working sets and pool; the
+        # engine's measured hit rate is of all ranks together, so no operating point
+        all_time, window_curve, rows = rank.curve, None, rank.working_set_rows(view.target_mode)
+        engine_blocks, show_engine = rank.pool_blocks, False
+        if all_time.accesses == 0:
+            return None
+    shown = [all_time] + ([window_curve] if window_curve is not None else [])
+    must_show = [b for b in [engine_blocks, *(r.capacity_blocks for r in rows)] if b]
+    low_blocks, top = axis_range(shown, must_show, view.log_x, snapshot.horizon)
+    caps = sample_capacities(top, view.log_x, low=low_blocks)
     markers = tuple(
         (fmt.target_label(r.target, r.mode).split(" % ")[0], float(to_unit(r.capacity_blocks, snapshot, unit) or 0))
         for r in rows
         if r.reached and r.capacity_blocks
     )
-    engine = None
     engine_x = to_unit(engine_blocks, snapshot, unit) if engine_blocks else None
-    eng = snapshot.engine
-    if eng is not None and engine_x is not None and eng.token_hit_rate is not None:
-        engine = (float(engine_x), 100.0 * float(eng.token_hit_rate))
-    low = to_unit(1, snapshot, unit) or 1.0
+    low = to_unit(low_blocks, snapshot, unit) or float(low_blocks)
     high = to_unit(top, snapshot, unit) or float(top)
     op = snapshot.operating_point
     effective = None
@@ -124,20 +172,20 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         window=_series(window_curve, caps, snapshot, unit) if window_curve is not None else None,
         window_label=view.window,
         markers=markers,
-        engine=engine,
+        engine=_engine_point(snapshot, engine_x) if show_engine else None,
         engine_capacity=engine_x,
-        note=note,
+        knee=_knee_point(all_time, snapshot, unit),
         effective=effective,
     )
 
 
 def engine_only(snapshot: Snapshot, unit: str) -> PlotData | None:
     """Without block accesses (e.g. only /metrics), the engine's own operating point is all there is."""
-    blocks = engine_capacity_blocks(snapshot)
-    eng = snapshot.engine
-    if eng is None or not blocks or eng.token_hit_rate is None:
+    blocks = snapshot.engine_capacity_blocks
+    x = (to_unit(blocks, snapshot, unit) or float(blocks)) if blocks else None
+    engine = _engine_point(snapshot, x)
+    if engine is None or x is None:
         return None
-    x = to_unit(blocks, snapshot, unit) or float(blocks)
     return PlotData(
         unit=unit,
         hit_unit="tokens",
@@ -147,7 +195,7 @@ def engine_only(snapshot: Snapshot, unit: str) -> PlotData | None:
         window=None,
         window_label="",
         markers=(),
-        engine=(x, 100.0 * float(eng.token_hit_rate)),
+        engine=engine,
         engine_capacity=x,
         note="no block accesses: engine's own point only",
     )
@@ -176,6 +224,48 @@ def nice_ticks(low: float, high: float, log_x: bool, max_ticks: int) -> list[flo
         ticks.append(t)
         t += step
     return ticks
+
+
+PLOT_LEFT_COLUMNS = 6  # the y-axis tick labels and the frame ("100%┤")
+PLOT_FRAME_ROWS = 3  # the frame above, the frame and the x tick labels below
+
+
+def line_labels(d: PlotData, log_x: bool, width: int, height: int) -> list[tuple[str, float, float, str, str]]:
+    """(text, x, y, theme colour, alignment) of a label at the top of each vertical line: the working
+    sets' targets and "pool". A label that would run into the one before it on a row drops to the next
+    row; one that would run past the right edge ends at its line instead of starting there."""
+    lines = [(label, x, "marker") for label, x in d.markers]
+    if d.engine_capacity is not None:
+        lines.append(("pool", d.engine_capacity, "engine"))
+    columns = max(1, width - PLOT_LEFT_COLUMNS)
+    rows = max(2, height - PLOT_FRAME_ROWS)
+
+    def column(x: float) -> float:
+        if log_x:
+            lo, hi = math.log10(d.x_low), math.log10(d.x_high)
+            pos = math.log10(max(x, d.x_low))
+        else:
+            lo, hi, pos = d.x_low, d.x_high, x
+        return (pos - lo) / (hi - lo) * columns if hi > lo else 0.0
+
+    taken: list[float] = []  # per row: the column where the last label on it ends
+    out = []
+    for text, x, key in sorted(lines, key=lambda line: line[1]):
+        if not d.x_low <= x <= d.x_high:
+            continue
+        start, align = column(x), "left"
+        if start + len(text) >= columns:
+            start, align = start - len(text) + 1, "right"
+        row = next((r for r, end in enumerate(taken) if end < start), len(taken))
+        if row >= rows // 2:
+            continue  # no room left high enough: the legend still names the lines
+        end = start + len(text) + 1
+        if row == len(taken):
+            taken.append(end)
+        else:
+            taken[row] = end
+        out.append((text, x, 100.0 - row * 100.0 / (rows - 1), key, align))
+    return out
 
 
 def register_plot_theme(palette: KvsetTheme) -> str:
@@ -209,7 +299,7 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self.border_title = "LRU hit rate vs capacity"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode)
+        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode, view.rank)
 
     def set_palette(self, palette: KvsetTheme) -> None:
         self.theme = register_plot_theme(palette)
@@ -223,7 +313,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             self.border_subtitle = ""
             return
         scale = "log" if self.view.log_x else "linear"
-        self.border_title = f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
+        rank = self.view.rank_label(self.snapshot)
+        self.border_title = (f"{rank} · " if rank else "") + f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
         if d.all_time is not None:
@@ -234,10 +325,12 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             legend.append(f"  ({d.note})", style=p.rich("muted"))
         if d.markers:
             legend.append(f"  │ WS {'/'.join(m for m, _ in d.markers)} %", style=p.rich("marker"))
+        if d.knee is not None and d.x_low <= d.knee[0] <= d.x_high:
+            legend.append(f"  {KNEE_MARK} knee", style=p.rich("curve_all"))
         if d.engine is not None:
             legend.append("  ◆ engine", style=p.rich("engine"))
         elif d.engine_capacity is not None:
-            legend.append("  │ engine pool", style=p.rich("engine"))
+            legend.append("  │ rank pool" if self.view.rank_view(self.snapshot) else "  │ engine pool", style=p.rich("engine"))
         if d.effective is not None:
             legend.append("  ◇ model", style=p.rich("engine"))  # at the pool's effective LRU capacity
         self.border_subtitle = legend
@@ -262,6 +355,11 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.vline(x, color=p.plotext("marker"))
         if d.engine_capacity is not None:
             plt.vline(d.engine_capacity, color=p.plotext("engine"))
+        # Every vertical line is a `│`: without colour only a label tells a working set from the pool.
+        for text, x, y, key, align in line_labels(d, self.view.log_x, width, height):
+            plt.text(text, x, y, color=p.plotext(key), alignment=align)
+        if d.knee is not None:
+            plt.scatter([d.knee[0]], [d.knee[1]], marker=KNEE_MARK, color=p.plotext("curve_all"))
         if d.engine is not None:
             plt.scatter([d.engine[0]], [d.engine[1]], marker="◆", color=p.plotext("engine"))
         if d.effective is not None:

@@ -71,6 +71,12 @@ class SnapshotView:
         except Exception:  # not mounted yet
             return False
 
+    @property
+    def crowded(self) -> bool:
+        """True when the side column also holds the tiers panel (--tiers): explanation lines give way
+        (the help screen has them)."""
+        return self.snapshot is not None and self.snapshot.tiers_requested
+
     def set_palette(self, palette: KvsetTheme) -> None:
         self.palette = palette
         self._shown_key = None

@@ -14,6 +14,7 @@ from kvset import quantities as fmt
 from kvset.snapshot import Reserve, Snapshot
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
+from kvset_tui.widgets.working_sets import NO_DATA, NOT_REACHED
 
 NO_MODEL = "no model given: use --model"
 BAR_CELLS = 20
@@ -24,6 +25,13 @@ def pool_bar(total: int, pool: int, cells: int) -> tuple[str, str]:
     share = total / pool if pool else 0.0
     filled = min(cells, round(share * cells))
     return "█" * filled + "░" * (cells - filled), f"{share:.0%} of pool"
+
+
+def working_set_text(r: Reserve, snap: Snapshot) -> str:
+    """The all-time working set in bytes, or why there is none."""
+    if r.working_set_bytes is not None:
+        return fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
+    return NO_DATA if snap.curve("all").accesses == 0 else NOT_REACHED
 
 
 class ReservePanel(SnapshotView, Widget):
@@ -58,15 +66,13 @@ class ReservePanel(SnapshotView, Widget):
             if not self.compact:
                 out.append("\nGiB, the hybrid reserve and the pool need the KV geometry", style=p.rich("muted"))
             return out
-        if self.compact:
-            return self._render_compact(r)
-        target = fmt.target_label(r.working_set_target, "coverage")
+        if self.compact or self.crowded:  # two lines: a short screen, or the tiers panel beside it
+            return self._render_compact(r, snap)
+        target = fmt.target_label(r.working_set_target, snap.main_mode)
         table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True)
         table.add_column("part", style=p.rich("muted"), no_wrap=True, overflow="ellipsis")
         table.add_column("bytes", justify="right", no_wrap=True)
-        ws = (fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
-              if r.working_set_bytes is not None else "not reached")  # fmt: skip
-        table.add_row(f"full-attention WS {target}", ws)
+        table.add_row(f"full-attention WS {target}, all time", working_set_text(r, snap))
         conc = f"{r.concurrency} req, {r.concurrency_source}" if r.concurrency_source != "none" else "no concurrency"
         table.add_row(f"+ hybrid reserve ({conc})",
                       fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS))  # fmt: skip
@@ -78,8 +84,8 @@ class ReservePanel(SnapshotView, Widget):
         if r.pool_bytes:
             table.add_row("engine pool", fmt.format_bytes(r.pool_bytes, significant=fmt.SHORT_DIGITS))
         parts: list = [table]
-        if r.pool_bytes and total is not None:
-            fits = total <= r.pool_bytes
+        fits = r.fits
+        if r.pool_bytes and total is not None and fits is not None:
             bar, share = pool_bar(total, r.pool_bytes, BAR_CELLS)
             colour = p.rich("ok" if fits else "bad")
             line = Text(no_wrap=True, overflow="ellipsis")
@@ -91,22 +97,20 @@ class ReservePanel(SnapshotView, Widget):
             parts.append(Text(r.notes[0], style=p.rich("muted"), no_wrap=True, overflow="ellipsis"))
         return table if len(parts) == 1 else Group(*parts)
 
-    def _render_compact(self, r: Reserve) -> Text:
+    def _render_compact(self, r: Reserve, snap: Snapshot) -> Text:
         """Two lines for a short terminal: the parts, then the sum against the pool."""
         p = self.palette
         out = Text(no_wrap=True, overflow="ellipsis")
-        target = fmt.target_label(r.working_set_target, "coverage").replace(" % cov", "%")
-        ws = (fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
-              if r.working_set_bytes is not None else "not reached")  # fmt: skip
-        out.append(ws)
-        out.append(f" WS {target} + ", style=p.rich("muted"))
+        target = fmt.target_label(r.working_set_target, snap.main_mode).replace(" % cov", "%").replace(" % ", "% ")
+        out.append(working_set_text(r, snap))
+        out.append(f" WS {target} all + ", style=p.rich("muted"))
         out.append(fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS))
         out.append(" hybrid", style=p.rich("muted"))
         total = r.total_bytes
         out.append("\n= ", style=p.rich("muted"))
         out.append(fmt.format_bytes(total, significant=fmt.SHORT_DIGITS), style="bold")  # None: the missing mark
-        if r.pool_bytes and total is not None:
-            fits = total <= r.pool_bytes
+        fits = r.fits
+        if r.pool_bytes and total is not None and fits is not None:
             colour = p.rich("ok" if fits else "bad")
             pool = fmt.format_bytes(r.pool_bytes, significant=fmt.SHORT_DIGITS)
             out.append(f" / pool {pool} ", style=p.rich("muted"))

@@ -19,6 +19,12 @@ from kvset_tui.widgets.panel import SnapshotView
 MAX_SOURCE_LINES = 3
 
 
+def one_line(text: str) -> str:
+    """A message as one line: the status line gives each source its own lines, and a line break inside
+    a message (an error's second line) would push the rest off the screen."""
+    return " · ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
 def source_lines(
     health: SourceHealth, now: float, palette: KvsetTheme, width: int, compact: bool = False
 ) -> list[Text]:
@@ -35,9 +41,9 @@ def source_lines(
         dot, colour = "○", p.rich("bad")
     head = Text(no_wrap=True, overflow="ellipsis")
     head.append(f"{dot} ", style=colour)
-    head.append(health.source, style="bold")
+    head.append(one_line(health.source), style="bold")
     head.append(" · ")
-    head.append(health.state, style=colour if not health.connected or health.finished else "")
+    head.append(one_line(health.state), style=colour if not health.connected or health.finished else "")
     facts = Text(no_wrap=True, overflow="ellipsis")
     age = now - health.last_data_at if health.last_data_at is not None else None
     facts.append(f"data {fmt.age(age)}{' ago' if age is not None else ''}", style=p.rich("muted"))
@@ -45,14 +51,17 @@ def source_lines(
     if n:
         top = health.rejected[0]
         facts.append(f" · {fmt.count(n)} rejected", style=f"bold {p.rich('warn')}")
-        facts.append(f" ({top.reason}{', …' if len(health.rejected) > 1 else ''})", style=p.rich("warn"))
+        facts.append(f" ({one_line(top.reason)}{', …' if len(health.rejected) > 1 else ''})", style=p.rich("warn"))
     else:
         facts.append(" · 0 rejected", style=p.rich("muted"))
     if health.accesses:
         facts.append(f" · {fmt.count(health.accesses)} accesses", style=p.rich("muted"))
+    backlog = dict(health.details).get("backlog")
+    if backlog:  # the source or the analyzer falls behind: say it before anything else can crowd it out
+        facts.append(f" · backlog: {one_line(backlog)}", style=f"bold {p.rich('warn')}")
     if health.notes:
-        facts.append(f" · {health.notes[0]}", style=p.rich("muted"))
-    healthy = (health.connected or health.finished) and not n
+        facts.append(f" · {one_line(health.notes[0])}", style=p.rich("muted"))
+    healthy = (health.connected or health.finished) and not n and not backlog
     if head.cell_len + 3 + facts.cell_len <= width or (compact and healthy):
         return [Text.assemble(head, " · ", facts, no_wrap=True, overflow="ellipsis")]
     return [head, Text.assemble("  ", facts, no_wrap=True, overflow="ellipsis")]
@@ -102,7 +111,7 @@ class StatusLine(SnapshotView, Widget):
         view = self.view
         out = Text(no_wrap=True, overflow="ellipsis")
         if self.monitor_error:
-            out.append(f"monitor stopped: {self.monitor_error}\n", style=f"bold {p.rich('bad')}")
+            out.append(f"monitor stopped: {one_line(self.monitor_error)}\n", style=f"bold {p.rich('bad')}")
         if snap is None:
             out.append("starting… no snapshot yet", style=p.rich("muted"))
         else:
@@ -128,9 +137,15 @@ class StatusLine(SnapshotView, Widget):
             out.append(" PAUSED ", style=style)
             out.append(" ")
         if snap is not None:
+            # the wall-clock rate the sources deliver at (the churn panel's rates are per slot of the data's clock)
+            out.append("ingest ", style=p.rich("muted"))
             out.append(fmt.rate(snap.accesses_per_second, " acc/s"), style="bold")
+            out.append(" wall clock" if not self.narrow else " wall", style=p.rich("muted"))
         out.append(f" · window {view.window} · {view.effective_unit(snap)} · {'log' if view.log_x else 'linear'}")
         out.append(f" · {view.target_mode}")
+        rank = view.rank_label(snap)
+        if rank:
+            out.append(f" · {rank}", style="bold")
         if snap is not None:
             out.append(f" · horizon {fmt.count(snap.horizon)} blk", style=p.rich("muted"))
             out.append(f" · {fmt.count(snap.totals.accesses)} accesses", style=p.rich("muted"))

@@ -9,21 +9,18 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from kvset import quantities as fmt
-from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot, Thrashing
-from kvset_tui.capacity_units import capacity_text, engine_capacity_blocks
+from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot
+from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
 LEVEL_LABEL = {"ok": " OK ", "warn": " WARN ", "thrashing": " THRASHING "}
 LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
-CAPACITY_SOURCE = {"engine": "engine", "chosen": "chosen", "working-set": "main WS"}
-
-
-def thrashing_for_view(snapshot: Snapshot, view: ViewState) -> tuple[Thrashing | None, str]:
-    t = snapshot.thrashing.get(view.window)
-    if t is not None:
-        return t, view.window
-    return snapshot.thrashing.get("all"), "all"
+CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "--capacity"}
+CAPACITY_SOURCE_SHORT = {"engine": "pool", "chosen": "chosen"}
+NOT_JUDGED = "not judged: no cache capacity to judge at"
+NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine"
+NOT_JUDGED_HOW_SHORT = "give --capacity BLOCKS or --metrics"
 
 
 class ThrashingPanel(SnapshotView, Widget):
@@ -45,10 +42,8 @@ class ThrashingPanel(SnapshotView, Widget):
         return (id(snapshot), view.window, view.effective_unit(snapshot))
 
     def on_data(self) -> None:
-        t = None
         window = self.view.window
-        if self.snapshot is not None:
-            t, window = thrashing_for_view(self.snapshot, self.view)
+        t = self.snapshot.thrashing.get(window) if self.snapshot is not None else None
         level = t.level if t is not None else None
         for name in ("ok", "warn", "thrashing"):
             self.set_class(level == name, f"-{name}")
@@ -57,11 +52,14 @@ class ThrashingPanel(SnapshotView, Widget):
     def render(self) -> RenderResult:
         p = self.palette
         snap = self.snapshot
-        t = thrashing_for_view(snap, self.view)[0] if snap is not None else None
+        window = self.view.window
+        t = snap.thrashing.get(window) if snap is not None else None
         if snap is None or t is None:
             if snap is None or snap.totals.accesses == 0:
                 return Text("no block accesses yet", style=p.rich("muted"))
-            return Text("no capacity to judge: give --capacity or an engine source", style=p.rich("muted"))
+            out = Text(NOT_JUDGED, style=p.rich("muted"))
+            out.append("\n" + (NOT_JUDGED_HOW_SHORT if self.narrow else NOT_JUDGED_HOW), style=p.rich("muted"))
+            return out
         unit = self.view.effective_unit(snap)
         level = t.level
         colour = p.rich(LEVEL_COLOR[level])
@@ -73,33 +71,32 @@ class ThrashingPanel(SnapshotView, Widget):
         out.append(" of misses are near misses\n" if not self.narrow else " near misses\n", style="bold")
         out.append("at ", style=p.rich("muted"))
         out.append(capacity_text(t.capacity_blocks, snap, unit), style="bold")
-        out.append(f" ({CAPACITY_SOURCE.get(t.capacity_source, t.capacity_source)})", style=p.rich("muted"))
-        out.append(" hit ", style=p.rich("muted"))
+        names = CAPACITY_SOURCE_SHORT if self.narrow else CAPACITY_SOURCE
+        out.append(f" ({names.get(t.capacity_source, t.capacity_source)})", style=p.rich("muted"))
+        # the hit rate over the chosen window (the churn panel's is per time slot)
+        out.append(f" · {window} hit " if self.narrow else f" · block hit over {window} ", style=p.rich("muted"))
         out.append(fmt.percent(t.hit_rate), style="bold")
         out.append("\n+10 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
         out.append("   +25 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
-        measured = snap.engine.token_hit_rate if snap.engine is not None else None
-        engine_blocks = engine_capacity_blocks(snap)
+        op = snap.operating_point
         if snap.curve_scope == MISSES_ONLY:
             # the engine's KV events show its misses only: this curve is not the engine's own
             out.append("\ncurve of the engine's misses only (no hits reported)", style=f"bold {p.rich('warn')}")
-        elif measured is not None and engine_blocks:
-            curve = snap.curves.get(self.view.window) or snap.curves["all"]
-            out.append("\nengine measured ", style=p.rich("muted"))
-            out.append(fmt.percent(measured), style=f"bold {p.rich('engine')}")
-            op = snap.operating_point
-            modelled = op is not None and op.model is not None and op.predicted_token_hit_rate is not None
+        elif op is not None and op.measured_token_hit_rate is not None:
+            out.append("\nengine " if self.narrow else "\nengine measured ", style=p.rich("muted"))
+            out.append(fmt.percent(op.measured_token_hit_rate), style=f"bold {p.rich('engine')}")
+            modelled = op.model is not None and op.predicted_token_hit_rate is not None
             if modelled:
                 out.append(" · model ", style=p.rich("muted"))
                 out.append(fmt.percent(op.predicted_token_hit_rate), style="bold")
             out.append(" · LRU " if modelled else " vs LRU ", style=p.rich("muted"))
-            out.append(fmt.percent(curve.hit_rate(engine_blocks, "tokens")), style="bold")
-            out.append(" (tokens)", style=p.rich("muted"))
-            if op is not None and op.miss_breakdown and not self.compact:
+            out.append(fmt.percent(op.lru(window)), style="bold")
+            out.append(f" ({'tok' if self.narrow else 'tokens'}, {window})", style=p.rich("muted"))
+            if op.miss_breakdown and not self.compact:
                 out.append(miss_line(dict(op.miss_breakdown)), style=p.rich("muted"))
-        if not self.compact:
+        if not self.compact and not self.crowded:
             out.append(
                 f"\nnear miss ≤ 1.25× cap · warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%}",
                 style=p.rich("muted"),

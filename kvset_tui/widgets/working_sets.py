@@ -13,6 +13,7 @@ from textual.widget import Widget
 
 from kvset import quantities as fmt
 from kvset.snapshot import Snapshot, WorkingSetRow
+from kvset.snapshot.model import FITS_WITH_RESERVE, FITS_WORKING_SET
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
@@ -21,19 +22,22 @@ from kvset_tui.widgets.panel import SnapshotView
 
 FULL_TABLE_WIDTH = 48  # below this, one capacity column (in the chosen unit) instead of three
 TREND_CELLS = 6
+NO_DATA = "no data"  # the window holds no access yet: nothing to reach
+NOT_REACHED = "not reached"  # not reached inside the tracked horizon
 
 
-def rows_for_view(snapshot: Snapshot, view: ViewState) -> tuple[tuple[WorkingSetRow, ...], str]:
-    """The rows for the chosen window and target set, falling back to all-time; and their window."""
-    rows = snapshot.working_set_rows(view.window, view.target_mode)
-    if rows:
-        return rows, view.window
-    return snapshot.working_set_rows("all", view.target_mode), "all"
+def fits_note(rows: tuple[WorkingSetRow, ...], short: bool = False) -> str | None:
+    """What the fits column compared (the snapshot's one definition), or None when it compared nothing."""
+    judged = [r for r in rows if r.fits_pool is not None]
+    if not judged:
+        return None
+    rule = FITS_WITH_RESERVE if any(r.fits_counts_reserve for r in judged) else FITS_WORKING_SET
+    return "fits: " + (rule.replace("working set", "WS") if short else rule)
 
 
 def trend_text(trend: tuple[int | None, ...], palette: KvsetTheme) -> Text:
     """A sparkline of the working set over recent windows and an arrow for its direction."""
-    if not trend:
+    if not trend or all(v is None for v in trend):  # no window reached it yet, or none holds data
         return Text("–", style=palette.rich("muted"))
     values = [math.nan if v is None else float(v) for v in trend]
     line = sparkline(values, TREND_CELLS, low=None)
@@ -64,6 +68,21 @@ def fits_text(fits: bool | None, palette: KvsetTheme) -> Text:
     return Text("no", style=f"bold {palette.rich('bad')}")
 
 
+def ranks_subtitle(snapshot: Snapshot, view: ViewState) -> str:
+    """With data-parallel ranks: the selected rank's share and pool, or the merged stream's pooling gain."""
+    if not snapshot.ranks:
+        return ""
+    rank = view.rank_view(snapshot)
+    if rank is not None:
+        share = rank.accesses / snapshot.totals.accesses if snapshot.totals.accesses else None
+        pool = f" · own pool {fmt.count(rank.pool_blocks)} blk" if rank.pool_blocks else ""
+        return f"{fmt.percent(share)} of accesses{pool}"
+    p = snapshot.pooling
+    if p is None:
+        return f"{len(snapshot.ranks)} ranks · pooling gain not computed"
+    return f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {p.ranks} rank pools"
+
+
 class WorkingSetTable(SnapshotView, Widget):
     """One row per target: capacity in blocks, tokens and GiB, trend over recent windows, fits the pool."""
 
@@ -77,21 +96,28 @@ class WorkingSetTable(SnapshotView, Widget):
         self.border_title = "Working sets"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.unit, view.target_mode)
+        return (id(snapshot), view.window, view.unit, view.target_mode, view.rank)
 
     def on_data(self) -> None:
-        title = f"Working sets · {self.view.target_mode}"
-        if self.snapshot is not None:
-            _, window = rows_for_view(self.snapshot, self.view)
-            title += f" · {window} window"
+        rank = self.view.rank_label(self.snapshot)
+        title = "Working sets" + (f" · {rank}" if rank else "") + f" · {self.view.target_mode}"
+        if self.view.rank_view(self.snapshot) is not None:
+            title += " · all time"  # a rank's own views are all-time only
+        elif self.snapshot is not None:
+            title += f" · {self.view.window} window"
         self.border_title = title
+        self.border_subtitle = ranks_subtitle(self.snapshot, self.view) if self.snapshot is not None else ""
 
     def render(self) -> RenderResult:
         p = self.palette
         snap = self.snapshot
         if snap is None:
             return Text("waiting for data…", style=p.rich("muted"))
-        rows, window = rows_for_view(snap, self.view)
+        window = self.view.window
+        rows = snap.working_set_rows(window, self.view.target_mode)
+        rank = self.view.rank_view(snap)
+        if rank is not None:
+            window, rows = "all", rank.working_set_rows(self.view.target_mode)
         if not rows:
             return Text(f"no {self.view.target_mode} targets computed yet", style=p.rich("muted"))
         full = self.content_width >= FULL_TABLE_WIDTH
@@ -107,10 +133,11 @@ class WorkingSetTable(SnapshotView, Widget):
         table.add_column("trend", no_wrap=True)
         table.add_column("fits", justify="right", no_wrap=True)
         bound = ""
+        empty = (rank.curve if rank is not None else snap.curve(window)).accesses == 0
         for row in rows:
             target = fmt.target_label(row.target, row.mode)
             if not row.reached:
-                miss = Text("not reached", style=p.rich("warn"))
+                miss = Text(NO_DATA, style=p.rich("muted")) if empty else Text(NOT_REACHED, style=p.rich("warn"))
                 cells = [miss, Text("–"), Text("–")] if full else [miss]
             else:
                 prefix = "" if row.exact else "≤"
@@ -128,6 +155,10 @@ class WorkingSetTable(SnapshotView, Widget):
                 else:
                     cells = [Text(prefix + row_capacity_text(row, snap, unit))]
             table.add_row(target, *cells, trend_text(row.trend_blocks, p), fits_text(row.fits_pool, p))
-        if bound and full:
-            return Group(table, Text(bound, style=p.rich("muted")))
+        # with the tiers panel beside it, the grid-step line gives way, and on a short screen the fits rule too
+        fits = fits_note(rows, short=not full) if not (self.compact and self.crowded) else None
+        notes = [note for note in (fits, bound if full and not self.crowded else "") if note]
+        if notes:
+            muted = p.rich("muted")
+            return Group(table, *(Text(n, style=muted, no_wrap=True, overflow="ellipsis") for n in notes))
         return table

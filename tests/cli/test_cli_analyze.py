@@ -92,7 +92,7 @@ def test_malformed_lines_are_counted_not_fatal(capsys, tmp_path):
     bad.write_text("\n".join(lines) + "\n")
     code, out, _ = run_cli(capsys, "analyze", str(bad))
     assert code == 0
-    assert "lines rejected" in out and "line 4" in out
+    assert "1 line rejected: not JSON" in out and "line 4" in out  # one line each: singular
     code, _, err = run_cli(capsys, "analyze", str(bad), "--strict")
     assert code == 2 and "line 4" in err
 
@@ -160,6 +160,10 @@ def test_analyze_and_once_print_the_same_working_sets_and_gib_columns_hold_gib(c
     offline_ws = _table(offline, "target ")
     assert len(offline_ws) == 3 and offline_ws[0][:2] == ["95 %", "25,549"]
     assert [row[:4] for row in _table(live, "target ")] == offline_ws  # target, blocks, tokens, GiB
+    # the same curve rows too: the same capacities, the knee's row marked in both
+    offline_curve = _table(offline, "capacity (blocks)")
+    assert _table(live, "capacity (blocks)") == offline_curve and len(offline_curve) >= 16
+    assert len([row for row in offline_curve if row[-1] == "<- knee"]) == 1
     # a GiB column is in GiB on every row, the 1-block capacity (320 KiB x 512 tokens) too
     for text in (offline, live):
         gib = [row[2] for row in _table(text, "capacity (blocks)")]

@@ -90,10 +90,12 @@ def test_main_starts_the_app_with_the_display_flags(monkeypatch, tmp_path):
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setattr(KvsetTopApp, "run", fake_run)
+    monkeypatch.setattr("kvset_tui.cli.has_terminal", lambda: True)  # as in a terminal
     code = main(["--demo", "--no-mouse", "--theme", "light", "--window", "1h", "--units", "tokens", "--linear",
                  "--target-mode", "absolute", "--export-dir", str(tmp_path)])  # fmt: skip
     app = seen["app"]
     assert code == 0 and seen["mouse"] is False
     assert app.palette.name == "light" and app.export_dir == tmp_path
     assert (app.view.window, app.view.unit, app.view.log_x, app.view.target_mode) == ("1h", "tokens", False, "absolute")
-    assert app.main_mode == "absolute" and app.monitor is not None and app.monitor.interval == 1.0
+    assert app.monitor is not None and app.monitor.interval == 1.0
+    assert app.monitor.builder.config.main_mode == "absolute"  # the snapshot carries it to the churn panel

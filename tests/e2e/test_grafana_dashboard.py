@@ -1,6 +1,6 @@
 """contrib/grafana/kvset-dashboard.json asks only for what kvset exports: every metric and label its
-queries name is in the scrape of a real `kvset serve` run (a replay with a bad line, an engine's
-/metrics, a model and tiers, so that every metric has series)."""
+queries name is in the scrapes of real `kvset serve` runs (a replay with a bad line, an engine's
+/metrics, a model and tiers; and two data-parallel ranks' KV events, so that every metric has series)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from tests.support.engine_metrics_server import FakeEngine
 from tests.support.kvset_serve import KvsetServe, sample, series
 from tests.support.paths import MOONCAKE_TRACE, ROOT
+from tests.support.vllm_publisher import FakeVllmPublisher
 
 DASHBOARD = ROOT / "contrib" / "grafana" / "kvset-dashboard.json"
 SELECTOR = re.compile(r"\b(kvset_[a-z0-9_]+)(?:\{([^}]*)\})?")
@@ -46,6 +47,22 @@ def test_the_dashboard_is_grafana_json_with_one_datasource_variable():
             assert t["datasource"]["uid"] == "${datasource}" and t["expr"].strip()
 
 
+def ranks_scrape():
+    """A scrape of `kvset serve` over two data-parallel ranks with --capacity: the rank and pooling metrics."""
+    with (
+        FakeVllmPublisher(rank=0) as rank0,
+        FakeVllmPublisher(rank=1) as rank1,
+        KvsetServe("--events", rank0.endpoint, "--events", rank1.endpoint, "--capacity", "4", "--interval", "0.2",
+                   "--listen", "127.0.0.1:0") as serve,  # fmt: skip
+    ):
+        for p in (rank0, rank1):
+            p.wait_for_subscriber(timeout=30)
+        for i in range(20):
+            p = (rank0, rank1)[i % 2]
+            p.publish([p.stored([1, 2, 3 + i % 5])])
+        return serve.scrape_until(lambda s: sample(s, "kvset_pooling_gain", unit="blocks") is not None)[-1]
+
+
 def test_every_metric_and_label_the_dashboard_queries_is_exported(tmp_path):
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text(MOONCAKE_TRACE.read_text() + "this line is not JSON\n")
@@ -63,7 +80,7 @@ def test_every_metric_and_label_the_dashboard_queries_is_exported(tmp_path):
         engine.stop()
     assert sample(s, "kvset_engine_token_hit_rate") == pytest.approx(0.75)
     exported: dict[str, set[str]] = {}
-    for (name, labels), _ in s.items():
+    for (name, labels), _ in [*s.items(), *ranks_scrape().items()]:
         exported.setdefault(name, set()).update(k for k, _ in labels)
     asked = 0
     for expr in _queries(json.loads(DASHBOARD.read_text())):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 # What each of the four main panels shows once the demo has fed it: a number with its unit.
 PANEL_NUMBERS = {
-    "hit-rate curve": re.compile(r"100%┤(?:.*\n)+.*│\s+1\s+(?:10|100|1k)\s"),  # y ticks, then x ticks
+    # y ticks, then x ticks (the axis starts where the curve starts to rise)
+    "hit-rate curve": re.compile(r"100%┤(?:.*\n)+.*│\s+\d+[kM]?\s+\d+[kM]?\s"),
     "working sets": re.compile(r"95 % cov\s+≤?[\d.,]+k?(?: blk)?\s"),
     "thrashing": re.compile(r"\d+\.\d % (?:of misses are )?near misses"),
     "page churn": re.compile(r"accesses/s .*\s[\d.,]+[kM]?/s"),
@@ -85,5 +87,37 @@ def test_exits_when_its_terminal_goes_away_even_if_sighup_never_arrives():
         if alive:
             os.kill(pid, 9)
         assert not alive, "kvset-top kept running on a hung-up terminal"
+    finally:
+        subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=10, check=False)
+
+
+@pytest.mark.parametrize("signame", ["TERM", "HUP"])
+def test_kill_restores_the_terminal_as_q_does(tmp_path, signame):
+    """`kill PID` (SIGTERM, as timeout and systemd send) and SIGHUP end the app through its own exit:
+    the pane is back on the shell's main screen, with the cursor shown and mouse reporting off."""
+    socket = f"kvset-sig-{signame.lower()}-{os.getpid()}"
+    pidfile = tmp_path / "pid"
+    flags = "#{alternate_on} #{cursor_flag} #{mouse_any_flag}"
+    tmux(socket, "new-session", "-d", "-s", "top", "-x", "100", "-y", "30", "-c", str(ROOT), "sh")
+    try:
+        # the shell starts kvset-top in the foreground (mouse on) and prints its exit status afterwards
+        line = f"sh -c 'echo $$ > {pidfile}; exec {sys.executable} -m kvset_tui --demo'; echo EXIT=$?"
+        tmux(socket, "send-keys", "-t", "top", line, "Enter")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "accesses" not in tmux(socket, "capture-pane", "-p", "-t", "top"):
+            time.sleep(0.3)
+        running = tmux(socket, "display-message", "-p", "-t", "top", flags).split()
+        assert running == ["1", "0", "1"], running  # the app owns the screen: alternate, no cursor, mouse
+        pid = int(pidfile.read_text())
+        os.kill(pid, getattr(signal, f"SIG{signame}"))
+        code = 128 + getattr(signal, f"SIG{signame}")
+        screen = ""
+        for _ in range(100):
+            screen = tmux(socket, "capture-pane", "-p", "-t", "top")
+            if f"EXIT={code}" in screen:
+                break
+            time.sleep(0.1)
+        assert f"EXIT={code}" in screen, screen
+        assert tmux(socket, "display-message", "-p", "-t", "top", flags).split() == ["0", "1", "0"]
     finally:
         subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=10, check=False)

@@ -139,7 +139,7 @@ def test_idle_source_still_reports_health_and_stops_promptly(fake: FakeVllmPubli
         run.wait_for(lambda r: r.updates >= 4 and r.health.connected, timeout=3)
         assert run.health.state == "connected, waiting for data"
         assert run.keys == [] and run.engine is None
-        assert run.health.reports_hits is False
+        assert run.health.reports_hits is None  # no event yet: neither "misses only" nor "hits reported"
         started = time.monotonic()
     assert time.monotonic() - started < 1.0
 
@@ -168,7 +168,7 @@ def test_gap_is_recovered_from_the_replay_socket(fake: FakeVllmPublisher) -> Non
         assert run.times == [5.0] * 5  # five requests, finished when the stream went quiet
         assert fake.replay_requests == [1]
         run.wait_for(lambda r: "sequence-gap" in r.kinds())
-        assert run.detail("sequence gaps") == "1 gaps, 2 batches missing: 2 recovered by replay, 0 lost"
+        assert run.detail("sequence gaps") == "1 gap, 2 batches missing: 2 recovered by replay, 0 lost"
         assert not any("lost" in n for n in run.health.notes)
 
 
@@ -179,8 +179,8 @@ def test_unrecoverable_gap_is_counted_and_shown(fake: FakeVllmPublisher) -> None
         fake.publish([fake.stored([3])])
         run.wait_for(lambda r: len(r.keys) == 2 and "sequence-gap" in r.kinds())
         assert run.keys == [1, 3]
-        assert run.detail("sequence gaps") == "1 gaps, 1 batches missing: 0 recovered by replay, 1 lost"
-        assert any(n.startswith("1 event batches lost") for n in run.health.notes)
+        assert run.detail("sequence gaps") == "1 gap, 1 batch missing: 0 recovered by replay, 1 lost"
+        assert any(n.startswith("1 event batch lost") for n in run.health.notes)
         gap = next(e for e in run.events if e.kind == "sequence-gap")
         assert "seq 1..1" in gap.text and "1 lost" in gap.text
 
@@ -314,7 +314,7 @@ def test_an_exception_while_handling_a_message_is_counted_and_the_source_keeps_r
         run.wait_for(lambda r: len(r.keys) == 2 and "sequence-gap" in r.kinds())
         assert run.keys == [1, 3]
         assert {r.reason: r.count for r in run.health.rejected} == {"undecodable message: RuntimeError": 2}
-        assert run.detail("sequence gaps") == "1 gaps, 1 batches missing: 0 recovered by replay, 1 lost"
+        assert run.detail("sequence gaps") == "1 gap, 1 batch missing: 0 recovered by replay, 1 lost"
         fake.publish([fake.stored([4])])
         run.wait_for(lambda r: len(r.keys) == 3)
         assert run.keys == [1, 3, 4]
@@ -371,7 +371,7 @@ def test_all_blocks_cleared_resets_the_resident_set(fake: FakeVllmPublisher) -> 
 def test_misses_only_then_hits_reported(fake: FakeVllmPublisher) -> None:
     with running(source_for(fake), fake) as run:
         run.wait_for(lambda r: r.updates >= 1)
-        assert run.health.reports_hits is False  # nothing shows hits yet
+        assert run.health.reports_hits is None  # nothing stored yet: no claim either way
         fake.publish([fake.stored([1, 2])])
         fake.publish([fake.stored([3], parent=2)])
         fake.publish([fake.removed([3]), fake.stored([3], parent=2)])  # evicted, then needed again
@@ -492,7 +492,7 @@ def test_medium_and_group_filters(fake: FakeVllmPublisher) -> None:
         assert run.keys == [1, 4]
         assert run.engine.resident_blocks == 2 and run.engine.evictions_total == 0
         assert run.detail("medium") == "GPU; ignored: CPU 2 events"
-        assert run.detail("KV cache group") == "0 (--group-idx); ignored: 1 events, 1 stored blocks of group 1"
+        assert run.detail("KV cache group") == "0 (--group-idx); ignored: 1 event, 1 stored block of group 1"
 
 
 def test_all_media_and_several_groups_count_the_first_group_with_a_note(fake: FakeVllmPublisher) -> None:
@@ -511,7 +511,7 @@ def test_other_media_only_is_explained(fake: FakeVllmPublisher) -> None:
         fake.publish([fake.stored([1], medium="CPU_PINNED")])
         run.wait_for(lambda r: r.health.received == 1)
         assert run.keys == []
-        assert any("no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in run.health.notes)
+        assert any("no GPU events yet" in n and "CPU_PINNED (1 event)" in n for n in run.health.notes)
 
 
 @pytest.mark.parametrize("layout", ["vllm-array", "sglang"])
@@ -542,7 +542,7 @@ def test_two_data_parallel_ranks_merge_into_one_stream() -> None:
         run.wait_for(lambda r: len(r.keys) == 5 and r.engine.evictions_total == 1)
         assert sorted(run.keys) == [1, 1, 2, 3, 4]
         assert run.keys.index(3) < run.keys.index(4)  # the replayed batch keeps rank 1's order
-        assert run.detail(f"rank 0 {rank0.endpoint}").startswith("2 batches, 2 accesses, 1 resident blocks")
+        assert run.detail(f"rank 0 {rank0.endpoint}").startswith("2 batches, 2 accesses, 1 resident block,")
         assert run.detail(f"rank 1 {rank1.endpoint}").startswith("3 batches, 3 accesses, 3 resident blocks")
         # The ranks' caches are separate: block 1 on rank 1 is not a hit on rank 0's block 1.
         assert run.detail("hit reporting") == "misses only so far"

@@ -193,15 +193,15 @@ def test_a_trickling_body_hits_the_overall_deadline_without_piling_up_polls(
 def test_an_unexpected_error_reading_a_body_costs_one_poll_not_the_source(engine: FakeEngine, monkeypatch) -> None:
     src = source(engine.url)
     drive(src, lambda u: u.engine is not None)
-    real = src.tracker.update
+    real = src.tracker.update_counters
     broken = {"on": True}
 
-    def fragile(text: str, at: float):
+    def fragile(counters, at: float):
         if broken["on"]:
             raise OverflowError("a bug on odd input")
-        return real(text, at)
+        return real(counters, at)
 
-    monkeypatch.setattr(src.tracker, "update", fragile)
+    monkeypatch.setattr(src.tracker, "update_counters", fragile)
     ups = drive(src, lambda u: u.health is not None and u.health.rejected_total >= 1)
     h = ups[-1].health
     assert h.rejected[0].reason == "unusable metrics (OverflowError)" and not h.connected

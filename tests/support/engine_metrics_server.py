@@ -29,7 +29,8 @@ def vllm_exposition(queries: float, hits: float, usage: float = 0.25, num_gpu_bl
 class FakeEngine:
     """mode: ok | slow (`delay` s before answering) | trickle (the body one byte every `delay` s, so
     no single read ever times out) | error | cut (Content-Length promised, body short) | cut_close
-    (no length, body cut mid-line, then the connection closes)."""
+    (no length, body cut mid-line, then the connection closes). `body` (bytes), when set, is served
+    instead of the vLLM exposition, with `content_type`."""
 
     def __init__(self) -> None:
         self.mode = "ok"
@@ -38,6 +39,8 @@ class FakeEngine:
         self.hits = 0.0
         self.usage = 0.25
         self.num_gpu_blocks: int | None = None  # None: the fixture's 61,275
+        self.body: bytes | None = None
+        self.content_type = "text/plain; version=0.0.4; charset=utf-8"
         self.requests: list[float] = []  # monotonic arrival times
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
@@ -56,7 +59,8 @@ class FakeEngine:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 engine.requests.append(time.monotonic())
-                body = vllm_exposition(engine.queries, engine.hits, engine.usage, engine.num_gpu_blocks).encode()
+                body = engine.body if engine.body is not None else (
+                    vllm_exposition(engine.queries, engine.hits, engine.usage, engine.num_gpu_blocks).encode())
                 mode = engine.mode
                 if mode == "slow":
                     time.sleep(engine.delay)
@@ -67,7 +71,7 @@ class FakeEngine:
                     self.wfile.write(b"Internal Server Error")
                     return
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Type", engine.content_type)
                 if mode == "cut":
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()

@@ -1,372 +1,442 @@
-"""Fixed snapshots and fake monitors for the kvset-top tests (no analyzer, no clock, no threads racing).
+"""Snapshots and fake monitors for the kvset-top tests: real pipeline values, a fixed clock, no threads racing.
 
-The snapshots are built directly from the contract dataclasses with fixed, realistic numbers:
-a curve shaped like agent traffic (a shared prefix reused at short distances, conversation
-histories at medium ones, a long tail), at a demo-like ingest rate of about a million accesses/s.
+Every snapshot here is made the way the monitor makes one: the seeded agentic workload
+(kvset.workload) is fed to a real Analyzer, and kvset.snapshot.builder.SnapshotBuilder builds the
+snapshot from it with engine readings and source healths the real sources produce (the engine's
+readings come from kvset's own /metrics tracker reading a real vLLM exposition). The wall clock is
+fixed (NOW), so ages and screenshots are stable. Each builder runs once per test process.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.analyzer import Analyzer
+from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
+from kvset.engine.metrics_tracker import MetricsTracker
+from kvset.formats.traces import read_trace
+from kvset.geometry import load_model
 from kvset.rejects import Rejection
-from kvset.snapshot import (
-    ChurnSeries,
-    Reserve,
-    Snapshot,
-    Totals,
-    WorkingSetRow,
-)
-from kvset.snapshot.builder import thrashing_at
-from kvset.types import EngineReading, SourceHealth, TimelineEvent
+from kvset.snapshot import Snapshot
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.sources.demo import DEMO_POOL_BLOCKS, repeating_phases
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.workload import AgenticWorkload, WorkloadConfig
+from tests.support.engine_metrics_server import vllm_exposition
+from tests.support.paths import MOONCAKE_TRACE
 
 NOW = 1_767_225_600.0  # fixed "now" (2026-01-01T00:00:00Z) for ages in screenshots
-BLOCK_TOKENS = 16
-LLAMA70B_BYTES_PER_TOKEN = 327_680  # 80 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 bytes
-HORIZON = 1_000_000
+BLOCK_TOKENS = 16  # the workload's and vLLM's block size
+
+# The demo as `kvset-top --demo` plays it: its phases, 5 minutes of trace time (three phases seen).
+DEMO_SECONDS = 300.0
+DEMO_SPEED = 3.0  # the demo source's name says its speed
+
+# A vLLM engine serving Qwen3-Next (hybrid: linear-attention layers beside the full-attention ones):
+# its pool of 12,000 blocks holds the 95 % working set in blocks, not with the hybrid reserve its 48
+# running requests need, and it thrashes.
+ENGINE_MODEL = "qwen3-next-80b-a3b"
+ENGINE_POOL_BLOCKS = 12_000
+ENGINE_RUNNING = 48
+ENGINE_SECONDS = 360.0  # the engine's traffic so far, ending just before NOW
+ENGINE_LAST_ACCESS = NOW - 1.2
+ENGINE_MEASURED_HIT_RATE = 0.86  # what its /metrics counters give: Δhits / Δqueries
+METRICS_POLL_SECONDS = 10.0
+METRICS_DOWN_SINCE = NOW - 94.0  # the /metrics poller lost the engine 94 s ago
+EVENTS_URL = "tcp://127.0.0.1:5557"
+METRICS_URL = "http://127.0.0.1:8000/metrics"
+
+TRACE_NAME = "agent.jsonl"
 
 
-def agent_curve(
-    accesses: int,
-    attainable: float,
-    max_capacity: int,
+# -- feeding the analyzer ------------------------------------------------------------------------
+def workload_batches(wl: AgenticWorkload, seconds: float, offset: float = 0.0, step: float = 5.0
+                     ) -> Iterator[AccessBatch]:  # fmt: skip
+    """The workload's requests up to `seconds` of its own time, in batches of `step` seconds, with
+    `offset` added to every timestamp (0: trace time; else a live engine's wall clock)."""
+    until = 0.0
+    while until < seconds:
+        until = min(seconds, until + step)
+        batch = wl.batch(1 << 20, until=until)
+        if len(batch):
+            yield dataclasses.replace(batch, timestamps=batch.timestamps + offset)
+
+
+def fed_snapshot(
+    batches: Iterable[AccessBatch],
+    config: SnapshotConfig,
+    sources: tuple[SourceHealth, ...],
     *,
-    scales: Sequence[tuple[float, float]] = ((0.45, 40.0), (0.35, 1_500.0), (0.20, 12_000.0)),
-    grid: bool = False,
-    horizon: int = HORIZON,
-    window_seconds: float | None = None,
-    token_share: float = 0.985,
-    bump: tuple[float, float, float] | None = None,
-) -> HitRateCurve:
-    """A hit-rate curve whose hits rise as a mix of exponentials of capacity and reach exactly
-    `attainable * accesses` at `max_capacity` (a few scales: prefix, history, tail)."""
-    if grid:
-        caps = np.unique(np.round(np.geomspace(1, max_capacity, 48)).astype(np.int64))
-    else:
-        caps = np.arange(1, max_capacity + 1, dtype=np.int64)
-    shape = np.zeros(len(caps))
-    for weight, scale in scales:
-        shape += weight * (1.0 - np.exp(-caps / scale))
-    if bump is not None:  # a mass of reuse at one distance: what a pool just too small thrashes on
-        weight, centre, width = bump
-        shape += weight / (1.0 + np.exp(-(caps - centre) / width))
-    shape /= shape[-1]
-    total_hits = int(round(attainable * accesses))
-    block_hits = np.floor(shape * total_hits).astype(np.int64)
-    block_hits[-1] = total_hits
-    tokens = accesses * BLOCK_TOKENS
-    token_hits = np.floor(block_hits * BLOCK_TOKENS * token_share).astype(np.int64)
-    return HitRateCurve(
-        capacities=caps,
-        block_hits=block_hits,
-        token_hits=token_hits,
-        accesses=accesses,
-        tokens=tokens,
-        horizon=horizon,
-        exact=not grid,
-        window_seconds=window_seconds,
+    engine: EngineReading | None = None,
+    events: tuple[TimelineEvent, ...] = (),
+    engine_history: tuple[EngineReading, ...] = (),
+    accesses_per_second: float = 0.0,
+    now: float = NOW,
+    build_every: float = 30.0,
+) -> Snapshot:
+    """Feed the batches to a fresh Analyzer, building a snapshot every `build_every` seconds of their
+    time as the monitor would (the all-time working sets' trend is sampled once a minute from them),
+    and return the last one."""
+    analyzer = Analyzer()  # as the monitor makes it: the block size comes with the accesses
+    builder = SnapshotBuilder(config)
+    built_at = None
+    for batch in batches:
+        analyzer.feed_batch(batch)
+        t = float(batch.timestamps[-1])
+        if built_at is None or t - built_at >= build_every:
+            builder.build(analyzer, sources, engine, events, accesses_per_second, now=now,
+                          engine_history=engine_history)  # fmt: skip
+            built_at = t
+    return builder.build(analyzer, sources, engine, events, accesses_per_second, now=now,
+                         engine_history=engine_history)  # fmt: skip
+
+
+def misses_only(batches: list[AccessBatch], pool: int) -> list[AccessBatch]:
+    """The accesses that miss an LRU cache of `pool` blocks: all an engine publishes without its hits."""
+    shadow = Analyzer()
+    out = []
+    for batch in batches:
+        d = shadow.feed_batch(batch, return_distances=True)
+        out.append(batch.subset((d == 0) | (d < 0) | (d > pool)))
+    return out
+
+
+# -- the engine's own readings -----------------------------------------------------------------
+def engine_exposition(queries: float, hits: float, usage: float) -> str:
+    """vLLM 0.13's real /metrics body, for this engine's pool, block size and running requests."""
+    body = vllm_exposition(queries, hits, usage)
+    body = re.sub(r'num_gpu_blocks="\d+"', f'num_gpu_blocks="{ENGINE_POOL_BLOCKS}"', body)
+    return re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\g<1> {float(ENGINE_RUNNING)!r}", body,
+                  flags=re.M)  # fmt: skip
+
+
+def metrics_readings(start: float, end: float, tokens_per_second: float) -> list[EngineReading]:
+    """kvset's /metrics tracker on one poll every METRICS_POLL_SECONDS: the engine's counters grow
+    with its traffic at ENGINE_MEASURED_HIT_RATE, its KV use creeps up to full."""
+    tracker = MetricsTracker(window_s=60.0, label="/metrics")
+    readings = []
+    polls = int((end - start) // METRICS_POLL_SECONDS)
+    for i in range(polls + 1):
+        at = start + i * METRICS_POLL_SECONDS
+        queries = 1000.0 + tokens_per_second * (at - start)
+        wobble = 0.01 * ((i * 7) % 3)  # per-poll variation, as a real engine has
+        hits = queries * (ENGINE_MEASURED_HIT_RATE - wobble)
+        result = tracker.update(engine_exposition(queries, hits, min(0.99, 0.80 + 0.004 * i)), at)
+        assert result.error is None and result.reading is not None, result.error
+        readings.append(result.reading)
+    return readings
+
+
+def metrics_down_health(last_good_at: float) -> SourceHealth:
+    """The /metrics poller after the engine stopped answering: what kvset.sources.metrics reports."""
+    return SourceHealth(
+        source=f"metrics {METRICS_URL}",
+        kind="metrics",
+        connected=False,
+        state="down: connection refused, retry in 8 s",
+        last_data_at=last_good_at,
+        received=31,
+        rejected=(
+            Rejection("truncated response (the body does not end with a newline)", 3,
+                      ("poll 12 at 23:57:10", "poll 19 at 23:58:20", "poll 25 at 23:59:20")),
+            Rejection("no vllm: or sglang: metrics in the response", 1, ("poll 27 at 23:59:40",)),
+        ),  # fmt: skip
+        notes=("showing the last good values (stale)",),
     )
 
 
-def _rows(
-    curves: dict[str, HitRateCurve],
-    targets: dict[str, tuple[float, ...]],
-    bytes_per_block: int | None,
-    pool_blocks: int | None,
-) -> tuple[WorkingSetRow, ...]:
-    rows = []
-    for window, curve in curves.items():
-        for mode, ts in targets.items():
-            for t in ts:
-                blocks = curve.working_set(t, mode)  # type: ignore[arg-type]
-                trend = tuple(
-                    None if blocks is None else int(blocks * f) for f in (0.82, 0.88, 0.93, 0.97, 1.0, 1.04)
-                )
-                rows.append(
-                    WorkingSetRow(
-                        target=t,
-                        mode=mode,
-                        window=window,
-                        capacity_blocks=blocks,
-                        capacity_tokens=None if blocks is None else blocks * BLOCK_TOKENS,
-                        capacity_bytes=None if blocks is None or not bytes_per_block else blocks * bytes_per_block,
-                        trend_blocks=trend,
-                        fits_pool=None if blocks is None or pool_blocks is None else blocks <= pool_blocks,
-                        exact=curve.exact,
-                    )
-                )
-    return tuple(rows)
-
-
-_thrashing = thrashing_at  # the library's own figures
-
-
-def _churn(n: int, rate: float, capacity: int | None, ws_main: float, phase_at: int | None = None) -> ChurnSeries:
-    i = np.arange(n, dtype=float)
-    wobble = 1.0 + 0.08 * np.sin(i / 3.0) + 0.04 * np.cos(i / 1.7)
-    slot = 5.0
-    accesses = np.round(rate * slot * wobble)
-    first_share = 0.12 + 0.03 * np.sin(i / 5.0)
-    if phase_at is not None:
-        first_share[phase_at:] += 0.06  # a phase change: new users bring new prefixes
-    first = np.round(accesses * first_share)
-    beyond = np.round(accesses * 0.01)
-    reref = accesses - first - beyond
-    hit = reref / accesses * 0.86
-    ws = ws_main * (1.0 + 0.1 * np.sin(i / 8.0))
-    if phase_at is not None:
-        ws[phase_at:] *= 1.35
-    ws = ws[:: max(1, n // 20)]
-    return ChurnSeries(
-        slot_seconds=slot,
-        end_time=NOW - 0.4,
-        accesses=accesses,
-        first_time=first,
-        rereferences=reref,
-        beyond_horizon=beyond,
-        hit_rate_at_capacity=hit,
-        capacity_blocks=capacity,
-        working_set_main=np.round(ws),
-        working_set_step_seconds=60.0,
-    )
-
-
-TARGETS = {"coverage": (0.95, 0.99, 0.999), "absolute": (0.50, 0.70, 0.90)}
-
-
-def demo_snapshot(seq: int = 42, *, phase_changed: bool = True) -> Snapshot:
-    """Like the built-in demo: ~1M accesses/s, no engine, no model (so no GiB and no reserve)."""
-    accesses = 61_234_567
-    curves = {
-        "all": agent_curve(accesses, 0.83, 60_000),
-        "1m": agent_curve(60_800_000 // 60 * 1, 0.78, 40_000, grid=True, window_seconds=60.0),
-        "5m": agent_curve(5_000_000, 0.81, 52_000, grid=True, window_seconds=300.0),
-        "1h": agent_curve(accesses, 0.83, 60_000, grid=True, window_seconds=3600.0),
-    }
-    rows = _rows(curves, TARGETS, None, None)
-    main = curves["all"].working_set(0.95, "coverage") or 1
-    thrash = {w: _thrashing(c, main, "working-set", w) for w, c in curves.items()}
-    health = SourceHealth(
-        source="demo: agent workload",
-        kind="demo",
-        connected=True,
-        state="running (phase 2: compaction)" if phase_changed else "running",
-        last_data_at=NOW - 0.4,
-        received=12_240,
-        accesses=accesses,
-    )
-    return Snapshot(
-        seq=seq,
-        taken_at=NOW - 0.4,
-        data_time=NOW - 0.4,
-        horizon=HORIZON,
-        block_tokens=BLOCK_TOKENS,
-        bytes_per_block=None,
-        totals=Totals(
-            accesses=accesses,
-            tokens=accesses * BLOCK_TOKENS,
-            requests=81_020,
-            first_time=7_702_113,
-            rereferences=52_911_337,
-            beyond_horizon=621_117,
-            tracked_blocks=HORIZON,
-        ),
-        curves=curves,
-        working_sets=rows,
-        churn=_churn(60, 1_020_000, main, main, phase_at=40 if phase_changed else None),
-        thrashing=thrash,
-        reserve=None,
-        engine=None,
-        sources=(health,),
-        events=(TimelineEvent(at=NOW - 100, kind="phase", text="compaction: histories shortened"),),
-        accesses_per_second=1_018_422.0,
-        demo=True,
-        targets=TARGETS,
-    )
-
-
-def empty_snapshot(seq: int = 0) -> Snapshot:
-    """Right after start: a source that has delivered nothing yet."""
-    empty = HitRateCurve(
-        capacities=np.zeros(0, dtype=np.int64),
-        block_hits=np.zeros(0, dtype=np.int64),
-        token_hits=np.zeros(0, dtype=np.int64),
-        accesses=0,
-        tokens=0,
-        horizon=HORIZON,
-    )
-    churn = ChurnSeries(
-        slot_seconds=5.0,
-        end_time=NOW,
-        accesses=np.zeros(0),
-        first_time=np.zeros(0),
-        rereferences=np.zeros(0),
-        beyond_horizon=np.zeros(0),
-        hit_rate_at_capacity=np.zeros(0),
-        capacity_blocks=None,
-        working_set_main=np.zeros(0),
-    )
-    return Snapshot(
-        seq=seq,
-        taken_at=NOW,
-        data_time=0.0,
-        horizon=HORIZON,
-        block_tokens=None,
-        bytes_per_block=None,
-        totals=Totals(0, 0, 0, 0, 0, 0, 0),
-        curves={"all": empty},
-        working_sets=(),
-        churn=churn,
-        thrashing={},
-        reserve=None,
-        engine=None,
-        sources=(
-            SourceHealth(
-                source="replay traces/agent.jsonl", kind="replay", connected=True, state="waiting for data"
-            ),
-        ),
-        events=(),
-        accesses_per_second=0.0,
-        targets=TARGETS,
-    )
-
-
-ENGINE_POOL_BLOCKS = 17_000  # an 80 GiB-class pool of 16-token blocks of a 70B model (~83 GiB)
-
-
-def engine_snapshot(seq: int = 7) -> Snapshot:
-    """A vLLM engine with a model: operating point, reserve, thrashing at its pool, and a failing
-    /metrics source with rejected input."""
-    accesses = 8_402_112
-    bytes_per_block = BLOCK_TOKENS * LLAMA70B_BYTES_PER_TOKEN
-    scales = ((0.40, 60.0), (0.30, 5_000.0), (0.10, 30_000.0))
-    bump = (0.45, 19_000.0, 700.0)  # many re-reads just beyond the 17k-block pool: it thrashes
-    curves = {
-        "all": agent_curve(accesses, 0.79, 90_000, scales=scales, bump=bump),
-        "5m": agent_curve(1_900_000, 0.77, 80_000, scales=scales, bump=bump, grid=True, window_seconds=300.0),
-    }
-    rows = _rows(curves, TARGETS, bytes_per_block, ENGINE_POOL_BLOCKS)
-    thrash = {w: _thrashing(c, ENGINE_POOL_BLOCKS, "engine", w) for w, c in curves.items()}
-    ws95 = curves["all"].working_set(0.95, "coverage")
-    engine = EngineReading(
-        at=NOW - 2.0,
-        capacity_blocks=ENGINE_POOL_BLOCKS,
-        capacity_tokens=ENGINE_POOL_BLOCKS * BLOCK_TOKENS,
-        block_size=BLOCK_TOKENS,
-        token_hit_rate=0.581,
-        hit_rate_window_s=None,
-        kv_usage=0.97,
-        running_requests=48,
-        label="vllm /metrics",
-    )
-    events_src = SourceHealth(
-        source="events tcp://127.0.0.1:5557",
+def events_health(accesses: int, batches: int, hits_reported: bool) -> SourceHealth:
+    """The KV-events source of a vLLM engine (kvset.sources.kv_events) that has heard `batches` batches."""
+    return SourceHealth(
+        source=f"events {EVENTS_URL}",
         kind="events",
         connected=True,
         state="connected",
-        last_data_at=NOW - 1.2,
-        received=93_114,
+        last_data_at=ENGINE_LAST_ACCESS,
+        received=batches,
         accesses=accesses,
-        notes=("engine reports misses only: the curve counts stores, not hits",),
-    )
-    metrics_src = SourceHealth(
-        source="metrics http://127.0.0.1:8000/metrics",
-        kind="metrics",
-        connected=False,
-        state="down: connection refused",
-        last_data_at=NOW - 94.0,
-        received=31,
-        rejected=(
-            Rejection("unparsable exposition line", 3, ("line 17: 'vllm:kv_cache_usage_perc{' ...",)),
-            Rejection("unknown metric family", 1, ()),
-        ),
-    )
-    reserve = Reserve(
-        model="Qwen3-Next-80B-A3B (hybrid)",
-        full_attention_bytes_per_token=LLAMA70B_BYTES_PER_TOKEN,
-        full_attention_bytes_per_block=bytes_per_block,
-        working_set_target=0.95,
-        working_set_bytes=None if ws95 is None else ws95 * bytes_per_block,
-        hybrid_reserve_bytes=48 * 301_989_888,
-        concurrency=48,
-        concurrency_source="measured",
-        pool_bytes=ENGINE_POOL_BLOCKS * bytes_per_block,
-        notes=("linear-attention state: 288 MiB per running request (from config.json)",),
-    )
-    history = engine_history(engine, 30)
-    return Snapshot(
-        seq=seq,
-        taken_at=NOW - 1.2,
-        data_time=NOW - 1.2,
-        horizon=HORIZON,
-        block_tokens=BLOCK_TOKENS,
-        bytes_per_block=bytes_per_block,
-        totals=Totals(
-            accesses=accesses,
-            tokens=accesses * BLOCK_TOKENS,
-            requests=21_004,
-            first_time=1_764_443,
-            rereferences=6_637_669,
-            beyond_horizon=0,
-            tracked_blocks=402_118,
-        ),
-        curves=curves,
-        working_sets=rows,
-        churn=_churn(48, 28_000, ENGINE_POOL_BLOCKS, float(ws95 or 0)),
-        thrashing=thrash,
-        reserve=reserve,
-        engine=engine,
-        sources=(events_src, metrics_src),
-        events=(),
-        accesses_per_second=27_941.0,
-        model="Qwen3-Next-80B-A3B",
-        targets=TARGETS,
-        engine_history=history,
+        notes=(HITS_REPORTED_NOTE if hits_reported else MISSES_ONLY_NOTE,),
+        details=(("block size", f"{BLOCK_TOKENS} tokens"),),
+        reports_hits=hits_reported,
     )
 
 
-def engine_history(latest: EngineReading, n: int) -> tuple[EngineReading, ...]:
-    """The engine's readings every 10 s, its hit rate sagging as the pool starts to thrash."""
-    out = []
-    for i in range(n):
-        back = n - 1 - i
-        out.append(
-            dataclasses.replace(
-                latest,
-                at=latest.at - 10.0 * back,
-                token_hit_rate=round(latest.token_hit_rate + 0.004 * back - (0.01 * ((i * 7) % 3) if back else 0.0), 4),
-                kv_usage=round(latest.kv_usage - 0.004 * back, 4),
-            )
-        )
-    return tuple(out)
+# -- the snapshots -------------------------------------------------------------------------------
+def _with_seq(snapshot: Snapshot, seq: int | None) -> Snapshot:
+    return snapshot if seq is None else dataclasses.replace(snapshot, seq=seq)
+
+
+@functools.cache
+def _demo() -> Snapshot:
+    wl = AgenticWorkload(WorkloadConfig(), repeating_phases())
+    batches, phases = [], []  # phases: (trace time it began, name), as the demo source announces them
+    for batch in workload_batches(wl, DEMO_SECONDS):
+        batches.append(batch)
+        if not phases or phases[-1][1] != wl.phase_name:
+            phases.append((float(batch.timestamps[0]), wl.phase_name))
+    accesses = sum(len(b) for b in batches)
+    wall = DEMO_SECONDS / DEMO_SPEED  # the demo source plays trace time at DEMO_SPEED
+    health = SourceHealth(
+        source=f"demo: built-in agentic workload at {DEMO_SPEED:g}x", kind="demo", connected=True,
+        state=f"running: {wl.phase_name}", last_data_at=NOW - 0.4, received=wl.requests_made, accesses=accesses,
+        notes=("DEMO: synthetic agent sessions, not an engine; the pool is a pretend one",),
+        details=(("phase", wl.phase_name), ("sessions", str(wl.concurrency))),
+    )  # fmt: skip
+    pool = EngineReading(
+        at=NOW - wall, capacity_blocks=DEMO_POOL_BLOCKS, block_size=BLOCK_TOKENS,
+        capacity_tokens=DEMO_POOL_BLOCKS * BLOCK_TOKENS, label="demo pool (pretend)",
+    )  # fmt: skip
+    timeline = tuple(
+        TimelineEvent(NOW - wall + at / DEMO_SPEED, "phase", f"demo phase: {name}") for at, name in phases
+    )
+    return fed_snapshot(batches, SnapshotConfig(demo=True), (health,), engine=pool, events=timeline,
+                        accesses_per_second=accesses / wall)  # fmt: skip
+
+
+def demo_snapshot(seq: int | None = None) -> Snapshot:
+    """`kvset-top --demo` five minutes (of trace time) in: DEMO banner, its pretend pool, no model."""
+    return _with_seq(_demo(), seq)
+
+
+def _engine_run(hits_reported: bool, config: SnapshotConfig | None = None) -> Snapshot:
+    offset = ENGINE_LAST_ACCESS - ENGINE_SECONDS
+    batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=3)), ENGINE_SECONDS, offset=offset, step=1.0))
+    tokens = sum(len(b) for b in batches) * BLOCK_TOKENS
+    readings = metrics_readings(offset, METRICS_DOWN_SINCE, tokens / ENGINE_SECONDS)
+    engine = dataclasses.replace(readings[-1], stale=True)  # the poller repeats its last good reading
+    if not hits_reported:
+        batches = misses_only(batches, ENGINE_POOL_BLOCKS)
+    delivered = sum(len(b) for b in batches)
+    sources = (events_health(delivered, len(batches), hits_reported), metrics_down_health(readings[-1].at))
+    down = TimelineEvent(METRICS_DOWN_SINCE + METRICS_POLL_SECONDS, "source-down", f"{METRICS_URL}: connection refused")
+    config = config or SnapshotConfig(geometry=load_model(ENGINE_MODEL))
+    return fed_snapshot(batches, config, sources, engine=engine, events=(down,), engine_history=tuple(readings),
+                        accesses_per_second=delivered / ENGINE_SECONDS)  # fmt: skip
+
+
+@functools.cache
+def _engine(hits_reported: bool) -> Snapshot:
+    return _engine_run(hits_reported)
+
+
+def engine_snapshot(seq: int | None = None) -> Snapshot:
+    """A vLLM engine with a model whose events report its hits: the operating point, the reserve, a pool
+    that thrashes, and a /metrics source that went down after rejecting some responses."""
+    return _with_seq(_engine(True), seq)
+
+
+def misses_only_snapshot(seq: int | None = None) -> Snapshot:
+    """The same engine publishing the stores of its misses only (vLLM's default): the curve is of its
+    misses, so it is not compared with the engine's hit rate."""
+    return _with_seq(_engine(False), seq)
+
+
+# The same engine asked for tiers (`--tiers 3GiB,2GiB --size-next-tier 0.99`): 3 GiB of its HBM, 2 GiB of
+# host DRAM behind it (exclusive), and the third tier that reaches 99 % coverage.
+TIER_SIZES = ("3GiB", "2GiB")
+NEXT_TIER_TARGET = 0.99
+
+
+@functools.cache
+def _tiers() -> Snapshot:
+    from kvset.quantities import parse_bytes
+
+    config = SnapshotConfig(geometry=load_model(ENGINE_MODEL), tier_sizes=tuple(parse_bytes(t) for t in TIER_SIZES),
+                            tier_unit="bytes", next_tier_target=NEXT_TIER_TARGET)  # fmt: skip
+    return _engine_run(True, config)
+
+
+def tiers_snapshot(seq: int | None = None) -> Snapshot:
+    """The engine with a model and --tiers 3GiB,2GiB --size-next-tier 0.99."""
+    return _with_seq(_tiers(), seq)
+
+
+# Three data-parallel ranks behind one router that spreads requests round robin, each rank with its
+# own pool of RANK_POOL_BLOCKS (--capacity), seen through one --events source with three endpoints.
+RANKS = 3
+RANK_POOL_BLOCKS = 3_000
+RANK_SECONDS = 240.0
+
+
+class ListSource:
+    """A source that hands over the given updates, then finishes (kvset.sources.base.Source)."""
+
+    kind = "events"
+
+    def __init__(self, name: str, updates: Sequence) -> None:
+        self.name = name
+        self._updates = list(updates)
+
+    def updates(self, stop):
+        yield from self._updates
+
+    def close(self) -> None:
+        pass
+
+
+def round_robin_ranks(batch: AccessBatch, first_request: int, ranks: int) -> AccessBatch:
+    """The batch with each request's accesses marked with rank (request number mod `ranks`)."""
+    starts = np.asarray(batch.request_starts, dtype=np.int64)
+    lengths = np.diff(np.append(starts, len(batch)))
+    request_rank = (first_request + np.arange(len(starts))) % ranks
+    return dataclasses.replace(batch, rank=np.repeat(request_rank, lengths))
+
+
+@functools.cache
+def _ranks() -> Snapshot:
+    from kvset.monitor import Monitor
+
+    offset = NOW - 1.0 - RANK_SECONDS
+    batches, requests = [], 0
+    for batch in workload_batches(AgenticWorkload(WorkloadConfig(seed=11)), RANK_SECONDS, offset=offset):
+        batches.append(round_robin_ranks(batch, requests, RANKS))
+        requests += len(batch.request_starts)
+    accesses = sum(len(b) for b in batches)
+    endpoints = ", ".join(f"tcp://127.0.0.1:{5557 + r}" for r in range(RANKS))
+    health = SourceHealth(
+        source=f"events {EVENTS_URL} (+{RANKS - 1})", kind="events", connected=True, state="connected",
+        last_data_at=NOW - 1.0, received=len(batches) * RANKS, accesses=accesses, notes=(HITS_REPORTED_NOTE,),
+        details=(("endpoints", endpoints),), reports_hits=True,
+    )  # fmt: skip
+    config = SnapshotConfig(capacity_blocks=RANK_POOL_BLOCKS)
+    # the monitor's own feeding: the merged analyzer and one per rank
+    monitor = Monitor([ListSource(health.source, [SourceUpdate(accesses=b) for b in batches])], Analyzer(),
+                      SnapshotBuilder(config))  # fmt: skip
+    monitor.collect()
+    return monitor.builder.build(monitor.analyzer, (health,), None, (), accesses / RANK_SECONDS, now=NOW,
+                                 ranks=monitor.rank_analyzers)  # fmt: skip
+
+
+def ranks_snapshot(seq: int | None = None) -> Snapshot:
+    """Three data-parallel ranks, round robin, 3,000 blocks each (--capacity): the pooling gain."""
+    return _with_seq(_ranks(), seq)
+
+
+@functools.cache
+def _replay() -> Snapshot:
+    batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=5)), 240.0))
+    accesses = sum(len(b) for b in batches)
+    health = SourceHealth(
+        source=f"replay {TRACE_NAME} (as fast as possible)", kind="replay", connected=False,
+        state=f"finished: {accesses:,} accesses replayed", last_data_at=NOW - 3.0, received=len(batches),
+        accesses=accesses, finished=True,
+    )  # fmt: skip
+    return fed_snapshot(batches, SnapshotConfig(), (health,))
+
+
+def replay_snapshot(seq: int | None = None) -> Snapshot:
+    """A plain trace file replayed to its end: no engine, no --capacity, no model."""
+    return _with_seq(_replay(), seq)
+
+
+@functools.cache
+def _mooncake() -> Snapshot:
+    trace = read_trace(MOONCAKE_TRACE)
+    health = SourceHealth(
+        source=f"replay {MOONCAKE_TRACE.name} (as fast as possible)", kind="replay", connected=False,
+        state=f"finished: {trace.accesses:,} accesses replayed", last_data_at=NOW - 1.0, received=trace.lines,
+        accesses=trace.accesses, notes=tuple(trace.notes), finished=True,
+    )  # fmt: skip
+    analyzer = Analyzer()
+    for batch in trace.batches(1 << 16):
+        analyzer.feed_batch(batch)
+    return SnapshotBuilder(SnapshotConfig()).build(analyzer, (health,), None, (), 0.0, now=NOW)
+
+
+def mooncake_snapshot(seq: int | None = None) -> Snapshot:
+    """The Mooncake FAST'25 trace (512-token blocks) replayed to its end: a real trace's curve."""
+    return _with_seq(_mooncake(), seq)
+
+
+def empty_snapshot(seq: int = 0) -> Snapshot:
+    """Right after start: a replay that is still reading its trace and has delivered nothing."""
+    health = SourceHealth(source=f"replay {TRACE_NAME} (1x)", kind="replay", connected=True, state="reading trace")
+    snap = fed_snapshot((), SnapshotConfig(), (health,))
+    return dataclasses.replace(snap, seq=seq)
 
 
 def metrics_only_snapshot(seq: int = 3) -> Snapshot:
     """Only the engine's /metrics: no block accesses, just its operating point and history."""
-    base = empty_snapshot(seq)
-    engine = EngineReading(
-        at=NOW - 3.0, capacity_tokens=ENGINE_POOL_BLOCKS * BLOCK_TOKENS, block_size=BLOCK_TOKENS,
-        token_hit_rate=0.62, kv_usage=0.91, running_requests=31, label="vllm /metrics",
+    readings = metrics_readings(NOW - 400.0, NOW - 3.0, 40_000.0)
+    health = SourceHealth(
+        source=f"metrics {METRICS_URL}", kind="metrics", connected=True, state="connected",
+        last_data_at=readings[-1].at, received=len(readings),
     )  # fmt: skip
-    metrics = SourceHealth(
-        source="metrics http://127.0.0.1:8000/metrics", kind="metrics", connected=True, state="polling every 1 s",
-        last_data_at=NOW - 3.0, received=120,
-    )  # fmt: skip
-    return dataclasses.replace(
-        base, block_tokens=BLOCK_TOKENS, engine=engine, engine_history=engine_history(engine, 40),
-        sources=(metrics,),
-    )  # fmt: skip
+    snap = fed_snapshot((), SnapshotConfig(), (health,), engine=readings[-1], engine_history=tuple(readings))
+    return dataclasses.replace(snap, seq=seq)
 
 
 def fixed_clock(now: float = NOW) -> Callable[[], float]:
     return lambda: now
 
 
+# -- one panel alone ---------------------------------------------------------------------------
+def panel_app(panel_type: type, snapshot: Snapshot | None, view=None, theme: str = "dark", clock=None):
+    """A small app holding one kvset-top panel, filled with `snapshot`, with the app's own style and
+    breakpoints (so an 80x24 terminal gives the short, narrow forms): the panels' own tests use it."""
+    from textual.app import App, ComposeResult
+
+    from kvset_tui.app import APP_CSS, KvsetTopApp
+    from kvset_tui.theming import load_theme
+    from kvset_tui.view_state import ViewState
+    from kvset_tui.widgets.demo_banner import DemoBanner
+    from kvset_tui.widgets.status_line import StatusLine
+
+    palette = load_theme(theme)
+    ids = {"HitRateCurvePlot": "curve", "ThrashingPanel": "thrashing", "WorkingSetTable": "working-sets",
+           "ReservePanel": "reserve", "TiersPanel": "tiers", "EventsPanel": "events", "ChurnPanel": "churn", "StatusLine": "status",
+           "DemoBanner": "banner"}  # fmt: skip
+
+    class PanelApp(App[int]):
+        CSS = APP_CSS
+        HORIZONTAL_BREAKPOINTS = KvsetTopApp.HORIZONTAL_BREAKPOINTS
+        VERTICAL_BREAKPOINTS = KvsetTopApp.VERTICAL_BREAKPOINTS
+
+        def __init__(self) -> None:
+            super().__init__(ansi_color=True if palette.monochrome else None)
+            self.register_theme(palette.textual_theme())
+            self.theme = palette.textual_name
+            self.view = view or ViewState()
+            kw = {"clock": clock or fixed_clock()} if panel_type is StatusLine else {}
+            self.panel = panel_type(palette, id=ids[panel_type.__name__], **kw)
+
+        def compose(self) -> ComposeResult:
+            yield self.panel
+
+        def on_mount(self) -> None:
+            if panel_type not in (DemoBanner, StatusLine):
+                self.panel.add_class("panel")
+            self.show(snapshot)
+
+        def show(self, new_snapshot: Snapshot | None, new_view=None) -> None:
+            """Give the panel another snapshot (and view), as the app does on each frame or key."""
+            self.snapshot = new_snapshot
+            self.view = new_view or self.view
+            self.panel.show(new_snapshot, self.view)
+
+        def set_view(self, new_view) -> None:
+            self.show(self.snapshot, new_view)
+
+    return PanelApp()
+
+
+async def wait_until(pilot, predicate, timeout: float = 5.0) -> None:
+    """Let the app run until `predicate()` holds (then one more frame is painted), or fail."""
+    for _ in range(int(timeout / 0.02)):
+        if predicate():
+            await pilot.pause()
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+# -- fake monitors -------------------------------------------------------------------------------
 class ScriptedMonitor:
     """Publishes the given snapshots one by one (every `interval` s), then idles until stopped."""
 

@@ -73,7 +73,9 @@ class FakeVllmPublisher:
         topic: str = "",
         replay: bool = True,
         buffer_steps: int = 10_000,
+        sndhwm: int = 100_000,
     ) -> None:
+        """sndhwm: the PUB socket's high-water mark (vLLM's default); a small one makes ZMQ drop."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}")
         self.layout = layout
@@ -82,6 +84,7 @@ class FakeVllmPublisher:
         self.replay_enabled = replay
         self.replay_silent = False  # True: swallow replay requests (a replay that times out)
         self.replay_requests: list[int] = []
+        self.sndhwm = sndhwm
         self._buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer_steps)
         self._lock = threading.Lock()
         self._encoder = msgspec.msgpack.Encoder()
@@ -101,7 +104,7 @@ class FakeVllmPublisher:
         sock.setsockopt(zmq.LINGER, 0)
         if kind == zmq.XPUB:
             sock.setsockopt(zmq.XPUB_VERBOSE, 1)
-            sock.setsockopt(zmq.SNDHWM, 100_000)  # vLLM's default hwm
+            sock.setsockopt(zmq.SNDHWM, self.sndhwm)
         deadline = time.monotonic() + 5.0
         while True:
             try:

@@ -1,4 +1,4 @@
-"""The app's pure parts: themes as data, number formatting, view cycling, units, export serializer."""
+"""The app's pure parts: themes as data, number formatting, view cycling, units, export serializers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import math
 import pytest
 
 from kvset import quantities as fmt
+from kvset.report import curve_csv
+from kvset.report.as_csv import COLUMNS as CSV_COLUMNS
 from kvset.report.as_json import snapshot_json
-from kvset_tui.capacity_units import capacity_text, engine_capacity_blocks, to_unit
+from kvset_tui.capacity_units import capacity_text, to_unit
 from kvset_tui.export import export_snapshot
 from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import (
@@ -23,8 +25,7 @@ from kvset_tui.theming import (
     parse_theme,
 )
 from kvset_tui.view_state import ViewState, unit_missing_reason
-from kvset_tui.widgets.curve_plot import nice_ticks, plot_data, saturation_capacity
-from tests.support.tui_snapshots import demo_snapshot, empty_snapshot, engine_snapshot
+from tests.support.tui_snapshots import demo_snapshot, empty_snapshot, engine_snapshot, replay_snapshot
 
 # -- themes ----------------------------------------------------------------------------------
 
@@ -129,59 +130,40 @@ def test_windows_and_target_sets_cycle():
 
 def test_capacities_convert_with_the_snapshots_geometry():
     snap = engine_snapshot()
+    per_block = snap.bytes_per_block
+    assert snap.block_tokens == 16 and per_block == 16 * 24_576  # Qwen3-Next: 24 KiB of full attention a token
     assert to_unit(1000, snap, "tokens") == 16_000
-    assert to_unit(1000, snap, "GiB") == pytest.approx(1000 * 16 * 327_680 / 2**30)
-    assert capacity_text(17_000, snap, "blocks") == "17.0k blk"
+    assert to_unit(1000, snap, "GiB") == pytest.approx(1000 * per_block / 2**30)
+    assert capacity_text(snap.engine_capacity_blocks, snap, "blocks") == "12.0k blk"
     assert capacity_text(None, snap, "GiB") == "–"
-    assert engine_capacity_blocks(snap) == 17_000
-
-
-def test_engine_capacity_is_converted_to_the_traces_block_size():
-    snap = engine_snapshot()
-    eng = type(snap.engine)(at=0, capacity_blocks=1000, block_size=32)  # engine blocks twice as large
-    bigger = type(snap)(**{**snap.__dict__, "engine": eng})
-    assert engine_capacity_blocks(bigger) == 2000
-
-
-# -- the curve panel's data (reading the snapshot, no analysis) -----------------------------
-
-
-def test_plot_data_stops_where_the_curve_saturates_not_at_the_grid_horizon():
-    snap = demo_snapshot()
-    assert saturation_capacity(snap.curves["5m"]) <= snap.curves["5m"].max_distance()
-    data = plot_data(snap, ViewState())
-    assert data is not None and data.window is not None
-    assert data.x_high < snap.horizon
-    assert all(0.0 <= y <= 100.0 for y in data.all_time.y)
-    assert [m for m, _ in data.markers] == ["95", "99", "99.9"]
-
-
-def test_plot_data_in_gib_uses_token_hit_rates_and_the_engine_point():
-    snap = engine_snapshot()
-    data = plot_data(snap, ViewState(unit="GiB"))
-    assert data.hit_unit == "tokens"
-    assert data.engine == (pytest.approx(to_unit(17_000, snap, "GiB")), pytest.approx(58.1))
-
-
-def test_nice_ticks():
-    assert nice_ticks(1, 60_000, True, 10) == [1, 10, 100, 1000, 10_000]
-    assert nice_ticks(0, 100, False, 5) == [0, 20, 40, 60, 80, 100]
 
 
 # -- export ----------------------------------------------------------------------------------
 
 
 def test_export_serializer_writes_strict_json():
-    data = snapshot_json(engine_snapshot())
+    data = snapshot_json(engine_snapshot(seq=7))
     text = json.dumps(data, allow_nan=False)  # nan became null
     back = json.loads(text)
-    assert back["seq"] == 7 and back["churn"]["slot_seconds"] == 5.0
+    assert back["seq"] == 7 and back["churn"]["slot_seconds"] == 1.0
     assert isinstance(back["windows"]["all"]["curve"], list)
 
 
-def test_export_writes_both_files(tmp_path):
+def test_export_writes_json_svg_and_csv(tmp_path):
     snap = demo_snapshot(seq=9)
-    json_path, svg_path = export_snapshot(snap, "<svg/>", tmp_path / "new", now=1_767_225_600.0)
-    assert json_path.name == "kvset-top-20260101-000000-seq9.json"
+    json_path, svg_path, csv_path = export_snapshot(snap, "<svg/>", tmp_path / "new", now=1_767_225_600.0)
+    assert json_path.name == "kvset-top-20260101-000000-seq9.json" and csv_path.suffix == ".csv"
     assert json.loads(json_path.read_text())["seq"] == 9
     assert svg_path.read_text() == "<svg/>"
+    assert csv_path.read_text().splitlines()[0] == ",".join(CSV_COLUMNS)
+
+
+def test_curve_csv_leaves_unknown_capacities_empty():
+    snap = replay_snapshot()  # no model: no GiB
+    lines = curve_csv(snap, ("all", "1h")).splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    by_window = {w: [r for r in rows if r[0] == w] for w in ("all", "1h")}
+    assert by_window["all"] and by_window["1h"] and len(rows) == len(by_window["all"]) + len(by_window["1h"])
+    assert lines.count(lines[0]) == 1  # one header for both windows
+    gib = CSV_COLUMNS.index("capacity_gib")
+    assert all(row[gib] == "" for row in rows) and all(row[CSV_COLUMNS.index("capacity_tokens")] for row in rows)

@@ -120,7 +120,7 @@ def test_a_group_given_by_the_user_is_the_only_one_tracked() -> None:
         stored([2], group_idx=1, spec_kind="sliding_window"),
     )
     assert accessed(t) == [2]
-    assert detail(t, "KV cache group") == "1 (--group-idx); ignored: 1 events, 1 stored blocks of group 0"
+    assert detail(t, "KV cache group") == "1 (--group-idx); ignored: 1 event, 1 stored block of group 0"
 
 
 def test_only_the_selected_medium_counts_and_the_others_are_named() -> None:
@@ -154,7 +154,7 @@ def test_other_media_only_is_explained() -> None:
     Feed(t)(stored([1], medium="CPU_PINNED"))
     assert accessed(t) == []
     assert any(
-        "no GPU events yet" in n and "CPU_PINNED (1 events)" in n for n in kv_event_health(t, 100.0).notes
+        "no GPU events yet" in n and "CPU_PINNED (1 event)" in n for n in kv_event_health(t, 100.0).notes
     )
 
 
@@ -209,7 +209,7 @@ def test_a_gap_recovered_by_replay_keeps_the_order_and_says_so_on_the_timeline()
     update = t.take(at=QUIET)
     assert update.accesses is not None and update.accesses.keys.tolist() == [1, 2, 3]
     assert [e.kind for e in update.events] == ["sequence-gap"]
-    assert detail(t, "sequence gaps") == "1 gaps, 1 batches missing: 1 recovered by replay, 0 lost"
+    assert detail(t, "sequence gaps") == "1 gap, 1 batch missing: 1 recovered by replay, 0 lost"
 
 
 def test_lost_batches_are_noted_with_the_way_to_recover_them() -> None:
@@ -248,7 +248,7 @@ def test_the_data_parallel_rank_names_the_publisher() -> None:
     Feed(t)(stored([1, 2]), removed([2]), rank=3)
     accessed(t)  # the request finished: its accesses are counted when handed out
     assert detail(t, f"rank 3 {ADDRESS}").startswith(
-        "1 batches, 2 accesses, 1 resident blocks, 1 evictions, last seq 0"
+        "1 batch, 2 accesses, 1 resident block, 1 eviction, last seq 0"
     )
 
 

@@ -83,3 +83,14 @@ def test_targets_that_must_not_be_written_get_one_line_reasons(tmp_path: Path):
     with pytest.raises(RecordTargetError, match="is a folder"):
         check_record_target(tmp_path)
     assert check_record_target(tmp_path / "new.jsonl") == tmp_path / "new.jsonl"
+
+
+def test_an_empty_recording_never_replaces_a_file_even_with_overwrite(tmp_path: Path):
+    out = tmp_path / "t.jsonl"
+    out.write_text("precious\n")
+    TraceRecorder(out, overwrite=True).close()  # nothing arrived
+    assert out.read_text() == "precious\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+    fresh = tmp_path / "new.jsonl"
+    TraceRecorder(fresh).close()
+    assert fresh.exists() and fresh.read_text() == ""  # a new target still says "nothing recorded"

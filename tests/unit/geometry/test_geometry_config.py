@@ -461,3 +461,14 @@ def test_nan_and_infinity_in_unrelated_fields_do_not_break_parsing(tmp_path):
         '{"num_hidden_layers": 2, "num_key_value_heads": 1, "head_dim": 8, "time_step_limit": [0.0, Infinity]}'
     )
     assert geometry_from_file(path).full_attention_bytes_per_token() == 2 * 2 * 1 * 8 * 2
+
+
+def test_a_config_folder_name_with_control_characters_is_shown_escaped(tmp_path):
+    folder = tmp_path / "evil\x1b]0;pwned\x07model"
+    folder.mkdir()
+    path = write_config(folder, {"model_type": "\x1b[31mllama", "num_hidden_layers": 2,
+                                 "num_attention_heads": 4, "hidden_size": 256})  # fmt: skip
+    g = geometry_from_file(path)
+    shown = [g.name, *g.notes]
+    assert not any(ch in text for text in shown for ch in "\x1b\x07")
+    assert "\\x1b" in g.name

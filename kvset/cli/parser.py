@@ -1,0 +1,36 @@
+"""The argument parser of `kvset` and `kvset-top`: usage errors in one line, with where to look.
+
+argparse prints the whole usage (28 lines for kvset-top) before the error, which pushes the one
+line that matters off a small screen. A `CommandParser` prints only
+`kvset-top: error: argument --speed: ... (see kvset-top --help)` and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib import metadata
+from typing import NoReturn
+
+import kvset
+
+USAGE_ERROR = 2
+
+
+def package_version() -> str:
+    """The installed kvset-top version (the source tree's own when it is not installed)."""
+    try:
+        return metadata.version("kvset-top")
+    except metadata.PackageNotFoundError:
+        return kvset.__version__
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (see the module docstring); subcommands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def add_subparsers(self, **kwargs):  # noqa: ANN003, ANN201 - argparse's own signature
+        kwargs.setdefault("parser_class", CommandParser)
+        return super().add_subparsers(**kwargs)
+

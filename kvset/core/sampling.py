@@ -1,0 +1,408 @@
+"""Sampled analysis: the hit-rate curve of a stream estimated from a spatial sample of its blocks.
+
+    a = Analyzer(sample_rate=0.01, seed=1)    # or Analyzer(sample_size=100_000): at most that many blocks
+    a.feed(keys, tokens=..., request_starts=..., timestamps=...)
+    c = a.curve()          # a HitRateCurve with c.estimate True, c.sample and a standard error per capacity
+
+SHARDS (Waldspurger et al., FAST'15) keeps a block iff hash(key) < R x 2^64 and scales its stack
+distances by 1/R. On prefix-cache traffic a few blocks every request shares (system prompts) take a
+large share of all accesses, and whether the sample holds them swings the curve by points. Three
+changes fix that, measured in benchmarks/sampling.py:
+
+- Boosted request heads: the block at position p of its request is kept at rate
+  min(1, R x 2^(K - band)), band 0 for p = 0 and one band per doubling of p after it (1, 2-3, 4-7,
+  ...), K = log2(HEAD_SHARE / R) rounded (8 at R = 1 %: from position 256 on, blocks are kept at R),
+  so the shared first blocks of requests are in the sample many times more often. In a prefix
+  cache a block's position is fixed by its prefix, so a block keeps its rate.
+- Post-stratification: the accesses of each position band are counted exactly; each band's sampled
+  histogram is scaled to the band's true access count, instead of by 1/R.
+- Distances from the gap (kvset.core.sampling_kernel): d = 1 + t x k / a, the exact number of
+  accesses between the two accesses times the sample's share of distinct blocks among them.
+
+At rate 1 every block is kept and the distances are exact. The all-time curve is read off a log
+grid (exact to 256 blocks, then 0.3 % steps); windowed curves use the exact analyzer's grid and the
+band scaling known at the time each access was counted.
+
+Fixed size (SHARDS_max): the rate starts at 1. When a new block would make the sample larger than
+S, the limit falls to the priority of the block at rank S - S/16 (priority: the hash, divided by
+the head boost) and every block above it is dropped, so at most S blocks are tracked at any time.
+
+The curve and its error bound are read off the tallies in kvset.core.sampling_curve.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from kvset.core import kernel as K
+from kvset.core import sampling_kernel as SK
+from kvset.core.curve import HitRateCurve, SampleInfo
+from kvset.core.feed_args import (
+    DEFAULT_HORIZON,
+    MAX_TIMESTAMP,
+    Order,
+    check_analyzer_args,
+    no_hugepage_advice,
+    request_starts_array,
+    reverse_within_requests,
+    timestamps_array,
+    tokens_array,
+)
+from kvset.core.sampling_curve import band_factors, post_stratified_curve
+from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
+from kvset.types import AccessBatch
+
+METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
+HEAD_SHARE = 2.56  # head band b keeps about HEAD_SHARE / 2^b: 1.3 of its 2^(b-1) blocks per shared prefix
+BANDS = 13  # position bands 0..11 (positions below 2048), then the rest
+FIXED_SIZE_HEAD = 8  # fixed size: the boost of rate 1 % (2^8 x 0.01 = HEAD_SHARE)
+EVICT_SHARE = 16  # fixed size: a full sample drops 1/16 of its blocks at once (amortized O(1) a block)
+MAX_HASH = (1 << 64) - 1
+_MIN_TRACKED = 1 << 10
+
+
+def seed_salt(seed: int) -> np.uint64:
+    """The 64-bit value mixed into every key for `seed` (splitmix64 of it, so seed 0 mixes too)."""
+    x = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & MAX_HASH
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MAX_HASH
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MAX_HASH
+    return np.uint64(x ^ (x >> 31))
+
+
+def rate_limit(rate: float) -> int:
+    """The largest priority kept at `rate`: keep iff priority <= limit, i.e. hash < rate x 2^64."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"sample rate must lie in (0, 1], got {rate!r}")
+    return min(MAX_HASH, math.ceil(rate * 2.0**64) - 1)
+
+
+def limit_rate(limit: int) -> float:
+    return (limit + 1) / 2.0**64
+
+
+def head_shifts(head: int) -> np.ndarray:
+    """Band b's rate is 2^shift_b times the tail's: 2^(head - b) for the first `head` bands."""
+    return np.array([max(0, head - b) for b in range(BANDS)], dtype=np.int64)
+
+
+def head_for_rate(rate: float) -> int:
+    """Boosted bands at a fixed rate: band b keeps about min(1, max(rate, HEAD_SHARE / 2^b)) of its blocks."""
+    return max(0, min(BANDS - 1, round(math.log2(HEAD_SHARE / rate)))) if rate < 1 else 0
+
+
+def band_rates(limit: int, shifts: np.ndarray) -> np.ndarray:
+    """Sampling rate of each position band at `limit`."""
+    return np.minimum(1.0, limit_rate(limit) * np.exp2(shifts))
+
+
+def sample_filter(keys, rate: float, seed: int = 0) -> np.ndarray:
+    """SHARDS' filter: True for the keys kept at `rate` with `seed` (hash(key) < rate x 2^64).
+
+    The same rule the sampled analyzer applies to blocks past the request heads."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    return SK.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
+
+
+class _SampleState:
+    """The sampled kernel's arrays, sized for `capacity` tracked blocks; grown by doubling."""
+
+    def __init__(self, capacity: int) -> None:
+        self.meta = np.zeros(SK.META_SIZE, dtype=np.int64)
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        with no_hugepage_advice():
+            cells = 1 << max(0, int(2 * capacity - 1).bit_length())
+            self.mask = cells - 1
+            self.table = np.empty(2 * cells, dtype=np.uint64)
+            self.table[1::2] = K.EMPTY
+            n = 2 * capacity  # slots: twice the blocks, so compaction is amortized
+            self.slot_key = np.zeros(n, dtype=np.uint64)
+            self.slot = np.zeros((n, 4), dtype=np.int64)  # (weight, weighted accesses before, index, band)
+            self.fen = np.zeros(n + 1, dtype=np.int64)
+        self.meta[SK.S_CAPACITY] = capacity
+
+    def slots(self) -> tuple:
+        return self.slot_key, self.slot
+
+    def grow(self) -> None:
+        old_table, old_mask, old_slots = self.table, self.mask, self.slots()
+        now = int(self.meta[SK.S_NOW])
+        self._allocate(2 * int(self.meta[SK.S_CAPACITY]))
+        tracked = SK.move_slots(old_table, old_mask, *old_slots, now, self.table, self.mask, *self.slots())
+        self.meta[SK.S_NOW] = tracked
+        self.meta[SK.S_LIVE] = SK.rebuild_fenwick(self.slot, self.fen, tracked)
+
+    def reweight(self, fixed_weights: np.ndarray) -> None:
+        """Give every tracked block its band's weight at the current rates."""
+        now = int(self.meta[SK.S_NOW])
+        live = self.slot[:now, SK.W_WEIGHT] > 0
+        self.slot[:now, SK.W_WEIGHT] = np.where(live, fixed_weights[self.slot[:now, SK.W_BAND]], 0)
+        self.meta[SK.S_LIVE] = SK.rebuild_fenwick(self.slot, self.fen, now)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
+
+
+class SampledAnalyzer(TimeSlotViews):
+    """The Analyzer's interface over a spatial sample of the blocks (Analyzer(sample_rate=...) makes one).
+
+    Accesses and tokens are counted exactly; hits, first-time and beyond-horizon counts and every
+    curve are estimates, and say so (HitRateCurve.sample)."""
+
+    def __init__(
+        self,
+        horizon: int = DEFAULT_HORIZON,
+        order: Order = "forward",
+        *,
+        block_tokens: int | None = None,
+        slot_seconds: float = 1.0,
+        fine_slots: int = 360,
+        coarse_seconds: float = 60.0,
+        coarse_slots: int = 120,
+        initial_tracked: int = _MIN_TRACKED,
+        sample_rate: float | None = None,
+        sample_size: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
+        if (sample_rate is None) == (sample_size is None):
+            raise ValueError("give a sample rate or a sample size, not both")
+        if sample_size is not None and int(sample_size) < 1:
+            raise ValueError("sample size must be at least 1 block")
+        self.horizon = int(horizon)
+        self.order: Order = order
+        self.block_tokens = block_tokens
+        self.seed = int(seed)
+        self.sample_size = int(sample_size) if sample_size is not None else None
+        self._salt = seed_salt(self.seed)
+        self._limit = rate_limit(sample_rate) if sample_rate is not None else MAX_HASH
+        self._shifts = head_shifts(head_for_rate(sample_rate) if sample_rate is not None else FIXED_SIZE_HEAD)
+        self._weights = 1.0 / band_rates(self._limit, self._shifts)
+        capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
+        self._s = _SampleState(capacity)
+        self._s.meta[SK.S_HORIZON] = self.horizon
+        self._s.meta[SK.S_FINE_CURRENT] = self._s.meta[SK.S_COARSE_CURRENT] = SK.NO_SLOT
+        self._s.meta[SK.S_SIZE_LIMIT] = self.sample_size or 0
+        n_fine = len(SK.fine_capacities(self.horizon))
+        # raw all-time tallies, post-stratified when a curve is read
+        self.band_counts = np.zeros((BANDS, 2), dtype=np.int64)  # every access: (accesses, tokens) per band
+        self.sampled = np.zeros((SK.GROUPS, BANDS, SK.KINDS, 2), dtype=np.float64)
+        self.grid_capacities = K.grid_capacities(self.horizon)
+        nb = len(self.grid_capacities)
+        self.hist = np.zeros((BANDS, n_fine, 2), dtype=np.float64)  # weighted hits per band, fine grid
+        self.ghist = np.zeros((SK.GROUPS, BANDS, nb, 2), dtype=np.float64)  # per random group, coarse grid
+        self.fine = SlotRing(slot_seconds, fine_slots, nb)
+        self.coarse = SlotRing(coarse_seconds, coarse_slots, nb)
+        self._scratch_blocks = np.zeros(nb, dtype=np.int64)
+        self._scratch_tokens = np.zeros(nb, dtype=np.int64)
+        self._scratch_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
+        self._carry = 0  # position of the next access if it continues the last request
+        self.requests = 0
+        self.late_accesses = 0
+        self.first_time_at: float | None = None
+        self.last_time_at: float | None = None
+
+    # -- feeding -----------------------------------------------------------
+    def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> None:
+        if batch.block_tokens and not self.block_tokens:
+            self.block_tokens = batch.block_tokens
+        return self.feed(
+            batch.keys,
+            tokens=batch.tokens if batch.tokens is not None else batch.block_tokens,
+            request_starts=batch.request_starts,
+            timestamps=batch.timestamps,
+            return_distances=return_distances,
+        )
+
+    def feed(self, keys, tokens=None, request_starts=None, timestamps=None, return_distances: bool = False) -> None:
+        """Feed accesses in order, as Analyzer.feed (which see); no distances: they are estimates."""
+        if return_distances:
+            raise ValueError("a sampled analyzer has no per-access distances")
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        n = len(keys)
+        if n == 0:
+            return
+        # the exact analyzer's input checks, so both refuse the same input with the same words
+        tok = tokens_array(tokens, n, self.block_tokens or 1)
+        starts = request_starts_array(request_starts, n)
+        ts, t_lo, t_hi, ordered = _timestamps(timestamps, n)
+        reverse = self.order == "reverse" and len(starts) > 0
+        if reverse:
+            order = reverse_within_requests(starts, n)
+            keys = keys[order]
+            if tok.shape[0] == n:
+                tok = tok[order]
+            if ts.shape[0] == n:
+                ts = ts[order]
+        self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, ordered and not reverse, reverse)
+        self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
+
+    def _feed_by_slot(self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool) -> None:
+        """Feed the batch; the kernel adds each time slot's tallies to the rings as the slot ends."""
+        n = len(keys)
+        fine = self.fine
+        per_access = len(ts) == n and n > 1
+        first = fine.slot_of(float(ts[0]))
+        if fine.current is not None and first < fine.current:
+            # time never runs backwards in the rings: late accesses count in the current slot
+            if not per_access:
+                self.late_accesses += n
+            first = fine.current
+        s = self._s
+        s.meta[SK.S_SLOT] = first
+        s.meta[SK.S_POS] = self._carry
+        s.meta[SK.S_RUN_START] = 0
+        late_before = int(s.meta[SK.S_LATE])
+        self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
+        self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
+        i = 0
+        while True:
+            i = SK.sampled_feed_kernel(
+                keys, tok, ts, per_access, ordered, fine.width, starts, reverse, i, n,
+                self._salt, np.uint64(self._limit), self._shifts, self._weights, _fixed(self._weights),
+                s.table, s.mask, *s.slots(), s.fen, s.meta,
+                self.band_counts, self.sampled, self.hist, self.ghist,
+                self._scratch_blocks, self._scratch_tokens, self._scratch_counts,
+                _ring_arrays(fine), self.coarse.width, _ring_arrays(self.coarse),
+            )  # fmt: skip
+            reason = int(s.meta[SK.S_REASON])
+            if reason == SK.STOP_GROW:
+                s.grow()
+            elif reason == SK.STOP_EVICT:
+                self._lower_limit()
+            else:
+                break
+        for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
+            ring.current = None if s.meta[at] == SK.NO_SLOT else int(s.meta[at])
+        self.requests = int(s.meta[SK.S_REQUESTS])
+        self.late_accesses += int(s.meta[SK.S_LATE]) - late_before
+
+    def _lower_limit(self) -> None:
+        """Fixed size: keep the S - S/16 blocks of lowest priority, drop the others, lower the rates."""
+        s = self._s
+        now = int(s.meta[SK.S_NOW])
+        prio = SK.live_priorities(self._salt, self._shifts, *s.slots(), now)
+        keep = len(prio) - max(1, len(prio) // EVICT_SHARE)
+        cut = int(np.partition(prio, keep)[keep])  # the lowest priority that goes
+        self._limit = min(self._limit, max(0, cut - 1))
+        dropped = SK.drop_above(np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now)
+        s.meta[SK.S_TRACKED] -= dropped
+        self._weights = 1.0 / band_rates(self._limit, self._shifts)
+        s.reweight(_fixed(self._weights))
+
+    # -- reading: counts -----------------------------------------------------
+    @property
+    def sample_rate(self) -> float:
+        """The rate blocks past the request heads are kept at now (fixed size: where it has fallen to)."""
+        return limit_rate(self._limit)
+
+    @property
+    def sampling(self) -> SampleInfo:
+        return SampleInfo(
+            rate=self.sample_rate,
+            size=self.sample_size,
+            seed=self.seed,
+            tracked_blocks=self.tracked_blocks,
+            tracked_accesses=int(self._s.meta[SK.S_SAMPLED]),
+            accesses=self.accesses,
+        )
+
+    @property
+    def accesses(self) -> int:
+        return int(self.band_counts[:, 0].sum())
+
+    @property
+    def tokens(self) -> int:
+        return int(self.band_counts[:, 1].sum())
+
+    @property
+    def tracked_blocks(self) -> int:
+        return int(self._s.meta[SK.S_TRACKED])
+
+    def _estimated(self, kind: int) -> int:
+        """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
+        factor = band_factors(self.band_counts[:, 0], self.sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
+        return round(float((factor * self.sampled[:, :, kind, 0].sum(axis=0)).sum()))
+
+    @property
+    def first_time(self) -> int:
+        """Estimated distinct blocks."""
+        return self._estimated(SK.T_FIRST_TIME)
+
+    @property
+    def beyond_horizon(self) -> int:
+        return self._estimated(SK.T_BEYOND)
+
+    @property
+    def forgotten_blocks(self) -> int:
+        """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
+        return self.beyond_horizon
+
+    @property
+    def rereferences(self) -> int:
+        return max(0, self.accesses - self.first_time - self.beyond_horizon)
+
+    def memory_bytes(self) -> int:
+        rings = sum(a.nbytes for r in (self.fine, self.coarse) for a in (r.blocks, r.tokens, r.counts))
+        tallies = sum(a.nbytes for a in (self.band_counts, self.sampled, self.hist, self.ghist))
+        return self._s.nbytes() + rings + tallies
+
+    # -- reading: curves -----------------------------------------------------
+    def curve(self, window: float | None = None) -> HitRateCurve:
+        """The all-time curve (fine grid, with standard errors), or the last `window` seconds' (grid)."""
+        if window is None:
+            return post_stratified_curve(self.hist, self.ghist, self.sampled, self.band_counts,
+                                         band_rates(self._limit, self._shifts), SK.fine_capacities(self.horizon),
+                                         self.grid_capacities, self.horizon, self.sampling)  # fmt: skip
+        ring = self.fine if window <= self.fine.span_seconds() else self.coarse
+        return self._unscaled(ring.window_curve(float(window), self.grid_capacities, self.horizon))
+
+    def _unscaled(self, c: HitRateCurve) -> HitRateCurve:
+        """A ring curve (fixed point) in accesses, labelled as the estimate it is."""
+        return replace(
+            c,
+            block_hits=np.round(c.block_hits / SK.SCALE).astype(np.int64),
+            token_hits=np.round(c.token_hits / SK.SCALE).astype(np.int64),
+            accesses=round(c.accesses / SK.SCALE),
+            tokens=round(c.tokens / SK.SCALE),
+            beyond_horizon_blocks=round(c.beyond_horizon_blocks / SK.SCALE),
+            beyond_horizon_tokens=round(c.beyond_horizon_tokens / SK.SCALE),
+            sample=self.sampling,
+        )
+
+    def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
+        """Per-slot estimates (accesses exact) for the last `seconds`, oldest first."""
+        ring = self.coarse if coarse else self.fine
+        s = ring.series(seconds, self.grid_capacities, self.horizon)
+        return replace(s, counts=s.counts / SK.SCALE, blocks=s.blocks / SK.SCALE, tokens=s.tokens / SK.SCALE)
+
+    def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
+        return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
+
+
+def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
+    """Timestamps, their range and whether they never decrease. Per-access ones are checked in one
+    pass (timestamps_array makes temporaries of the whole batch, which cost as much as the kernel
+    here); anything else, or a bad value, goes through timestamps_array and its error."""
+    if isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,):
+        ts = np.ascontiguousarray(timestamps)
+        ok, ordered = SK.stamps_check(ts, MAX_TIMESTAMP)
+        if ok:
+            lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
+            return ts, lo, hi, ordered
+    ts = timestamps_array(timestamps, n)
+    return ts, float(ts.min()), float(ts.max()), len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
+
+
+def _fixed(weights: np.ndarray) -> np.ndarray:
+    """Weights in the kernel's fixed point (weight 1 = WEIGHT_ONE)."""
+    return np.round(weights * SK.WEIGHT_ONE).astype(np.int64)
+
+
+def _ring_arrays(ring: SlotRing) -> tuple:
+    """A SlotRing's arrays, which the kernel adds each slot's tallies to (kernel._ring_add)."""
+    return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

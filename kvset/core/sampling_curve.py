@@ -1,0 +1,114 @@
+"""A sampled analyzer's tallies read as a HitRateCurve: each position band's histogram scaled to the
+band's exact access count (post-stratification), and the standard errors of the result.
+
+The error bound: the sampled blocks fall into 8 random groups by their hash. A band's hit rate at
+a capacity is a ratio over sampled blocks; the spread of its residuals over the groups gives its
+standard error (clustered by block, with the finite-population factor 1 - rate: a band kept whole
+adds none), and the bands combine with their exact access shares. It covers which blocks the sample
+holds, not the error of the estimated distances (benchmarks/sampling.py measures how often the true
+curve lies inside it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvset.core import sampling_kernel as SK
+from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
+
+ERROR_Z = 2.0  # error bounds are 2 standard errors: about 95 % under the normal approximation
+
+
+def band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    """Per band, true accesses per weighted sampled one. A band with accesses but no sample gets the
+    pooled factor of the others (the rest stands in for it)."""
+    factor = np.divide(exact, sampled, out=np.zeros(len(exact)), where=sampled > 0)
+    covered = exact[sampled > 0].sum()
+    if covered and covered < exact.sum():
+        factor *= exact.sum() / covered
+    return factor
+
+
+def post_stratified_curve(hist, ghist, sampled, band_counts, rates, capacities, grid, horizon: int,
+                          info: SampleInfo) -> HitRateCurve:  # fmt: skip
+    """The all-time estimate: each band's histogram scaled to its exact access count, summed, with the
+    standard errors at every capacity from the spread over the random groups."""
+    used = int(np.flatnonzero(hist.sum(axis=(0, 2)))[-1]) + 1 if hist.any() else 0
+    # capacities may repeat the horizon at the top; keep the first of equal ones
+    caps = capacities[:used]
+    keep = np.concatenate([[True], np.diff(caps) > 0]) if used else np.zeros(0, dtype=bool)
+    on_grid = np.maximum(np.searchsorted(grid, caps, side="right") - 1, 0)[keep]  # the grid point at or below
+    hits, beyond, errors = {}, {}, {}
+    for u, unit in enumerate(("blocks", "tokens")):
+        n_g = sampled[:, :, SK.T_ACCESSES, u]  # [group, band]
+        factor = band_factors(band_counts[:, u].astype(np.float64), n_g.sum(axis=0))
+        hits[unit] = np.round(factor @ np.cumsum(hist[:, :used, u], axis=1))[keep].astype(np.int64)
+        beyond_g = sampled[:, :, SK.T_BEYOND, u]
+        beyond[unit] = round(float(factor @ beyond_g.sum(axis=0)))
+        cum_g = np.cumsum(ghist[:, :, :, u], axis=2)  # [group, band, grid capacity]
+        inf_g = cum_g[:, :, -1] + beyond_g  # hits of an infinite cache
+        errors[unit] = (_ratio_stderr(cum_g, n_g, n_g, factor, rates)[on_grid],
+                        _ratio_stderr(cum_g, inf_g, n_g, factor, rates)[on_grid])  # fmt: skip
+    return HitRateCurve(
+        capacities=caps[keep].copy(),
+        block_hits=hits["blocks"],
+        token_hits=hits["tokens"],
+        accesses=int(band_counts[:, 0].sum()),
+        tokens=int(band_counts[:, 1].sum()),
+        horizon=horizon,
+        exact=False,
+        window_seconds=None,
+        beyond_horizon_blocks=beyond["blocks"],
+        beyond_horizon_tokens=beyond["tokens"],
+        sample=info,
+        errors=CurveErrors(block_hit_rate=errors["blocks"][0], token_hit_rate=errors["tokens"][0],
+                           block_coverage=errors["blocks"][1], token_coverage=errors["tokens"][1]),  # fmt: skip
+    )
+
+
+def _ratio_stderr(a, c, n, factor, rates) -> np.ndarray:
+    """Standard error of R(C) = sum_b F_b a_b(C) / sum_b F_b c_b, by random groups, linearized.
+
+    a[group, band, capacity] and c[group, band]: weighted sampled sums (hits at C; accesses for a hit
+    rate, infinite-cache hits for a coverage); n[group, band]: weighted sampled accesses, which the
+    post-stratification factors F_b = N_b / n_b come from. A group's residual in band b,
+        F_b [(a_gb - R c_gb) - (a_b - R c_b) n_gb / n_b],
+    sums to 0 over the groups; their spread estimates the variance of the band's contribution, with
+    the finite-population factor 1 - r_b (a band kept whole adds none):
+        Var R ~ sum_b (1 - r_b) G / (G - 1) sum_g residual^2 / (sum_b F_b c_b)^2."""
+    groups = a.shape[0]
+    a_b, c_b, n_b = a.sum(axis=0), c.sum(axis=0), n.sum(axis=0)
+    denominator = float(factor @ c_b)
+    if denominator <= 0:
+        return np.zeros(a.shape[2])
+    ratio = (factor @ a_b) / denominator  # [capacity]
+    share = np.divide(n, n_b, out=np.zeros_like(n), where=n_b > 0)  # [group, band]
+    band_resid = a_b - ratio[None, :] * c_b[:, None]  # [band, capacity]
+    resid = a - ratio[None, None, :] * c[:, :, None] - band_resid[None, :, :] * share[:, :, None]
+    var = (((1.0 - rates) * factor**2)[None, :, None] * resid**2).sum(axis=(0, 1)) * groups / (groups - 1)
+    return np.sqrt(var) / denominator
+
+
+def working_set_bounds(curve: HitRateCurve, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks",
+                       z: float = ERROR_Z) -> tuple[int | None, int | None]:  # fmt: skip
+    """For an estimated curve: the smallest capacities at which the hit rate (absolute targets) or the
+    coverage (coverage targets) z standard errors above and below the estimate reaches `target`
+    (low, high; None where not reached). (ws, ws) for a measured curve."""
+    if curve.errors is None or not len(curve.capacities):
+        ws = curve.working_set(target, mode, unit)
+        return ws, ws
+    hits = (curve.block_hits if unit == "blocks" else curve.token_hits).astype(np.float64)
+    if mode == "coverage":
+        base = curve.infinite_capacity_hits(unit)
+    else:
+        base = curve.accesses if unit == "blocks" else curve.tokens
+    if base <= 0:
+        return None, None
+    level = hits / base
+    err = curve.errors.of(mode, unit)
+    bounds = []
+    for sign in (1.0, -1.0):
+        shifted = np.maximum.accumulate(level + sign * z * err)
+        i = int(np.searchsorted(shifted, float(_as_fraction(target)), side="left"))
+        bounds.append(int(curve.capacities[i]) if i < len(shifted) else None)
+    return bounds[0], bounds[1]

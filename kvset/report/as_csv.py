@@ -1,0 +1,45 @@
+"""The hit-rate curve as CSV: `kvset analyze --csv`, `kvset-top --once --csv` and the app's export.
+
+One row per capacity, the same capacities as the text tables (kvset.report.tables.default_capacities,
+the knee included), hit rates as fractions, and a `knee` column that is 1 on the knee's row. Sizes
+in bytes and GiB are filled with a model and empty without one. `estimate` is 1 on the rows of a
+sampled analyzer's curve, with its error bounds (2 standard errors) where the sample gives them. A snapshot's CSV can hold several
+windows, one after the other, named in the `window` column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+
+from kvset.report.tables import report_curve_rows
+
+COLUMNS = ("window", "capacity_blocks", "capacity_tokens", "capacity_bytes", "capacity_gib", "block_hit_rate",
+           "token_hit_rate", "knee", "estimate", "block_hit_rate_error", "token_hit_rate_error")  # fmt: skip
+
+
+def curve_rows_csv(rows: Iterable[dict], knee: int | None, window: str = "all", header: bool = True,
+                   estimate: bool = False) -> str:  # fmt: skip
+    """Curve rows (kvset.report.tables.curve_rows) as CSV text, with a header line unless asked not to;
+    `estimate`: the rows are a sampled analyzer's."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if header:
+        writer.writerow(COLUMNS)
+    for row in rows:
+        on_knee = int(knee is not None and row["capacity_blocks"] == knee)
+        cells = {**row, "window": window, "knee": on_knee, "estimate": int(estimate)}
+        writer.writerow(["" if cells.get(name) is None else cells[name] for name in COLUMNS])
+    return out.getvalue()
+
+
+def curve_csv(snapshot, windows: Iterable[str] = ("all",)) -> str:
+    """A snapshot's curves as CSV: the all-time one by default, or each window named (once each)."""
+    parts = []
+    for i, window in enumerate(dict.fromkeys(windows)):
+        c = snapshot.curve(window)
+        knee = c.knee() if c.accesses else None
+        rows = report_curve_rows(c, snapshot.block_tokens, snapshot.bytes_per_block, knee=knee)
+        parts.append(curve_rows_csv(rows, knee, window, header=i == 0, estimate=c.estimate))
+    return "".join(parts)

@@ -1,0 +1,65 @@
+"""An analyzer slower than its sources: the backlog waiting for it is shown per source, and `--once`
+analyses everything that was queued before it stops instead of dropping it unreported."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from kvset.core.analyzer import Analyzer
+from kvset.monitor import Monitor
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.sources.base import Source
+from kvset.types import AccessBatch, SourceHealth, SourceUpdate
+
+BATCHES, PER_BATCH = 40, 100
+
+
+class Burst(Source):
+    """Hands over all its batches at once, then stays connected until stopped."""
+
+    kind = "test"
+    name = "burst"
+
+    def updates(self, stop):
+        yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected"))
+        for i in range(BATCHES):
+            keys = np.arange(i * PER_BATCH, (i + 1) * PER_BATCH, dtype=np.uint64)
+            yield SourceUpdate(accesses=AccessBatch(keys, timestamps=float(i)))
+        while not stop.is_set():
+            stop.wait(0.05)
+            yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected"))
+
+
+class SlowAnalyzer(Analyzer):
+    def feed_batch(self, batch):
+        time.sleep(0.05)
+        return super().feed_batch(batch)
+
+
+def monitor() -> Monitor:
+    return Monitor([Burst()], SlowAnalyzer(horizon=10_000), SnapshotBuilder(SnapshotConfig()), interval=0.05)
+
+
+def test_once_analyses_every_queued_batch_before_it_stops():
+    snap = monitor().collect(0.3)  # stops while most batches still wait in the queue
+    assert snap.totals.accesses == BATCHES * PER_BATCH
+
+
+def test_the_backlog_waiting_for_the_analyzer_is_in_the_source_health():
+    m = monitor()
+    stop = threading.Event()
+    snaps = []
+    t = threading.Thread(target=m.run, args=(stop, snaps.append), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not snaps and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    t.join(10)
+    backlog = dict(snaps[0].sources[0].details).get("backlog", "")
+    assert "waiting for the analyzer" in backlog
+    waiting = int(backlog.split(" batch")[0].replace(",", ""))
+    assert waiting + snaps[0].totals.accesses // PER_BATCH == BATCHES  # analysed + waiting = handed over

@@ -1,0 +1,44 @@
+"""A sampled analyzer behind the monitor: the snapshot, its JSON and its metrics say they are estimates."""
+
+from __future__ import annotations
+
+from kvset.core.analyzer import Analyzer
+from kvset.exporter.collector import snapshot_families
+from kvset.monitor import Monitor
+from kvset.report import snapshot_json
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.sources.replay import ReplaySource
+from tests.support.paths import MOONCAKE_TRACE
+
+
+def _snapshot(analyzer):
+    return Monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], analyzer, SnapshotBuilder(SnapshotConfig())).collect()
+
+
+def test_snapshot_of_a_sample_carries_it_into_json_and_metrics():
+    snap = _snapshot(Analyzer(sample_rate=0.1, seed=3))
+    assert snap.sample is not None and (snap.sample.rate, snap.sample.seed) == (0.1, 3)
+    assert all(c.estimate for c in snap.curves.values())
+    assert snap.totals.accesses == 121_877  # counted, not estimated
+    js = snapshot_json(snap)
+    assert js["estimate"]["tracked_blocks"] == snap.sample.tracked_blocks
+    families = {f.name: f for f in snapshot_families(snap)}
+    assert families["kvset_sample_rate"].samples[0].value == 0.1
+    assert families["kvset_sample_tracked_blocks"].samples[0].value == snap.sample.tracked_blocks
+
+
+def test_snapshot_of_every_block_says_nothing_of_a_sample():
+    snap = _snapshot(Analyzer())
+    assert snap.sample is None and snapshot_json(snap)["estimate"] is None
+    assert "kvset_sample_rate" not in {f.name for f in snapshot_families(snap)}
+
+
+def test_a_ranks_analyzer_samples_as_the_merged_one_does():
+    for merged in (Analyzer(sample_rate=0.05, seed=4), Analyzer(sample_size=700, seed=2), Analyzer()):
+        monitor = Monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], merged, SnapshotBuilder(SnapshotConfig()))
+        rank = monitor._rank_analyzer(1)
+        if merged.sampling is None:
+            assert rank.sampling is None
+        else:
+            mine, theirs = rank.sampling, merged.sampling
+            assert (mine.rate, mine.size, mine.seed) == (theirs.rate, theirs.size, theirs.seed)

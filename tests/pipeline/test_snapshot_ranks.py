@@ -1,0 +1,90 @@
+"""Where each rank's pool comes from, and when there is no pooling figure: the engine's pool split
+evenly, --capacity as each rank's pool, no pool at all, accesses of no rank beside the ranks', a
+single rank."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvset.core.analyzer import Analyzer
+from kvset.core.naive import simulate_lru
+from kvset.monitor import Monitor
+from kvset.report import snapshot_json, snapshot_text
+from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.sources.base import Source
+from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
+
+BLOCK_TOKENS = 16
+
+
+class ListSource(Source):
+    kind = "test"
+
+    def __init__(self, batches, name="list"):
+        self.batches, self.name = batches, name
+
+    def updates(self, stop):
+        yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected"))
+        for b in self.batches:
+            yield SourceUpdate(accesses=b)
+
+
+def two_ranks(seed: int = 2, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
+    """Keys drawn from one popular set, each access sent to rank 0 or 1."""
+    rng = np.random.default_rng(seed)
+    keys = rng.zipf(1.3, n).astype(np.uint64) % 500
+    return keys, rng.integers(0, 2, n)
+
+
+def batches(keys, ranks, per_batch=250, rank=True):
+    return [AccessBatch(keys[i : i + per_batch], timestamps=float(i), block_tokens=BLOCK_TOKENS,
+                        rank=ranks[i : i + per_batch] if rank else None) for i in range(0, len(keys), per_batch)]  # fmt: skip
+
+
+def collect(*sources, **config):
+    return Monitor(list(sources), Analyzer(), SnapshotBuilder(SnapshotConfig(**config))).collect()
+
+
+def test_the_engines_pool_is_split_evenly_over_the_ranks():
+    keys, ranks = two_ranks()
+    monitor = Monitor([ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig(capacity_blocks=7)))
+    monitor.collect()
+    engine = EngineReading(at=0.0, capacity_blocks=101, block_size=BLOCK_TOKENS)  # /metrics: summed over the ranks
+    snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
+    assert [(v.pool_blocks, v.pool_source) for v in snap.ranks] == [(50, "engine"), (50, "engine")]  # beats --capacity
+    p = snap.pooling
+    assert p.capacity_blocks == 100 and p.capacity_source == "engine"
+    separate = sum(simulate_lru(keys[ranks == r].tolist(), 50)[0] for r in (0, 1))
+    assert p.separate_hit_rate["blocks"] == pytest.approx(separate / len(keys))
+    assert p.shared_hit_rate["blocks"] == pytest.approx(simulate_lru(keys.tolist(), 100)[0] / len(keys))
+    assert "the engine's pool split evenly over the ranks" in snapshot_json(snap)["pooling"]["how"]
+
+
+def test_without_a_pool_the_ranks_are_shown_and_the_pooling_says_what_to_give():
+    keys, ranks = two_ranks()
+    snap = collect(ListSource(batches(keys, ranks)))
+    assert [v.accesses for v in snap.ranks] == [int((ranks == 0).sum()), int((ranks == 1).sum())]
+    assert all(v.pool_blocks is None and all(r.fits_pool is None for r in v.working_sets) for v in snap.ranks)
+    assert snap.pooling is None and "--capacity" in snap.pooling_note
+    out = snapshot_json(snap)
+    assert out["pooling"] == {"computed": False, "reason": snap.pooling_note}
+    assert all(r["pool"] is None for r in out["ranks"])
+    assert f"pooling: not computed: {snap.pooling_note}" in snapshot_text(snap)
+
+
+def test_accesses_of_no_rank_beside_the_ranks_leave_no_like_for_like_pooling():
+    keys, ranks = two_ranks()
+    other = AccessBatch(np.arange(9000, 9100, dtype=np.uint64), timestamps=0.0)  # e.g. a --log beside --events
+    snap = collect(ListSource(batches(keys, ranks)), ListSource([other], name="log"), capacity_blocks=30)
+    assert len(snap.ranks) == 2 and snap.pooling is None
+    assert snap.pooling_note.startswith("100 accesses of the merged stream belong to no rank")
+
+
+def test_a_stream_of_one_rank_or_none_has_no_rank_views():
+    keys, ranks = two_ranks()
+    unranked = Monitor([ListSource(batches(keys, ranks, rank=False))], Analyzer(), SnapshotBuilder(SnapshotConfig()))
+    snap = unranked.collect()
+    assert unranked.rank_analyzers == {} and snap.ranks == () and "ranks" not in snapshot_json(snap)
+    one = collect(ListSource(batches(keys, np.zeros_like(ranks))), capacity_blocks=30)
+    assert one.ranks == () and one.pooling is None and one.pooling_note is None

@@ -1,0 +1,72 @@
+"""A KV-event flood the source cannot keep up with: its backlog is shown, what is left unread when it
+stops is counted, and what ZMQ drops at its high-water marks is counted lost (as sequence gaps)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kvset.sources.kv_events import KvEventsSource
+from tests.support.vllm_publisher import FakeVllmPublisher
+
+
+def big_batch(pub: FakeVllmPublisher, n: int, blocks: int = 2000) -> list:
+    hashes = list(range(n * blocks + 1, (n + 1) * blocks + 1))
+    return [pub.stored(hashes), pub.removed(hashes[: blocks // 2])]
+
+
+def test_a_source_behind_its_socket_shows_the_backlog_and_counts_what_it_left_unread():
+    sent = 300
+    with FakeVllmPublisher(replay=False) as pub:
+        src = KvEventsSource([pub.endpoint], idle_tick=0.05, flush_accesses=20_000)
+        stop = threading.Event()
+        gen = src.updates(stop)
+        next(gen)  # sockets open
+        pub.wait_for_subscriber()
+        for n in range(sent):
+            pub.publish(big_batch(pub, n))
+        time.sleep(1.0)  # all of it queued in the SUB socket, none read yet
+        first = next(u for u in gen if u.accesses is not None)
+        backlog = dict(first.health.details)["backlog"]
+        assert "messages waiting in the socket: the source is not keeping up" in backlog
+        stop.set()
+        rest = list(gen)  # the source returns, with a last word on what it left behind
+    last = rest[-1].health
+    assert src.unread_at_stop > 0
+    assert last.received + src.unread_at_stop == sent  # every message read or counted
+    assert f"{src.unread_at_stop:,} messages still waiting in the socket when kvset stopped" in " ".join(last.notes)
+    assert f"{src.unread_at_stop:,} messages unread at stop" in dict(last.details)["backlog"]
+
+
+def test_messages_zmq_drops_at_its_high_water_marks_are_counted_lost():
+    sent = 2000
+    with FakeVllmPublisher(replay=False, sndhwm=20) as pub:
+        src = KvEventsSource([pub.endpoint], idle_tick=0.05, rcvhwm=20)
+        stop = threading.Event()
+        gen = src.updates(stop)
+        next(gen)
+        pub.wait_for_subscriber()
+        for n in range(sent):  # far more than the two high-water marks and the TCP buffers hold
+            pub.publish(big_batch(pub, n))
+        time.sleep(1.0)
+        updates, deadline, quiet_since = [], time.monotonic() + 30, None
+        for update in gen:  # read what got through, until the socket stays empty for a while
+            updates.append(update)
+            if update.accesses is not None or quiet_since is None:
+                quiet_since = time.monotonic()
+            if time.monotonic() - quiet_since > 0.5 or time.monotonic() > deadline:
+                break
+        pub.publish(big_batch(pub, sent))  # one more after the flood: it reveals the last gap
+        for update in gen:
+            updates.append(update)
+            if src.tracker.publishers[0].sequence.last_seq == sent or time.monotonic() > deadline:
+                break
+        stop.set()
+        list(gen)
+    seq = src.tracker.publishers[0].sequence
+    assert seq.last_seq == sent
+    delivered = src.tracker.publishers[0].batches
+    assert delivered < sent  # ZMQ did drop: the marks are small
+    assert seq.lost == sent + 1 - delivered - seq.first_seq  # every dropped batch counted lost
+    notes = " ".join(updates[-1].health.notes)
+    assert f"{seq.lost:,} event batches lost in sequence gaps" in notes

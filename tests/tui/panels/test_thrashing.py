@@ -1,0 +1,68 @@
+"""The thrashing panel: its level and figures at the engine's pool in the chosen window, the engine's
+measured hit rate beside the snapshot's prediction, and nothing judged without a capacity."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvset import quantities as fmt
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.thrashing import NOT_JUDGED, ThrashingPanel
+from tests.support.tui_snapshots import (
+    empty_snapshot,
+    engine_snapshot,
+    misses_only_snapshot,
+    panel_app,
+    replay_snapshot,
+    screen_text,
+)
+
+pytestmark = pytest.mark.anyio
+SIZES = [(80, 24), (120, 40)]
+
+
+@pytest.mark.parametrize("window", ["1m", "5m", "1h", "all"])
+async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
+    snap = engine_snapshot()
+    t, op = snap.thrashing[window], snap.operating_point
+    app = panel_app(ThrashingPanel, snap, ViewState(window=window))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+        assert str(app.panel.border_title) == f"Thrashing · {window} window"
+        assert app.panel.has_class(f"-{t.level}")
+    assert f"{fmt.percent(t.near_miss_share)} of misses are near misses" in text
+    assert f"(engine pool) · block hit over {window} {fmt.percent(t.hit_rate)}" in text
+    # the engine's own rate beside the curve's prediction at its pool, in the same window
+    assert (f"engine measured {fmt.percent(op.measured_token_hit_rate)} vs LRU {fmt.percent(op.lru(window))} "
+            f"(tokens, {window})") in text  # fmt: skip
+
+
+async def test_a_trace_without_a_capacity_is_not_judged_and_the_panel_says_what_to_give():
+    snap = replay_snapshot()
+    assert snap.thrashing == {}  # no engine pool, no --capacity: the builder judges nothing
+    app = panel_app(ThrashingPanel, snap)
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert NOT_JUDGED in text and "--capacity BLOCKS" in text
+    assert "THRASHING" not in text and " OK " not in text
+
+
+async def test_no_accesses_yet():
+    app = panel_app(ThrashingPanel, empty_snapshot())
+    async with app.run_test(size=(80, 24)):
+        assert "no block accesses yet" in screen_text(app)
+
+
+async def test_misses_only_curve_is_labelled_not_compared_with_the_engine():
+    app = panel_app(ThrashingPanel, misses_only_snapshot())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+    assert "misses only" in text
+    assert "engine measured" not in text  # no comparison of a misses-only curve with the engine
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_thrashing_screenshot(snap_compare, size):
+    """The engine's pool thrashes: the badge, the near misses, what more capacity buys."""
+    assert snap_compare(panel_app(ThrashingPanel, engine_snapshot()), terminal_size=size)

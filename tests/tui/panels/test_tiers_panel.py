@@ -1,0 +1,110 @@
+"""The tiers panel (--tiers): each tier's size in the unit `u` selects, its share of all accesses in
+blocks and tokens, the misses left, the smallest next tier; where it sits in the app (in the Events
+panel's place, and in the Reserve panel's on a short screen); its screenshots at 80x24 and 120x40."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvset import quantities as fmt
+from kvset_tui.app import KvsetTopApp
+from kvset_tui.capacity_units import capacity_text
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.tiers import WAITING, TiersPanel
+from tests.support.tui_snapshots import (
+    NEXT_TIER_TARGET,
+    engine_snapshot,
+    fixed_clock,
+    panel_app,
+    screen_text,
+    tiers_snapshot,
+    wait_until,
+)
+
+pytestmark = pytest.mark.anyio
+SIZES = [(80, 24), (120, 40)]
+
+
+def tier_line(text: str, index: int) -> str:
+    return next(line for line in text.splitlines() if line.strip(" │").startswith(f"{index} "))
+
+
+@pytest.mark.parametrize("unit", ["blocks", "tokens", "GiB"])
+async def test_each_tier_shows_its_size_in_the_chosen_unit_and_its_shares(unit):
+    snap = tiers_snapshot()
+    app = panel_app(TiersPanel, snap, ViewState(unit=unit))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert len(snap.tiers.tiers) == 2
+    for t in snap.tiers.tiers:
+        line = tier_line(text, t.index)
+        assert capacity_text(t.capacity_blocks, snap, unit) in line
+        cells = line.rstrip(" │").rsplit(maxsplit=4)  # ..., block share, "%", token share, "%"
+        assert " ".join(cells[-4:]) == f"{fmt.percent(t.block_hit_rate)} {fmt.percent(t.token_hit_rate)}"
+    miss = next(line for line in text.splitlines() if line.strip(" │").startswith("miss"))
+    assert fmt.percent(snap.tiers.miss_block_rate) in miss and fmt.percent(snap.tiers.miss_token_rate) in miss
+    n = snap.tiers.next_tier
+    assert n.target == NEXT_TIER_TARGET and n.capacity_blocks > 0
+    assert f"next tier for 99 % cov: {capacity_text(n.capacity_blocks, snap, unit)}" in text
+    assert f"all tiers {fmt.percent(n.block_hit_rate)}" in text
+
+
+async def test_the_shares_and_the_misses_add_up_to_all_accesses():
+    snap = tiers_snapshot()
+    plan = snap.tiers
+    assert sum(t.block_hit_rate for t in plan.tiers) + plan.miss_block_rate == pytest.approx(1.0)
+    app = panel_app(TiersPanel, snap)
+    async with app.run_test(size=(120, 40)):
+        assert str(app.panel.border_title) == f"Tiers · exclusive · miss {fmt.percent(plan.miss_block_rate)}"
+
+
+async def test_a_short_screen_keeps_a_line_per_tier_and_the_next_tier():
+    snap = tiers_snapshot()
+    app = panel_app(TiersPanel, snap, ViewState(unit="GiB"))
+    async with app.run_test(size=(80, 24)):
+        lines = [line.strip() for line in screen_text(app).splitlines() if line.strip()]
+    assert lines[0].startswith("─Tiers · exclusive · miss")
+    for t, line in zip(snap.tiers.tiers, lines[1:3], strict=True):
+        assert line.startswith(f"{t.index} ") and capacity_text(t.capacity_blocks, snap, "GiB") in line
+        assert f"{fmt.percent(t.block_hit_rate)} blk" in line and f"{fmt.percent(t.token_hit_rate)} tok" in line
+    assert lines[3].startswith("next 99 % cov: ")
+
+
+async def test_tiers_in_bytes_before_the_block_size_is_known_say_so():
+    import dataclasses
+
+    snap = dataclasses.replace(tiers_snapshot(), tiers=None)  # what the builder gives before the first access
+    app = panel_app(TiersPanel, snap)
+    async with app.run_test(size=(120, 40)):
+        assert WAITING in screen_text(app)
+
+
+async def test_the_app_shows_the_tiers_only_when_asked_and_the_reserve_gives_way_on_short_screens():
+    for snap, size, shown in ((engine_snapshot(), (120, 40), ()), (tiers_snapshot(), (120, 40), ("tiers", "reserve")),
+                              (tiers_snapshot(), (80, 24), ("tiers",))):  # fmt: skip
+        app = KvsetTopApp(snapshot=snap, clock=fixed_clock(), theme_name="dark")
+        async with app.run_test(size=size) as pilot:
+            await wait_until(pilot, lambda app=app, snap=snap: app.shown is snap)
+            visible = {w.id for w in app.query("#side > *") if w.display}
+            text = screen_text(app)
+        assert ("tiers" in visible) == ("tiers" in shown) and ("Tiers ·" in text) == ("tiers" in shown)
+        if shown:
+            assert "events" not in visible  # the tiers take the Events panel's place
+            assert ("reserve" in visible) == ("reserve" in shown)
+            assert "near miss ≤ 1.25× cap" not in text  # explanations give way (they are in the help)
+        else:
+            assert {"events", "reserve"} <= visible
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_tiers_screenshot(snap_compare, size):
+    """Qwen3-Next with --tiers 3GiB,2GiB --size-next-tier 0.99, in GiB."""
+    assert snap_compare(panel_app(TiersPanel, tiers_snapshot(), ViewState(unit="GiB")), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_app_with_tiers_screenshot(snap_compare, size):
+    """The whole app with --tiers: the tiers in the Events panel's place, the Reserve in two lines (and
+    gone at 80x24), the explanation lines under Thrashing and Working sets given way."""
+    app = KvsetTopApp(snapshot=tiers_snapshot(), clock=fixed_clock(), theme_name="dark")
+    assert snap_compare(app, terminal_size=size)

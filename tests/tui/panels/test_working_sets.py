@@ -1,0 +1,85 @@
+"""The working-set panel: one row per target in the chosen window, what "fits" compared (the
+snapshot's one definition), "no data" before any access, and how it looks at 80x24 and 120x40."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvset import quantities as fmt
+from kvset.snapshot.model import FITS_WITH_RESERVE, FITS_WORKING_SET
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.working_sets import WorkingSetTable
+from tests.support.tui_snapshots import (
+    ENGINE_POOL_BLOCKS,
+    demo_snapshot,
+    empty_snapshot,
+    engine_snapshot,
+    panel_app,
+    replay_snapshot,
+    screen_text,
+)
+
+pytestmark = pytest.mark.anyio
+SIZES = [(80, 24), (120, 40)]
+
+
+def row_line(text: str, target: str) -> str:
+    return next(line for line in text.splitlines() if target in line)
+
+
+async def test_fits_adds_the_hybrid_reserve_and_says_so():
+    """The row that fits the pool in blocks but not with the reserve its requests need says "no",
+    as the reserve panel does, and the line under the table names what was compared."""
+    snap = engine_snapshot()
+    row = next(r for r in snap.working_set_rows("5m", "absolute") if r.target == 0.7)
+    assert row.capacity_blocks <= ENGINE_POOL_BLOCKS and row.fits_pool is False and row.fits_counts_reserve
+    app = panel_app(WorkingSetTable, snap, ViewState(target_mode="absolute"))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert row_line(text, "70 % abs").rstrip(" │").endswith("no")
+    assert f"fits: {FITS_WITH_RESERVE}" in text
+
+
+async def test_without_a_model_fits_compares_blocks_with_the_pool():
+    snap = demo_snapshot()
+    app = panel_app(WorkingSetTable, snap)
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert f"fits: {FITS_WORKING_SET}" in text
+    for row in snap.working_set_rows("5m", "coverage"):
+        cell = "yes" if row.fits_pool else "no"
+        assert row_line(text, fmt.target_label(row.target, "coverage")).rstrip(" │").endswith(cell)
+
+
+async def test_without_a_pool_nothing_is_judged_to_fit():
+    app = panel_app(WorkingSetTable, replay_snapshot())
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert "fits:" not in text
+    assert row_line(text, "95 % cov").rstrip(" │").endswith("–")
+
+
+async def test_before_any_access_the_rows_say_no_data_not_not_reached():
+    app = panel_app(WorkingSetTable, empty_snapshot())
+    async with app.run_test(size=(80, 24)):
+        text = screen_text(app)
+    assert text.count("no data") == 3 and "not reached" not in text
+
+
+async def test_the_title_names_the_window_and_target_set_and_the_rows_follow_it():
+    snap = engine_snapshot()
+    app = panel_app(WorkingSetTable, snap)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for window in ("1m", "1h", "all"):
+            app.set_view(ViewState(window=window))
+            await pilot.pause()
+            assert f"coverage · {window} window" in str(app.panel.border_title)
+            row = snap.working_set_rows(window, "coverage")[0]
+            bound = "" if row.exact else "≤"
+            assert f"{bound}{fmt.count(row.capacity_blocks)}" in row_line(screen_text(app), "95 % cov")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_working_sets_screenshot(snap_compare, size):
+    """The engine with a model: blocks, tokens, GiB, trends, fits (with the reserve)."""
+    assert snap_compare(panel_app(WorkingSetTable, engine_snapshot()), terminal_size=size)
