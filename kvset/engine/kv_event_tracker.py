@@ -349,8 +349,8 @@ class KvEventTracker:
     # ----------------------------------------------------------------- outputs
     @property
     def pending(self) -> int:
-        """Accesses not yet handed out."""
-        return len(self._pending)
+        """Accesses not yet handed out (of finished requests; open ones wait for their end)."""
+        return len(self._pending) + sum(p.replay.finished_blocks for p in self.publishers)
 
     def take(self, at: float, final: bool = False) -> SourceUpdate:
         """The accesses, the engine model, the engine reading and the timeline events since the last

@@ -176,6 +176,7 @@ class RequestReplay:
         self._running: dict[int, _Request] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_blocks = 0
         self._out_model: list[tuple] = []
 
     # ----------------------------------------------------------------- grouping (live)
@@ -489,6 +490,7 @@ class RequestReplay:
         all_keys = np.concatenate(keys).astype(np.uint64, copy=False)
         if len(all_keys):
             self._out_accesses.append((all_keys, np.concatenate(tokens).astype(np.int64, copy=False), ts))
+            self._out_blocks += len(all_keys)
         if readmitted:
             self.counts.readmissions += 1
             self.counts.readmission_tokens += int(sum(int(t.sum()) for t in request.qtokens))
@@ -513,9 +515,14 @@ class RequestReplay:
     def pending_reports(self) -> int:
         return sum(r.count for r in self._reports.values())
 
+    @property
+    def finished_blocks(self) -> int:
+        """Blocks of finished requests not yet taken."""
+        return self._out_blocks
+
     def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Finished requests since the last take: (keys in chain order, tokens, time of the finish)."""
-        out, self._out_accesses = self._out_accesses, []
+        out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
         return out
 
     def take_model(self) -> list[tuple]:

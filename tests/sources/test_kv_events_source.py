@@ -558,5 +558,5 @@ def test_a_batch_lost_at_the_end_of_the_stream_is_asked_for_when_the_stream_goes
         run.wait_for(lambda r: len(r.keys) == 3)
         assert run.keys == [1, 2, 3]
         assert fake.replay_requests == [1]
-        assert run.detail("sequence gaps") == "1 gaps, 1 batches missing: 1 recovered by replay, 0 lost"
+        assert run.detail("sequence gaps") == "1 gap, 1 batch missing: 1 recovered by replay, 0 lost"
         assert run.detail("quiet stream") == "asked 1 times for batches after the last one seen"

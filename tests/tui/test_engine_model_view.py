@@ -62,6 +62,7 @@ async def test_the_thrashing_panel_names_the_model_and_the_misses_by_cause():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         text = screen_text(app)
-    assert "engine measured 58.1 % · model 51.2 % · LRU" in text
+    measured = modelled().operating_point.measured_token_hit_rate
+    assert f"engine measured {100 * measured:.1f} % · model 51.2 % · LRU 65.0 %" in text  # the LRU in the 5m window
     assert "misses %: new 6.1 cap 21.9 pinned 20.7 tail 0.1" in text
     assert "◇ model" in text
