@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core.kernel import _mix
+
 QUERY = 0
 PIN = 1
 RELEASE = 2
@@ -37,13 +39,6 @@ _MIN_TABLE = 1024
 _MIN_SLOTS = 1024
 # scalars: [next free slot, queue length, oldest slot that may be live, pinned blocks, table entries]
 _NEXT, _LIVE, _HEAD, _PINNED, _ENTRIES = range(5)
-
-
-@njit(cache=True, nogil=True)
-def _mix(x):  # pragma: no cover - compiled
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 @njit(cache=True, nogil=True)

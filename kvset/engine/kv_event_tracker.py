@@ -55,7 +55,8 @@ from kvset.engine.kv_events import (
     KvEventBatch,
     decode_message,
 )
-from kvset.engine.kv_requests import RequestReplay, merge_model
+from kvset.engine.kv_requests import RequestReplay
+from kvset.engine.request_records import merge_model
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.rejects import RejectCounter

@@ -41,19 +41,19 @@ chain order; `--order reverse` is vLLM's freeing order) and its distances to the
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from kvset.core.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
-from kvset.types import EngineModelDelta
-
-INFINITE = np.int64(1) << np.int64(62)  # the distance of a block no pool holds
-# why a query block has no finite distance (EngineModelDelta.cause)
-CAUSE_NONE = 0
-CAUSE_FIRST_TIME = 1  # never seen before (or the prefix up to it holds one)
-CAUSE_BEYOND_HORIZON = 2  # seen, but forgotten beyond the model's horizon
-CAUSE_RECOMPUTED = 3  # the engine recomputed a cached block: the last token of a fully cached prompt
+from kvset.engine.request_records import (
+    CAUSE_BEYOND_HORIZON,
+    CAUSE_FIRST_TIME,
+    CAUSE_RECOMPUTED,
+    INFINITE,
+    OpenRequest,
+    Report,
+    RequestCounts,
+)
 
 DELAY_BATCHES = 32
 FINISH_SHARE = 0.75
@@ -64,77 +64,6 @@ PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (
 # DELAY_BATCHES, so that an admission found at the end is still replayed where it happened
 FORGOTTEN_MEMORY = 1 << 20
 OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it (readmissions)
-
-
-@dataclass
-class _Report:
-    keys: np.ndarray
-    tokens: np.ndarray
-    batch: int
-    count: int  # reports of this chain in that batch (requests with the same cached prefix)
-
-
-@dataclass
-class _Request:
-    id: int
-    hit_keys: np.ndarray
-    hit_tokens: np.ndarray
-    parent: int | None  # the first store's parent when no report came (its unreported hit prefix)
-    admitted: int  # batch index
-    reported: int  # batch of its hit report (its lookup), or of its first store
-    stores: list = field(default_factory=list)  # [(batch, keys, tokens, decode, recomputed)]
-    last_store: int = -1
-    last_store_ts: float | None = None
-    decode_from: int | None = None  # block index where its output starts
-    released: bool = False
-    finish_seen: int | None = None  # batch where a later request showed that it had finished
-    output_keys: set = field(default_factory=set)
-    restores: int | None = None  # who stored its first computed block before it (a preempted self?)
-    last_prompt: int | None = None  # its last prompt block
-    # the replay's view
-    held: list = field(default_factory=list)  # key arrays it pins, in chain order
-    dt: list = field(default_factory=list)  # per query block: prefix-max distance
-    dq: list = field(default_factory=list)  # ... ignoring pinned blocks
-    cause: list = field(default_factory=list)
-    qtokens: list = field(default_factory=list)
-    prefix_dt: int = 0
-    prefix_dq: int = 0
-    prefix_cause: int = CAUSE_NONE
-    queried: int = 0  # blocks the replay has seen
-
-    @property
-    def blocks(self) -> int:
-        return len(self.hit_keys) + sum(len(s[1]) for s in self.stores)
-
-    def tail(self) -> int | None:
-        if self.stores:
-            return int(self.stores[-1][1][-1])
-        if len(self.hit_keys):
-            return int(self.hit_keys[-1])
-        return None
-
-
-@dataclass
-class RequestCounts:
-    """What the grouping and the dedupe saw (all counters)."""
-
-    requests: int = 0  # finished requests handed out (readmissions included)
-    reports: int = 0  # hit reports (lookups with hits)
-    admitted: int = 0  # reports confirmed by an admission
-    not_admitted: int = 0  # re-reported before admission: lookups of a request left waiting
-    not_admitted_blocks: int = 0
-    superseded: int = 0  # followed by a report of a nested chain: the waiting request looked up again
-    admitted_without_store: int = 0  # neither confirmed nor superseded: admitted, stored nothing
-    recovered: int = 0  # a store whose report had been taken for a re-report: confirmed after all
-    without_report: int = 0  # requests whose first store came without a report (no cached prefix)
-    unknown_prefix: int = 0  # ... whose first store chains onto blocks no report named: its hits are
-    # unknown (every request when the engine reports misses only); left out of the model
-    readmissions: int = 0  # after a preemption: kept out of the query counts, as vLLM does
-    readmission_tokens: int = 0
-    decode_blocks: int = 0  # output blocks: stored, never queried
-    recomputed_blocks: int = 0  # cached blocks the engine computed again (the last-token rule)
-    finished_by_evidence: int = 0  # finishes seen in a later request's lookup or store
-    finished_by_lag: int = 0
 
 
 class RequestReplay:
@@ -166,14 +95,14 @@ class RequestReplay:
         self._batch = -1  # index of the current batch
         self._ts: dict[int, float] = {}  # batch index -> its time, while in the delay line
         self._items: OrderedDict[int, list] = OrderedDict()  # batch -> [(op, request, store index)]
-        self._reports: OrderedDict[int, _Report] = OrderedDict()  # last key -> report
-        self._dropped: OrderedDict[int, _Report] = OrderedDict()  # recently dropped, by last key
-        self._tails: dict[int, _Request] = {}  # last key of an open request -> it
+        self._reports: OrderedDict[int, Report] = OrderedDict()  # last key -> report
+        self._dropped: OrderedDict[int, Report] = OrderedDict()  # recently dropped, by last key
+        self._tails: dict[int, OpenRequest] = {}  # last key of an open request -> it
         self._owner: dict[int, int] = {}  # key -> id of the request that stored it last
-        self._requests: dict[int, _Request] = {}  # open (not finished in the replay) requests
+        self._requests: dict[int, OpenRequest] = {}  # open (not finished in the replay) requests
         self._finished_keys: OrderedDict[int, tuple[int, list]] = OrderedDict()  # id -> (batch, keys)
         self._finished_sets: dict[int, set] = {}
-        self._running: dict[int, _Request] = {}  # admitted in the replay, not yet finished
+        self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._out_blocks = 0
@@ -262,15 +191,15 @@ class RequestReplay:
                 del self._reports[other_last]  # the same waiting request, its cached prefix changed
                 self.counts.superseded += other.count
                 self._drop(other_last, other)
-        self._reports[last] = _Report(keys, tokens, self._batch, 1)
+        self._reports[last] = Report(keys, tokens, self._batch, 1)
 
-    def _drop(self, last: int, report: _Report) -> None:
+    def _drop(self, last: int, report: Report) -> None:
         self.counts.not_admitted += report.count
         self.counts.not_admitted_blocks += report.count * len(report.keys)
         self._dropped.pop(last, None)
         self._dropped[last] = report
 
-    def _confirm(self, parent: int) -> _Request | None:
+    def _confirm(self, parent: int) -> OpenRequest | None:
         report = self._reports.get(parent)
         if report is not None:
             report.count -= 1
@@ -287,7 +216,7 @@ class RequestReplay:
         self.counts.admitted += 1
         return self._open(report.keys, report.tokens, None, report.batch)
 
-    def _continuation(self, parent: int, keys: np.ndarray) -> _Request | None:
+    def _continuation(self, parent: int, keys: np.ndarray) -> OpenRequest | None:
         request = self._tails.get(parent)
         if request is None:
             return None
@@ -300,8 +229,8 @@ class RequestReplay:
         del self._tails[parent]
         return request
 
-    def _open(self, hit_keys, hit_tokens, parent, reported: int) -> _Request:
-        request = _Request(self._next_id, hit_keys, hit_tokens, parent, self._batch, reported)
+    def _open(self, hit_keys, hit_tokens, parent, reported: int) -> OpenRequest:
+        request = OpenRequest(self._next_id, hit_keys, hit_tokens, parent, self._batch, reported)
         self._next_id += 1
         self._requests[request.id] = request
         # replayed where the engine looked it up, when that batch is still in the delay line
@@ -309,7 +238,7 @@ class RequestReplay:
         self._items[where].append(("Q", request, -1))
         return request
 
-    def _evidence(self, parent: int | None, keys, request: _Request | None) -> None:
+    def _evidence(self, parent: int | None, keys, request: OpenRequest | None) -> None:
         """A lookup or store holding an open request's output, or its whole prompt once it answers: that
         request has finished (its blocks are another request's prefix: the agent's next turn, or its own
         readmission). A shared prefix it happened to compute first (a system prompt) says nothing."""
@@ -394,7 +323,7 @@ class RequestReplay:
                     self._finish(request, batch)
             self._ts.pop(batch - 1, None)
 
-    def _query(self, request: _Request, keys: np.ndarray, tokens: np.ndarray, recomputed: bool) -> None:
+    def _query(self, request: OpenRequest, keys: np.ndarray, tokens: np.ndarray, recomputed: bool) -> None:
         n = len(keys)
         ops = np.empty(2 * n, dtype=np.int8)
         ops[0::2], ops[1::2] = QUERY, PIN
@@ -422,16 +351,16 @@ class RequestReplay:
         request.qtokens.append(tokens)
         request.held.append(keys)
 
-    def _pin(self, request: _Request, keys: np.ndarray) -> None:
+    def _pin(self, request: OpenRequest, keys: np.ndarray) -> None:
         _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
         self._forget(forgot)
         request.held.append(keys)
 
-    def _admit(self, request: _Request) -> None:
+    def _admit(self, request: OpenRequest) -> None:
         if len(request.hit_keys):
             self._query(request, request.hit_keys, request.hit_tokens, False)
 
-    def _store(self, request: _Request, index: int) -> None:
+    def _store(self, request: OpenRequest, index: int) -> None:
         _, keys, tokens, decode, recomputed = request.stores[index]
         if decode:
             self.counts.decode_blocks += len(keys)
@@ -446,7 +375,7 @@ class RequestReplay:
             self._forgotten_older, self._forgotten_recent = self._forgotten_recent, set()
         self._forgotten_recent.update(keys.tolist())
 
-    def _finish(self, request: _Request, batch: int) -> None:
+    def _finish(self, request: OpenRequest, batch: int) -> None:
         request.released = True
         self._running.pop(request.id, None)
         self._requests.pop(request.id, None)
@@ -461,7 +390,7 @@ class RequestReplay:
         self._finished_keys[request.id] = (batch, stored)
         self._hand_out(request, batch)
 
-    def _readmission_of(self, request: _Request) -> int | None:
+    def _readmission_of(self, request: OpenRequest) -> int | None:
         """The request this one readmits after a preemption, if it is one."""
         start = request.hit_keys[-1] if len(request.hit_keys) else request.parent
         if start is None or not request.stores:
@@ -479,7 +408,7 @@ class RequestReplay:
             theirs = self._finished_sets[rid] = {k for arr in self._finished_keys[rid][1] for k in arr.tolist()}
         return rid if all(k in theirs for arr in prefill for k in arr.tolist()) else None
 
-    def _hand_out(self, request: _Request, batch: int) -> None:
+    def _hand_out(self, request: OpenRequest, batch: int) -> None:
         ts = self._ts.get(batch, self._ts.get(self._batch, 0.0))
         self.counts.requests += 1
         readmitted = self._readmission_of(request) is not None
@@ -534,21 +463,3 @@ class RequestReplay:
     def state(self) -> dict[str, int]:
         return {"pinned": self.queue.pinned, "queued": self.queue.queued, "running": len(self._running),
                 "finish_lag": self.finish_lag}  # fmt: skip
-
-
-def merge_model(parts: list[tuple], partial_tail_per_request: float, counts: dict, state: dict) -> EngineModelDelta:
-    """One EngineModelDelta from the finished requests of every rank's replay."""
-    def cat(i, dtype):
-        return np.concatenate([p[i] for p in parts]).astype(dtype, copy=False) if parts else np.empty(0, dtype)
-
-    return EngineModelDelta(
-        distance=cat(0, np.int64),
-        distance_unpinned=cat(1, np.int64),
-        cause=cat(2, np.int8),
-        tokens=cat(3, np.int64),
-        requests=len(parts),
-        partial_tail_tokens=partial_tail_per_request * len(parts),
-        time=max((p[4] for p in parts), default=None),
-        counts=tuple(counts.items()),
-        state=tuple(state.items()),
-    )

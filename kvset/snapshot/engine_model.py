@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvset.engine.kv_requests import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
+from kvset.engine.request_records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
 from kvset.types import EngineModelDelta
 
 MODEL_NAME = "vLLM block-pool replay"
