@@ -336,7 +336,7 @@ class KvEventTracker:
                 blocks.remove(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
-                blocks.store(keys)
+                blocks.store(keys, hit_evidence=not batch.has_parent[i])
                 if not counted:
                     continue
                 size = int(batch.block_sizes[i])

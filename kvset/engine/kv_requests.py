@@ -71,7 +71,6 @@ class RequestReplay:
 
     def __init__(
         self,
-        block_tokens: int = 16,
         delay_batches: int = DELAY_BATCHES,
         finish_share: float = FINISH_SHARE,
         pending_batches: int = PENDING_BATCHES,
@@ -79,7 +78,6 @@ class RequestReplay:
     ) -> None:
         if not 0 < finish_share <= 1:
             raise ValueError("finish_share must be in (0, 1]")
-        self.block_tokens = block_tokens
         self.delay = delay_batches
         self.finish_share = finish_share
         self._gaps: deque[int] = deque(maxlen=GAP_SAMPLES)  # batches between consecutive output blocks
