@@ -386,9 +386,11 @@ class KvEventTracker:
         return dict(total)
 
     def replay_state(self) -> dict[str, int]:
+        """The replays' blocks now, summed over the publishers (the finish lag: the longest)."""
         total: Counter[str] = Counter()
         for p in self.publishers:
             total.update(p.replay.state())
+        total["finish_lag"] = max(p.replay.finish_lag for p in self.publishers)
         return dict(total)
 
     def reading(self, at: float) -> EngineReading | None:

@@ -88,17 +88,17 @@ class EngineModel:
 
     @property
     def counts(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for counts in self._counts.values():
-            total.update(dict(counts))
-        return dict(total)
+        """The grouping's and the dedupe's counters, summed over the sources."""
+        return _summed(self._counts.values())
 
     @property
     def state(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for state in self._state.values():
-            total.update(dict(state))
-        return dict(total)
+        """The model's pinned, queued and running blocks now, summed over the sources."""
+        state = _summed(self._state.values())
+        lags = [dict(s).get("finish_lag", 0) for s in self._state.values()]
+        if lags:
+            state["finish_lag"] = max(lags)
+        return state
 
     def hit_tokens(self, capacity: int) -> int:
         return int(self._total[: max(0, capacity) + 1].sum())
@@ -123,6 +123,13 @@ class EngineModel:
             recomputed=share(self.infinite_tokens[CAUSE_RECOMPUTED]),
             beyond_horizon=share(self.infinite_tokens[CAUSE_BEYOND_HORIZON]),
         )
+
+
+def _summed(parts) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for part in parts:
+        total.update(dict(part))
+    return dict(total)
 
 
 def _accumulate(hist: np.ndarray, distances: np.ndarray, tokens: np.ndarray) -> np.ndarray:
