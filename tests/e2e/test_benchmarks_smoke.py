@@ -112,7 +112,8 @@ def test_whole_benchmark_end_to_end(tmp_path):
     from benchmarks.run import main
 
     out = tmp_path / "r.json"
-    rc = main(["--accesses", "6000", "--python-prefix", "2000", "--repeat", "1", "--no-parse",
+    # the sampling section has its own smoke test (test_sampling_bench_smoke.py): it would generate 10M-access traces
+    rc = main(["--accesses", "6000", "--python-prefix", "2000", "--repeat", "1", "--no-parse", "--no-sampling",
                "--capacities", "4", "--json", str(out)])  # fmt: skip
     assert rc == 0
     report = json.loads(out.read_text())
