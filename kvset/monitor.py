@@ -362,7 +362,7 @@ class Monitor:
         self._changed = True
         if stream is None:
             return
-        if not self.all_finished:
+        if not all(h.finished for h in self._health):  # stopped (a --duration, a quit) before its end
             self._opt_note = "Belady MIN not computed: the trace was not read to its end"
         elif any(h.state.startswith("failed") for h in self._health):
             self._opt_note = "Belady MIN not computed: the trace could not be read to its end"
