@@ -34,6 +34,7 @@ from kvset.quantities import plural
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder
+from kvset.snapshot.engine_model import EngineModel
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
@@ -80,6 +81,7 @@ class Monitor:
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
         self._engine: dict[int, EngineReading] = {}
+        self.engine_model = EngineModel()  # the block-pool replay's figures, from hit-reporting KV events
         self._pipeline_rejects = [RejectCounter() for _ in self.sources]  # refused by the pipeline, per source
         self._engine_history: deque[EngineReading] = deque(maxlen=ENGINE_HISTORY)
         self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
@@ -162,6 +164,9 @@ class Monitor:
             self._changed = True
         if update.events:
             self._events.extend(update.events)
+            self._changed = True
+        if update.engine_model is not None:
+            self.engine_model.add(index, update.engine_model)
             self._changed = True
 
     def _feed(self, index: int, batch: AccessBatch) -> None:
@@ -303,6 +308,7 @@ class Monitor:
             tuple(self._events),
             self.accesses_per_second(),
             engine_history=tuple(self._engine_history),
+            engine_model=self.engine_model if self.engine_model.updates else None,
             ranks=self.rank_analyzers,
             opt_curve=self._opt_curve,
             opt_note=self._opt_note,

@@ -100,6 +100,7 @@ class EngineReading:
     hit_rate_window_s: float | None = None  # over what period the engine measured it
     kv_usage: float | None = None  # 0..1
     running_requests: int | None = None
+    waiting_requests: int | None = None
     resident_blocks: int | None = None  # from BlockStored/BlockRemoved
     evictions_total: int | None = None
     restores_after_removal: int | None = None  # misses a larger cache would have hit
@@ -159,9 +160,34 @@ class SourceHealth:
         return sum(r.count for r in self.rejected)
 
 
+@dataclass(frozen=True, eq=False)
+class EngineModelDelta:
+    """A model of the engine's own cache (kvset.engine.kv_requests): for the query blocks of the
+    requests finished since the last update, the pool size from which each was a hit.
+
+    distance: int64 per query block: a hit in a pool of C blocks iff distance <= C (huge: no pool);
+    distance_unpinned: the same if running requests held nothing (never above `distance`);
+    cause: int8 per block, why the distance is infinite (kv_requests.CAUSE_*; 0: finite);
+    tokens: the tokens each block covers; requests, partial_tail_tokens: the requests counted and
+    their estimated tokens past the last full block (never cached). counts: cumulative counters of
+    the grouping and the dedupe, by name; state: the model's pinned, queued and running blocks now.
+    """
+
+    distance: np.ndarray
+    distance_unpinned: np.ndarray
+    cause: np.ndarray
+    tokens: np.ndarray
+    requests: int = 0
+    partial_tail_tokens: float = 0.0
+    time: float | None = None
+    counts: tuple[tuple[str, int], ...] = ()
+    state: tuple[tuple[str, int], ...] = ()
+
+
 @dataclass(frozen=True)
 class SourceUpdate:
     accesses: AccessBatch | None = None
     health: SourceHealth | None = None
     engine: EngineReading | None = None
     events: tuple[TimelineEvent, ...] = field(default_factory=tuple)
+    engine_model: EngineModelDelta | None = None

@@ -193,6 +193,9 @@ class GroundTruth:
         self._last_lookup: dict[str, int] = {}
         self.requests_finished = 0
         self.requests_added = 0
+        # --study: per request its scheduler steps, and per step the sequence number of its batch
+        self.study: dict[str, dict] = {}
+        self.step_batch: list[int] = []
 
         orig_get = kvm.get_computed_blocks
         orig_record = kvm.record_prefix_cache_stats
@@ -213,6 +216,11 @@ class GroundTruth:
             orig_record(request, num_hits)
             n_blocks = self._last_lookup.pop(request.request_id, 0)
             self.lookup_hit_blocks_admitted += n_blocks
+            entry = self.study.setdefault(request.request_id, {"prompt_tokens": request.num_prompt_tokens})
+            full = request.num_prompt_tokens // BLOCK_SIZE
+            if full and "prompt_last_hash" not in entry:  # the key of the prompt's last full block, as events give it
+                entry["prompt_last_hash"] = int.from_bytes(request.block_hashes[full - 1][-8:], "big")
+            entry.setdefault("admitted", []).append([self.steps, request.num_tokens, num_hits])
             if request.num_preemptions > 0:
                 self.readmissions += 1
                 self.preempted_query_tokens += request.num_tokens
@@ -232,6 +240,7 @@ class GroundTruth:
 
         def preempt(request, timestamp, drop_stale_output=False):
             self.preemptions += 1
+            self.study.setdefault(request.request_id, {}).setdefault("preempted", []).append(self.steps)
             return orig_preempt(request, timestamp, drop_stale_output=drop_stale_output)
 
         kvm.get_computed_blocks = get_computed_blocks
@@ -251,6 +260,7 @@ class GroundTruth:
 
     def finished(self, request) -> None:
         self.requests_finished += 1
+        self.study.setdefault(request.request_id, {})["finished"] = self.steps
         self.decode_blocks += request.num_tokens // BLOCK_SIZE - request.num_prompt_tokens // BLOCK_SIZE
 
     def result(self) -> dict:
@@ -397,6 +407,8 @@ def main(argv=None) -> int:
     p.add_argument("--subscriber-timeout", type=float, default=60.0)
     p.add_argument("--steps-per-second", type=float, default=0.0, help="pace the engine (0: as fast as it goes)")
     p.add_argument("--hold", action="store_true", help="after the run keep /metrics up until stdin has a line")
+    p.add_argument("--study", type=Path, help="write each request's admission, preemption and finish steps, "
+                   "and each step's batch sequence number, to this JSON file (for studies of kvset's model)")
     args = p.parse_args(argv)
 
     t0 = time.monotonic()
@@ -444,6 +456,7 @@ def main(argv=None) -> int:
     last_progress = time.monotonic()
     while not agents.done():
         agents.submit_due(scheduler, step, truth)
+        published_before = published[0]
         out = scheduler.schedule()
         mro = agents.model_runner_output(scheduler, out)
         scheduled = {rid: scheduler.requests[rid] for rid in out.num_scheduled_tokens}
@@ -457,6 +470,7 @@ def main(argv=None) -> int:
                     agents.finish(o.request_id, step, truth, scheduled[o.request_id])
         if prom is not None and stats is not None:
             prom.record(scheduler_stats=stats, iteration_stats=None)
+        truth.step_batch.append(published[0] - 1 if published[0] > published_before else -1)
         truth.after_step(bool(out.num_scheduled_tokens))
         step += 1
         if period:
@@ -497,6 +511,8 @@ def main(argv=None) -> int:
             "workload": workload.summary(system, sessions),
         }
     )
+    if args.study:
+        args.study.write_text(json.dumps({"step_batch": truth.step_batch, "requests": truth.study}))
     emit({"done": result})
     if args.hold:
         sys.stdin.readline()  # run.py writes a line (or closes stdin) once kvset-top has finished

@@ -345,6 +345,8 @@ def extract_kvset(snap: dict) -> dict:
     op = snap.get("operating_point") or {}
     out = {
         "predicted_token_hit_rate": op.get("predicted_token_hit_rate"),
+        "predicted_by": op.get("predicted_by"),
+        "lru_token_hit_rate": op.get("lru_token_hit_rate"),
         "measured_token_hit_rate": op.get("measured_token_hit_rate"),
         "capacity_blocks": op.get("capacity_blocks"),
         "effective_capacity_blocks": op.get("effective_capacity_blocks"),
@@ -382,19 +384,22 @@ def seen(r: dict) -> str:
 
 def table(rows: list[dict]) -> str:
     out = [
-        "| pool (blocks) | mode | engine measured | kvset predicted | diff (pt) | kvset capacity used "
-        "| lookups / admissions | avg pinned (share) | effective LRU | preemptions | requests | kvset saw batches |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pool (blocks) | mode | engine measured | kvset predicted | diff (pt) | kvset LRU at pool "
+        "| kvset effective capacity | lookups / admissions | kvset dropped re-reports | avg pinned (share) "
+        "| free queue | preemptions | requests | kvset saw batches |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         t, k = r["truth"], r["kvset"]
         meas, pred = t["measured_token_hit_rate"], k["predicted_token_hit_rate"]
         diff = "–" if pred is None or meas is None else f"{100 * (pred - meas):+.1f}"
-        cap = k.get("effective_capacity_blocks") or k.get("capacity_blocks")
+        cap = k.get("effective_capacity_blocks")
+        dropped = ((k.get("operating_point") or {}).get("dedupe") or {}).get("not_admitted")
         out.append(
-            f"| {r['pool_blocks']:,} | {r['mode']} | {pct(meas)} | {pct(pred)} | {diff} "
+            f"| {r['pool_blocks']:,} | {r['mode']} | {pct(meas)} | {pct(pred)} | {diff} | {pct(k.get('lru_token_hit_rate'))} "
             f"| {'–' if cap is None else f'{cap:,.0f}'} "
             f"| {t['lookups']:,} / {t['admissions'] + t['readmissions_after_preemption']:,} "
+            f"| {'–' if dropped is None else f'{dropped:,}'} (engine {t['lookups_not_admitted']:,}) "
             f"| {t['avg_pinned_blocks']:,.0f} ({100 * t['avg_pinned_share']:.0f} %) "
             f"| {t['avg_effective_lru_blocks']:,.0f} | {t['preemptions']:,} | {t['requests_finished']:,} "
             f"| {seen(r)} |"

@@ -6,14 +6,19 @@ from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEve
 from kvset.engine.tracker_output import HealthParts
 from kvset.quantities import plural
 
-HITS_REPORTED_NOTE = "hits reported: the curve is the exact LRU curve of the engine's accesses"
+HITS_REPORTED_NOTE = (
+    "hits reported: the curve is the exact LRU curve of the accesses seen (each request once; lookups of "
+    "waiting requests, reported again every step, counted once); the engine's own hit rate is predicted by "
+    "a model of its block pool, shown with its inputs"
+)
 MISSES_ONLY_NOTE = (
     "engine reports misses only (stored blocks are not already resident, or too rarely to tell): the "
     "curve is the LRU curve of the engine's misses, its hits are invisible. Fix: vLLM >= 0.26, send "
     'requests with vllm_xargs: {"kv_cache_report_mode": "full"}'
 )
 EVENTS_HELP = (
-    "KV events (--events): every block the engine stores is one access, one BlockStored one request. "
+    "KV events (--events): the blocks an engine request stores (and, when it reports hits, the blocks its "
+    "lookup found) are that request's accesses, handed on as one request when it finishes. "
     "Engines publish stores of newly computed blocks only by default, i.e. their misses: hits are "
     "invisible, and the curve is then the LRU curve of the engine's misses (roughly what a second "
     "cache tier behind the engine would see), not of all its accesses. vLLM >= 0.26 also publishes "
@@ -86,11 +91,15 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             + (f"; {refused} refused (implausible sequence number)" if refused else ""),
         )
     )
+    probes = sum(s.tail_probes for s in sequences)
+    if probes:
+        details.append(("quiet stream", f"asked {probes} times for batches after the last one seen"))
     details.append(("evictions", f"{tracker.evictions_total} total, {tracker.eviction_rate(at):.1f}/s"))
     details.append(
         ("re-stores after removal", str(tracker.counted_total(lambda b: b.restores_after_removal)))
     )
     details.append(("hit reporting", _hit_reporting(tracker)))
+    details.append(("requests", _requests(tracker.request_counts())))
     unsure = tracker.counted_total(lambda b: b.stores_of_uncertain)
     if unsure:
         details.append(
@@ -142,3 +151,17 @@ def _hit_reporting(tracker: KvEventTracker) -> str:
         of = f" of {stored} stores" if resident >= HITS_MIN_STORES else ""
         return f"misses only so far ({resident} stores of resident blocks{of}: too few to tell)"
     return "misses only so far" if stored else "unknown (no stores yet)"
+
+
+def _requests(c: dict[str, int]) -> str:
+    """The grouping into requests and the dedupe of hit reports, in words."""
+    text = f"{c.get('requests', 0)} finished"
+    if c.get("reports"):
+        text += (
+            f"; {c['reports']} hit reports: {c.get('admitted', 0)} admitted, {c.get('not_admitted', 0)} re-reports "
+            f"of waiting requests dropped ({c.get('not_admitted_blocks', 0)} blocks), "
+            f"{c.get('admitted_without_store', 0)} admitted without storing a block"
+        )
+    extra = [f"{c[k]} {name}" for k, name in (("readmissions", "readmissions after preemption"),
+             ("decode_blocks", "output blocks"), ("unknown_prefix", "without a known cached prefix")) if c.get(k)]  # fmt: skip
+    return text + ("; " + ", ".join(extra) if extra else "")

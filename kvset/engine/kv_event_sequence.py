@@ -137,10 +137,13 @@ def reject_failed_message(rejects: RejectCounter, exc: Exception, where: str) ->
     rejects.reject(f"undecodable message: {type(exc).__name__}", f"{where}: {exc}")
 
 
+TAIL_PROBE_BATCHES = 10_000  # a probe of a quiet stream takes at most this many batches
+
+
 @dataclass
 class _Replay:
     start: int
-    stop: int
+    stop: int | None  # None: a probe of a quiet stream's tail (whatever came after `start`)
     deadline: float
     unreadable: bool  # asked again for one batch that arrived unreadable (already rejected once)
     got: dict[int, bytes] = field(default_factory=dict)
@@ -167,6 +170,7 @@ class KvEventSequence:
         self.recovered = 0
         self.lost = 0
         self.restarts = 0
+        self.tail_probes = 0
         self.refused = 0  # batches refused for an implausible number
 
     @property
@@ -185,7 +189,9 @@ class KvEventSequence:
     @property
     def being_replayed(self) -> int:
         """Batches the pending replay is waiting for."""
-        return 0 if self._replay is None else self._replay.stop - self._replay.start
+        if self._replay is None or self._replay.stop is None:  # (a tail probe waits for none it knows of)
+            return 0
+        return self._replay.stop - self._replay.start
 
     @property
     def last_seq(self) -> int | None:
@@ -210,6 +216,10 @@ class KvEventSequence:
     # ----------------------------------------------------------------- inputs
     def published(self, seq: int, batch: KvEventBatch | None, now: float) -> list[Step]:
         """One batch from the publisher socket (None: its payload was unreadable)."""
+        if self._replay is not None and self._replay.stop is None:
+            # the stream goes on: the tail probe is moot (a gap now shows as one)
+            self._replay = None
+            return [DropReplayConnection(), *self._place(seq, batch, now)]
         if self._replay is not None:
             self._held.append((seq, batch))
             if len(self._held) >= MAX_HELD:  # the wait holds too much: give the replay up now
@@ -232,7 +242,7 @@ class KvEventSequence:
         seq = decode_seq(seq_frame)
         if seq is None:
             self.rejects.reject("replay: sequence frame is not 8 bytes", str(self.replay_address))
-        elif replay.start <= seq < replay.stop:
+        elif replay.start <= seq < (replay.stop if replay.stop is not None else replay.start + TAIL_PROBE_BATCHES):
             replay.got.setdefault(seq, payload)
         return []
 
@@ -241,6 +251,14 @@ class KvEventSequence:
         if self._replay is not None and now >= self._replay.deadline:
             return self._finish(timed_out=True, now=now)
         return []
+
+    def probe_tail(self, now: float) -> list[Step]:
+        """The stream went quiet: ask for any batch after the last one seen. A batch lost at the very
+        end of a stream leaves no gap to notice; the engine's replay buffer may still hold it."""
+        if not self.can_replay or self._replay is not None or self.expected is None:
+            return []
+        self.tail_probes += 1
+        return self._start_replay(self.expected, None, now)
 
     def replay_unsent(self, now: float) -> list[Step]:
         """The replay request could not be sent: the replay is given up at once."""
@@ -321,7 +339,7 @@ class KvEventSequence:
         steps += self._start_replay(start, seq, now)
         return steps
 
-    def _start_replay(self, start: int, stop: int, now: float, unreadable: bool = False) -> list[Step]:
+    def _start_replay(self, start: int, stop: int | None, now: float, unreadable: bool = False) -> list[Step]:
         self._replay = _Replay(start, stop, now + self.replay_timeout, unreadable)
         return [AskReplay(start)]
 
@@ -331,6 +349,12 @@ class KvEventSequence:
         assert replay is not None
         self._replay = None
         steps: list[Step] = [DropReplayConnection()] if timed_out else []
+        if replay.stop is None:  # a tail probe: what came back is a gap at the end, recovered
+            if not replay.got:
+                return steps + self._release_held(now)
+            replay.stop = max(replay.got) + 1
+            self.gaps += 1
+            self.missing += replay.stop - replay.start
         # A batch that was unreadable when published has been rejected once already.
         rejects = RejectCounter() if replay.unreadable else self.rejects
         recovered = 0
@@ -368,9 +392,13 @@ class KvEventSequence:
         )
         self._after_unanswered = timed_out  # the gaps among the held ones are not waited for again
         try:
-            while self._held and self._replay is None:
-                seq, batch = self._held.popleft()
-                steps += self._place(seq, batch, now)
+            return steps + self._release_held(now)
         finally:
             self._after_unanswered = False
+
+    def _release_held(self, now: float) -> list[Step]:
+        steps: list[Step] = []
+        while self._held and self._replay is None:
+            seq, batch = self._held.popleft()
+            steps += self._place(seq, batch, now)
         return steps

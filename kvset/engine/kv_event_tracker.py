@@ -1,9 +1,12 @@
 """What an engine's KV-cache events say: block accesses, its resident blocks, whether it reports hits.
 
 Meaning of the events:
-- every block of a BlockStored (of the selected medium and KV cache group) is an access, in
-  list order; one BlockStored is one request; its tokens per block come from block_size and
-  token_ids; its timestamp is the batch's ts;
+- the BlockStored events (of the selected medium and KV cache group) of one engine request are
+  grouped into that request, and hit reports of lookups that were not admitted are dropped
+  (kvset.engine.kv_requests, which also replays vLLM's block pool on them: the engine model); a
+  request's blocks are handed out as one request when it finishes, in chain order, with the
+  tokens each covers (from block_size and token_ids; 0 for output blocks and readmissions, which
+  the engine does not count as queries), stamped with the time of its finish;
 - BlockRemoved is the engine's own eviction: it drives the engine's resident set, its churn
   and the re-stores after removal (misses a larger cache would have hit);
 - AllBlocksCleared and a sequence number going backwards (engine restart) reset that rank's
@@ -52,6 +55,8 @@ from kvset.engine.kv_events import (
     KvEventBatch,
     decode_message,
 )
+from kvset.engine.kv_requests import RequestReplay
+from kvset.engine.request_records import merge_model
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.rejects import RejectCounter
@@ -67,6 +72,7 @@ HITS_MIN_SHARE = 0.01
 FULL_ATTENTION_KINDS = frozenset({"full_attention", "mla_attention", "sink_full_attention"})
 NO_GROUP = -1  # events without group_idx (older vLLM, SGLang): always counted
 _RATE_WINDOW_S = 10.0
+QUIET_SECONDS = 1.0  # a publisher silent this long has finished its requests: the replay is flushed
 
 ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
 
@@ -97,6 +103,11 @@ class Publisher:
     rank: int | None = None
     batches: int = 0
     accesses: int = 0
+    replay: RequestReplay = field(default_factory=RequestReplay)
+    last_batch_at: float | None = None  # wall time of its last accepted batch
+    last_batch_now: float | None = None  # ... and monotonic time of its last message
+    tail_asked: bool = False  # since that message
+    flushed: bool = True
 
     @property
     def label(self) -> str:
@@ -116,6 +127,8 @@ class KvEventTracker:
         fallback_block_tokens: int = 16,
         replay_timeout: float = 1.0,
         removed_memory: int = 2_000_000,
+        quiet_seconds: float = QUIET_SECONDS,
+        tail_probe_seconds: float | None = None,
     ) -> None:
         if fallback_block_tokens <= 0:
             raise ValueError("block_tokens must be positive")
@@ -128,6 +141,8 @@ class KvEventTracker:
         self.group_idx = group_idx
         self.fallback_block_tokens = fallback_block_tokens
         self.removed_memory = removed_memory
+        self.quiet_seconds = quiet_seconds
+        self.tail_probe_seconds = quiet_seconds if tail_probe_seconds is None else tail_probe_seconds
         self._pending = PendingAccesses()
         self._timeline: list[TimelineEvent] = []
         self.accesses = 0
@@ -147,6 +162,7 @@ class KvEventTracker:
     def published(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
         """One message from publisher `index`'s socket."""
         publisher = self.publishers[index]
+        publisher.last_batch_now, publisher.tail_asked = now, False
         try:
             seq, batch = decode_message(frames, self.rejects, publisher.address)
             if seq is None:
@@ -168,10 +184,16 @@ class KvEventTracker:
         return self._carry_out(publisher, publisher.sequence.replay_unsent(now), at)
 
     def tick(self, now: float, at: float) -> list[tuple[int, ReplayStep]]:
-        """Time passes: replays past their deadline are given up."""
+        """Time passes: replays past their deadline are given up; a publisher gone quiet is asked, once,
+        for any batch after its last (a batch lost at the end of a stream leaves no gap)."""
         out: list[tuple[int, ReplayStep]] = []
         for index, publisher in enumerate(self.publishers):
-            out += [(index, step) for step in self._carry_out(publisher, publisher.sequence.tick(now), at)]
+            steps = publisher.sequence.tick(now)
+            quiet = publisher.last_batch_now is not None and now - publisher.last_batch_now >= self.tail_probe_seconds
+            if quiet and not publisher.tail_asked:
+                publisher.tail_asked = True
+                steps += publisher.sequence.probe_tail(now)
+            out += [(index, step) for step in self._carry_out(publisher, steps, at)]
         return out
 
     @property
@@ -195,6 +217,7 @@ class KvEventTracker:
                 elif isinstance(step, EngineRestarted):
                     for blocks in publisher.groups.values():
                         blocks.clear()
+                    publisher.replay.reset_cache()
                     self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
                 elif isinstance(step, GapClosed):
                     self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
@@ -271,16 +294,19 @@ class KvEventTracker:
 
     def _accept(self, publisher: Publisher, batch: KvEventBatch, at: float) -> None:
         publisher.batches += 1
+        publisher.last_batch_at, publisher.flushed = at, False
         if batch.rank is not None:
             publisher.rank = batch.rank
         if self.group_idx is None:
             self._choose_group(publisher, batch, at)
+        publisher.replay.begin_batch(batch.ts)
         for i in range(len(batch)):
             kind = int(batch.kinds[i])
             if kind == ALL_BLOCKS_CLEARED:
                 self.clears += 1
                 for blocks in publisher.groups.values():
                     blocks.clear()
+                publisher.replay.reset_cache()
                 self._timeline.append(
                     TimelineEvent(
                         at,
@@ -309,7 +335,8 @@ class KvEventTracker:
             if kind == BLOCK_REMOVED:
                 blocks.remove(keys)
             elif kind == BLOCK_STORED and len(keys):
-                blocks.store(keys)
+                cached = bool(blocks.resident.contains(keys).all())
+                blocks.store(keys, hit_evidence=not batch.has_parent[i])
                 if not counted:
                     continue
                 size = int(batch.block_sizes[i])
@@ -317,21 +344,54 @@ class KvEventTracker:
                     self.block_size = size
                     self._block_sizes_seen.add(size)
                 tokens = block_tokens(len(keys), size, int(batch.token_counts[i]), self.fallback_block_tokens)
-                self._pending.add_request(keys, tokens, batch.ts, rank=self.rank_of(publisher))
-                publisher.accesses += len(keys)
-                self.accesses += len(keys)
+                parent = int(batch.parents[i]) if batch.has_parent[i] else None
+                publisher.replay.stored(keys, tokens, parent, cached)
 
     # ----------------------------------------------------------------- outputs
     @property
     def pending(self) -> int:
-        """Accesses not yet handed out."""
-        return len(self._pending)
+        """Accesses not yet handed out (of finished requests; open ones wait for their end)."""
+        return len(self._pending) + sum(p.replay.finished_blocks for p in self.publishers)
 
-    def take(self, at: float) -> SourceUpdate:
-        """The accesses, the engine reading and the timeline events since the last take (no health)."""
+    def take(self, at: float, final: bool = False) -> SourceUpdate:
+        """The accesses, the engine model, the engine reading and the timeline events since the last
+        take (no health). A publisher quiet for QUIET_SECONDS (or every one, when `final`) has its
+        requests finished first."""
         events, self._timeline = tuple(self._timeline), []
         block_size = self.block_size if len(self._block_sizes_seen) == 1 else None
-        return SourceUpdate(accesses=self._pending.take(block_size), engine=self.reading(at), events=events)
+        parts: list[tuple] = []
+        for publisher in self.publishers:
+            replay = publisher.replay
+            quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
+            if not publisher.flushed and (final or (quiet and not publisher.sequence.replaying)):
+                replay.flush()
+                publisher.flushed = True
+            for keys, tokens, ts in replay.take_accesses():
+                self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
+                publisher.accesses += len(keys)
+                self.accesses += len(keys)
+            parts += replay.take_model()
+        model = None
+        if any(p.batches for p in self.publishers):
+            tail = ((block_size or self.fallback_block_tokens) - 1) / 2  # the mean tokens past a prompt's last full block
+            model = merge_model(parts, tail, self.request_counts(), self.replay_state())
+        return SourceUpdate(accesses=self._pending.take(block_size), engine=self.reading(at), events=events,
+                            engine_model=model)  # fmt: skip
+
+    def request_counts(self) -> dict[str, int]:
+        """The grouping's and the dedupe's counters, summed over the publishers."""
+        total: Counter[str] = Counter()
+        for p in self.publishers:
+            total.update(vars(p.replay.counts))
+        return dict(total)
+
+    def replay_state(self) -> dict[str, int]:
+        """The replays' blocks now, summed over the publishers (the finish lag: the longest)."""
+        total: Counter[str] = Counter()
+        for p in self.publishers:
+            total.update(p.replay.state())
+        total["finish_lag"] = max(p.replay.finish_lag for p in self.publishers)
+        return dict(total)
 
     def reading(self, at: float) -> EngineReading | None:
         if not any(p.batches for p in self.publishers):

@@ -126,6 +126,7 @@ class MetricsTracker:
             hit_rate_window_s=span,
             kv_usage=now.kv_usage,
             running_requests=now.running,
+            waiting_requests=now.waiting,
             label=f"{now.engine} {self.label}",
         )
 

@@ -3,7 +3,7 @@
 Parsed with prometheus_client's own text parser. Names read (vLLM labels: model_name, engine):
 
 vLLM   vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total   (counters, tokens)
-       vllm:kv_cache_usage_perc (0..1), vllm:num_requests_running
+       vllm:kv_cache_usage_perc (0..1), vllm:num_requests_running, vllm:num_requests_waiting
        vllm:cache_config_info (gauge 1; labels block_size, num_gpu_blocks, ...)
        deprecated (0.9 .. 0.11): vllm:gpu_prefix_cache_queries_total, vllm:gpu_prefix_cache_hits_total,
        vllm:gpu_cache_usage_perc; V0 engine: vllm:gpu_prefix_cache_hit_rate (a block hit rate gauge)
@@ -43,6 +43,7 @@ VLLM_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 VLLM_V0_HIT_RATE = "vllm:gpu_prefix_cache_hit_rate"
 VLLM_CACHE_CONFIG = "vllm:cache_config_info"
 VLLM_RUNNING = "vllm:num_requests_running"
+VLLM_WAITING = "vllm:num_requests_waiting"
 SGLANG_CACHED = "sglang:cached_tokens_total"
 SGLANG_PROMPT = "sglang:prompt_tokens_total"
 SGLANG_HIT_GAUGE = "sglang:cache_hit_rate"
@@ -136,6 +137,7 @@ class CacheCounters:
     running: int | None
     engine_hit_gauge: float | None  # the engine's own hit-rate gauge, when it exports one
     describe: tuple[str, ...] = ()  # what was summed or assumed
+    waiting: int | None = None  # requests waiting for admission (vLLM)
 
 
 def _first_present(samples: dict, names: tuple[str, ...]) -> tuple[str | None, list]:
@@ -220,6 +222,7 @@ def _vllm(samples: dict) -> CacheCounters:
         if eng in engines and engines[eng][1] is not None:
             weights[k] = float(engines[eng][1] or 0)
     running_vals = [v for _, v in samples.get(VLLM_RUNNING, []) if _count(v)]
+    waiting_vals = [v for _, v in samples.get(VLLM_WAITING, []) if _count(v)]
     v0 = [v for _, v in samples.get(VLLM_V0_HIT_RATE, []) if _finite(v)]
     if len(engines) > 1:
         notes.append(f"capacity summed over {len(engines)} engines")
@@ -237,6 +240,7 @@ def _vllm(samples: dict) -> CacheCounters:
         running=int(sum(running_vals)) if running_vals else None,
         engine_hit_gauge=(sum(v0) / len(v0)) if v0 else None,
         describe=tuple(notes),
+        waiting=int(sum(waiting_vals)) if waiting_vals else None,
     )
 
 

@@ -187,8 +187,11 @@ class ResidentBlocks:
         else:
             self._uncertain = self.resident.copy()
 
-    def store(self, keys: np.ndarray) -> tuple[int, int]:
-        """Record a BlockStored; returns (stores of blocks known to be resident, re-stores after removal)."""
+    def store(self, keys: np.ndarray, hit_evidence: bool = True) -> tuple[int, int]:
+        """Record a BlockStored; returns (stores of blocks known to be resident, re-stores after removal).
+
+        hit_evidence: False for a store that chains onto a parent: a hit report has none, and a
+        resident block stored with one is computed again (vLLM's last block of a cached prompt)."""
         present = self.resident.add(keys)
         if len(self._uncertain):
             # Stored now, so resident for sure from here on; but this store is no evidence of a hit.
@@ -203,6 +206,8 @@ class ResidentBlocks:
             fresh = keys[~present]
             restored = int((self._removed_recent.contains(fresh) | self._removed_older.contains(fresh)).sum())
         self.stored_total += len(keys)
+        if not hit_evidence:
+            already = 0
         self.stores_of_resident += already
         self.restores_after_removal += restored
         self.peak_resident = max(self.peak_resident, len(self.resident))

@@ -121,8 +121,8 @@ def _engine(snap: Snapshot) -> Iterator[Metric]:
                                 value=engine.token_hit_rate)  # fmt: skip
     op = snap.operating_point
     if op is not None and op.comparable and op.predicted("all") is not None:
-        yield GaugeMetricFamily("kvset_predicted_token_hit_rate", "the all-time curve's token hit rate at the "
-                                "engine's pool", value=op.predicted("all"))  # fmt: skip
+        yield GaugeMetricFamily("kvset_predicted_token_hit_rate", "the predicted token hit rate at the engine's "
+                                "pool: the engine model's, else the all-time LRU curve's", value=op.predicted("all"))  # fmt: skip
 
 
 def _sources(snap: Snapshot) -> Iterator[Metric]:

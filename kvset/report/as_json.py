@@ -131,14 +131,26 @@ def operating_point_json(snapshot, window: str = "all") -> dict | None:
     op = snapshot.operating_point
     if op is None:
         return None
+    bt = snapshot.block_tokens
+    eff = op.effective_capacity_blocks
     return {
         "capacity_blocks": op.capacity_blocks,
         "capacity_tokens": op.capacity_tokens,
         "measured_token_hit_rate": op.measured_token_hit_rate,
         "measured_over_seconds": op.measured_over_seconds,
         "predicted_token_hit_rate": op.predicted(window),
-        "predicted_window": window,
+        "predicted_by": op.model or "lru curve",
+        "predicted_window": "all" if op.model else window,
         "difference": op.difference(window),
+        "lru_token_hit_rate": op.lru(window),
+        "lru_window": window,
+        "model": op.model,
+        "effective_capacity_blocks": eff,
+        "effective_capacity_tokens": eff * bt if eff is not None and bt else None,
+        "model_inputs": dict(op.model_inputs),
+        "dedupe": dict(op.dedupe),
+        "miss_breakdown": dict(op.miss_breakdown) or None,
+        "notes": list(op.notes),
         "curve_scope": op.curve_scope,
         "stale": op.stale,
         "label": op.label,

@@ -191,10 +191,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                       "of an engine that reports its pool)"]  # fmt: skip
     op = s.operating_point
     if op is not None:
-        measured = percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
-        lines.append(f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, "
-                     f"measured token hit rate {measured}, predicted {percent_cell(op.predicted(window))}"
-                     + (" (stale)" if op.stale else ""))  # fmt: skip
+        lines += operating_point_lines(op, window)
     if s.reserve is not None:
         r = s.reserve
         ws = gib_cell(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
@@ -210,3 +207,21 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         lines += ["", "recent events:"] + [f"  {e.kind}: {e.text}" for e in list(s.events)[-5:]]
     lines += ["", _caveats()]
     return "\n".join(lines)
+
+
+def operating_point_lines(op, window: str) -> list[str]:
+    """The engine's operating point: measured, the exact LRU curve there, the model and its inputs."""
+    measured = percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
+    lines = [f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, measured token hit "
+             f"rate {measured}" + (" (stale)" if op.stale else "")]  # fmt: skip
+    lines.append(f"  exact LRU curve of the accesses seen, at the pool: {percent_cell(op.lru(window))}")
+    if op.model is not None:
+        eff = NOT_KNOWN if op.effective_capacity_blocks is None else f"{op.effective_capacity_blocks:,} blocks"
+        lines.append(f"  predicted (a MODEL: {op.model}, whole stream): {percent_cell(op.predicted_token_hit_rate)}; "
+                     f"the pool acts as an LRU of {eff} (effective capacity)")  # fmt: skip
+        lines += [f"    {k}: {v}" for k, v in op.model_inputs]
+        if op.miss_breakdown:
+            parts = ", ".join(f"{k.replace('_', ' ')} {percent_cell(v)}" for k, v in op.miss_breakdown)
+            lines.append(f"  query tokens at the pool (model): {parts}")
+    lines += [f"  note: {n}" for n in op.notes]
+    return lines

@@ -19,6 +19,7 @@ from kvset.core.policy_gap import policy_gap
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
+from kvset.snapshot.engine_model import EngineModel
 from kvset.snapshot.model import (
     ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,
@@ -26,7 +27,6 @@ from kvset.snapshot.model import (
     MISSES_ONLY,
     WINDOWS,
     ChurnSeries,
-    OperatingPoint,
     Pooling,
     RankView,
     Reserve,
@@ -36,6 +36,7 @@ from kvset.snapshot.model import (
     WorkingSetRow,
     fits_in_pool,
 )
+from kvset.snapshot.operating_point import operating_point
 from kvset.snapshot.ranks import pooling, rank_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
@@ -82,6 +83,7 @@ class SnapshotBuilder:
         accesses_per_second: float,
         now: float | None = None,
         engine_history: tuple[EngineReading, ...] = (),
+        engine_model: EngineModel | None = None,
         ranks: Mapping[int, Analyzer] | None = None,
         opt_curve: HitRateCurve | None = None,
         opt_note: str | None = None,
@@ -160,7 +162,7 @@ class SnapshotBuilder:
             engine_history=engine_history,
             curve_scope=curve_scope,
             engine_capacity_blocks=pool,
-            operating_point=operating_point(engine, pool, bt, curves, curve_scope),
+            operating_point=operating_point(engine, pool, bt, curves, curve_scope, engine_model),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
             tiers=self._tiers(curves["all"], bytes_per_block),
@@ -346,28 +348,4 @@ def thrashing_at(curve: HitRateCurve, capacity: int, source: str, window: str) -
         gain_10pct=curve.hit_rate(math.ceil(capacity * 1.10)) - hr,
         gain_25pct=curve.hit_rate(math.ceil(capacity * 1.25)) - hr,
         near_miss_share=curve.miss_share_between(capacity, math.ceil(capacity * 1.25)),
-    )
-
-
-def operating_point(
-    engine: EngineReading | None,
-    pool: int | None,
-    block_tokens: int | None,
-    curves: dict[str, HitRateCurve],
-    curve_scope: str,
-) -> OperatingPoint | None:
-    """The engine's capacity and measured hit rate beside the curve's token hit rate at that capacity."""
-    if engine is None or not pool:
-        return None
-    return OperatingPoint(
-        capacity_blocks=pool,
-        capacity_tokens=engine.capacity_tokens or (pool * block_tokens if block_tokens else None),
-        measured_token_hit_rate=engine.token_hit_rate,
-        measured_over_seconds=engine.hit_rate_window_s,
-        predicted_by_window={
-            label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()
-        },
-        curve_scope=curve_scope,
-        stale=engine.stale,
-        label=engine.label,
     )

@@ -129,24 +129,53 @@ class Reserve:
 
 @dataclass(frozen=True)
 class OperatingPoint:
-    """The engine's own capacity and measured hit rate beside what the curve predicts there."""
+    """The engine's own capacity and measured hit rate beside what kvset predicts there.
+
+    Two figures are kept apart: the exact LRU curve of the accesses seen, read at the pool
+    (`lru_by_window`: exact for "all", on the grid for the other windows), and the prediction for the
+    engine itself (`predicted_token_hit_rate`): a model of what the engine does that an ideal LRU does
+    not (running requests pin their blocks; see kvset.snapshot.operating_point), named in `model`,
+    with the inputs it used. Without a model the prediction is the LRU curve's at the pool.
+    """
 
     capacity_blocks: int  # the engine's pool in the analyzed stream's blocks
     capacity_tokens: int | None
     measured_token_hit_rate: float | None  # what the engine says
     measured_over_seconds: float | None  # the period the engine measured it over
-    # the curve's token hit rate at the pool, by window label ("all" exact, others on the grid)
-    predicted_by_window: dict[str, float | None]
+    # the LRU curve's token hit rate at the pool, by window label ("all" exact, others on the grid)
+    lru_by_window: dict[str, float | None]
     curve_scope: str  # a curve of the engine's misses alone predicts nothing about its hit rate
     stale: bool
     label: str
+    model: str | None = None  # the engine model's name; None: the LRU curve is the prediction
+    model_token_hit_rate: float | None = None  # the model's, over the whole stream
+    # the LRU capacity with the model's hit rate at the pool: what the pool is worth as an LRU
+    effective_capacity_blocks: int | None = None
+    model_inputs: tuple[tuple[str, str], ...] = ()  # what the model used, in words
+    dedupe: tuple[tuple[str, int], ...] = ()  # the grouping's and dedupe's counts
+    # shares of the engine's query tokens at the pool: hit, first_time, capacity, pinned, ...
+    miss_breakdown: tuple[tuple[str, float], ...] = ()
+    notes: tuple[str, ...] = ()  # what can and cannot be predicted
 
     @property
     def comparable(self) -> bool:
         return self.curve_scope != MISSES_ONLY
 
+    @property
+    def predicted_token_hit_rate(self) -> float | None:
+        """The prediction for the engine: the model's, else the exact LRU curve's at the pool."""
+        if not self.comparable:
+            return None
+        return self.model_token_hit_rate if self.model is not None else self.lru_by_window.get("all")
+
+    def lru(self, window: str = "all") -> float | None:
+        return self.lru_by_window.get(window)
+
     def predicted(self, window: str = "all") -> float | None:
-        return self.predicted_by_window.get(window)
+        """The prediction; a model's is over the whole stream whatever the window."""
+        if self.model is not None:
+            return self.predicted_token_hit_rate
+        return self.lru_by_window.get(window) if self.comparable else None
 
     def difference(self, window: str = "all") -> float | None:
         """Measured minus predicted, in hit-rate units (None where either is missing or not comparable)."""

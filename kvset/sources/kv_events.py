@@ -80,6 +80,8 @@ class KvEventsSource(Source):
         idle_tick: float = IDLE_TICK,
         flush_accesses: int = 65536,
         removed_memory: int = 2_000_000,
+        quiet_seconds: float = 1.0,
+        tail_probe_seconds: float | None = None,
         rcvhwm: int = RCVHWM,
     ) -> None:
         self.endpoints, self.replay_endpoints = event_addresses(endpoints, replay_endpoints)
@@ -93,6 +95,8 @@ class KvEventsSource(Source):
             fallback_block_tokens=block_tokens,
             replay_timeout=replay_timeout,
             removed_memory=removed_memory,
+            quiet_seconds=quiet_seconds,
+            tail_probe_seconds=tail_probe_seconds,
         )
         self.topic = topic
         self.idle_tick = idle_tick
@@ -188,8 +192,7 @@ class KvEventsSource(Source):
                     yield self._update()
                     next_tick = time.monotonic() + self.idle_tick
             self.unread_at_stop = self._count_unread()
-            if self.unread_at_stop or self.tracker.pending:
-                yield self._update()  # the last word: what was left behind
+            yield self._update(final=True)  # the last word: what was left behind, and the requests still open
         finally:
             self.close()
 
@@ -268,9 +271,9 @@ class KvEventsSource(Source):
         return True
 
     # ----------------------------------------------------------------- updates
-    def _update(self) -> SourceUpdate:
+    def _update(self, final: bool = False) -> SourceUpdate:
         now = time.time()
-        return dataclasses.replace(self.tracker.take(now), health=self.health(now))
+        return dataclasses.replace(self.tracker.take(now, final=final), health=self.health(now))
 
     def health(self, now: float | None = None) -> SourceHealth:
         now = time.time() if now is None else now

@@ -48,6 +48,8 @@ class PlotData:
     opt: CurveSeries | None = None  # Belady MIN's all-time curve (--opt), once the whole trace is known
     note: str = ""
     knee: tuple[float, float] | None = None  # (x, hit rate %) where the all-time curve's returns die
+    # the engine model's prediction, drawn on the curve at the pool's effective capacity: (x, hit rate %)
+    effective: tuple[float, float] | None = None
 
 
 # The axis starts a little below the capacity where the curve first moves (1 % of its final hits)
@@ -169,6 +171,12 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     engine_x = to_unit(engine_blocks, snapshot, unit) if engine_blocks else None
     low = to_unit(low_blocks, snapshot, unit) or float(low_blocks)
     high = to_unit(top, snapshot, unit) or float(top)
+    op = snapshot.operating_point
+    effective = None
+    if op is not None and op.effective_capacity_blocks and op.predicted_token_hit_rate is not None:
+        x = to_unit(op.effective_capacity_blocks, snapshot, unit)
+        if x:
+            effective = (float(x), 100.0 * float(all_time.hit_rate(op.effective_capacity_blocks, hit_unit(unit))))
     return PlotData(
         unit=unit,
         hit_unit=hit_unit(unit),
@@ -182,6 +190,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine_capacity=engine_x,
         opt=_series(opt_curve, caps, snapshot, unit) if opt_curve is not None else None,
         knee=_knee_point(all_time, snapshot, unit),
+        effective=effective,
     )
 
 
@@ -340,6 +349,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             legend.append("  ◆ engine", style=p.rich("engine"))
         elif d.engine_capacity is not None:
             legend.append("  │ rank pool" if self.view.rank_view(self.snapshot) else "  │ engine pool", style=p.rich("engine"))
+        if d.effective is not None:
+            legend.append("  ◇ model", style=p.rich("engine"))  # at the pool's effective LRU capacity
         self.border_subtitle = legend
 
     def render(self) -> RenderResult:
@@ -374,6 +385,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.scatter([d.knee[0]], [d.knee[1]], marker=KNEE_MARK, color=p.plotext("curve_all"))
         if d.engine is not None:
             plt.scatter([d.engine[0]], [d.engine[1]], marker="◆", color=p.plotext("engine"))
+        if d.effective is not None:
+            plt.scatter([d.effective[0]], [d.effective[1]], marker="◇", color=p.plotext("engine"))
         plt.ylim(0, 100)
         plt.yticks([0, 25, 50, 75, 100], ["0", "25", "50", "75", "100%"])
         if self.view.log_x:

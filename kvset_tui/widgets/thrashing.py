@@ -85,15 +85,30 @@ class ThrashingPanel(SnapshotView, Widget):
             # the engine's KV events show its misses only: this curve is not the engine's own
             out.append("\ncurve of the engine's misses only (no hits reported)", style=f"bold {p.rich('warn')}")
         elif op is not None and op.measured_token_hit_rate is not None:
-            predicted = op.predicted(window)
             out.append("\nengine " if self.narrow else "\nengine measured ", style=p.rich("muted"))
             out.append(fmt.percent(op.measured_token_hit_rate), style=f"bold {p.rich('engine')}")
-            out.append(" vs LRU ", style=p.rich("muted"))
-            out.append(fmt.percent(predicted), style="bold")
+            modelled = op.model is not None and op.predicted_token_hit_rate is not None
+            if modelled:
+                out.append(" · model ", style=p.rich("muted"))
+                out.append(fmt.percent(op.predicted_token_hit_rate), style="bold")
+            out.append(" · LRU " if modelled else " vs LRU ", style=p.rich("muted"))
+            out.append(fmt.percent(op.lru(window)), style="bold")
             out.append(f" ({'tok' if self.narrow else 'tokens'}, {window})", style=p.rich("muted"))
+            if op.miss_breakdown and not self.compact:
+                out.append(miss_line(dict(op.miss_breakdown)), style=p.rich("muted"))
         if not self.compact and not self.crowded:
             out.append(
                 f"\nnear miss ≤ 1.25× cap · warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%}",
                 style=p.rich("muted"),
             )
         return out
+
+
+MISS_LABELS = (("first_time", "new"), ("capacity", "cap"), ("pinned", "pinned"), ("partial_tail", "tail"),
+               ("recomputed_last_block", "last"), ("beyond_horizon", "horizon"))  # fmt: skip
+
+
+def miss_line(breakdown: dict[str, float]) -> str:
+    """Where the engine's query tokens went at its pool, by the model: the misses by cause, in % of them."""
+    parts = [f"{label} {100 * breakdown[key]:.1f}" for key, label in MISS_LABELS if breakdown.get(key)]
+    return "\nmisses %: " + " ".join(parts)

@@ -14,9 +14,9 @@ import pytest
 
 from kvset.core.analyzer import Analyzer
 from kvset.formats.vllm_hash import block_keys
-from kvset.workload import AgenticWorkload, WorkloadConfig
 from tests.support.engine_metrics_server import FakeEngine
 from tests.support.paths import ROOT
+from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 from tests.support.vllm_publisher import FakeVllmPublisher
 
 
@@ -44,23 +44,91 @@ def assert_same_curve(report: dict, keys: list[int], tokens_per_block: int) -> N
         assert point["token_hit_rate"] == pytest.approx(c.hit_rate(cap, "tokens")), cap
 
 
-def agent_requests(n: int) -> list[list[int]]:
-    wl = AgenticWorkload(WorkloadConfig(seed=7, concurrency=6, prefix_blocks=8, tool_blocks=(1, 4), documents=50))
-    return [wl.next_request()[0].tolist() for _ in range(n)]
+def publish_engine(pub: FakeVllmPublisher, batches: list[tuple[int, list]]) -> None:
+    """The simulated engine's event batches over the fake publisher, as vLLM 0.33 sends them (a step a ms)."""
+    for step, events in batches:
+        pub.publish(
+            [pub.stored(e[1], parent=e[2]) if e[0] == "stored" else pub.removed(e[1]) for e in events],
+            ts=1000.0 + step / 1000,
+        )
 
 
-def test_kv_events_once_json_equals_offline():
-    requests = agent_requests(150)
+def test_kv_events_once_json_is_the_exact_curve_of_the_requests_seen(tmp_path):
+    requests = agentic_requests(4, 8, sessions=2, seed=4)
+    engine = SimEngine(usable=400)
+    batches = engine.run(requests)
+    record = tmp_path / "seen.jsonl"
     with FakeVllmPublisher() as pub:
-        proc = start_kvset_top("--events", pub.endpoint, "--replay-endpoint", pub.replay_endpoint, "--duration", "6")
+        proc = start_kvset_top("--events", pub.endpoint, "--replay-endpoint", pub.replay_endpoint, "--duration", "6",
+                               "--record", str(record))  # fmt: skip
         pub.wait_for_subscriber(timeout=20)
-        for i in range(0, len(requests), 10):  # 10 requests per batch, every access reported
-            pub.publish([pub.stored(r) for r in requests[i : i + 10]])
+        publish_engine(pub, batches)
         report = finish(proc)
-    assert_same_curve(report, [k for r in requests for k in r], 16)
+    # each engine request is one request, its blocks in chain order, as the engine held them
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(tuple(line["hash_ids"]) for line in lines) == sorted(tuple(r.hashes) for r in requests)
+    # its prompt blocks carry their tokens; its output blocks none (the engine does not query them)
+    # (an output block filled in the very next step, after a prompt of 15 tokens past its last full
+    # block, looks like the prompt's last chunk: no event tells them apart)
+    by_chain = {tuple(r.hashes): r for r in requests}
+    for line in lines:
+        r = by_chain[tuple(line["hash_ids"])]
+        assert line["input_length"] - len(r.prompt) * 16 in ((0, 16) if r.tail_tokens == 15 else (0,))
+    # and the curve is the exact LRU curve of that stream
+    keys = [k for line in lines for k in line["hash_ids"]]
+    tokens = [t for line in lines for t in line.get("block_tokens") or [16] * len(line["hash_ids"])]
+    offline = Analyzer()
+    offline.feed(np.array(keys, dtype=np.uint64), tokens=np.array(tokens), timestamps=0.0)
+    c = offline.curve()
+    assert report["accesses"] == len(keys) and report["requests"] == len(requests)
+    for point in report["curve"]:
+        cap = point["capacity_blocks"]
+        assert point["block_hit_rate"] == pytest.approx(c.hit_rate(cap)), cap
+        assert point["token_hit_rate"] == pytest.approx(c.hit_rate(cap, "tokens")), cap
     events = next(s for s in report["sources"] if s["kind"] == "events")
     assert events["rejected"] == 0
     assert any("hits reported" in n for n in events["notes"])
+
+
+def test_kv_events_and_metrics_predict_the_engines_own_hit_rate():
+    # eight agents on a pool where running requests pin most blocks and waiting ones are looked up
+    # again every step: the prediction is for the engine, not for an LRU of its pool
+    engine = SimEngine(usable=300)
+    batches = engine.run(agentic_requests(8, 10, sessions=6, seed=1))
+    metrics = FakeEngine()
+    metrics.num_gpu_blocks = 301  # vLLM's null block on top
+    metrics.queries, metrics.hits = 0.0, 0.0
+    try:
+        with FakeVllmPublisher() as pub:
+            proc = start_kvset_top("--events", pub.endpoint, "--replay-endpoint", pub.replay_endpoint,
+                                   "--metrics", metrics.url, "--metrics-interval", "0.3", "--metrics-window", "600",
+                                   "--duration", "8")  # fmt: skip
+            pub.wait_for_subscriber(timeout=20)
+            deadline = time.monotonic() + 30
+            while not metrics.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            publish_engine(pub, batches)
+            metrics.queries, metrics.hits = float(engine.query_tokens), float(engine.hit_tokens)
+            report = finish(proc)
+    finally:
+        metrics.stop()
+    op = report["operating_point"]
+    assert op["capacity_blocks"] == 301 and op["model"] == "vLLM block-pool replay"
+    assert op["measured_token_hit_rate"] == pytest.approx(engine.measured_token_hit_rate)
+    assert op["predicted_token_hit_rate"] == pytest.approx(engine.measured_token_hit_rate, abs=0.015)
+    assert op["difference"] == pytest.approx(op["measured_token_hit_rate"] - op["predicted_token_hit_rate"])
+    # the ideal LRU of the whole pool promises more than the engine gives: part of it is pinned
+    assert op["lru_token_hit_rate"] > op["predicted_token_hit_rate"] + 0.01
+    assert 0 < op["effective_capacity_blocks"] < 300
+    # the lookups of waiting requests that were not admitted were dropped, and counted (a few are taken
+    # for another's: two waiting requests whose cached prefixes nest look alike)
+    assert op["dedupe"]["not_admitted"] == pytest.approx(engine.not_admitted_reports, rel=0.01)
+    assert engine.not_admitted_reports > 1000
+    breakdown = op["miss_breakdown"]
+    assert sum(breakdown.values()) == pytest.approx(1.0)
+    assert breakdown["hit"] == pytest.approx(op["predicted_token_hit_rate"])
+    assert breakdown["pinned"] > 0 and breakdown["first_time"] > 0
+    assert {"pool", "finishes", "pinned now"} <= set(op["model_inputs"])
 
 
 def vllm_request_line(i: int, ids: list[int], second: int) -> str:

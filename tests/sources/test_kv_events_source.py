@@ -105,6 +105,8 @@ def source_for(*publishers: FakeVllmPublisher, replay: bool = True, **kwargs) ->
         [p.endpoint for p in publishers],
         [p.replay_endpoint for p in publishers] if replay else None,
         idle_tick=TICK,
+        quiet_seconds=kwargs.pop("quiet_seconds", 0.2),  # requests finish when the stream is quiet
+        tail_probe_seconds=kwargs.pop("tail_probe_seconds", 60.0),  # (tested on its own)
         **kwargs,
     )
 
@@ -119,11 +121,12 @@ def test_accesses_arrive_in_order_with_keys_tokens_and_timestamps(fake: FakeVllm
         fake.publish([fake.removed([2])], ts=102.0)
         run.wait_for(
             lambda r: r.health.received == 3 and r.engine is not None and r.engine.evictions_total == 1
+            and len(r.keys) == 6
         )
         assert run.keys == [U64, 2, 3, 4, 5, 6]
-        assert run.tokens == [16, 16, 16, 16, 16, 4]  # the last block of the third request is partial
-        assert run.starts == [0, 3, 4]  # one request per BlockStored
-        assert run.times == [100.0] * 3 + [101.5] * 3
+        assert run.tokens == [16, 16, 16, 16, 16, 4]  # the last block of the second request is partial
+        assert run.starts == [0, 4]  # 4 continues the chain ending in 3: one request
+        assert run.times == [102.0] * 6  # finished when the stream went quiet (after its last batch)
         health = run.health
         assert health.kind == "events" and health.connected and health.state == "connected"
         assert health.accesses == 6 and health.rejected_total == 0
@@ -162,7 +165,7 @@ def test_gap_is_recovered_from_the_replay_socket(fake: FakeVllmPublisher) -> Non
         fake.publish([fake.stored([5])], ts=5.0)
         run.wait_for(lambda r: len(r.keys) == 5)
         assert run.keys == [1, 2, 3, 4, 5]
-        assert run.times == [1.0, 2.0, 3.0, 4.0, 5.0]
+        assert run.times == [5.0] * 5  # five requests, finished when the stream went quiet
         assert fake.replay_requests == [1]
         run.wait_for(lambda r: "sequence-gap" in r.kinds())
         assert run.detail("sequence gaps") == "1 gap, 2 batches missing: 2 recovered by replay, 0 lost"
@@ -430,7 +433,7 @@ def test_two_kv_cache_groups_with_the_same_hashes_count_one_group(fake: FakeVllm
             hashes = [100 * r + i for i in range(4)]
             fake.publish([fake.stored(hashes, group_idx=0), fake.stored(hashes, group_idx=1)])
         fake.publish([fake.removed([0, 1], group_idx=1)])  # the other group's eviction
-        run.wait_for(lambda r: r.health.received == 7 and r.engine is not None)
+        run.wait_for(lambda r: r.health.received == 7 and r.engine is not None and len(r.keys) == 24)
         assert run.keys == [100 * r + i for r in range(6) for i in range(4)]
         assert run.starts == [4 * r for r in range(6)]
         assert run.health.reports_hits is False
@@ -465,7 +468,7 @@ def test_a_later_full_attention_group_takes_over_from_a_sliding_window_group(fak
         fake.publish([fake.stored([10, 11], group_idx=0, spec_kind="sliding_window")])
         fake.publish([fake.stored([1, 2], group_idx=1, spec_kind="full_attention")])
         fake.publish([fake.stored([12], group_idx=0, spec_kind="sliding_window")])
-        run.wait_for(lambda r: r.health.received == 3 and "kv-cache-group" in r.kinds())
+        run.wait_for(lambda r: r.health.received == 3 and "kv-cache-group" in r.kinds() and len(r.keys) == 4)
         assert run.keys == [10, 11, 1, 2]
         switch = next(e for e in run.events if e.kind == "kv-cache-group")
         assert (
@@ -546,3 +549,14 @@ def test_two_data_parallel_ranks_merge_into_one_stream() -> None:
         assert run.engine.resident_blocks == 4
         assert rank0.replay_requests == [] and rank1.replay_requests == [1]
         assert run.health.source == f"events {rank0.endpoint} (+1)"
+
+
+def test_a_batch_lost_at_the_end_of_the_stream_is_asked_for_when_the_stream_goes_quiet(fake: FakeVllmPublisher) -> None:
+    with running(source_for(fake, tail_probe_seconds=0.3), fake) as run:
+        fake.publish([fake.stored([1, 2])], ts=1.0)
+        fake.publish([fake.stored([3], parent=2)], ts=1.1, deliver=False)  # the last batch, lost on the way
+        run.wait_for(lambda r: len(r.keys) == 3)
+        assert run.keys == [1, 2, 3]
+        assert fake.replay_requests == [1]
+        assert run.detail("sequence gaps") == "1 gap, 1 batch missing: 1 recovered by replay, 0 lost"
+        assert run.detail("quiet stream") == "asked 1 times for batches after the last one seen"

@@ -12,9 +12,11 @@ from tests.support.paths import FIXTURES
 TEMPLATE = (FIXTURES / "metrics" / "vllm_0_13.prom").read_text()
 
 
-def vllm_exposition(queries: float, hits: float, usage: float = 0.25) -> str:
-    """The vLLM 0.13 fixture with its prefix-cache counters and usage set."""
+def vllm_exposition(queries: float, hits: float, usage: float = 0.25, num_gpu_blocks: int | None = None) -> str:
+    """The vLLM 0.13 fixture with its prefix-cache counters and usage set (and its pool, if given)."""
     body = TEMPLATE
+    if num_gpu_blocks is not None:
+        body = body.replace('num_gpu_blocks="61275"', f'num_gpu_blocks="{num_gpu_blocks}"')
     for name, value in (
         ("vllm:prefix_cache_queries_total", queries),
         ("vllm:prefix_cache_hits_total", hits),
@@ -36,6 +38,7 @@ class FakeEngine:
         self.queries = 1000.0
         self.hits = 0.0
         self.usage = 0.25
+        self.num_gpu_blocks: int | None = None  # None: the fixture's 61,275
         self.body: bytes | None = None
         self.content_type = "text/plain; version=0.0.4; charset=utf-8"
         self.requests: list[float] = []  # monotonic arrival times
@@ -57,7 +60,7 @@ class FakeEngine:
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 engine.requests.append(time.monotonic())
                 body = engine.body if engine.body is not None else (
-                    vllm_exposition(engine.queries, engine.hits, engine.usage).encode())
+                    vllm_exposition(engine.queries, engine.hits, engine.usage, engine.num_gpu_blocks).encode())
                 mode = engine.mode
                 if mode == "slow":
                     time.sleep(engine.delay)

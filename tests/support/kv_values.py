@@ -19,11 +19,12 @@ def stored(
     group_idx: int | None = 0,
     medium: str | None = "GPU",
     spec_kind: str | None = None,
+    parent: int | None = None,
 ) -> dict[str, Any]:
     event: dict[str, Any] = {
         "type": "BlockStored",
         "block_hashes": hashes,
-        "parent_block_hash": None,
+        "parent_block_hash": parent,
         "token_ids": list(range(block_size * len(hashes))) if token_ids is None else token_ids,
         "block_size": block_size,
         "lora_id": None,

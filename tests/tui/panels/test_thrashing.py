@@ -33,7 +33,7 @@ async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
     assert f"{fmt.percent(t.near_miss_share)} of misses are near misses" in text
     assert f"(engine pool) · block hit over {window} {fmt.percent(t.hit_rate)}" in text
     # the engine's own rate beside the curve's prediction at its pool, in the same window
-    assert (f"engine measured {fmt.percent(op.measured_token_hit_rate)} vs LRU {fmt.percent(op.predicted(window))} "
+    assert (f"engine measured {fmt.percent(op.measured_token_hit_rate)} vs LRU {fmt.percent(op.lru(window))} "
             f"(tokens, {window})") in text  # fmt: skip
 
 

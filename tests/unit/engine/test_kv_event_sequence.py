@@ -218,3 +218,27 @@ def test_malformed_replay_replies_are_rejected_and_the_replay_goes_on() -> None:
         "replay: malformed reply": 1,
         "replay: sequence frame is not 8 bytes": 1,
     }
+
+
+def test_a_quiet_stream_is_asked_for_a_lost_last_batch_which_comes_back_as_a_recovered_gap() -> None:
+    seq = sequence()
+    seq.published(0, one(0), now=0.0)
+    # batch 1 was the stream's last, and was lost on the way: no later batch reveals the gap
+    assert outline(seq.probe_tail(now=5.0)) == [("ask", 1)]
+    assert seq.being_replayed == 0  # it waits for no batch it knows of
+    seq.replay_reply(replayed(1, [stored([1])]), now=5.1)
+    assert outline(seq.replay_reply(END_OF_REPLAY, now=5.2)) == [("accept", 1, [1]), ("gap", 1, 2, 1, 0)]
+    assert (seq.last_seq, seq.gaps, seq.missing, seq.recovered, seq.lost, seq.tail_probes) == (1, 1, 1, 1, 0, 1)
+
+
+def test_a_tail_probe_that_finds_nothing_counts_nothing_and_one_cut_short_by_a_batch_gives_way() -> None:
+    seq = sequence()
+    seq.published(0, one(0), now=0.0)
+    seq.probe_tail(now=5.0)
+    assert outline(seq.replay_reply(END_OF_REPLAY, now=5.1)) == []
+    assert (seq.gaps, seq.lost) == (0, 0)
+    seq.probe_tail(now=9.0)
+    # the stream goes on meanwhile: the probe is dropped and the batch taken as usual
+    assert outline(seq.published(1, one(1), now=9.1)) == [("drop",), ("accept", 1, [1])]
+    assert not seq.replaying
+    assert sequence(replay=None).probe_tail(now=1.0) == []  # nothing to ask without a replay endpoint

@@ -33,8 +33,10 @@ class Feed:
         self.seq += n
 
 
+QUIET = 100.0 + 2.0  # the publisher has been quiet long enough: its requests are finished
+
 def accessed(t: KvEventTracker) -> list[int]:
-    batch = t.take(at=100.0).accesses
+    batch = t.take(at=QUIET).accesses
     return [] if batch is None else batch.keys.tolist()
 
 
@@ -42,28 +44,29 @@ def detail(t: KvEventTracker, key: str) -> str:
     return dict(kv_event_health(t, at=100.0).details)[key]
 
 
-def test_each_store_is_one_request_with_its_tokens_and_the_batch_time() -> None:
+def test_a_request_is_its_chained_stores_handed_out_once_finished_with_its_tokens() -> None:
     t = tracker()
     feed = Feed(t)
-    feed(stored([1, 2, 3], block_size=16), ts=10.0)
-    feed(stored([4], block_size=16), stored([5, 6], block_size=16, token_ids=list(range(20))), ts=11.5)
-    update = t.take(at=100.0)
+    feed(stored([1, 2, 3], block_size=16), ts=10.0)  # a request with no cached prefix: a new chain
+    feed(stored([4], block_size=16, parent=3), stored([5, 6], block_size=16, token_ids=list(range(20))), ts=11.5)
+    assert t.take(at=100.0).accesses is None  # still running: it may store more
+    update = t.take(at=QUIET)
     batch = update.accesses
     assert batch is not None
     assert batch.keys.tolist() == [1, 2, 3, 4, 5, 6]
-    assert batch.request_starts.tolist() == [0, 3, 4]
+    assert batch.request_starts.tolist() == [0, 4]  # 4 chains onto 3: the same request
     assert batch.tokens.tolist() == [16, 16, 16, 16, 16, 4]  # the last block of 20 tokens is partial
-    assert np.broadcast_to(batch.timestamps, (6,)).tolist() == [10.0] * 3 + [11.5] * 3
+    assert np.broadcast_to(batch.timestamps, (6,)).tolist() == [11.5] * 6  # when they finished
     assert batch.block_tokens == 16
-    assert update.engine is not None and update.engine.resident_blocks == 6 and update.engine.at == 100.0
-    assert t.take(at=101.0).accesses is None  # handed out once
+    assert update.engine is not None and update.engine.resident_blocks == 6 and update.engine.at == QUIET
+    assert t.take(at=QUIET + 1).accesses is None  # handed out once
 
 
 def test_mixed_block_sizes_leave_the_batch_without_one_block_size() -> None:
     t = tracker()
     feed = Feed(t)
     feed(stored([1], block_size=16), stored([2], block_size=32))
-    batch = t.take(at=100.0).accesses
+    batch = t.take(at=QUIET).accesses
     assert batch is not None and batch.tokens.tolist() == [16, 32] and batch.block_tokens is None
 
 
@@ -103,7 +106,7 @@ def test_a_full_attention_group_that_shows_up_later_takes_over() -> None:
     feed(stored([10], group_idx=0, spec_kind="sliding_window"))
     feed(stored([1], group_idx=1, spec_kind="full_attention"))
     feed(stored([11], group_idx=0, spec_kind="sliding_window"))
-    update = t.take(at=100.0)
+    update = t.take(at=QUIET)
     assert update.accesses is not None and update.accesses.keys.tolist() == [10, 1]
     switch = [e for e in update.events if e.kind == "kv-cache-group"]
     assert len(switch) == 1 and "group 1 (full_attention)" in switch[0].text and switch[0].at == 100.0
@@ -129,7 +132,7 @@ def test_only_the_selected_medium_counts_and_the_others_are_named() -> None:
         stored([3], medium=None),
         removed([1], medium="CPU"),
     )
-    update = t.take(at=100.0)
+    update = t.take(at=QUIET)
     assert update.accesses is not None and update.accesses.keys.tolist() == [1, 3]
     assert (
         update.engine is not None
@@ -203,7 +206,7 @@ def test_a_gap_recovered_by_replay_keeps_the_order_and_says_so_on_the_timeline()
     assert t.replay_deadline == 0.0 + 1.0
     t.replay_reply(0, replayed(1, [stored([2])]), now=0.1, at=100.0)
     assert t.replay_reply(0, END_OF_REPLAY, now=0.2, at=100.0) == []
-    update = t.take(at=100.0)
+    update = t.take(at=QUIET)
     assert update.accesses is not None and update.accesses.keys.tolist() == [1, 2, 3]
     assert [e.kind for e in update.events] == ["sequence-gap"]
     assert detail(t, "sequence gaps") == "1 gap, 1 batch missing: 1 recovered by replay, 0 lost"
@@ -243,6 +246,7 @@ def test_a_restart_and_a_clear_empty_the_resident_set() -> None:
 def test_the_data_parallel_rank_names_the_publisher() -> None:
     t = tracker()
     Feed(t)(stored([1, 2]), removed([2]), rank=3)
+    accessed(t)  # the request finished: its accesses are counted when handed out
     assert detail(t, f"rank 3 {ADDRESS}").startswith(
         "1 batch, 2 accesses, 1 resident block, 1 eviction, last seq 0"
     )

@@ -1,0 +1,463 @@
+"""One engine's BlockStored events grouped into requests, and vLLM's block pool replayed on them.
+
+What vLLM 0.33 publishes for one request (kv_cache_report_mode "full"):
+- at each lookup (KVCacheManager.get_computed_blocks) a BlockStored of its cached prefix, without
+  parent. A request waiting for space is looked up again every scheduler step, so the same prefix
+  is *re-reported* until the request is admitted (or until its cached prefix changes);
+- at admission (allocate_slots) a BlockStored of the blocks it computes, whose parent is the last
+  block of that prefix; then one per prefill chunk, then one block per 16 output tokens (decode);
+- nothing when it finishes: its blocks go to the free queue, last block first (no event).
+
+So here a parentless store whose blocks are all resident is a *hit report*, held until a store
+chaining onto its last block confirms it (the request was admitted); a second report of the same
+chain in a later batch means the first was a lookup that was not admitted (dropped, counted), and so
+does a later report of a chain nested in it or holding it (the waiting request's cached prefix
+shrank or grew: block hashes are chained, so equal hashes at one position mean equal prefixes). A
+report neither confirmed nor superseded within `pending_batches` is an admission that stored nothing
+(its prompt was cached but for a partial block, and its output filled no block). Without hit reports
+(the default "incremental" mode) a request is its stored blocks only: its misses.
+
+A store is a decode block when it is one block and the request stored nothing in the batch before,
+or stored last more than 1.5 engine steps before (prefill chunks come step after step; a step is
+the 10th percentile of the time between consecutive batches). A request whose cached prefix ends in a block another
+request stored, and whose prefill only recomputes that request's blocks, is that request readmitted
+after a preemption: vLLM keeps readmissions out of its prefix-cache counters, and so does this.
+
+The model (see kvset.core.free_queue): vLLM's pinned blocks and free queue, replayed on the requests'
+admissions and estimated finishes. A request finishes unseen: its last output tokens fill no block.
+vLLM stores an output block every 16 tokens, one token a step, and an answer ends anywhere in its
+last block; so a request is taken to finish `FINISH_SHARE` of the way to its next output block
+after its last stored block (the way measured in event batches: the median gap between the output
+blocks of requests), or earlier when another request's lookup or store holds one of its blocks
+(the agent's next turn, or its own readmission). FINISH_SHARE was set against vLLM's own finishes
+(benchmarks/vllm_engine): the mean of a uniform end (1/2) keeps requests too briefly, the whole way
+too long. The replay
+runs `delay_batches` behind the stream, so that these are known in time. At each lookup it gives
+every prompt block its free-queue distance D: the block is a hit in a pool of C blocks iff the
+prefix up to it has D <= C. A finished request hands its blocks to the analyzer as one request (in
+chain order; `--order reverse` is vLLM's freeing order) and its distances to the engine model.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+
+import numpy as np
+
+from kvset.core.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine.request_records import (
+    CAUSE_BEYOND_HORIZON,
+    CAUSE_FIRST_TIME,
+    CAUSE_RECOMPUTED,
+    INFINITE,
+    OpenRequest,
+    Report,
+    RequestCounts,
+)
+
+DELAY_BATCHES = 32
+FINISH_SHARE = 0.75
+OUTPUT_BLOCK_GAP = 16  # batches between two output blocks of a request until measured (a step a batch)
+GAP_SAMPLES = 512
+PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (a prompt cached but
+# for its partial last block stores nothing until its first output block, 16 steps on); below
+# DELAY_BATCHES, so that an admission found at the end is still replayed where it happened
+FORGOTTEN_MEMORY = 1 << 20
+OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it (readmissions)
+
+
+class RequestReplay:
+    """One engine's (one rank's) requests from its BlockStored events, and the block-pool replay."""
+
+    def __init__(
+        self,
+        delay_batches: int = DELAY_BATCHES,
+        finish_share: float = FINISH_SHARE,
+        pending_batches: int = PENDING_BATCHES,
+        horizon: int = 1 << 21,
+    ) -> None:
+        if not 0 < finish_share <= 1:
+            raise ValueError("finish_share must be in (0, 1]")
+        self.delay = delay_batches
+        self.finish_share = finish_share
+        self._gaps: deque[int] = deque(maxlen=GAP_SAMPLES)  # batches between consecutive output blocks
+        self.finish_lag = self._lag()
+        self._step_gaps: deque[float] = deque(maxlen=GAP_SAMPLES)  # seconds between consecutive batches
+        self.step_seconds: float | None = None  # the engine's step, when measured
+        self.pending_batches = pending_batches
+        self.counts = RequestCounts()
+        self.filling = 1  # blocks each running request holds that are not full yet (uncached)
+        self.queue = FreeQueue(horizon)
+        self._forgotten_recent: set[int] = set()
+        self._forgotten_older: set[int] = set()
+        self._batch = -1  # index of the current batch
+        self._ts: dict[int, float] = {}  # batch index -> its time, while in the delay line
+        self._items: OrderedDict[int, list] = OrderedDict()  # batch -> [(op, request, store index)]
+        self._reports: OrderedDict[int, Report] = OrderedDict()  # last key -> report
+        self._dropped: OrderedDict[int, Report] = OrderedDict()  # recently dropped, by last key
+        self._tails: dict[int, OpenRequest] = {}  # last key of an open request -> it
+        self._owner: dict[int, int] = {}  # key -> id of the request that stored it last
+        self._requests: dict[int, OpenRequest] = {}  # open (not finished in the replay) requests
+        self._finished_keys: OrderedDict[int, tuple[int, list]] = OrderedDict()  # id -> (batch, keys)
+        self._finished_sets: dict[int, set] = {}
+        self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
+        self._next_id = 0
+        self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_blocks = 0
+        self._out_model: list[tuple] = []
+
+    # ----------------------------------------------------------------- grouping (live)
+    def begin_batch(self, ts: float) -> None:
+        previous = self._ts.get(self._batch)
+        if previous is not None and ts > previous:
+            self._step_gaps.append(ts - previous)
+            if len(self._step_gaps) >= 8 and (len(self._step_gaps) < 64 or len(self._step_gaps) % 32 == 0):
+                # consecutive batches are one step apart or more: a low quantile is one step
+                self.step_seconds = float(np.quantile(self._step_gaps, 0.1))
+        self._batch += 1
+        self._ts[self._batch] = ts
+        self._items[self._batch] = []
+        self._expire_reports()
+        self._replay_upto(self._batch - self.delay)
+
+    def stored(self, keys: np.ndarray, tokens: np.ndarray, parent: int | None, all_resident: bool) -> None:
+        """One counted BlockStored of the current batch; `all_resident`: every block was cached before."""
+        if self._batch < 0:
+            raise RuntimeError("begin_batch first")
+        b = self._batch
+        if parent is None and all_resident:
+            self._report(keys, tokens)
+            return
+        request = None
+        if parent is not None:
+            request = self._confirm(parent)
+            if request is None:
+                request = self._continuation(parent, keys)
+        if request is None:
+            request = self._open(np.empty(0, np.uint64), np.empty(0, np.int64), parent, b)
+            if parent is None:
+                self.counts.without_report += 1
+            else:
+                self.counts.unknown_prefix += 1
+        # an output block: one block after a batch without the request's stores (prefill chunks come
+        # step after step), or a first store after the lookup (the prompt was cached but its last part)
+        previous = request.last_store if request.last_store >= 0 else request.reported
+        since = None if request.last_store_ts is None else self._ts[b] - request.last_store_ts
+        later = b > previous + 1 or bool(since is not None and self.step_seconds and since > 1.5 * self.step_seconds)
+        decode = request.decode_from is not None or (len(keys) == 1 and later)
+        if decode and request.decode_from is None:
+            request.decode_from = request.blocks
+        elif decode and request.stores[-1][3] and len(keys) == 1:
+            self._gaps.append(b - request.last_store)
+            if len(self._gaps) % 32 == 0:
+                self.finish_lag = self._lag()
+        recomputed = bool(all_resident) and not decode
+        request.stores.append((b, keys, tokens, decode, recomputed))
+        if decode:
+            request.output_keys.update(keys.tolist())
+        else:
+            request.last_prompt = int(keys[-1])
+        request.last_store = b
+        request.last_store_ts = self._ts[b]
+        self._items[b].append(("S", request, len(request.stores) - 1))
+        self._tails[int(keys[-1])] = request
+        self._evidence(parent, keys, request)
+        if len(request.stores) == 1 and not decode:
+            request.restores = self._owner.get(int(keys[0]))
+        for k in keys.tolist():
+            self._owner[k] = request.id
+
+    def _lag(self) -> int:
+        gap = float(np.median(self._gaps)) if len(self._gaps) >= 16 else OUTPUT_BLOCK_GAP
+        return int(min(self.delay - 1, max(1, round(self.finish_share * gap))))
+
+    def _report(self, keys: np.ndarray, tokens: np.ndarray) -> None:
+        self.counts.reports += 1
+        last = int(keys[-1])
+        self._evidence(last, (), None)
+        known = self._reports.pop(last, None)
+        if known is not None and known.batch == self._batch:
+            known.count += 1
+            self._reports[last] = known
+            return
+        if known is not None:
+            self._drop(last, known)
+        n = len(keys)
+        for other_last, other in list(self._reports.items()):
+            m = min(n, len(other.keys))
+            if other.batch < self._batch and len(other.keys) != n and int(other.keys[m - 1]) == int(keys[m - 1]):
+                del self._reports[other_last]  # the same waiting request, its cached prefix changed
+                self.counts.superseded += other.count
+                self._drop(other_last, other)
+        self._reports[last] = Report(keys, tokens, self._batch, 1)
+
+    def _drop(self, last: int, report: Report) -> None:
+        self.counts.not_admitted += report.count
+        self.counts.not_admitted_blocks += report.count * len(report.keys)
+        self._dropped.pop(last, None)
+        self._dropped[last] = report
+
+    def _confirm(self, parent: int) -> OpenRequest | None:
+        report = self._reports.get(parent)
+        if report is not None:
+            report.count -= 1
+            if report.count == 0:
+                del self._reports[parent]
+        else:
+            report = self._dropped.pop(parent, None)
+            if report is None:
+                return None
+            # two requests with one cached prefix looked up in different steps: not a re-report
+            self.counts.not_admitted -= 1
+            self.counts.not_admitted_blocks -= len(report.keys)
+            self.counts.recovered += 1
+        self.counts.admitted += 1
+        return self._open(report.keys, report.tokens, None, report.batch)
+
+    def _continuation(self, parent: int, keys: np.ndarray) -> OpenRequest | None:
+        request = self._tails.get(parent)
+        if request is None:
+            return None
+        if (
+            request.finish_seen is not None
+            or self._batch - request.last_store > self.delay  # (16 steps between output blocks)
+            or (request.decode_from is not None and len(keys) > 1)
+        ):
+            return None  # not its next chunk or output block: a new request continuing its chain
+        del self._tails[parent]
+        return request
+
+    def _open(self, hit_keys, hit_tokens, parent, reported: int) -> OpenRequest:
+        request = OpenRequest(self._next_id, hit_keys, hit_tokens, parent, self._batch, reported)
+        self._next_id += 1
+        self._requests[request.id] = request
+        # replayed where the engine looked it up, when that batch is still in the delay line
+        where = reported if reported in self._items else self._batch
+        self._items[where].append(("Q", request, -1))
+        return request
+
+    def _evidence(self, parent: int | None, keys, request: OpenRequest | None) -> None:
+        """A lookup or store holding an open request's output, or its whole prompt once it answers: that
+        request has finished (its blocks are another request's prefix: the agent's next turn, or its own
+        readmission). A shared prefix it happened to compute first (a system prompt) says nothing."""
+        me = None if request is None else request.id
+        for k in ([] if parent is None else [parent]) + (keys.tolist() if len(keys) else []):
+            rid = self._owner.get(k)
+            if rid is None or rid == me:
+                continue
+            other = self._requests.get(rid)
+            if other is None or not (
+                k in other.output_keys or (k == other.last_prompt and other.decode_from is not None)
+            ):
+                continue
+            if (
+                other.finish_seen is not None
+                or other.last_store >= self._batch
+                or other.last_store + self.finish_lag < self._batch
+            ):
+                continue
+            other.finish_seen = self._batch
+            self._items[self._batch].insert(0, ("F", other, -1))
+
+    def _expire_reports(self, everything: bool = False) -> None:
+        cutoff = self._batch + 1 if everything else self._batch - self.pending_batches
+        while self._reports:
+            last, report = next(iter(self._reports.items()))
+            if report.batch >= cutoff:
+                break
+            del self._reports[last]
+            for _ in range(report.count):
+                self.counts.admitted_without_store += 1
+                self._open(report.keys, report.tokens, None, report.batch)
+        while self._dropped and next(iter(self._dropped.values())).batch < cutoff:
+            self._dropped.popitem(last=False)
+        while self._finished_keys:
+            rid, (batch, keys) = next(iter(self._finished_keys.items()))
+            if batch >= self._batch - OWNER_KEEP_BATCHES:
+                break
+            del self._finished_keys[rid]
+            self._finished_sets.pop(rid, None)
+            for arr in keys:
+                for k in arr.tolist():
+                    if self._owner.get(k) == rid:
+                        del self._owner[k]
+
+    def flush(self) -> None:
+        """The stream went quiet: replay everything, and finish every request."""
+        self._expire_reports(everything=True)
+        self._replay_upto(self._batch)
+        self._items[self._batch] = []  # (the current batch may go on)
+        for request in list(self._running.values()):
+            self._finish(request, self._batch)
+        for request in list(self._requests.values()):  # opened, never admitted by the replay
+            self._finish(request, self._batch)
+
+    def reset_cache(self) -> None:
+        """The engine dropped its cache (restart, AllBlocksCleared): finish everything, start empty."""
+        self.flush()
+        self.queue = FreeQueue(self.queue.horizon)
+        self._forgotten_recent, self._forgotten_older = set(), set()
+        self._reports.clear()
+        self._dropped.clear()
+        self._tails.clear()
+
+    # ----------------------------------------------------------------- the replay (delayed)
+    def _replay_upto(self, last: int) -> None:
+        while self._items and next(iter(self._items)) <= last:
+            batch, items = self._items.popitem(last=False)
+            for op, request, index in items:
+                if op == "F":
+                    if not request.released and request.id in self._running:
+                        self.counts.finished_by_evidence += 1
+                        self._finish(request, batch)
+                elif op == "Q":
+                    self._running[request.id] = request
+                    self._admit(request)
+                elif not request.released:
+                    self._store(request, index)
+            for request in list(self._running.values()):
+                if request.last_store + self.finish_lag <= batch:  # (a store seen later moves it on)
+                    self.counts.finished_by_lag += 1
+                    self._finish(request, batch)
+            self._ts.pop(batch - 1, None)
+
+    def _query(self, request: OpenRequest, keys: np.ndarray, tokens: np.ndarray, recomputed: bool) -> None:
+        n = len(keys)
+        ops = np.empty(2 * n, dtype=np.int8)
+        ops[0::2], ops[1::2] = QUERY, PIN
+        pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
+        self._forget(forgot)
+        pos, pinned = pos[0::2], pinned[0::2]
+        dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
+        # a queued block waits behind the pinned ones and behind the block each running request is filling
+        dt = np.where(pos > 0, pos + pinned + self.filling * len(self._running), dq).astype(np.int64)
+        cause = np.zeros(n, dtype=np.int8)
+        absent = np.flatnonzero(pos == ABSENT)
+        for i in absent.tolist():
+            cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten_recent or int(keys[i]) in self._forgotten_older else CAUSE_FIRST_TIME
+        if recomputed:
+            dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
+            self.counts.recomputed_blocks += n
+        # the engine's lookup is a longest prefix: a block is a hit only with all blocks before it
+        dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
+        dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
+        c = np.maximum.accumulate(np.concatenate([[request.prefix_cause], cause]))[1:]
+        request.prefix_dt, request.prefix_dq, request.prefix_cause = int(dt[-1]), int(dq[-1]), int(c[-1])
+        request.dt.append(dt)
+        request.dq.append(dq)
+        request.cause.append(c)
+        request.qtokens.append(tokens)
+        request.held.append(keys)
+
+    def _pin(self, request: OpenRequest, keys: np.ndarray) -> None:
+        _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
+        self._forget(forgot)
+        request.held.append(keys)
+
+    def _admit(self, request: OpenRequest) -> None:
+        if len(request.hit_keys):
+            self._query(request, request.hit_keys, request.hit_tokens, False)
+
+    def _store(self, request: OpenRequest, index: int) -> None:
+        _, keys, tokens, decode, recomputed = request.stores[index]
+        if decode:
+            self.counts.decode_blocks += len(keys)
+            self._pin(request, keys)
+        else:
+            self._query(request, keys, tokens, recomputed)
+
+    def _forget(self, keys: np.ndarray) -> None:
+        if not len(keys):
+            return
+        if len(self._forgotten_recent) + len(keys) > FORGOTTEN_MEMORY // 2:
+            self._forgotten_older, self._forgotten_recent = self._forgotten_recent, set()
+        self._forgotten_recent.update(keys.tolist())
+
+    def _finish(self, request: OpenRequest, batch: int) -> None:
+        request.released = True
+        self._running.pop(request.id, None)
+        self._requests.pop(request.id, None)
+        if request.held:
+            held = np.concatenate(request.held)
+            _, _, forgot = self.queue.run(np.full(len(held), RELEASE, dtype=np.int8), held[::-1])
+            self._forget(forgot)
+        tail = request.tail()
+        if tail is not None and self._tails.get(tail) is request:
+            del self._tails[tail]
+        stored = [s[1] for s in request.stores]
+        self._finished_keys[request.id] = (batch, stored)
+        self._hand_out(request, batch)
+
+    def _readmission_of(self, request: OpenRequest) -> int | None:
+        """The request this one readmits after a preemption, if it is one."""
+        start = request.hit_keys[-1] if len(request.hit_keys) else request.parent
+        if start is None or not request.stores:
+            return None
+        prefill = [s[1] for s in request.stores if not s[3]]
+        # the preempted request stored the first block this one computes again, or, when all was
+        # still cached, the block its lookup ended in
+        rid = request.restores if prefill else self._owner.get(int(start))
+        if rid is None or rid == request.id or rid not in self._finished_keys:
+            return None
+        if not prefill:
+            return rid
+        theirs = self._finished_sets.get(rid)
+        if theirs is None:
+            theirs = self._finished_sets[rid] = {k for arr in self._finished_keys[rid][1] for k in arr.tolist()}
+        return rid if all(k in theirs for arr in prefill for k in arr.tolist()) else None
+
+    def _hand_out(self, request: OpenRequest, batch: int) -> None:
+        ts = self._ts.get(batch, self._ts.get(self._batch, 0.0))
+        self.counts.requests += 1
+        readmitted = self._readmission_of(request) is not None
+        keys = [request.hit_keys] + [s[1] for s in request.stores]
+        tokens = [np.zeros(len(request.hit_keys), np.int64) if readmitted else request.hit_tokens]
+        for _, k, t, decode, _ in request.stores:
+            tokens.append(np.zeros(len(k), np.int64) if decode or readmitted else t)
+        all_keys = np.concatenate(keys).astype(np.uint64, copy=False)
+        if len(all_keys):
+            self._out_accesses.append((all_keys, np.concatenate(tokens).astype(np.int64, copy=False), ts))
+            self._out_blocks += len(all_keys)
+        if readmitted:
+            self.counts.readmissions += 1
+            self.counts.readmission_tokens += int(sum(int(t.sum()) for t in request.qtokens))
+            return
+        if request.parent is not None and not len(request.hit_keys):
+            return  # its cached prefix is unknown: its hit rate too
+        if request.dt:
+            self._out_model.append(
+                (np.concatenate(request.dt), np.concatenate(request.dq), np.concatenate(request.cause),
+                 np.concatenate(request.qtokens), ts)  # fmt: skip
+            )
+        else:
+            empty = np.empty(0, np.int64)
+            self._out_model.append((empty, empty, np.empty(0, np.int8), empty, ts))
+
+    # ----------------------------------------------------------------- outputs
+    @property
+    def open_requests(self) -> int:
+        return len(self._requests)
+
+    @property
+    def pending_reports(self) -> int:
+        return sum(r.count for r in self._reports.values())
+
+    @property
+    def finished_blocks(self) -> int:
+        """Blocks of finished requests not yet taken."""
+        return self._out_blocks
+
+    def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """Finished requests since the last take: (keys in chain order, tokens, time of the finish)."""
+        out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
+        return out
+
+    def take_model(self) -> list[tuple]:
+        """Finished requests' query blocks since the last take: (distance, unpinned distance, cause,
+        tokens, time of the finish) each."""
+        out, self._out_model = self._out_model, []
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {"pinned": self.queue.pinned, "queued": self.queue.queued, "running": len(self._running),
+                "finish_lag": self.finish_lag}  # fmt: skip

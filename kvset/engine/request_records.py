@@ -1,0 +1,106 @@
+"""The records kvset.engine.kv_requests keeps: hit reports waiting for their admission, open requests,
+the counters of the grouping and the dedupe, and the engine model's output for the snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset.types import EngineModelDelta
+
+INFINITE = np.int64(1) << np.int64(62)  # the distance of a block no pool holds
+# why a query block has no finite distance (EngineModelDelta.cause)
+CAUSE_NONE = 0
+CAUSE_FIRST_TIME = 1  # never seen before (or the prefix up to it holds one)
+CAUSE_BEYOND_HORIZON = 2  # seen, but forgotten beyond the model's horizon
+CAUSE_RECOMPUTED = 3  # the engine recomputed a cached block: the last token of a fully cached prompt
+
+
+@dataclass
+class Report:
+    keys: np.ndarray
+    tokens: np.ndarray
+    batch: int
+    count: int  # reports of this chain in that batch (requests with the same cached prefix)
+
+
+@dataclass
+class OpenRequest:
+    id: int
+    hit_keys: np.ndarray
+    hit_tokens: np.ndarray
+    parent: int | None  # the first store's parent when no report came (its unreported hit prefix)
+    admitted: int  # batch index
+    reported: int  # batch of its hit report (its lookup), or of its first store
+    stores: list = field(default_factory=list)  # [(batch, keys, tokens, decode, recomputed)]
+    last_store: int = -1
+    last_store_ts: float | None = None
+    decode_from: int | None = None  # block index where its output starts
+    released: bool = False
+    finish_seen: int | None = None  # batch where a later request showed that it had finished
+    output_keys: set = field(default_factory=set)
+    restores: int | None = None  # who stored its first computed block before it (a preempted self?)
+    last_prompt: int | None = None  # its last prompt block
+    # the replay's view
+    held: list = field(default_factory=list)  # key arrays it pins, in chain order
+    dt: list = field(default_factory=list)  # per query block: prefix-max distance
+    dq: list = field(default_factory=list)  # ... ignoring pinned blocks
+    cause: list = field(default_factory=list)
+    qtokens: list = field(default_factory=list)
+    prefix_dt: int = 0
+    prefix_dq: int = 0
+    prefix_cause: int = CAUSE_NONE
+    queried: int = 0  # blocks the replay has seen
+
+    @property
+    def blocks(self) -> int:
+        return len(self.hit_keys) + sum(len(s[1]) for s in self.stores)
+
+    def tail(self) -> int | None:
+        if self.stores:
+            return int(self.stores[-1][1][-1])
+        if len(self.hit_keys):
+            return int(self.hit_keys[-1])
+        return None
+
+
+@dataclass
+class RequestCounts:
+    """What the grouping and the dedupe saw (all counters)."""
+
+    requests: int = 0  # finished requests handed out (readmissions included)
+    reports: int = 0  # hit reports (lookups with hits)
+    admitted: int = 0  # reports confirmed by an admission
+    not_admitted: int = 0  # re-reported before admission: lookups of a request left waiting
+    not_admitted_blocks: int = 0
+    superseded: int = 0  # followed by a report of a nested chain: the waiting request looked up again
+    admitted_without_store: int = 0  # neither confirmed nor superseded: admitted, stored nothing
+    recovered: int = 0  # a store whose report had been taken for a re-report: confirmed after all
+    without_report: int = 0  # requests whose first store came without a report (no cached prefix)
+    unknown_prefix: int = 0  # ... whose first store chains onto blocks no report named: its hits are
+    # unknown (every request when the engine reports misses only); left out of the model
+    readmissions: int = 0  # after a preemption: kept out of the query counts, as vLLM does
+    readmission_tokens: int = 0
+    decode_blocks: int = 0  # output blocks: stored, never queried
+    recomputed_blocks: int = 0  # cached blocks the engine computed again (the last-token rule)
+    finished_by_evidence: int = 0  # finishes seen in a later request's lookup or store
+    finished_by_lag: int = 0
+
+
+def merge_model(parts: list[tuple], partial_tail_per_request: float, counts: dict, state: dict) -> EngineModelDelta:
+    """One EngineModelDelta from the finished requests of every rank's replay."""
+    def cat(i, dtype):
+        return np.concatenate([p[i] for p in parts]).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+
+    return EngineModelDelta(
+        distance=cat(0, np.int64),
+        distance_unpinned=cat(1, np.int64),
+        cause=cat(2, np.int8),
+        tokens=cat(3, np.int64),
+        requests=len(parts),
+        partial_tail_tokens=partial_tail_per_request * len(parts),
+        time=max((p[4] for p in parts), default=None),
+        counts=tuple(counts.items()),
+        state=tuple(state.items()),
+    )

@@ -1,0 +1,144 @@
+"""The engine model's figures over the whole stream: the block-pool replay's distances, summed.
+
+Each EngineModelDelta a source hands over (kvset.engine.kv_requests) gives, for every query block of
+the requests that finished, the pool size from which it was a hit. Summed into exact histograms of
+tokens by distance, they give the model's token hit rate at any pool size, and why the misses there
+were misses. Fed in the pipeline thread, read by the snapshot builder.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvset.engine.request_records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
+from kvset.types import EngineModelDelta
+
+MODEL_NAME = "vLLM block-pool replay"
+MAX_DISTANCE = 1 << 24  # distances above this count as no hit at any pool size kvset reports
+
+
+@dataclass(frozen=True)
+class ModelAt:
+    """The model at one pool size: token hits, the query tokens, and where the rest went."""
+
+    capacity_blocks: int
+    hit_tokens: int
+    query_tokens: float  # prompt tokens of the requests counted, partial last blocks included
+    # shares of the query tokens, summing to 1 with the hit rate
+    first_time: float
+    capacity: float  # a larger pool would have hit (the LRU part)
+    pinned: float  # would have hit if running requests held no blocks
+    partial_tail: float  # past a prompt's last full block: never cached
+    recomputed: float  # the last block of a fully cached prompt, computed again (vLLM's rule)
+    beyond_horizon: float
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.hit_tokens / self.query_tokens if self.query_tokens else None
+
+    def breakdown(self) -> dict[str, float]:
+        return {
+            "hit": self.hit_rate or 0.0,
+            "first_time": self.first_time,
+            "capacity": self.capacity,
+            "pinned": self.pinned,
+            "partial_tail": self.partial_tail,
+            "recomputed_last_block": self.recomputed,
+            "beyond_horizon": self.beyond_horizon,
+        }
+
+
+class EngineModel:
+    """Summed EngineModelDeltas of every source (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._total = np.zeros(1024, dtype=np.int64)  # tokens by distance
+        self._unpinned = np.zeros(1024, dtype=np.int64)
+        self.infinite_tokens = Counter()  # by cause
+        self.finite_tokens = 0
+        self.requests = 0
+        self.partial_tail_tokens = 0.0
+        self._counts: dict[int, tuple[tuple[str, int], ...]] = {}  # cumulative, by source
+        self._state: dict[int, tuple[tuple[str, int], ...]] = {}
+        self.updates = 0
+
+    def add(self, source: int, delta: EngineModelDelta) -> None:
+        self.updates += 1
+        self._counts[source] = delta.counts
+        self._state[source] = delta.state
+        self.requests += delta.requests
+        self.partial_tail_tokens += delta.partial_tail_tokens
+        if not len(delta.tokens):
+            return
+        tokens = np.asarray(delta.tokens, dtype=np.int64)
+        finite = (delta.cause == 0) & (delta.distance <= MAX_DISTANCE)
+        for cause in np.unique(delta.cause[~finite]).tolist():
+            self.infinite_tokens[int(cause)] += int(tokens[~finite & (delta.cause == cause)].sum())
+        d, du, t = delta.distance[finite], delta.distance_unpinned[finite], tokens[finite]
+        self.finite_tokens += int(t.sum())
+        self._total = _accumulate(self._total, d, t)
+        self._unpinned = _accumulate(self._unpinned, du, t)
+
+    @property
+    def query_tokens(self) -> float:
+        return self.finite_tokens + sum(self.infinite_tokens.values()) + self.partial_tail_tokens
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The grouping's and the dedupe's counters, summed over the sources."""
+        return _summed(self._counts.values())
+
+    @property
+    def state(self) -> dict[str, int]:
+        """The model's pinned, queued and running blocks now, summed over the sources."""
+        state = _summed(self._state.values())
+        lags = [dict(s).get("finish_lag", 0) for s in self._state.values()]
+        if lags:
+            state["finish_lag"] = max(lags)
+        return state
+
+    def hit_tokens(self, capacity: int) -> int:
+        return int(self._total[: max(0, capacity) + 1].sum())
+
+    def at(self, capacity: int) -> ModelAt:
+        q = self.query_tokens
+        hits = self.hit_tokens(capacity)
+        missed_total = self.finite_tokens - hits
+        missed_unpinned = self.finite_tokens - int(self._unpinned[: max(0, capacity) + 1].sum())
+
+        def share(x: float) -> float:
+            return x / q if q else 0.0
+
+        return ModelAt(
+            capacity_blocks=capacity,
+            hit_tokens=hits,
+            query_tokens=q,
+            first_time=share(self.infinite_tokens[CAUSE_FIRST_TIME]),
+            capacity=share(missed_unpinned),
+            pinned=share(missed_total - missed_unpinned),
+            partial_tail=share(self.partial_tail_tokens),
+            recomputed=share(self.infinite_tokens[CAUSE_RECOMPUTED]),
+            beyond_horizon=share(self.infinite_tokens[CAUSE_BEYOND_HORIZON]),
+        )
+
+
+def _summed(parts) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for part in parts:
+        total.update(dict(part))
+    return dict(total)
+
+
+def _accumulate(hist: np.ndarray, distances: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    if not len(distances):
+        return hist
+    top = int(distances.max())
+    if top >= len(hist):
+        grown = np.zeros(max(top + 1, 2 * len(hist)), dtype=np.int64)
+        grown[: len(hist)] = hist
+        hist = grown
+    hist += np.bincount(distances, weights=tokens, minlength=len(hist)).astype(np.int64)
+    return hist

@@ -1,0 +1,118 @@
+"""The engine's operating point: its pool and measured hit rate, the LRU curve there, and the model.
+
+What is exact and what is a model:
+- the curve is the exact LRU curve of the accesses seen (every admitted lookup's hit blocks and
+  every stored block, each request once, re-reports of waiting requests dropped);
+- the engine is not an ideal LRU of its pool: a running request pins its blocks, so only the rest
+  of the pool holds the blocks that can be evicted, and that rest is ordered by *release* time
+  (vLLM frees a finished request's blocks last first). The model (kvset.engine.kv_requests over
+  kvset.core.free_queue) replays exactly that policy on the admissions seen in the events and
+  finishes estimated from them, and gives every query block the pool size from which it was a hit.
+  Its hit rate at the pool is the prediction; the LRU capacity with the same hit rate is the pool's
+  *effective capacity*, drawn on the curve beside the pool. Its inputs are shown with it.
+
+The model needs the engine's hits: with KV events that report misses only (vLLM's default), the
+hit rate cannot be predicted from the events; the engine's own rate comes from /metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from kvset.core.curve import HitRateCurve
+from kvset.snapshot.engine_model import MODEL_NAME, EngineModel
+from kvset.snapshot.model import MISSES_ONLY, OperatingPoint
+from kvset.types import EngineReading
+
+NULL_BLOCKS = 1  # vLLM keeps one block of its pool as the null block: never cached
+MISSES_ONLY_NOTE = (
+    "the engine reports misses only: its hit rate cannot be predicted from its events (its hits are "
+    "not in them). What can: the curve of its misses (a second cache tier's view), its evictions and "
+    "re-stores after removal; the measured rate is the engine's own (/metrics). For the prediction, "
+    'send requests with vllm_xargs {"kv_cache_report_mode": "full"} (vLLM >= 0.26)'
+)
+NO_MODEL_NOTE = (
+    "no hit-reporting KV events: the prediction is the LRU curve at the pool, which ignores the blocks "
+    "running requests pin (give --events of an engine that reports hits for the engine model)"
+)
+
+
+def operating_point(
+    engine: EngineReading | None,
+    pool: int | None,
+    block_tokens: int | None,
+    curves: dict[str, HitRateCurve],
+    curve_scope: str,
+    engine_model: EngineModel | None = None,
+) -> OperatingPoint | None:
+    """The engine's capacity and measured hit rate beside the LRU curve and the model at that capacity."""
+    if engine is None or not pool:
+        return None
+    base = OperatingPoint(
+        capacity_blocks=pool,
+        capacity_tokens=engine.capacity_tokens or (pool * block_tokens if block_tokens else None),
+        measured_token_hit_rate=engine.token_hit_rate,
+        measured_over_seconds=engine.hit_rate_window_s,
+        lru_by_window={label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()},
+        curve_scope=curve_scope,
+        stale=engine.stale,
+        label=engine.label,
+    )
+    if curve_scope == MISSES_ONLY:
+        return _with(base, notes=(MISSES_ONLY_NOTE,), dedupe=_dedupe(engine_model))
+    if engine_model is None or not engine_model.query_tokens:
+        return _with(base, notes=(NO_MODEL_NOTE,) if engine_model is None else ())
+    usable = max(1, pool - NULL_BLOCKS)
+    at = engine_model.at(usable)
+    return _with(
+        base,
+        model=MODEL_NAME,
+        model_token_hit_rate=at.hit_rate,
+        effective_capacity_blocks=effective_capacity(curves["all"], engine_model, at.hit_tokens),
+        model_inputs=_inputs(engine, pool, usable, engine_model),
+        dedupe=_dedupe(engine_model),
+        miss_breakdown=tuple(at.breakdown().items()),
+    )
+
+
+def effective_capacity(curve: HitRateCurve, model: EngineModel, hit_tokens: int) -> int | None:
+    """The smallest LRU capacity whose token hits reach the model's at the pool (in the curve's tokens,
+    which hold no partial last blocks)."""
+    counted = model.query_tokens - model.partial_tail_tokens
+    if not curve.tokens or counted <= 0:
+        return None
+    if hit_tokens <= 0:
+        return 0
+    need = math.ceil(hit_tokens * curve.tokens / counted)
+    return curve.working_set(need / curve.tokens, mode="absolute", unit="tokens")
+
+
+def _inputs(engine: EngineReading, pool: int, usable: int, model: EngineModel) -> tuple[tuple[str, str], ...]:
+    counts, state = model.counts, model.state
+    out = [
+        ("pool", f"{pool:,} blocks, {usable:,} usable (vLLM keeps a null block)"),
+        ("admissions", f"{counts.get('admitted', 0):,} lookups admitted; {counts.get('not_admitted', 0):,} "
+                       f"re-reports of waiting requests dropped"),
+        ("finishes", f"estimated: {state.get('finish_lag', 0)} event batches after a request's last stored block, "
+                     f"or when a later request holds its blocks ({counts.get('finished_by_evidence', 0):,} "
+                     f"of {counts.get('requests', 0):,})"),
+        ("pinned now", f"model {state.get('pinned', 0):,} blocks by {state.get('running', 0):,} running requests"
+                       + (f"; engine {round(engine.kv_usage * pool):,} blocks in use (kv_cache_usage_perc)"
+                          if engine.kv_usage is not None else "")),
+        ("readmissions", f"{counts.get('readmissions', 0):,} after preemptions, kept out as vLLM does"),
+        ("partial last blocks", f"{model.partial_tail_tokens:,.0f} tokens, estimated (half a block a request)"),
+    ]  # fmt: skip
+    if engine.waiting_requests is not None or engine.running_requests is not None:
+        out.append(("engine now", f"{engine.running_requests} running, {engine.waiting_requests} waiting (/metrics)"))
+    return tuple(out)
+
+
+def _dedupe(model: EngineModel | None) -> tuple[tuple[str, int], ...]:
+    if model is None:
+        return ()
+    return tuple(model.counts.items())
+
+
+def _with(op: OperatingPoint, **changes) -> OperatingPoint:
+    return replace(op, **changes)
