@@ -3,7 +3,7 @@
 
 tables: curve and working-set rows and their plain-text tables; as_text: the two text reports;
 as_json: the two JSON objects; as_csv: the curve as CSV; caveats: the caveats every report carries;
-policy_gap: Belady MIN beside LRU (`--opt`), as JSON and text. (ranks and tiers: their own parts.)
+policy_gap: Belady MIN beside LRU (`--opt`), as JSON and text.
 """
 
 from kvset.report.as_csv import curve_csv, curve_rows_csv
