@@ -99,6 +99,19 @@ def run_sampling_benchmark(trace: BenchTrace, cpu: int | None) -> tuple[list[str
         return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
 
 
+def run_opt_benchmark(cpu: int | None, sizes: str = "1e6,1e7", heap_up_to: str = "1e6") -> tuple[list[str], list | None]:
+    """Belady MIN's one pass against the LRU analyzer and MIN heap replays (benchmarks/opt_bench.py),
+    same core; the heap replays on the smaller trace only (on 1e7 accesses each takes about a minute)."""
+    with tempfile.TemporaryDirectory(prefix="kvset-bench-opt-") as tmp:
+        out = Path(tmp) / "opt.json"
+        cmd = [sys.executable, "-m", "benchmarks.opt_bench", "--sizes", sizes, "--heap-up-to", heap_up_to,
+               "--json", str(out)] + ([] if cpu is None else ["--cpu", str(cpu)])  # fmt: skip
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not out.exists():
+            return [f"opt_bench.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"], None
+        return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
+
+
 def run_parse_benchmark(cpu: int | None, accesses: int) -> list[str]:
     """The trace readers' throughput (benchmarks/trace_parse.py), pinned to the same core."""
     script = ROOT / "benchmarks" / "trace_parse.py"
@@ -313,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-libcachesim", action="store_true", help="skip libCacheSim even if installed")
     parser.add_argument("--no-parse", action="store_true", help="skip the trace-parse throughput figures")
     parser.add_argument("--no-sampling", action="store_true", help="skip exact against sampled (benchmarks/sampling.py)")
+    parser.add_argument("--no-opt", action="store_true", help="skip Belady MIN's one pass (benchmarks/opt_bench.py)")
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.python_prefix <= 0 or args.python_prefix > args.accesses:
@@ -354,6 +368,14 @@ def main(argv: list[str] | None = None) -> int:
         for line in sampling_lines:
             print("  " + line)
 
+    opt_lines, opt = [], None
+    if not args.no_opt:
+        print("\nBelady MIN, one pass against the LRU analyzer and MIN heap replays (benchmarks/opt_bench.py, "
+              "same core):", flush=True)  # fmt: skip
+        opt_lines, opt = run_opt_benchmark(args.cpu)
+        for line in opt_lines:
+            print("  " + line)
+
     load_after = os.getloadavg()
     elapsed = time.perf_counter() - began
     print(f"\nload average {load_after[0]:.2f} at the end; whole run {elapsed:.0f} s; results in {args.json}")
@@ -372,9 +394,11 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {"analyzer": runs.analyzer, "python": runs.python, "libcachesim": runs.libcachesim},
         "trace_parse": parse_lines,
         "sampling": sampling,
+        "opt": opt,
         "seconds": elapsed,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     ok = checks["python_histogram_equals_analyzer"] and checks["analyzer_hits_stable"]
+    ok &= opt is None or all(same for r in opt for _, _, same in r["replays"])  # MIN's replays agree with its curve
     return 0 if ok and checks["libcachesim_hits_equal_analyzer"] is not False else 1

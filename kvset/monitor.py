@@ -25,7 +25,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
+from kvset.core.curve import HitRateCurve
+from kvset.core.opt import opt_histogram
 from kvset.formats.record import TraceRecorder
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter, Rejection
@@ -41,6 +44,8 @@ FUTURE_TOLERANCE_SECONDS = 300.0
 MAX_EVENTS = 200
 ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
+OPT_WAITING = "Belady MIN: once the whole trace is replayed"
+OPT_COMPUTING = "Belady MIN: computing the whole trace's curve…"
 
 
 class _Finished:
@@ -58,8 +63,12 @@ class Monitor:
         builder: SnapshotBuilder,
         interval: float = 1.0,
         recorder: TraceRecorder | None = None,
+        opt: bool = False,
     ) -> None:
-        """recorder: saves every delivered access as a trace file (closed when the monitor stops)."""
+        """recorder: saves every delivered access as a trace file (closed when the monitor stops);
+        opt: keep a copy of every access analyzed and, once every source has finished (a whole trace
+        file), compute Belady MIN's curve of them here, in the pipeline thread, for every later
+        snapshot (kvset.core.opt; 12-16 bytes an access until then)."""
         if not sources:
             raise ValueError("a monitor needs at least one source")
         self.sources = list(sources)
@@ -87,6 +96,9 @@ class Monitor:
         self._queued_lock = threading.Lock()
         self._queued = [0] * len(self.sources)
         self._queued_accesses = [0] * len(self.sources)
+        self._opt_stream = AnalyzedStream(analyzer.order, analyzer.block_tokens or 1) if opt else None
+        self._opt_curve: HitRateCurve | None = None
+        self._opt_note: str | None = OPT_WAITING if opt else None
 
     # -- source threads ----------------------------------------------------
     def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
@@ -174,6 +186,8 @@ class Monitor:
             return
         for rank, part in batch.by_rank():
             self._rank_analyzer(rank).feed_batch(part)
+        if self._opt_stream is not None:
+            self._opt_stream.add(batch)
         if self.recorder is not None:
             self.recorder.write(batch)
         self._rate_window.append((time.monotonic(), len(batch)))
@@ -296,6 +310,8 @@ class Monitor:
             engine_history=tuple(self._engine_history),
             engine_model=self.engine_model if self.engine_model.updates else None,
             ranks=self.rank_analyzers,
+            opt_curve=self._opt_curve,
+            opt_note=self._opt_note,
         )
         self._changed = False
         for listener in self._listeners:
@@ -313,6 +329,10 @@ class Monitor:
         try:
             while not stop.is_set():
                 self._drain(min(0.1, self.interval))
+                if self._opt_stream is not None and self.all_finished:
+                    self._opt_note = OPT_COMPUTING
+                    publish(self.snapshot())  # say so first: a long trace takes a while
+                    self._finish_opt()
                 now = time.monotonic()
                 if now - last >= self.interval and (self._changed or now - last >= HEARTBEAT_SECONDS):
                     publish(self.snapshot())
@@ -337,7 +357,27 @@ class Monitor:
             self._drain(0.0)
             self._join()
             self._drain(0.0)
+        if self._opt_stream is not None:
+            self._finish_opt()
         return self.snapshot()
+
+    def _finish_opt(self) -> None:
+        """Belady MIN's curve of every access analyzed, once: only when the sources read their whole
+        input (MIN needs the future of every access); the copy of the accesses is let go after."""
+        stream, self._opt_stream = self._opt_stream, None
+        self._changed = True
+        if stream is None:
+            return
+        if not all(h.finished for h in self._health):  # stopped (a --duration, a quit) before its end
+            self._opt_note = "Belady MIN not computed: the trace was not read to its end"
+        elif any(h.state.startswith("failed") for h in self._health):
+            self._opt_note = "Belady MIN not computed: the trace could not be read to its end"
+        elif not len(stream):
+            self._opt_note = "Belady MIN not computed: no block access"
+        else:
+            keys, tokens = stream.arrays()
+            self._opt_curve = opt_histogram(keys, tokens).curve()
+            self._opt_note = None
 
     def _join(self) -> None:
         for t in self._threads:

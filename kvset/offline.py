@@ -10,8 +10,10 @@ from queue import Full, Queue
 
 import numpy as np
 
+from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import DEFAULT_HORIZON, Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.opt import OptHistogram, opt_histogram
 from kvset.formats import read_trace
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
 from kvset.rejects import RejectCounter
@@ -41,6 +43,7 @@ class AnalysisResult:
     analyzer: Analyzer
     curve: HitRateCurve
     analyze_seconds: float
+    opt: OptAnalysis | None = None  # Belady MIN's curve of the same stream, when asked for (--opt)
 
     @property
     def accesses(self) -> int:
@@ -164,36 +167,44 @@ def _analyze_whole(stream: TraceStream, summary: InputSummary, horizon: int, ord
     return result
 
 
-def verify_capacities(curve: HitRateCurve, targets: Iterable[float] = DEFAULT_TARGETS, n: int = 20) -> list[int]:
-    """20 log-spaced capacities plus the working-set capacities of the targets (both modes)."""
+def verify_capacities(curve: HitRateCurve, targets: Iterable[float] = DEFAULT_TARGETS, n: int = 20,
+                      also: Iterable[HitRateCurve] = ()) -> list[int]:  # fmt: skip
+    """20 log-spaced capacities plus the working-set capacities of the targets (both modes), of `curve`
+    and of the curves `also` given (Belady MIN's), each with the capacity just below it; all within
+    `curve`'s horizon."""
+    targets = list(targets)
     caps = set(int(c) for c in curve.log_capacities(n))
-    for t in targets:
-        for mode in ("coverage", "absolute"):
-            ws = curve.working_set(t, mode=mode)
-            if ws:
-                caps.add(ws)
-                if ws > 1:
-                    caps.add(ws - 1)  # the capacity just short of the target must miss it
+    for c in [curve, *also]:
+        for t in targets:
+            for mode in ("coverage", "absolute"):
+                ws = c.working_set(t, mode=mode)
+                if ws:
+                    caps.add(ws)
+                    if ws > 1:
+                        caps.add(ws - 1)  # the capacity just short of the target must miss it
     return sorted(c for c in caps if 1 <= c <= curve.horizon)
 
 
 def keys_in_analyzed_order(batches: Iterable[AccessBatch], order: str) -> tuple[np.ndarray, np.ndarray]:
     """The access stream exactly as the analyzer sees it (reverse order applied), for the naive replay."""
-    from kvset.core.naive import reverse_within_requests
-
-    keys, tokens = [], []
+    stream = AnalyzedStream(order)
     for b in batches:
-        k = np.asarray(b.keys, dtype=np.uint64)
-        t = (
-            np.asarray(b.tokens, dtype=np.int64)
-            if b.tokens is not None
-            else np.full(len(k), b.block_tokens or 1, dtype=np.int64)
-        )
-        if order == "reverse" and b.request_starts is not None and len(b.request_starts):
-            perm = np.array(reverse_within_requests(range(len(k)), list(b.request_starts)), dtype=np.int64)
-            k, t = k[perm], t[perm]
-        keys.append(k)
-        tokens.append(t)
-    if not keys:
-        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    return np.concatenate(keys), np.concatenate(tokens)
+        stream.add(b)
+    return stream.arrays()
+
+
+@dataclass
+class OptAnalysis:
+    """Belady MIN's curve of a whole access stream (kvset.core.opt), and what it took."""
+
+    histogram: OptHistogram
+    curve: HitRateCurve
+    seconds: float
+
+
+def opt_analysis(batches: Iterable[AccessBatch], order: str) -> OptAnalysis:
+    """MIN's stack distances of the stream, in the order the analyzer takes it, in one pass."""
+    t0 = time.perf_counter()
+    keys, tokens = keys_in_analyzed_order(batches, order)
+    histogram = opt_histogram(keys, tokens)
+    return OptAnalysis(histogram, histogram.curve(), time.perf_counter() - t0)

@@ -131,6 +131,13 @@ def plus_minus_points(x: float | None, digits: int = 1, missing: str = MISSING) 
     return f"±{100.0 * x:.{digits}f} pt"
 
 
+def times(x: float | None, digits: int = 2, missing: str = MISSING) -> str:
+    """How many times one quantity is another: 2.125 -> "2.13x"."""
+    if _unknown(x):
+        return missing
+    return f"{x:.{digits}f}x"
+
+
 def target_label(t: float, mode: str | None = None) -> str:
     """0.95 -> "95 %"; 0.999 -> "99.9 %"; with its mode: "99.9 % cov", "70 % abs"."""
     pct = f"{100.0 * t:.3f}".rstrip("0").rstrip(".")

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--theme", choices=available_themes(), default=None,
                     help="colour theme from themes/*.toml (default dark; NO_COLOR selects mono)")  # fmt: skip
     ui.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
-    ui.add_argument("--window", choices=WINDOW_LABELS, default="5m", help="initial window (w cycles)")
+    ui.add_argument("--window", choices=WINDOW_LABELS, default=None,
+                    help="initial window (w cycles; default 5m, all with --opt: MIN's curve is of all time)")  # fmt: skip
     ui.add_argument("--units", choices=UNITS, default="blocks", help="initial capacity unit (u cycles)")
     ui.add_argument("--linear", action="store_true", help="start with a linear capacity axis (l toggles)")
     ui.add_argument("--export-dir", type=Path, default=Path("exports"), metavar="DIR",
@@ -56,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--keymap", type=Path, metavar="FILE",
                     help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"')  # fmt: skip
     return parser
+
+
+def initial_window(args: argparse.Namespace) -> str:
+    """The window the app opens on: --window, else 5 minutes, or all time with --opt (MIN's curve is of
+    the whole trace, so its working sets are in that window only)."""
+    return args.window or ("all" if args.opt else "5m")
 
 
 def print_once(snapshot: Snapshot, as_json: bool, out=None, as_csv: bool = False) -> None:
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR if failures else 0
     from kvset_tui.app import KvsetTopApp
 
-    view = ViewState(window=args.window, unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
+    view = ViewState(window=initial_window(args), unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
     app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir, keymap=keymap)
     try:
         code = app.run(mouse=not args.no_mouse)

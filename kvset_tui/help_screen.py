@@ -65,6 +65,13 @@ PANELS = (
      "Each source: connected (●), not (○) or finished (◼), its state, the age of its last data, accesses "
      "delivered and input rejected (with the main reason). Then the ingest rate (accesses per wall-clock "
      "second), window, units, axis, targets, horizon and PAUSED."),
+    ("MIN (--opt)",
+     "With --replay FILE --opt, once the whole file has been replayed: • the curve of Belady MIN (on a miss "
+     "with a full cache, evict the block used again farthest ahead; it needs the future, so only a whole "
+     "file has it), all time, computed in one pass. MIN is never below LRU at any capacity, so the gap "
+     "between the curves is what LRU's policy costs, not the capacity: the working sets' MIN column is the "
+     "smallest capacity at which MIN reaches the same target (all window), and their bottom line compares "
+     "both hit rates at the engine's pool or --capacity."),
 )  # fmt: skip
 
 

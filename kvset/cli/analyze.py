@@ -9,11 +9,13 @@ import sys
 from kvset.cli.flags import (
     add_analysis_arguments,
     add_capacities_argument,
+    add_capacity_argument,
     add_csv_argument,
     add_input_arguments,
     add_json_argument,
     add_kv_dtype_argument,
     add_model_argument,
+    add_opt_argument,
     add_override_arguments,
     add_reserve_arguments,
     add_sampling_arguments,
@@ -28,7 +30,7 @@ from kvset.core.tiers import plan_tiers, tier_blocks
 from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
-from kvset.offline import analyze_batches
+from kvset.offline import analyze_batches, opt_analysis
 from kvset.quantities import parse_fractions, parse_sizes
 from kvset.report.as_csv import curve_rows_csv
 from kvset.report.as_json import analysis_json
@@ -45,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target_mode_argument(p)
     add_capacities_argument(p)
     add_tier_arguments(p)
+    add_opt_argument(p, "also MIN's hit rates and working sets, and how far LRU is from it")
+    add_capacity_argument(p, "with --opt: the cache size (blocks) to give the policy gap at, beside the knee")
     p.add_argument("--bytes-per-token", type=int, metavar="N",
                    help="full-attention KV bytes per token, to show capacities in GiB")  # fmt: skip
     add_model_argument(p)
@@ -65,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("give --model or --bytes-per-token, not both")
         if args.json and args.csv:
             raise ValueError("give --json or --csv, not both")
+        if args.capacity is not None and not args.opt:
+            raise ValueError("--capacity needs --opt (the policy gap at that capacity)")
+        if args.opt and (args.sample is not None or args.sample_size is not None):
+            raise ValueError("--opt compares MIN with the exact LRU curve: not with --sample or --sample-size")
         geometry = geometry_from_args(args.model, args) if args.model else None
         sized = bool(args.model or args.bytes_per_token)
         capacities = parse_sizes(args.capacities, "capacity") if args.capacities else None
@@ -72,10 +80,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
                              "give --model or --bytes-per-token")  # fmt: skip
         tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
-        batches, summary = load_input(args, stream=True)
+        # MIN takes the stream a second time, so with --opt the trace is read whole, not streamed once
+        batches, summary = load_input(args, stream=not args.opt)
         # a streamed trace is read while it is analysed: its read errors surface here
         result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order,
                                  sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
+        if args.opt and result.accesses:
+            result.opt = opt_analysis(batches(), args.order)
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
@@ -106,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
     report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block, geometry=geometry,
-                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan)  # fmt: skip
+                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan,
+                           gap_capacity=args.capacity)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.csv:

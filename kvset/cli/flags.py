@@ -125,6 +125,13 @@ def add_sampling_arguments(p: Parser) -> None:
                         "independent estimate")  # fmt: skip
 
 
+def add_opt_argument(p: Parser, meaning: str) -> None:
+    """--opt: Belady MIN's curve beside LRU's, from one pass over a whole trace file (never a live source)."""
+    p.add_argument("--opt", action="store_true",
+                   help=f"{meaning}; Belady MIN (a policy with foresight) at every capacity, from one offline "
+                        "pass: needs a whole trace file, not a live source")  # fmt: skip
+
+
 def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
     """--targets, read with kvset.quantities.parse_fractions when the command runs."""
     p.add_argument("--targets", default=_fractions_text(DEFAULT_COVERAGE_TARGETS), metavar="T1,T2,..",
@@ -157,9 +164,9 @@ def add_tier_arguments(p: Parser) -> None:
                         "or percentage, coverage or absolute as --target-mode)")  # fmt: skip
 
 
-def add_capacity_argument(p: Parser) -> None:
-    p.add_argument("--capacity", type=positive_int, metavar="BLOCKS",
-                   help="capacity for the thrashing and churn panels when the engine reports none")  # fmt: skip
+def add_capacity_argument(p: Parser, meaning: str = "capacity for the thrashing and churn panels (and --opt's "
+                          "policy gap) when the engine reports none") -> None:  # fmt: skip
+    p.add_argument("--capacity", type=positive_int, metavar="BLOCKS", help=meaning)
 
 
 def add_json_argument(p: Parser, meaning: str = "print one JSON object instead of text") -> None:
@@ -370,6 +377,9 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_target_mode_argument(ana)
     add_capacity_argument(ana)
     add_tier_arguments(ana)
+    if not service:
+        add_opt_argument(ana, "with --replay FILE: MIN's curve, working sets and its gap to LRU, once the whole "
+                              "file has been replayed")  # fmt: skip
     ana.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
                      help="refresh interval (default 1)")  # fmt: skip
 
@@ -380,7 +390,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_override_arguments(p)
 
     if service:
-        p.set_defaults(once=False, json=False, csv=False, duration=None)
+        p.set_defaults(once=False, json=False, csv=False, duration=None, opt=False)
         return
     once = p.add_argument_group("one-shot report")
     once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")

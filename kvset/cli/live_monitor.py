@@ -91,6 +91,21 @@ def check_flags(args: argparse.Namespace) -> None:
         tier_request_from_args(args, bytes_known=bool(args.model))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    check_opt_flags(args)
+
+
+def check_opt_flags(args: argparse.Namespace) -> None:
+    """--opt reads the future of every access: a whole trace file, never a live source."""
+    if not args.opt:
+        return
+    live = [flag for flag, given in (("--events", args.events), ("--log", args.log), ("--metrics", args.metrics),
+                                     ("--demo", args.demo), ("--follow", args.follow)) if given]  # fmt: skip
+    if live or not args.replay:
+        given = f"{' and '.join(live)} {'is' if len(live) == 1 else 'are'} live" if live else "no trace was given"
+        raise UsageError(f"--opt needs the whole trace in advance (Belady MIN evicts the block used again farthest "
+                         f"ahead): {given}; give --replay FILE alone, or kvset analyze FILE --opt")  # fmt: skip
+    if args.sample is not None or args.sample_size is not None:
+        raise UsageError("--opt compares MIN with the exact LRU curve: not with --sample or --sample-size")
 
 
 def build_monitor(args: argparse.Namespace) -> Monitor:
@@ -129,7 +144,8 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
             raise UsageError(str(e)) from None
         except OSError as e:
             raise UsageError(f"cannot record to {args.record}: {e.strerror or e}") from None
-    return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder)
+    return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder,
+                   opt=args.opt)  # fmt: skip
 
 
 def source_failure(health: SourceHealth) -> str | None:

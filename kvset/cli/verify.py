@@ -1,4 +1,5 @@
-"""`kvset verify`: the one-pass curve against a naive LRU replay per capacity."""
+"""`kvset verify`: the one-pass curve against a naive LRU replay per capacity; with --opt also Belady
+MIN's one-pass curve against a heap replay of MIN per capacity."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from kvset.cli.flags import (
     add_analysis_arguments,
     add_input_arguments,
     add_json_argument,
+    add_opt_argument,
     add_targets_argument,
 )
 from kvset.cli.inputs import InputError, load_input
-from kvset.core.naive import naive_curve
+from kvset.core.curve import HitRateCurve
+from kvset.core.naive import naive_curve, naive_min_curve
 from kvset.formats import TraceError
-from kvset.offline import analyze_batches, keys_in_analyzed_order, verify_capacities
+from kvset.offline import analyze_batches, keys_in_analyzed_order, opt_analysis, verify_capacities
 from kvset.quantities import parse_fractions
 from kvset.report.tables import format_table, percent_cell
 
@@ -29,8 +32,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_arguments(p)
     add_analysis_arguments(p)
     add_targets_argument(p, "working-set targets to check")
+    add_opt_argument(p, "also check MIN's one-pass curve against MIN replayed with a heap at the same capacities "
+                        "(and MIN's own working sets)")  # fmt: skip
     add_json_argument(p)
     p.set_defaults(func=run)
+
+
+def _compare(curve: HitRateCurve, naive: dict[int, tuple[int, int]], caps: list[int]) -> tuple[list[dict], bool]:
+    """The one-pass hits against the replay's at each capacity, and whether all of them agree."""
+    rows, identical = [], True
+    for c in caps:
+        one_b, one_t = curve.hits(c, "blocks"), curve.hits(c, "tokens")
+        nb, nt = naive[c]
+        same = (one_b, one_t) == (nb, nt)
+        identical &= same
+        rows.append({"capacity_blocks": c, "one_pass_hits": one_b, "naive_hits": nb,
+                     "one_pass_token_hits": one_t, "naive_token_hits": nt, "identical": same})  # fmt: skip
+    return rows, identical
+
+
+def _table(rows: list[dict], n: int, policy: str, replay: str) -> str:
+    cells = [
+        [f"{r['capacity_blocks']:,}", percent_cell(r["one_pass_hits"] / n), percent_cell(r["naive_hits"] / n),
+         f"{r['one_pass_hits']:,}", f"{r['naive_hits']:,}", f"{r['one_pass_token_hits']:,}",
+         f"{r['naive_token_hits']:,}", "" if r["identical"] else "DIFFERS"]
+        for r in rows
+    ]  # fmt: skip
+    return format_table(["capacity (blocks)", "one-pass hit rate", f"{replay} {policy} hit rate", "one-pass hits",
+                         f"{replay} hits", "one-pass token hits", f"{replay} token hits", ""], cells)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,35 +74,42 @@ def run(args: argparse.Namespace) -> int:
         print("kvset verify: no block access in the input", file=sys.stderr)
         return 2
     curve = result.curve
-    caps = verify_capacities(curve, targets)
+    opt = opt_analysis(batches(), args.order) if args.opt else None
+    # with MIN: its own working sets (and the capacity just below each) are checked too
+    caps = verify_capacities(curve, targets, also=[opt.curve] if opt is not None else ())
     keys, tokens = keys_in_analyzed_order(batches(), args.order)
+    keys, tokens = keys.tolist(), tokens.tolist()
     t0 = time.perf_counter()
-    naive = naive_curve(keys.tolist(), caps, tokens.tolist())
+    rows, identical = _compare(curve, naive_curve(keys, caps, tokens), caps)
     naive_seconds = time.perf_counter() - t0
-    rows, identical = [], True
-    for c in caps:
-        one_b, one_t = curve.hits(c, "blocks"), curve.hits(c, "tokens")
-        nb, nt = naive[c]
-        same = (one_b, one_t) == (nb, nt)
-        identical &= same
-        rows.append({"capacity_blocks": c, "one_pass_hits": one_b, "naive_hits": nb,
-                     "one_pass_token_hits": one_t, "naive_token_hits": nt, "identical": same})  # fmt: skip
+    checked = {}
+    if opt is not None:
+        t0 = time.perf_counter()
+        opt_rows, opt_identical = _compare(opt.curve, naive_min_curve(keys, caps, tokens), caps)
+        heap_seconds = time.perf_counter() - t0
+        # MIN hits at least what LRU hits at every capacity: the one-pass curves must say so too
+        never_below = all(o["one_pass_hits"] >= r["one_pass_hits"] for o, r in zip(opt_rows, rows, strict=True))
+        checked = {"capacities": opt_rows, "identical": opt_identical, "never_below_lru": never_below,
+                   "one_pass_seconds": opt.seconds, "naive_seconds": heap_seconds}  # fmt: skip
+    n = result.accesses
     if args.json:
-        print(json.dumps({"input": summary.name, "accesses": result.accesses, "capacities": rows,
-                          "identical": identical, "one_pass_seconds": result.analyze_seconds,
-                          "naive_seconds": naive_seconds}, indent=2))  # fmt: skip
+        print(json.dumps({"input": summary.name, "accesses": n, "capacities": rows, "identical": identical,
+                          "one_pass_seconds": result.analyze_seconds, "naive_seconds": naive_seconds,
+                          "opt": checked or None}, indent=2))  # fmt: skip
     else:
-        n = result.accesses
-        table = [
-            [f"{r['capacity_blocks']:,}", percent_cell(r["one_pass_hits"] / n), percent_cell(r["naive_hits"] / n),
-             f"{r['one_pass_hits']:,}", f"{r['naive_hits']:,}", f"{r['one_pass_token_hits']:,}",
-             f"{r['naive_token_hits']:,}", "" if r["identical"] else "DIFFERS"]
-            for r in rows
-        ]  # fmt: skip
         print(f"kvset verify: {summary.name} ({n:,} accesses, order {args.order}, horizon {args.horizon:,})")
-        print(format_table(["capacity (blocks)", "one-pass hit rate", "naive LRU hit rate", "one-pass hits",
-                            "naive hits", "one-pass token hits", "naive token hits", ""], table))  # fmt: skip
+        print(_table(rows, n, "LRU", "naive"))
         print(f"one pass: {result.analyze_seconds:.3f} s for every capacity; "
               f"naive: {naive_seconds:.2f} s for {len(caps)} capacities")  # fmt: skip
         print(f"identical at every capacity: {'yes' if identical else 'no'}")
-    return 0 if identical else 1
+        if checked:
+            yes = {True: "yes", False: "no"}
+            print()
+            print("Belady MIN: the one-pass OPT curve against MIN replayed with a heap of next uses, per capacity")
+            print(_table(checked["capacities"], n, "MIN", "heap"))
+            print(f"MIN one pass: {checked['one_pass_seconds']:.3f} s for every capacity; "
+                  f"heap: {checked['naive_seconds']:.2f} s for {len(caps)} capacities")  # fmt: skip
+            print(f"MIN identical at every capacity: {yes[checked['identical']]}")
+            print(f"MIN >= LRU at every capacity: {yes[checked['never_below_lru']]}")
+    ok = identical and (not checked or (checked["identical"] and checked["never_below_lru"]))
+    return 0 if ok else 1

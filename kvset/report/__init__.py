@@ -2,7 +2,8 @@
 `kvset analyze`, `kvset-top --once` and the app's export.
 
 tables: curve and working-set rows and their plain-text tables; as_text: the two text reports;
-as_json: the two JSON objects; as_csv: the curve as CSV; caveats: the caveats every report carries.
+as_json: the two JSON objects; as_csv: the curve as CSV; caveats: the caveats every report carries;
+policy_gap: Belady MIN beside LRU (`--opt`), as JSON and text.
 """
 
 from kvset.report.as_csv import curve_csv, curve_rows_csv

@@ -4,7 +4,8 @@ One row per capacity, the same capacities as the text tables (kvset.report.table
 the knee included), hit rates as fractions, and a `knee` column that is 1 on the knee's row. Sizes
 in bytes and GiB are filled with a model and empty without one. `estimate` is 1 on the rows of a
 sampled analyzer's curve, with its error bounds (2 standard errors) where the sample gives them. A snapshot's CSV can hold several
-windows, one after the other, named in the `window` column.
+windows, one after the other, named in the `window` column. `opt_block_hit_rate` and `opt_token_hit_rate`
+are Belady MIN's hit rates at the row's capacity (`--opt`; all-time rows only), empty without it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Iterable
 from kvset.report.tables import report_curve_rows
 
 COLUMNS = ("window", "capacity_blocks", "capacity_tokens", "capacity_bytes", "capacity_gib", "block_hit_rate",
-           "token_hit_rate", "knee", "estimate", "block_hit_rate_error", "token_hit_rate_error")  # fmt: skip
+           "token_hit_rate", "knee", "estimate", "block_hit_rate_error", "token_hit_rate_error",
+           "opt_block_hit_rate", "opt_token_hit_rate")  # fmt: skip
 
 
 def curve_rows_csv(rows: Iterable[dict], knee: int | None, window: str = "all", header: bool = True,
@@ -40,6 +42,7 @@ def curve_csv(snapshot, windows: Iterable[str] = ("all",)) -> str:
     for i, window in enumerate(dict.fromkeys(windows)):
         c = snapshot.curve(window)
         knee = c.knee() if c.accesses else None
-        rows = report_curve_rows(c, snapshot.block_tokens, snapshot.bytes_per_block, knee=knee)
+        opt = snapshot.opt_curve if window == "all" else None  # MIN's curve is of the whole trace
+        rows = report_curve_rows(c, snapshot.block_tokens, snapshot.bytes_per_block, knee=knee, opt=opt)
         parts.append(curve_rows_csv(rows, knee, window, header=i == 0, estimate=c.estimate))
     return "".join(parts)

@@ -4,6 +4,7 @@ the `e` export). Their keys are documented in the README; change them there too.
 from __future__ import annotations
 
 from kvset.core.curve import SampleInfo
+from kvset.core.policy_gap import policy_gap
 from kvset.core.sampling import METHOD
 from kvset.core.sampling_curve import ERROR_Z
 from kvset.core.tiers import TierPlan
@@ -12,6 +13,7 @@ from kvset.geometry.model import ModelGeometry
 from kvset.geometry.reserve import HybridReserve
 from kvset.offline import AnalysisResult
 from kvset.report.caveats import caveat_lines
+from kvset.report.policy_gap import opt_json, policy_gap_json
 from kvset.report.ranks import ranks_json
 from kvset.report.tables import (
     curve_rows,
@@ -64,12 +66,17 @@ def analysis_json(
     reserve: HybridReserve | None = None,
     context_from: str | None = None,
     tiers: TierPlan | None = None,
+    gap_capacity: int | None = None,
 ) -> dict:
     """What `kvset analyze --json` prints; with a geometry also the model and its hybrid reserve.
-    capacities: the curve's rows (None: the reports' default, the knee included)."""
+    capacities: the curve's rows (None: the reports' default, the knee included); with Belady MIN's
+    curve (result.opt), its hit rates and working sets beside LRU's, and the policy gap at the knee
+    and at `gap_capacity` (--capacity)."""
     a, c, s = result.analyzer, result.curve, result.input
     bt = s.block_tokens
-    knee = knee_row(c, bt, bytes_per_block)
+    opt = result.opt.curve if result.opt is not None else None
+    gap = policy_gap(c, opt, {mode: targets}, gap_capacity, "chosen") if opt is not None else None
+    knee = knee_row(c, bt, bytes_per_block, opt)
     if capacities is None:
         capacities = default_capacities(c, knee=None if knee is None else knee["capacity_blocks"])
     out = {
@@ -90,9 +97,12 @@ def analysis_json(
         "attainable_hit_rate": c.attainable("blocks"),
         "attainable_token_hit_rate": c.attainable("tokens"),
         "bytes_per_block": bytes_per_block,
-        "curve": curve_rows(c, capacities, bt, bytes_per_block),
+        "curve": curve_rows(c, capacities, bt, bytes_per_block, opt),
         "knee": knee,
-        "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block),
+        "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block,
+                                         opt_gaps=gap.for_mode(mode) if gap is not None else None),  # fmt: skip
+        "opt": opt_json(opt, result.opt.histogram.distinct_blocks, result.opt.seconds) if result.opt else None,
+        "policy_gap": policy_gap_json(gap) if gap is not None else None,
         "rejected_lines": s.rejects.total,
         "rejections": _rejections(s.rejects.summary()),
         "warnings": _rejections(s.warnings.summary()),
@@ -154,7 +164,8 @@ def snapshot_json(snapshot) -> dict:
     all_curve = s.curve("all")
     windows = {}
     for label, c in s.curves.items():
-        knee = knee_row(c, bt, bpb) if c.accesses else None
+        opt = s.opt_curve if label == "all" else None  # MIN's curve is of the whole trace
+        knee = knee_row(c, bt, bpb, opt) if c.accesses else None
         windows[label] = {
             "seconds": c.window_seconds,
             "exact": c.exact,
@@ -163,7 +174,7 @@ def snapshot_json(snapshot) -> dict:
             "tokens": c.tokens,
             "attainable_hit_rate": c.attainable("blocks"),
             "attainable_token_hit_rate": c.attainable("tokens"),
-            "curve": report_curve_rows(c, bt, bpb, knee=None if knee is None else knee["capacity_blocks"]),
+            "curve": report_curve_rows(c, bt, bpb, knee=None if knee is None else knee["capacity_blocks"], opt=opt),
             "knee": knee,
         }
     churn = s.churn
@@ -234,6 +245,9 @@ def snapshot_json(snapshot) -> dict:
         ],  # fmt: skip
         "rejected_total": s.rejected_total,
         "events": [{"at": e.at, "kind": e.kind, "text": e.text} for e in s.events],
+        "opt": opt_json(s.opt_curve, s.opt_curve.horizon) if s.opt_curve is not None else None,
+        "policy_gap": policy_gap_json(s.policy_gap) if s.policy_gap is not None else None,
+        "opt_note": s.opt_note,
         "caveats": caveat_lines(),
     }
     if s.reserve is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvset.quantities import duration, plural, points, target_label
 from kvset.report.as_json import estimate_json
 from kvset.report.caveats import caveat_lines
+from kvset.report.policy_gap import policy_gap_json, policy_gap_lines
 from kvset.report.ranks import rank_lines, ranks_json
 from kvset.report.tables import (
     NOT_KNOWN,
@@ -72,6 +73,8 @@ def analysis_text(r: dict) -> str:
         mode = ws[0]["mode"]
         explain = "share of the attainable hit rate" if mode == "coverage" else "hit rate"
         lines += ["", f"working sets ({mode}: {explain}):", working_set_table(ws, with_gib)]
+    if r.get("policy_gap") is not None:
+        lines += ["", *policy_gap_lines(r["policy_gap"])]
     if "hybrid_reserve" in r:
         m, hr = r["model"], r["hybrid_reserve"]
         lines.append(f"  capacities in GiB for {m['name']}: {m['full_attention_bytes_per_token']:,} B of full-attention "
@@ -95,10 +98,12 @@ def analysis_text(r: dict) -> str:
         lines.append(f"  note: {note}")
     sec = r["seconds"]
     rate = r["accesses"] / sec["analyze"] / 1e6 if sec["analyze"] > 0 else float("inf")
+    opt_seconds = r["opt"]["seconds"] if r.get("opt") else None
+    took = sec["read"] + sec["analyze"] + (opt_seconds or 0.0)
     lines += [
         "",
-        f"took {sec['read'] + sec['analyze']:.2f} s (read {sec['read']:.2f} s, analyze {sec['analyze']:.2f} s, "
-        f"{rate:.1f} M accesses/s)",
+        f"took {took:.2f} s (read {sec['read']:.2f} s, analyze {sec['analyze']:.2f} s, {rate:.1f} M accesses/s"
+        + (f"; Belady MIN {opt_seconds:.2f} s" if opt_seconds is not None else "") + ")",
         _caveats(),
     ]
     return "\n".join(lines)
@@ -158,9 +163,10 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         # an estimate's all-time curve has a fine grid (0.3 % steps): no note for it
         grid = "" if c.exact or c.window_seconds is None else ", log grid: lower bounds between grid points"
         grid += ", ESTIMATE" if c.estimate else ""
-        knee = knee_row(c, bt, bpb)
+        opt = s.opt_curve if window == "all" else None  # MIN's curve is of the whole trace
+        knee = knee_row(c, bt, bpb, opt)
         at = knee and knee["capacity_blocks"]
-        rows = report_curve_rows(c, bt, bpb, knee=at)
+        rows = report_curve_rows(c, bt, bpb, knee=at, opt=opt)
         lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(rows, bool(bpb), at), f"  {knee_line(knee)}"]
     ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
     if ws_rows:
@@ -170,6 +176,10 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                   " ".join(NOT_KNOWN if v is None else f"{v:,}" for v in r.trend_blocks)] for r in ws_rows]  # fmt: skip
         table = working_set_table(rows, bool(bpb), ["fits pool", "trend (blocks)"], extra)
         lines += ["", f"working sets ({mode}, {span}):", table]
+    if s.policy_gap is not None and window == "all":
+        lines += ["", *policy_gap_lines(policy_gap_json(s.policy_gap, mode))]
+    elif s.opt_note:
+        lines += ["", s.opt_note]
     th = s.thrashing.get(window)
     if th is not None:
         lines += ["", f"thrashing at {th.capacity_blocks:,} blocks ({th.capacity_source}, {span}): "

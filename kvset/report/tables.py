@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
+from kvset.core.policy_gap import CapacityGap
 from kvset.core.sampling_curve import ERROR_Z, working_set_bounds
 from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, points, target_label
 
@@ -22,10 +23,14 @@ def curve_rows(
     capacities: Iterable[int],
     block_tokens: int | None,
     bytes_per_block: int | None = None,
+    opt: HitRateCurve | None = None,
 ) -> list[dict]:
+    """One row per capacity: its sizes and the curve's hit rates there; with `opt` (Belady MIN's curve
+    of the same accesses) MIN's hit rates too."""
     caps = [int(c) for c in capacities]
     block_rates = curve.hit_rates(caps, "blocks")
     token_rates = curve.hit_rates(caps, "tokens")
+    opt_rates = (opt.hit_rates(caps, "blocks"), opt.hit_rates(caps, "tokens")) if opt is not None else None
     # an estimate's error bound at each capacity, where the sample gives one
     block_errors = curve.hit_rate_stderrs(caps, "blocks")
     token_errors = curve.hit_rate_stderrs(caps, "tokens")
@@ -37,6 +42,9 @@ def curve_rows(
             "block_hit_rate": float(br),
             "token_hit_rate": float(tr),
         }
+        if opt_rates is not None:
+            row["opt_block_hit_rate"] = float(opt_rates[0][i])
+            row["opt_token_hit_rate"] = float(opt_rates[1][i])
         if block_errors is not None and token_errors is not None:
             row["block_hit_rate_error"] = ERROR_Z * float(block_errors[i])
             row["token_hit_rate_error"] = ERROR_Z * float(token_errors[i])
@@ -56,9 +64,12 @@ def working_set_rows(
     block_tokens: int | None,
     bytes_per_block: int | None = None,
     unit: str = "blocks",
+    opt_gaps: Sequence[CapacityGap] | None = None,
 ) -> list[dict]:
+    """One row per target; with `opt_gaps` (kvset.core.policy_gap.capacity_gaps for the same targets)
+    the capacity Belady MIN needs too."""
     rows = []
-    for t in targets:
+    for i, t in enumerate(targets):
         ws = curve.working_set(t, mode=mode, unit=unit)
         row = {
             "target": t,
@@ -68,6 +79,8 @@ def working_set_rows(
             "capacity_tokens": ws * block_tokens if ws is not None and block_tokens else None,
             "reached": ws is not None,
         }
+        if opt_gaps is not None:
+            row["opt_capacity_blocks"] = opt_gaps[i].opt_blocks
         if curve.errors is not None:
             # the working sets of the curve ERROR_Z standard errors above and below the estimate
             row["capacity_blocks_low"], row["capacity_blocks_high"] = working_set_bounds(curve, t, mode, unit)
@@ -84,6 +97,7 @@ def snapshot_working_set_json(r) -> dict:
         "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
         "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
         "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
+        "opt_capacity_blocks": r.opt_capacity_blocks,
     }  # fmt: skip
 
 
@@ -94,23 +108,24 @@ def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None
 
 
 def report_curve_rows(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None,
-                      knee: int | None = None) -> list[dict]:  # fmt: skip
+                      knee: int | None = None, opt: HitRateCurve | None = None) -> list[dict]:  # fmt: skip
     """The curve rows every report shows of a curve (text, JSON and CSV alike): the default capacities
-    with the knee among them."""
+    with the knee among them; with `opt`, Belady MIN's hit rates beside LRU's."""
     if not curve.accesses:
         return []
-    return curve_rows(curve, default_capacities(curve, knee=knee), block_tokens, bytes_per_block)
+    return curve_rows(curve, default_capacities(curve, knee=knee), block_tokens, bytes_per_block, opt)
 
 
 KNEE_MEANING = f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
 
 
-def knee_row(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None) -> dict | None:
+def knee_row(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None,
+             opt: HitRateCurve | None = None) -> dict | None:  # fmt: skip
     """The curve's knee (HitRateCurve.knee) as a curve row with what it means, or None."""
     knee = curve.knee()
     if knee is None:
         return None
-    row = curve_rows(curve, [knee], block_tokens, bytes_per_block)[0]
+    row = curve_rows(curve, [knee], block_tokens, bytes_per_block, opt)[0]
     return {**row, "min_gain": KNEE_MIN_GAIN, "meaning": KNEE_MEANING}
 
 
@@ -148,9 +163,12 @@ def _count_cell(n: int | None) -> str:
 
 def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -> str:
     """The curve rows (from curve_rows) as a table: capacity in blocks, tokens, GiB; both hit rates
-    (an estimate's with their error bounds); the row at the `knee` capacity marked."""
+    (an estimate's with their error bounds; Belady MIN's beside them where the rows hold them); the row
+    at the `knee` capacity marked."""
     errors = bool(rows) and "block_hit_rate_error" in rows[0]
+    opt = bool(rows) and "opt_block_hit_rate" in rows[0]
     rates = (["block hit rate", "±", "token hit rate", "±"] if errors else ["block hit rate", "token hit rate"])
+    rates += ["MIN block hit rate", "MIN token hit rate"] if opt else []
     headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + rates
     cells = []
     for row in rows:
@@ -161,6 +179,8 @@ def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -
             line.append(percent_cell(row[f"{unit}_hit_rate"]))
             if errors:
                 line.append(plus_minus_points(row[f"{unit}_hit_rate_error"], 2, NOT_KNOWN))
+        if opt:
+            line += [percent_cell(row["opt_block_hit_rate"]), percent_cell(row["opt_token_hit_rate"])]
         if knee is not None:
             line.append("<- knee" if row["capacity_blocks"] == knee else "")
         cells.append(line)

@@ -15,6 +15,7 @@ import numpy as np
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.policy_gap import policy_gap
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
@@ -84,9 +85,13 @@ class SnapshotBuilder:
         engine_history: tuple[EngineReading, ...] = (),
         engine_model: EngineModel | None = None,
         ranks: Mapping[int, Analyzer] | None = None,
+        opt_curve: HitRateCurve | None = None,
+        opt_note: str | None = None,
     ) -> Snapshot:
         """ranks: one analyzer per data-parallel rank, fed each rank's own accesses (the monitor keeps
-        them beside `analyzer`, which is fed the merged stream); views of them need two or more."""
+        them beside `analyzer`, which is fed the merged stream); views of them need two or more.
+        opt_curve: Belady MIN's curve of the same accesses (kvset.core.opt), once the whole stream is
+        known; opt_note: what the views say while it is not (both None: MIN was not asked for)."""
         now = time.time() if now is None else now
         self._seq += 1
         cfg = self.config
@@ -99,12 +104,21 @@ class SnapshotBuilder:
         capacity, capacity_source = self._capacity(pool)
         self._sample_all_time(curves["all"], analyzer)
         reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
+        target_sets = {"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets}
+        gap = None
+        if opt_curve is not None:
+            gap = policy_gap(curves["all"], opt_curve, target_sets, capacity, capacity_source)
         rows = []
         for label, seconds in WINDOWS:
-            for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets)):
+            for mode, targets in target_sets.items():
                 trends = self._trends(analyzer, label, seconds, targets, mode)
-                for t, trend in zip(targets, trends, strict=True):
-                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend))
+                # MIN's curve is of all time: only the all-time rows have its working sets
+                opt_blocks = [None] * len(targets)
+                if gap is not None and label == "all":
+                    opt_blocks = [g.opt_blocks for g in gap.for_mode(mode)]
+                for t, trend, opt in zip(targets, trends, opt_blocks, strict=True):
+                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend,
+                                          opt))  # fmt: skip
         thrashing = {}
         if capacity:
             for label, _ in WINDOWS:
@@ -157,6 +171,9 @@ class SnapshotBuilder:
             pooling=pooled,
             pooling_note=pooling_note,
             sample=analyzer.sampling,
+            opt_curve=opt_curve,
+            policy_gap=gap,
+            opt_note=opt_note,
         )
 
     # -- parts ---------------------------------------------------------------
@@ -212,7 +229,8 @@ class SnapshotBuilder:
             return int(self.config.capacity_blocks), "chosen"
         return None, "none"
 
-    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, reserve, trend) -> WorkingSetRow:
+    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, reserve, trend,
+             opt_blocks: int | None = None) -> WorkingSetRow:  # fmt: skip
         ws = curve.working_set(target, mode=mode)
         tokens = ws * bt if ws is not None and bt else None
         ws_bytes = ws * bytes_per_block if ws is not None and bytes_per_block else None
@@ -234,6 +252,7 @@ class SnapshotBuilder:
             fits_pool=fits,
             fits_counts_reserve=with_reserve,
             exact=curve.exact,
+            opt_capacity_blocks=opt_blocks,
         )
 
     def _sample_all_time(self, curve: HitRateCurve, analyzer: Analyzer) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.core.curve import HitRateCurve, SampleInfo
+from kvset.core.policy_gap import PolicyGap
 from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -52,6 +53,8 @@ class WorkingSetRow:
     fits_pool: bool | None = None  # see fits_in_pool(); None when the engine's pool is unknown
     fits_counts_reserve: bool = False  # True: the hybrid reserve was added (FITS_WITH_RESERVE)
     exact: bool = True  # False for a windowed (grid) curve: an upper bound within the grid step
+    # the smallest capacity at which Belady MIN reaches the same target (all-time rows, with --opt)
+    opt_capacity_blocks: int | None = None
 
     @property
     def reached(self) -> bool:
@@ -284,6 +287,12 @@ class Snapshot:
     # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
     # count but accesses, tokens and requests is an estimate; None: measured on every block
     sample: SampleInfo | None = None
+    # with --opt (a replay of a whole file): Belady MIN's curve of every access, exact at every capacity,
+    # built once the whole file is known, and LRU's all-time curve against it (kvset.core.policy_gap);
+    # opt_note says why they are not there yet (None: --opt was not asked for)
+    opt_curve: HitRateCurve | None = None
+    policy_gap: PolicyGap | None = None
+    opt_note: str | None = None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]

@@ -1,4 +1,5 @@
-"""The hit-rate curve: LRU hit rate against capacity, all-time and the chosen window, with markers."""
+"""The hit-rate curve: LRU hit rate against capacity, all-time and the chosen window, with markers; with
+--opt also Belady MIN's all-time curve, labelled MIN."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ class PlotData:
     markers: tuple[tuple[str, float], ...]  # (target label, x) for reached working sets
     engine: tuple[float, float] | None  # (x, measured hit rate %)
     engine_capacity: float | None = None  # x of the engine's pool, drawn even without a measured rate
+    opt: CurveSeries | None = None  # Belady MIN's all-time curve (--opt), once the whole trace is known
     note: str = ""
     knee: tuple[float, float] | None = None  # (x, hit rate %) where the all-time curve's returns die
     # the engine model's prediction, drawn on the curve at the pool's effective capacity: (x, hit rate %)
@@ -54,6 +56,7 @@ class PlotData:
 # and ends past where it has nearly settled (99 %), the largest working set and the pool: a flat 0 %
 # from 1 block, or a flat tail to the horizon, would take most of the width and say nothing.
 KNEE_MARK = "●"  # on the all-time curve where doubling the capacity gains less than a point
+OPT_MARK = "•"  # MIN's curve: dots, so that it reads apart from LRU's braille line without colour
 MOVES_AT = 0.01
 SETTLES_AT = 0.99
 AXIS_MARGIN = 1.25  # the x range reaches this factor past the last thing it must show
@@ -110,6 +113,16 @@ def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str
     return CurveSeries(x=(caps * factor).tolist(), y=rates.tolist())
 
 
+def label_point(series: CurveSeries, share: float = 0.6) -> tuple[float, float] | None:
+    """Where a curve's name goes: its first point at `share` of its height (a label ending there sits
+    left of the curve, where MIN's curve has nothing but empty plot: LRU's lies to its right)."""
+    top = max(series.y, default=0.0)
+    if top <= 0:
+        return None
+    i = next(i for i, y in enumerate(series.y) if y >= share * top)
+    return series.x[i], series.y[i]
+
+
 def _knee_point(curve: HitRateCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
     """The curve's knee (HitRateCurve.knee, the same one the reports print) in display units."""
     knee = curve.knee(hit_unit(unit))  # type: ignore[arg-type]
@@ -145,7 +158,8 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine_blocks, show_engine = rank.pool_blocks, False
         if all_time.accesses == 0:
             return None
-    shown = [all_time] + ([window_curve] if window_curve is not None else [])
+    opt_curve = snapshot.opt_curve if rank is None else None  # of the merged stream only
+    shown = [all_time] + [c for c in (window_curve, opt_curve) if c is not None]
     must_show = [b for b in [engine_blocks, *(r.capacity_blocks for r in rows)] if b]
     low_blocks, top = axis_range(shown, must_show, view.log_x, snapshot.horizon)
     caps = sample_capacities(top, view.log_x, low=low_blocks)
@@ -174,6 +188,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         markers=markers,
         engine=_engine_point(snapshot, engine_x) if show_engine else None,
         engine_capacity=engine_x,
+        opt=_series(opt_curve, caps, snapshot, unit) if opt_curve is not None else None,
         knee=_knee_point(all_time, snapshot, unit),
         effective=effective,
     )
@@ -314,13 +329,16 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             return
         scale = "log" if self.view.log_x else "linear"
         rank = self.view.rank_label(self.snapshot)
-        self.border_title = (f"{rank} · " if rank else "") + f"LRU {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
+        policies = "LRU and MIN" if d.opt is not None else "LRU"
+        self.border_title = (f"{rank} · " if rank else "") + f"{policies} {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
         if d.all_time is not None:
             legend.append("⣿ all time", style=p.rich("curve_all"))
         if d.window is not None:
             legend.append(f"  · {d.window_label}", style=p.rich("curve_window"))
+        if d.opt is not None:
+            legend.append(f"  {OPT_MARK} MIN", style=p.rich("ok"))
         elif d.note:
             legend.append(f"  ({d.note})", style=p.rich("muted"))
         if d.markers:
@@ -349,6 +367,11 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.xscale("log")
         if d.window is not None:
             plt.plot(d.window.x, d.window.y, marker="·", color=p.plotext("curve_window"))
+        if d.opt is not None:
+            plt.plot(d.opt.x, d.opt.y, marker=OPT_MARK, color=p.plotext("ok"))
+            at = label_point(d.opt)
+            if at is not None:  # named on the plot too: a short screen has no legend line
+                plt.text("MIN ", at[0], at[1], color=p.plotext("ok"), alignment="right")
         if d.all_time is not None:
             plt.plot(d.all_time.x, d.all_time.y, marker="braille", color=p.plotext("curve_all"))
         for _label, x in d.markers:

@@ -1,4 +1,5 @@
-"""Working sets: for each hit-rate target, the smallest LRU capacity that reaches it."""
+"""Working sets: for each hit-rate target, the smallest LRU capacity that reaches it; with --opt also the
+smallest Belady MIN needs, and the gap between the two policies at the engine's pool (or --capacity)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from textual.widget import Widget
 from kvset import quantities as fmt
 from kvset.snapshot import Snapshot, WorkingSetRow
 from kvset.snapshot.model import FITS_WITH_RESERVE, FITS_WORKING_SET
-from kvset_tui.capacity_units import capacity_text
+from kvset_tui.capacity_units import capacity_text, hit_unit
 from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
@@ -68,6 +69,26 @@ def fits_text(fits: bool | None, palette: KvsetTheme) -> Text:
     return Text("no", style=f"bold {palette.rich('bad')}")
 
 
+OPT_ALL_TIME = "MIN: of the whole trace, in the all window (w)"
+
+
+def opt_gap_text(snapshot: Snapshot, unit: str, narrow: bool = False) -> str:
+    """With --opt: MIN's hit rate against LRU's at the engine's pool (or --capacity), else what MIN is
+    waiting for; nothing without --opt."""
+    gap = snapshot.policy_gap
+    if gap is None:
+        return snapshot.opt_note or ""
+    at = gap.at_capacity()
+    if at is None:
+        return "MIN: give --capacity for its gap at a pool" if narrow else "MIN beside LRU: give --capacity BLOCKS for the gap at a pool"
+    tokens = hit_unit(unit) == "tokens"
+    opt, lru = (at.opt_token_hit_rate, at.lru_token_hit_rate) if tokens else (at.opt_block_hit_rate, at.lru_block_hit_rate)
+    where = capacity_text(at.capacity_blocks, snapshot, unit)
+    if narrow:
+        return f"MIN {fmt.percent(opt)} · LRU {fmt.percent(lru)} @ {where}"
+    return f"@ {where}: MIN {fmt.percent(opt)} · LRU {fmt.percent(lru)} ({fmt.points(opt - lru)})"
+
+
 def ranks_subtitle(snapshot: Snapshot, view: ViewState) -> str:
     """With data-parallel ranks: the selected rank's share and pool, or the merged stream's pooling gain."""
     if not snapshot.ranks:
@@ -98,6 +119,12 @@ class WorkingSetTable(SnapshotView, Widget):
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (id(snapshot), view.window, view.unit, view.target_mode, view.rank)
 
+    @property
+    def shows_opt(self) -> bool:
+        """MIN's column: with its curve, on the merged stream (ranks have none)."""
+        snap = self.snapshot
+        return snap is not None and snap.opt_curve is not None and self.view.rank_view(snap) is None
+
     def on_data(self) -> None:
         rank = self.view.rank_label(self.snapshot)
         title = "Working sets" + (f" · {rank}" if rank else "") + f" · {self.view.target_mode}"
@@ -106,7 +133,11 @@ class WorkingSetTable(SnapshotView, Widget):
         elif self.snapshot is not None:
             title += f" · {self.view.window} window"
         self.border_title = title
-        self.border_subtitle = ranks_subtitle(self.snapshot, self.view) if self.snapshot is not None else ""
+        snap = self.snapshot
+        subtitle = ranks_subtitle(snap, self.view) if snap is not None else ""
+        if snap is not None and not subtitle:
+            subtitle = opt_gap_text(snap, self.view.effective_unit(snap), self.narrow)
+        self.border_subtitle = subtitle
 
     def render(self) -> RenderResult:
         p = self.palette
@@ -130,7 +161,12 @@ class WorkingSetTable(SnapshotView, Widget):
             table.add_column("GiB", justify="right", no_wrap=True)
         else:
             table.add_column(unit, justify="right", no_wrap=True)
-        table.add_column("trend", no_wrap=True)
+        opt = self.shows_opt
+        if opt:
+            table.add_column("MIN", justify="right", no_wrap=True)
+        trend = full or not opt  # a narrow table gives its trend column to MIN's
+        if trend:
+            table.add_column("trend", no_wrap=True)
         table.add_column("fits", justify="right", no_wrap=True)
         bound = ""
         empty = (rank.curve if rank is not None else snap.curve(window)).accesses == 0
@@ -154,11 +190,29 @@ class WorkingSetTable(SnapshotView, Widget):
                     ]
                 else:
                     cells = [Text(prefix + row_capacity_text(row, snap, unit))]
-            table.add_row(target, *cells, trend_text(row.trend_blocks, p), fits_text(row.fits_pool, p))
+            if opt:
+                cells.append(self._opt_cell(row, snap, unit if not full else "blocks"))
+            if trend:
+                cells.append(trend_text(row.trend_blocks, p))
+            table.add_row(target, *cells, fits_text(row.fits_pool, p))
         # with the tiers panel beside it, the grid-step line gives way, and on a short screen the fits rule too
         fits = fits_note(rows, short=not full) if not (self.compact and self.crowded) else None
-        notes = [note for note in (fits, bound if full and not self.crowded else "") if note]
+        elsewhere = OPT_ALL_TIME if opt and window != "all" and not self.compact else ""
+        # a short screen draws no bottom border: MIN's gap at the pool goes under the table instead
+        gap = opt_gap_text(snap, unit, self.narrow) if self.compact and rank is None else ""
+        notes = [note for note in (fits, bound if full and not self.crowded else "", elsewhere, gap) if note]
         if notes:
             muted = p.rich("muted")
             return Group(table, *(Text(n, style=muted, no_wrap=True, overflow="ellipsis") for n in notes))
         return table
+
+    def _opt_cell(self, row: WorkingSetRow, snap: Snapshot, unit: str) -> Text:
+        """The capacity MIN needs for the row's target, in `unit` (blocks in the full table)."""
+        muted = self.palette.rich("muted")
+        if row.window != "all":
+            return Text("–", style=muted)  # MIN's curve is of the whole trace only
+        if row.opt_capacity_blocks is None:
+            return Text(NOT_REACHED, style=self.palette.rich("warn"))
+        if unit == "blocks":
+            return Text(fmt.count(row.opt_capacity_blocks), style=self.palette.rich("ok"))
+        return Text(capacity_text(row.opt_capacity_blocks, snap, unit), style=self.palette.rich("ok"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvset_tui.cli import build_parser, main, print_once
+from kvset_tui.cli import build_parser, initial_window, main, print_once
 from kvset_tui.view_state import UNITS, WINDOW_LABELS
 from tests.support.paths import ROOT
 
@@ -30,7 +30,8 @@ def test_parser_has_the_display_flags_beside_the_monitor_flags():
     assert args.export_dir == Path("x")
     assert args.interval == 1.0 and args.once is False  # from kvset.cli.flags
     defaults = build_parser().parse_args([])
-    assert (defaults.theme, defaults.window, defaults.units, defaults.linear) == (None, "5m", "blocks", False)
+    assert (defaults.theme, initial_window(defaults), defaults.units, defaults.linear) == (None, "5m", "blocks", False)
+    assert initial_window(build_parser().parse_args(["--replay", "t.jsonl", "--opt"])) == "all"  # MIN's window
     assert set(WINDOW_LABELS) == {"1m", "5m", "1h", "all"} and UNITS == ("blocks", "tokens", "GiB")
 
 

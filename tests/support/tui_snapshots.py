@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import Analyzer
+from kvset.core.opt import opt_histogram
 from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
 from kvset.engine.metrics_tracker import MetricsTracker
 from kvset.formats.traces import read_trace
@@ -335,23 +337,48 @@ def replay_snapshot(seq: int | None = None) -> Snapshot:
     return _with_seq(_replay(), seq)
 
 
-@functools.cache
-def _mooncake() -> Snapshot:
-    trace = read_trace(MOONCAKE_TRACE)
-    health = SourceHealth(
+def _mooncake_replayed(trace) -> SourceHealth:
+    """The replay source's health at the end of the Mooncake trace."""
+    return SourceHealth(
         source=f"replay {MOONCAKE_TRACE.name} (as fast as possible)", kind="replay", connected=False,
         state=f"finished: {trace.accesses:,} accesses replayed", last_data_at=NOW - 1.0, received=trace.lines,
         accesses=trace.accesses, notes=tuple(trace.notes), finished=True,
     )  # fmt: skip
+
+
+@functools.cache
+def _mooncake() -> Snapshot:
+    trace = read_trace(MOONCAKE_TRACE)
     analyzer = Analyzer()
     for batch in trace.batches(1 << 16):
         analyzer.feed_batch(batch)
-    return SnapshotBuilder(SnapshotConfig()).build(analyzer, (health,), None, (), 0.0, now=NOW)
+    return SnapshotBuilder(SnapshotConfig()).build(analyzer, (_mooncake_replayed(trace),), None, (), 0.0, now=NOW)
 
 
 def mooncake_snapshot(seq: int | None = None) -> Snapshot:
     """The Mooncake FAST'25 trace (512-token blocks) replayed to its end: a real trace's curve."""
     return _with_seq(_mooncake(), seq)
+
+
+OPT_CAPACITY_BLOCKS = 10_000  # --capacity of the --opt replay: the policy gap is read there
+
+
+@functools.cache
+def _mooncake_opt() -> Snapshot:
+    trace = read_trace(MOONCAKE_TRACE)
+    analyzer, stream = Analyzer(), AnalyzedStream()
+    for batch in trace.batches(1 << 16):  # as the monitor does with --opt: each batch analyzed and kept
+        analyzer.feed_batch(batch)
+        stream.add(batch)
+    opt = opt_histogram(*stream.arrays()).curve()
+    builder = SnapshotBuilder(SnapshotConfig(capacity_blocks=OPT_CAPACITY_BLOCKS))
+    return builder.build(analyzer, (_mooncake_replayed(trace),), None, (), 0.0, now=NOW, opt_curve=opt)
+
+
+def mooncake_opt_snapshot(seq: int | None = None) -> Snapshot:
+    """`kvset-top --replay mooncake.jsonl --opt --capacity 10000` at the end of the file: Belady MIN's
+    curve of the whole trace beside LRU's, and the gap between them at the chosen capacity."""
+    return _with_seq(_mooncake_opt(), seq)
 
 
 def empty_snapshot(seq: int = 0) -> Snapshot:

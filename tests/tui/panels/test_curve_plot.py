@@ -9,6 +9,7 @@ from kvset_tui.capacity_units import to_unit
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.curve_plot import (
     MOVES_AT,
+    OPT_MARK,
     HitRateCurvePlot,
     capacity_reaching,
     line_labels,
@@ -21,6 +22,7 @@ from tests.support.tui_snapshots import (
     empty_snapshot,
     engine_snapshot,
     metrics_only_snapshot,
+    mooncake_opt_snapshot,
     mooncake_snapshot,
     panel_app,
     screen_text,
@@ -149,3 +151,31 @@ async def test_the_knee_is_marked_where_the_reports_put_it():
         text, inside = screen_text(app), "\n".join(plot_lines(app))
     assert "● knee" in text
     assert "●" in inside
+
+
+# -- Belady MIN (--opt) ----------------------------------------------------------------------------
+async def test_min_is_a_second_line_labelled_min_above_lru():
+    """The replayed file's MIN curve, read off the snapshot at the plot's capacities, never under LRU's,
+    named in the legend and on the plot (a short screen has no legend)."""
+    snap = mooncake_opt_snapshot()
+    d = plot_data(snap, ViewState(window="all"))
+    assert d.opt is not None and d.opt.x == d.all_time.x
+    assert d.opt.y == [100.0 * r for r in snap.opt_curve.hit_rates([int(x) for x in d.opt.x])]
+    assert all(o >= a for o, a in zip(d.opt.y, d.all_time.y, strict=True))
+    assert sum(o > a for o, a in zip(d.opt.y, d.all_time.y, strict=True)) > len(d.opt.y) / 2  # a real gap here
+    assert plot_data(mooncake_snapshot(), ViewState(window="all")).opt is None  # without --opt, no MIN
+    for size in SIZES:
+        app = panel_app(HitRateCurvePlot, snap, ViewState(window="all"))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            inside = "\n".join(plot_lines(app))
+            assert "MIN" in inside and OPT_MARK in inside
+            assert str(app.panel.border_title).startswith("LRU and MIN block hit rate")
+            if size == (120, 40):
+                assert f"{OPT_MARK} MIN" in str(app.panel.border_subtitle)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_curve_with_min_screenshot(snap_compare, size):
+    """The Mooncake trace replayed with --opt: LRU's curve, MIN's dotted one to its left, the knee."""
+    assert snap_compare(panel_app(HitRateCurvePlot, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size)

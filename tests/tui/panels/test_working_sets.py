@@ -8,12 +8,13 @@ import pytest
 from kvset import quantities as fmt
 from kvset.snapshot.model import FITS_WITH_RESERVE, FITS_WORKING_SET
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.working_sets import WorkingSetTable
+from kvset_tui.widgets.working_sets import OPT_ALL_TIME, WorkingSetTable
 from tests.support.tui_snapshots import (
     ENGINE_POOL_BLOCKS,
     demo_snapshot,
     empty_snapshot,
     engine_snapshot,
+    mooncake_opt_snapshot,
     panel_app,
     replay_snapshot,
     screen_text,
@@ -83,3 +84,48 @@ async def test_the_title_names_the_window_and_target_set_and_the_rows_follow_it(
 def test_working_sets_screenshot(snap_compare, size):
     """The engine with a model: blocks, tokens, GiB, trends, fits (with the reserve)."""
     assert snap_compare(panel_app(WorkingSetTable, engine_snapshot()), terminal_size=size)
+
+
+# -- Belady MIN (--opt) ----------------------------------------------------------------------------
+async def test_min_column_beside_lru_and_the_gap_at_the_chosen_capacity():
+    snap = mooncake_opt_snapshot()
+    rows = snap.working_set_rows("all", "coverage")
+    assert all(r.opt_capacity_blocks <= r.capacity_blocks for r in rows)
+    at = snap.policy_gap.at_capacity()
+    gap = f"MIN {fmt.percent(at.opt_block_hit_rate)} · LRU {fmt.percent(at.lru_block_hit_rate)}"
+    app = panel_app(WorkingSetTable, snap, ViewState(window="all"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        text = screen_text(app)
+        header = row_line(text, "target")
+        assert header.index("blocks") < header.index("MIN") < header.index("trend")
+        for r in rows:
+            cells = row_line(text, fmt.target_label(r.target, "coverage")).split()
+            assert fmt.count(r.capacity_blocks) in cells and fmt.count(r.opt_capacity_blocks) in cells
+        subtitle = str(app.panel.border_subtitle)
+        assert f"@ {fmt.count(at.capacity_blocks)} blk: {gap} ({fmt.points(at.block_gap)})" == subtitle
+        app.set_view(ViewState(window="5m"))  # MIN's curve is of the whole trace: not a 5-minute window's
+        await pilot.pause()
+        text = screen_text(app)
+        end = row_line(text, "target").index("MIN") + 2  # the column is right-aligned under its header
+        assert OPT_ALL_TIME in text and row_line(text, "95 % cov")[end - 2 : end + 1] == "  –"
+    app = panel_app(WorkingSetTable, snap, ViewState(window="all"))
+    async with app.run_test(size=(80, 24)):
+        assert f"{gap} @ {fmt.count(at.capacity_blocks)} blk" in screen_text(app)  # no bottom border there
+
+
+async def test_before_the_whole_file_is_known_the_border_says_what_min_waits_for():
+    import dataclasses
+
+    from kvset.monitor import OPT_WAITING
+
+    waiting = dataclasses.replace(replay_snapshot(), opt_note=OPT_WAITING)
+    app = panel_app(WorkingSetTable, waiting, ViewState(window="all"))
+    async with app.run_test(size=(120, 40)):
+        assert str(app.panel.border_subtitle) == OPT_WAITING
+        assert "MIN" not in row_line(screen_text(app), "target")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_working_sets_with_min_screenshot(snap_compare, size):
+    """The Mooncake trace replayed with --opt --capacity 10000: MIN's column and its gap to LRU."""
+    assert snap_compare(panel_app(WorkingSetTable, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size)

@@ -1,0 +1,38 @@
+"""benchmarks/opt_bench.py on a tiny trace, so that the OPT section of `make bench` cannot rot: it runs,
+its heap replays of MIN agree with the one-pass curve, and its report holds every contender."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.opt_bench import COVERAGE, main, measure, report_lines
+from benchmarks.trace import make_trace
+from kvset.core.naive import simulate_min
+from kvset.core.opt import opt_histogram
+
+TINY = 20_000
+
+
+def test_measure_runs_every_contender_and_its_replays_agree_with_the_curve():
+    r = measure(TINY, heap=True)
+    assert r["accesses"] == make_trace(TINY).accesses and r["distinct"] > 0
+    assert len(r["replays"]) == len(COVERAGE) and all(same for _, _, same in r["replays"])
+    assert r["opt_seconds"] > 0 and r["lru_seconds"] > 0 and r["heap_bytes"] is not None
+    # the working sets it reports are MIN's: the heap replay at one reaches what the curve says
+    trace = make_trace(TINY)
+    curve = opt_histogram(trace.keys, trace.block_tokens, request_starts=trace.request_starts).curve()
+    for target, opt_ws, lru_ws in r["working_sets"]:
+        assert opt_ws == curve.working_set(target) <= lru_ws
+    c = r["capacities"][0]
+    assert simulate_min(trace.keys.tolist(), c)[0] == curve.hits(c)
+    lines = report_lines([r, measure(2 * TINY, heap=False)], cpu=None)
+    assert any("OPT one pass" in line for line in lines) and any("projected" in line for line in lines)
+    assert any("skipped" in line for line in lines)  # the second size had no replays
+
+
+def test_main_writes_its_figures_and_exits_0_when_the_replays_agree(tmp_path, capsys):
+    out = tmp_path / "opt.json"
+    assert main(["--sizes", f"{TINY},{2 * TINY}", "--heap-up-to", str(TINY), "--no-pin", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert [len(f["replays"]) for f in figures] == [len(COVERAGE), 0]
+    assert "MIN heap replay" in capsys.readouterr().out
