@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kvset.geometry.dtypes import canonical_dtype
+from kvset.geometry.config_fields import ConfigFields, type_name
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.model import (
     ATTENTION_AND_MAMBA,
@@ -38,36 +38,6 @@ from kvset.geometry.model import (
 )
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json is a few KiB; anything this big is the wrong file
-
-# Where multimodal configs keep the language model's fields.
-_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
-
-# transformers class defaults for fields that public configs leave out (see module docstring).
-_MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    # Gemma3TextConfig: five local layers per global one; window 4096; 8 heads, 4 KV heads, head_dim 256.
-    "gemma3_text": {
-        "sliding_window_pattern": 6,
-        "sliding_window": 4096,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-    },
-    # Gemma2Config and GptOssConfig alternate local and global layers, starting with a local one.
-    "gemma2": {"sliding_window_pattern": 2, "sliding_window": 4096, "head_dim": 256},
-    "gpt_oss": {"sliding_window_pattern": 2, "sliding_window": 128, "head_dim": 64},
-    # Qwen3NextConfig: one full-attention layer in every four.
-    "qwen3_next": {"full_attention_interval": 4},
-    # JambaConfig: attention at i % 8 == 4; Mamba1 with d_state 16, d_conv 4, expand 2.
-    "jamba": {
-        "attn_layer_period": 8,
-        "attn_layer_offset": 4,
-        "mamba_d_state": 16,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-    },
-}
-# Top-level model_type of a multimodal wrapper -> the text model's type, when text_config omits it.
-_WRAPPER_TEXT_TYPES = {"gemma3": "gemma3_text"}
 
 _LAYER_TYPE_NAMES: dict[str, str] = {
     "full_attention": FULL,
@@ -103,112 +73,9 @@ _GDN_FIELDS = (
 _MAMBA_MARKERS = ("mamba_num_heads", "mamba_n_heads", "ssm_state_size", "mamba_d_state")
 
 
-def _type_name(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", float: "number"}.get(
-        type(value), type(value).__name__
-    )
-
-
-class _ConfigFields:
-    """Typed access to the language-model part of a config, naming the field in every error."""
-
-    def __init__(self, config: Mapping[str, Any], where: str):
-        if not isinstance(config, Mapping):
-            raise GeometryError(f"{where}: a config.json must hold a JSON object, got {_type_name(config)}")
-        self.top = config
-        self.where = where
-        self.section = ""
-        self.text: Mapping[str, Any] = config
-        for key in _TEXT_CONFIG_KEYS:
-            sub = config.get(key)
-            if sub is None:
-                continue
-            if not isinstance(sub, Mapping):
-                raise GeometryError(f"{where}: field '{key}' must be an object, got {_type_name(sub)}")
-            self.text, self.section = sub, key
-            break
-        model_type = self.text.get("model_type")
-        if model_type is None and self.section:
-            top_type = config.get("model_type")
-            model_type = _WRAPPER_TEXT_TYPES.get(top_type, top_type) if isinstance(top_type, str) else None
-        if model_type is not None and not isinstance(model_type, str):
-            raise GeometryError(f"{where}: field 'model_type' must be a string, got {_type_name(model_type)}")
-        self.model_type: str | None = model_type
-        self.defaults = _MODEL_TYPE_DEFAULTS.get(model_type or "", {})
-        self.notes: list[str] = []
-
-    def _label(self, name: str) -> str:
-        return f"'{self.section}.{name}'" if self.section else f"'{name}'"
-
-    def present(self, name: str) -> bool:
-        return self.text.get(name) is not None
-
-    def raw(self, name: str) -> Any:
-        value = self.text.get(name)
-        if value is None and name in self.defaults:
-            value = self.defaults[name]
-            self.notes.append(f"{name} = {value!r}: not in the config, {self.model_type} default")
-        return value
-
-    def available(self, name: str) -> bool:
-        return self.present(name) or name in self.defaults
-
-    def missing(self, name: str, why: str = "") -> GeometryError:
-        reason = f" ({why})" if why else ""
-        return GeometryError(f"{self.where}: missing field {self._label(name)}{reason}")
-
-    def int_field(self, name: str, *, why: str = "", minimum: int = 1) -> int:
-        value = self.raw(name)
-        if value is None:
-            raise self.missing(name, why)
-        return self.check_int(name, value, minimum=minimum)
-
-    def optional_int(self, name: str, *, minimum: int = 1) -> int | None:
-        value = self.raw(name)
-        return None if value is None else self.check_int(name, value, minimum=minimum)
-
-    def check_int(self, name: str, value: Any, *, minimum: int = 1) -> int:
-        # JSON writers sometimes store 128 as 128.0; accept integral floats, nothing else.
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise GeometryError(
-                f"{self.where}: field {self._label(name)} must be an integer, got {value!r} ({_type_name(value)})"
-            )
-        if value < minimum:
-            raise GeometryError(f"{self.where}: field {self._label(name)} must be >= {minimum}, got {value}")
-        return value
-
-    def first_int(self, names: tuple[str, ...], *, why: str, minimum: int = 1) -> tuple[str, int]:
-        for name in names:
-            if self.available(name):
-                value = self.raw(name)
-                if value is not None:
-                    return name, self.check_int(name, value, minimum=minimum)
-        alternatives = " or ".join(self._label(n) for n in names)
-        raise GeometryError(f"{self.where}: missing field {alternatives} ({why})")
-
-    def dtype(self, names: tuple[str, ...]) -> tuple[str, str] | None:
-        """(field, canonical dtype) of the first dtype field found in text_config, then the top level."""
-        for scope in (self.text, self.top):
-            for name in names:
-                value = scope.get(name)
-                if value is None or value == "auto":
-                    continue
-                if not isinstance(value, str):
-                    raise GeometryError(
-                        f"{self.where}: field '{name}' must be a dtype name, got {value!r} ({_type_name(value)})"
-                    )
-                try:
-                    return name, canonical_dtype(value, what=f"field '{name}'")
-                except GeometryError as exc:
-                    raise GeometryError(f"{self.where}: {exc}") from None
-        return None
-
-
 def geometry_from_config(config: Mapping[str, Any], *, name: str, source: str) -> ModelGeometry:
     """Read a parsed config.json. Raises GeometryError naming the missing or malformed field."""
-    f = _ConfigFields(config, where=source)
+    f = ConfigFields(config, where=source)
     kinds = _layer_kinds(f)
     num_layers = len(kinds)
 
@@ -294,7 +161,7 @@ def geometry_from_config(config: Mapping[str, Any], *, name: str, source: str) -
     )
 
 
-def _layer_kinds(f: _ConfigFields) -> list[str]:
+def _layer_kinds(f: ConfigFields) -> list[str]:
     """One kind per layer, from the first layout field the config has (see module docstring)."""
     declared = f.optional_int("num_hidden_layers") if f.present("num_hidden_layers") else None
 
@@ -379,7 +246,7 @@ def _layer_kinds(f: _ConfigFields) -> list[str]:
     return [FULL] * n
 
 
-def _kinds_from_list(f: _ConfigFields, field_name: str, value: Any) -> list[str]:
+def _kinds_from_list(f: ConfigFields, field_name: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not value:
         raise GeometryError(
             f"{f.where}: field {f._label(field_name)} must be a non-empty list of layer type names, got {value!r}"
@@ -396,7 +263,7 @@ def _kinds_from_list(f: _ConfigFields, field_name: str, value: Any) -> list[str]
     return kinds
 
 
-def _attention_shape(f: _ConfigFields) -> tuple[int, int]:
+def _attention_shape(f: ConfigFields) -> tuple[int, int]:
     """(KV heads, head dim) of the attention layers."""
     if f.available("num_key_value_heads") or f.available("num_kv_heads"):
         _, kv_heads = f.first_int(("num_key_value_heads", "num_kv_heads"), why="KV heads per attention layer")
@@ -426,7 +293,7 @@ def _attention_shape(f: _ConfigFields) -> tuple[int, int]:
     return kv_heads, hidden // heads
 
 
-def _gated_delta_net_state(f: _ConfigFields) -> tuple[int, int, str]:
+def _gated_delta_net_state(f: ConfigFields) -> tuple[int, int, str]:
     """Per-layer conv and recurrent state of a Gated DeltaNet layer (Qwen3-Next), as vLLM allocates it."""
     nk, nv, dk, dv, kernel = (f.int_field(n, why="linear-attention state size") for n in _GDN_FIELDS)
     conv_dim = 2 * nk * dk + nv * dv
@@ -439,7 +306,7 @@ def _gated_delta_net_state(f: _ConfigFields) -> tuple[int, int, str]:
     return conv, recurrent, text
 
 
-def _mamba_state(f: _ConfigFields) -> tuple[int, int, str]:
+def _mamba_state(f: ConfigFields) -> tuple[int, int, str]:
     """Per-layer conv and SSM state of a Mamba layer, as vLLM's MambaStateShapeCalculator sizes it."""
     heads_names = ("mamba_num_heads", "mamba_n_heads")
     if any(f.available(n) for n in heads_names):  # Mamba2: Nemotron-H, Falcon-H1, Granite-H, Bamba
@@ -528,7 +395,7 @@ def load_config_file(path: str | Path) -> tuple[dict[str, Any], Path]:
     except RecursionError:
         raise GeometryError(f"{p}: malformed JSON: nested too deeply") from None
     if not isinstance(config, dict):
-        raise GeometryError(f"{p}: a config.json must hold a JSON object, got {_type_name(config)}")
+        raise GeometryError(f"{p}: a config.json must hold a JSON object, got {type_name(config)}")
     return config, p
 
 
