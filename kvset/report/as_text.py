@@ -186,6 +186,8 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                       f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
                       f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
                       f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
+    elif t.accesses and s.thrashing.get("all") is not None:
+        lines += ["", "thrashing: judged over all time only (each data-parallel rank has its own pool)"]
     elif t.accesses:
         lines += ["", "thrashing: not judged (no cache capacity: give --capacity BLOCKS, or --metrics/--events "
                       "of an engine that reports its pool)"]  # fmt: skip

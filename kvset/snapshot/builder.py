@@ -5,7 +5,6 @@ Runs in the pipeline thread, right after the analyzer was fed; everything it ret
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from kvset.snapshot.model import (
     DEFAULT_ABSOLUTE_TARGETS,
     DEFAULT_COVERAGE_TARGETS,
     MISSES_ONLY,
+    RANK_POOL_SOURCE,
     WINDOWS,
     ChurnSeries,
     Pooling,
@@ -37,7 +37,7 @@ from kvset.snapshot.model import (
     fits_in_pool,
 )
 from kvset.snapshot.operating_point import operating_point
-from kvset.snapshot.ranks import pooling, rank_pools
+from kvset.snapshot.ranks import pooling, rank_pools, separate_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -119,13 +119,18 @@ class SnapshotBuilder:
                 for t, trend, opt in zip(targets, trends, opt_blocks, strict=True):
                     rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend,
                                           opt))  # fmt: skip
+        curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
+        rank_views, pooled, pooling_note, rank_split = self._ranks(ranks or {}, curves["all"], bt, bytes_per_block,
+                                                                   pool, curve_scope)  # fmt: skip
         thrashing = {}
-        if capacity:
+        if rank_split is not None:
+            # each rank's own pool: judged on the ranks' own curves, which are kept for all time only
+            thrashing["all"] = thrashing_at(rank_split[1], rank_split[0], RANK_POOL_SOURCE, "all")
+        elif capacity:
             for label, _ in WINDOWS:
                 if curves[label].accesses:  # a window without accesses has no misses to judge
                     thrashing[label] = thrashing_at(curves[label], capacity, capacity_source, label)
         churn = self._churn(analyzer, capacity)
-        curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
         totals = Totals(
             accesses=analyzer.accesses,
             tokens=analyzer.tokens,
@@ -136,8 +141,6 @@ class SnapshotBuilder:
             tracked_blocks=analyzer.tracked_blocks,
             late_accesses=analyzer.late_accesses,
         )
-        rank_views, pooled, pooling_note = self._ranks(ranks or {}, curves["all"], bt, bytes_per_block, pool,
-                                                       curve_scope)  # fmt: skip
         return Snapshot(
             seq=self._seq,
             taken_at=now,
@@ -162,7 +165,8 @@ class SnapshotBuilder:
             engine_history=engine_history,
             curve_scope=curve_scope,
             engine_capacity_blocks=pool,
-            operating_point=operating_point(engine, pool, bt, curves, curve_scope, engine_model),
+            operating_point=operating_point(engine, pool, bt, curves, curve_scope, engine_model,
+                                            rank_split if pool else None),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
             tiers=self._tiers(curves["all"], bytes_per_block),
@@ -192,10 +196,11 @@ class SnapshotBuilder:
 
     def _ranks(self, ranks: Mapping[int, Analyzer], merged: HitRateCurve, bt: int | None,
                bytes_per_block: int | None, engine_pool: int | None, curve_scope: str
-               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None]:  # fmt: skip
-        """Each rank's all-time view, and the pooling figures (or why there are none)."""
+               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None, tuple[int, HitRateCurve] | None]:  # fmt: skip
+        """Each rank's all-time view, the pooling figures (or why there are none), and (each rank's pool,
+        the curve of one LRU per rank) when every access is some rank's and the pool is known."""
         if len(ranks) < 2:
-            return (), None, None
+            return (), None, None, None
         cfg = self.config
         per_rank, source = rank_pools(len(ranks), engine_pool, cfg.capacity_blocks)
         views, curves = [], {}
@@ -212,12 +217,13 @@ class SnapshotBuilder:
         if unranked:
             note = (f"{unranked:,} accesses of the merged stream belong to no rank (another source): the shared "
                     "pool would see them too, so there is no like-for-like pooling figure")  # fmt: skip
-            return tuple(views), None, note
+            return tuple(views), None, note, None
         if per_rank is None:
             return tuple(views), None, ("no rank pool to compare at: give --capacity BLOCKS (each rank's pool) "
-                                        "or --metrics of the engine")  # fmt: skip
+                                        "or --metrics of the engine"), None  # fmt: skip
         pools = dict.fromkeys(curves, per_rank)
-        return tuple(views), pooling(merged, curves, pools, source, curve_scope), None
+        split = (per_rank, separate_pools(list(curves.values())))
+        return tuple(views), pooling(merged, curves, pools, source, curve_scope), None, split
 
     def _capacity(self, pool: int | None) -> tuple[int | None, str]:
         """The capacity thrashing and the churn hit rate are judged at: the engine's pool, else a chosen
@@ -340,12 +346,13 @@ class SnapshotBuilder:
 def thrashing_at(curve: HitRateCurve, capacity: int, source: str, window: str) -> Thrashing:
     """The thrashing figures of `curve` at `capacity` blocks."""
     hr = curve.hit_rate(capacity)
+    plus_10, plus_25 = -(-capacity * 110 // 100), -(-capacity * 125 // 100)  # integer ceilings: 50 -> 55, not 56
     return Thrashing(
         capacity_blocks=capacity,
         capacity_source=source,
         window=window,
         hit_rate=hr,
-        gain_10pct=curve.hit_rate(math.ceil(capacity * 1.10)) - hr,
-        gain_25pct=curve.hit_rate(math.ceil(capacity * 1.25)) - hr,
-        near_miss_share=curve.miss_share_between(capacity, math.ceil(capacity * 1.25)),
+        gain_10pct=curve.hit_rate(plus_10) - hr,
+        gain_25pct=curve.hit_rate(plus_25) - hr,
+        near_miss_share=curve.miss_share_between(capacity, plus_25),
     )

@@ -40,6 +40,7 @@ def fits_in_pool(working_set: int | None, pool: int | None, reserve: int = 0) ->
         return None
     return working_set + reserve <= pool
 
+RANK_POOL_SOURCE = "rank"  # a Thrashing capacity that is each data-parallel rank's own pool
 
 @dataclass(frozen=True)
 class WorkingSetRow:
@@ -85,7 +86,7 @@ class Thrashing:
     """Near misses at the engine's (or a chosen) capacity: the signature of a cache that thrashes."""
 
     capacity_blocks: int
-    capacity_source: str  # engine (its pool) | chosen (--capacity)
+    capacity_source: str  # engine (its pool) | chosen (--capacity) | rank (each data-parallel rank's own pool)
     window: str
     hit_rate: float
     gain_10pct: float  # hit-rate gain from +10 % capacity (absolute, 0..1)

@@ -13,6 +13,11 @@ What is exact and what is a model:
 
 The model needs the engine's hits: with KV events that report misses only (vLLM's default), the
 hit rate cannot be predicted from the events; the engine's own rate comes from /metrics.
+
+Data-parallel ranks (several --events endpoints) each have their own pool, the engine's pool split
+evenly: the LRU figure is then each rank's own curve at its own pool, summed (the merged stream's
+curve at the whole pool is what one shared pool would do: kvset.snapshot.ranks), and the model is read
+at one rank's pool, since each rank's block pool is replayed on its own.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ MISSES_ONLY_NOTE = (
     "re-stores after removal; the measured rate is the engine's own (/metrics). For the prediction, "
     'send requests with vllm_xargs {"kv_cache_report_mode": "full"} (vLLM >= 0.26)'
 )
+RANKS_NOTE = (
+    "{ranks} data-parallel ranks, each with its own pool of {pool:,} blocks (the engine's pool split evenly): "
+    "the LRU figure and the model are each rank's own at its pool; windowed LRU figures are not kept per rank"
+)
 NO_MODEL_NOTE = (
     "no hit-reporting KV events: the prediction is the LRU curve at the pool, which ignores the blocks "
     "running requests pin (give --events of an engine that reports hits for the engine model)"
@@ -45,32 +54,47 @@ def operating_point(
     curves: dict[str, HitRateCurve],
     curve_scope: str,
     engine_model: EngineModel | None = None,
+    rank_split: tuple[int, HitRateCurve] | None = None,
 ) -> OperatingPoint | None:
-    """The engine's capacity and measured hit rate beside the LRU curve and the model at that capacity."""
+    """The engine's capacity and measured hit rate beside the LRU curve and the model at that capacity.
+
+    `rank_split`: with data-parallel ranks, each rank's pool and the curve of one LRU per rank
+    (kvset.snapshot.ranks.separate_pools)."""
     if engine is None or not pool:
         return None
+    if rank_split is not None:
+        rank_pool, lru_curve = rank_split
+        ranks = max(1, pool // rank_pool) if rank_pool else 1
+        lru_by_window = dict.fromkeys(curves, None)
+        lru_by_window["all"] = lru_curve.hit_rate(rank_pool, "tokens") if lru_curve.tokens else None
+        rank_notes: tuple[str, ...] = (RANKS_NOTE.format(ranks=ranks, pool=rank_pool),)
+    else:
+        rank_pool, lru_curve, ranks = pool, curves["all"], 1
+        lru_by_window = {label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()}
+        rank_notes = ()
     base = OperatingPoint(
         capacity_blocks=pool,
         capacity_tokens=engine.capacity_tokens or (pool * block_tokens if block_tokens else None),
         measured_token_hit_rate=engine.token_hit_rate,
         measured_over_seconds=engine.hit_rate_window_s,
-        lru_by_window={label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()},
+        lru_by_window=lru_by_window,
         curve_scope=curve_scope,
         stale=engine.stale,
         label=engine.label,
+        notes=rank_notes,
     )
     if curve_scope == MISSES_ONLY:
-        return _with(base, notes=(MISSES_ONLY_NOTE,), dedupe=_dedupe(engine_model))
+        return _with(base, notes=(MISSES_ONLY_NOTE, *rank_notes), dedupe=_dedupe(engine_model))
     if engine_model is None or not engine_model.query_tokens:
-        return _with(base, notes=(NO_MODEL_NOTE,) if engine_model is None else ())
-    usable = max(1, pool - NULL_BLOCKS)
+        return _with(base, notes=((NO_MODEL_NOTE,) if engine_model is None else ()) + rank_notes)
+    usable = max(1, rank_pool - NULL_BLOCKS)
     at = engine_model.at(usable)
     return _with(
         base,
         model=MODEL_NAME,
         model_token_hit_rate=at.hit_rate,
-        effective_capacity_blocks=effective_capacity(curves["all"], engine_model, at.hit_tokens),
-        model_inputs=_inputs(engine, pool, usable, engine_model),
+        effective_capacity_blocks=effective_capacity(lru_curve, engine_model, at.hit_tokens),
+        model_inputs=_inputs(engine, pool, usable, engine_model, ranks),
         dedupe=_dedupe(engine_model),
         miss_breakdown=tuple(at.breakdown().items()),
     )
@@ -78,7 +102,7 @@ def operating_point(
 
 def effective_capacity(curve: HitRateCurve, model: EngineModel, hit_tokens: int) -> int | None:
     """The smallest LRU capacity whose token hits reach the model's at the pool (in the curve's tokens,
-    which hold no partial last blocks)."""
+    which hold no partial last blocks). With ranks, `curve` is one LRU per rank: the capacity is each one's."""
     counted = model.query_tokens - model.partial_tail_tokens
     if not curve.tokens or counted <= 0:
         return None
@@ -88,10 +112,12 @@ def effective_capacity(curve: HitRateCurve, model: EngineModel, hit_tokens: int)
     return curve.working_set(need / curve.tokens, mode="absolute", unit="tokens")
 
 
-def _inputs(engine: EngineReading, pool: int, usable: int, model: EngineModel) -> tuple[tuple[str, str], ...]:
+def _inputs(engine: EngineReading, pool: int, usable: int, model: EngineModel,
+            ranks: int) -> tuple[tuple[str, str], ...]:  # fmt: skip
     counts, state = model.counts, model.state
+    where = f"{pool:,} blocks, {usable:,} usable" if ranks == 1 else f"{pool:,} blocks over {ranks} ranks, {usable:,} usable in each"
     out = [
-        ("pool", f"{pool:,} blocks, {usable:,} usable (vLLM keeps a null block)"),
+        ("pool", f"{where} (vLLM keeps a null block)"),
         ("admissions", f"{counts.get('admitted', 0):,} lookups admitted; {counts.get('not_admitted', 0):,} "
                        f"re-reports of waiting requests dropped"),
         ("finishes", f"estimated: {state.get('finish_lag', 0)} event batches after a request's last stored block, "

@@ -15,7 +15,9 @@ all-time exact one; windows are kept for the merged stream only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from kvset.core.curve import HitRateCurve
 from kvset.snapshot.model import Pooling
@@ -31,6 +33,45 @@ def rank_pools(ranks: int, engine_pool: int | None, chosen: int | None) -> tuple
     if chosen:
         return int(chosen), "chosen"
     return None, "none"
+
+
+def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
+    """The curve of one LRU per rank, every one of the same capacity C: hits(C) = H_1(C) + ... + H_N(C).
+
+    Exact all-time curves give an exact curve (every capacity up to the largest rank's); it is what the
+    engine's ranks do with their pools, where the merged stream's curve is what one shared pool does."""
+    if all(c.exact for c in curves):  # capacities 1..n each: pad with the last value (no more hits past n)
+        n = max(len(c.capacities) for c in curves)
+        capacities = np.arange(1, n + 1, dtype=np.int64)
+        block_hits, token_hits = (sum(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits"))
+    else:
+        capacities = np.unique(np.concatenate([c.capacities for c in curves]))
+        block_hits, token_hits = (sum(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens"))
+    return HitRateCurve(
+        capacities=capacities,
+        block_hits=block_hits,
+        token_hits=token_hits,
+        accesses=sum(c.accesses for c in curves),
+        tokens=sum(c.tokens for c in curves),
+        horizon=min(c.horizon for c in curves),
+        exact=all(c.exact for c in curves),
+        beyond_horizon_blocks=sum(c.beyond_horizon_blocks for c in curves),
+        beyond_horizon_tokens=sum(c.beyond_horizon_tokens for c in curves),
+        sample=curves[0].sample,
+    )
+
+
+def _padded(hits: np.ndarray, n: int) -> np.ndarray:
+    if len(hits) == 0:
+        return np.zeros(n, dtype=np.int64)
+    return np.pad(hits.astype(np.int64, copy=False), (0, n - len(hits)), mode="edge")
+
+
+def _hits_at(curve: HitRateCurve, capacities: np.ndarray, unit: str) -> np.ndarray:
+    """curve.hits() at every one of `capacities` at once."""
+    arr = curve.block_hits if unit == "blocks" else curve.token_hits
+    i = np.searchsorted(curve.capacities, np.minimum(capacities, curve.horizon), side="right") - 1
+    return np.where(i >= 0, arr[np.maximum(i, 0)] if len(arr) else 0, 0).astype(np.int64)
 
 
 def pooling(merged: HitRateCurve, ranks: Mapping[int, HitRateCurve], pools: Mapping[int, int],

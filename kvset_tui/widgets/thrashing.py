@@ -9,15 +9,16 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from kvset import quantities as fmt
-from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, Snapshot
+from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, RANK_POOL_SOURCE, Snapshot
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
 LEVEL_LABEL = {"ok": " OK ", "warn": " WARN ", "thrashing": " THRASHING "}
 LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
-CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "--capacity"}
-CAPACITY_SOURCE_SHORT = {"engine": "pool", "chosen": "chosen"}
+CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "--capacity", RANK_POOL_SOURCE: "each rank's own pool"}
+CAPACITY_SOURCE_SHORT = {"engine": "pool", "chosen": "chosen", RANK_POOL_SOURCE: "rank pool"}
+ALL_TIME_ONLY = "judged over all time only: each data-parallel rank has its own pool (w: cycle to all)"
 NOT_JUDGED = "not judged: no cache capacity to judge at"
 NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine"
 NOT_JUDGED_HOW_SHORT = "give --capacity BLOCKS or --metrics"
@@ -57,6 +58,9 @@ class ThrashingPanel(SnapshotView, Widget):
         if snap is None or t is None:
             if snap is None or snap.totals.accesses == 0:
                 return Text("no block accesses yet", style=p.rich("muted"))
+            all_time = snap.thrashing.get("all")
+            if all_time is not None and all_time.capacity_source == RANK_POOL_SOURCE:
+                return Text(ALL_TIME_ONLY, style=p.rich("muted"))
             out = Text(NOT_JUDGED, style=p.rich("muted"))
             out.append("\n" + (NOT_JUDGED_HOW_SHORT if self.narrow else NOT_JUDGED_HOW), style=p.rich("muted"))
             return out

@@ -72,3 +72,44 @@ def test_misses_only_says_what_cannot_be_predicted():
     assert op.predicted_token_hit_rate is None and op.model is None and op.effective_capacity_blocks is None
     assert any("cannot be predicted" in n for n in op.notes)
     assert snapshot_json(snap)["operating_point"]["predicted_token_hit_rate"] is None
+
+
+def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
+    # two ranks, each its own engine with its own pool; /metrics gives the pool of both and their hit rate
+    engines = [SimEngine(USABLE), SimEngine(USABLE)]
+    runs = [e.run(agentic_requests(8, 10, sessions=3, seed=seed)) for e, seed in zip(engines, (5, 6), strict=True)]
+    tracker = KvEventTracker(["tcp://a", "tcp://b"], [None, None], RejectCounter())
+    for rank, batches in enumerate(runs):
+        for i, (step, events) in enumerate(batches):
+            frames = message(i, [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
+                             1000.0 + step / 1000)  # fmt: skip
+            tracker.published(rank, frames, now=0.0, at=0.0)
+    update = tracker.take(at=0.0, final=True)
+    merged, per_rank, model = Analyzer(), {0: Analyzer(), 1: Analyzer()}, EngineModel()
+    merged.feed_batch(update.accesses)
+    for rank, part in update.accesses.by_rank():
+        per_rank[rank].feed_batch(part)
+    model.add(0, update.engine_model)
+    measured = sum(e.hit_tokens for e in engines) / sum(e.query_tokens for e in engines)
+    pool = 2 * (USABLE + 1)
+    reading = EngineReading(at=0.0, capacity_blocks=pool, block_size=16, token_hit_rate=measured, label="vllm /metrics")
+    health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
+    snap = SnapshotBuilder(SnapshotConfig()).build(merged, (health,), reading, (), 0.0, now=0.0, engine_model=model,
+                                                   ranks=per_rank)  # fmt: skip
+    op = snap.operating_point
+    # each rank's block pool is replayed at its own size: read at the merged pool it would be far too high
+    assert op.predicted_token_hit_rate == pytest.approx(measured, abs=0.02)
+    assert model.at(pool - 1).hit_rate > measured + 0.05
+    assert "over 2 ranks, 250 usable in each" in dict(op.model_inputs)["pool"]
+    # the LRU figure is each rank's own LRU at its pool, not one shared LRU of both pools
+    own = [a.curve() for a in per_rank.values()]
+    separate = sum(c.hits(USABLE + 1, "tokens") for c in own) / sum(c.tokens for c in own)
+    assert op.lru("all") == pytest.approx(separate)
+    assert op.lru("all") != pytest.approx(snap.curve("all").hit_rate(pool, "tokens"))
+    assert any("2 data-parallel ranks" in n for n in op.notes)
+    # the effective capacity is each rank's: their own LRUs of that size hit what the model hits
+    eff = op.effective_capacity_blocks
+    assert 0 < eff < USABLE
+    tokens = sum(c.tokens for c in own)
+    need = model.at(USABLE).hit_tokens * tokens / (model.query_tokens - model.partial_tail_tokens)
+    assert sum(c.hits(eff - 1, "tokens") for c in own) < need <= sum(c.hits(eff, "tokens") for c in own)

@@ -88,3 +88,39 @@ def test_a_stream_of_one_rank_or_none_has_no_rank_views():
     assert unranked.rank_analyzers == {} and snap.ranks == () and "ranks" not in snapshot_json(snap)
     one = collect(ListSource(batches(keys, np.zeros_like(ranks))), capacity_blocks=30)
     assert one.ranks == () and one.pooling is None and one.pooling_note is None
+
+
+def test_thrashing_and_the_lru_at_the_pool_are_each_ranks_own_cache():
+    keys, ranks = two_ranks()
+    monitor = Monitor([ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig()))
+    monitor.collect()
+    engine = EngineReading(at=0.0, capacity_blocks=100, block_size=BLOCK_TOKENS, token_hit_rate=0.5)
+    snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
+    own = {c: sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1)) / len(keys) for c in (50, 55, 63)}
+    th = snap.thrashing["all"]
+    assert (th.capacity_blocks, th.capacity_source) == (50, "rank")
+    assert th.hit_rate == pytest.approx(own[50])
+    assert th.gain_10pct == pytest.approx(own[55] - own[50]) and th.gain_25pct == pytest.approx(own[63] - own[50])
+    assert set(snap.thrashing) == {"all"}  # the ranks' own curves are kept for all time only
+    op = snap.operating_point
+    assert op.lru("all") == pytest.approx(own[50])  # every access 16 tokens: tokens and blocks agree
+    assert op.lru("all") < snap.curve("all").hit_rate(100)  # one shared pool of both would hit more
+    assert any("2 data-parallel ranks, each with its own pool of 50 blocks" in n for n in op.notes)
+    assert "thrashing at 50 blocks (rank, all time)" in snapshot_text(snap)
+    assert "thrashing: judged over all time only" in snapshot_text(snap, window="1m")
+
+
+def test_one_lru_per_rank_is_the_sum_of_the_ranks_lrus_at_every_capacity():
+    from kvset.snapshot.ranks import separate_pools
+
+    keys, ranks = two_ranks(seed=4, n=2000)
+    curves = []
+    for r in (0, 1):
+        a = Analyzer()
+        a.feed(keys[ranks == r], tokens=np.full(int((ranks == r).sum()), BLOCK_TOKENS))
+        curves.append(a.curve())
+    both = separate_pools(curves)
+    for c in range(1, max(len(x.capacities) for x in curves) + 3):
+        want = sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1))
+        assert both.hits(c) == want and both.hits(c, "tokens") == want * BLOCK_TOKENS
+    assert both.accesses == len(keys) and both.exact

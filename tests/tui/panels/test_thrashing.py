@@ -7,12 +7,13 @@ import pytest
 
 from kvset import quantities as fmt
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.thrashing import NOT_JUDGED, ThrashingPanel
+from kvset_tui.widgets.thrashing import ALL_TIME_ONLY, NOT_JUDGED, ThrashingPanel
 from tests.support.tui_snapshots import (
     empty_snapshot,
     engine_snapshot,
     misses_only_snapshot,
     panel_app,
+    ranks_snapshot,
     replay_snapshot,
     screen_text,
 )
@@ -45,6 +46,19 @@ async def test_a_trace_without_a_capacity_is_not_judged_and_the_panel_says_what_
         text = screen_text(app)
     assert NOT_JUDGED in text and "--capacity BLOCKS" in text
     assert "THRASHING" not in text and " OK " not in text
+
+
+async def test_data_parallel_ranks_are_judged_at_each_ranks_own_pool_over_all_time():
+    snap = ranks_snapshot()
+    t = snap.thrashing["all"]
+    app = panel_app(ThrashingPanel, snap, ViewState(window="all"))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert f"at {t.capacity_blocks:,} blk (each rank's own pool) · block hit over all {fmt.percent(t.hit_rate)}" in text
+    app = panel_app(ThrashingPanel, snap, ViewState(window="5m"))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert ALL_TIME_ONLY in text
 
 
 async def test_no_accesses_yet():
