@@ -404,7 +404,8 @@ def main(argv=None) -> int:
     p.add_argument("--replay-port", type=int, default=0)
     p.add_argument("--metrics-port", type=int, default=0)
     p.add_argument("--subscribers", type=int, default=0, help="wait for this many SUB connections")
-    p.add_argument("--subscriber-timeout", type=float, default=60.0)
+    # kvset-top's first start after a change compiles its numba kernels: over a minute on a loaded machine
+    p.add_argument("--subscriber-timeout", type=float, default=300.0)
     p.add_argument("--steps-per-second", type=float, default=0.0, help="pace the engine (0: as fast as it goes)")
     p.add_argument("--hold", action="store_true", help="after the run keep /metrics up until stdin has a line")
     p.add_argument("--study", type=Path, help="write each request's admission, preemption and finish steps, "

@@ -278,7 +278,7 @@ def one_run(args, pool: int, mode: str, dry: dict | None) -> dict:
         with open(kv_json, "w") as kv_out, open(kv_json.with_suffix(".stderr"), "w") as kv_err:
             kv = subprocess.Popen(kcmd, stdout=kv_out, stderr=kv_err, env=kenv, cwd=str(args.out))
             t_kv = time.monotonic()
-            subscribed = read_json_line(child, "subscribed", timeout=120)
+            subscribed = read_json_line(child, "subscribed", timeout=360)
             if subscribed < subscribers:
                 raise RuntimeError(f"only {subscribed} of {subscribers} subscribers connected")
             if not args.offline:
