@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         check_exporter_flags(args)
     except UsageError as exc:
         parser.error(str(exc))
+    if args.once and args.keymap is not None:
+        parser.error("--keymap is for the full-screen app: --once has no keys")
     palette = keymap = None
     if not args.once:
         palette, keymap = _display_choices(parser, args)
@@ -133,7 +135,7 @@ def _display_choices(parser: argparse.ArgumentParser, args: argparse.Namespace):
     keymap = None
     if args.keymap is not None:
         try:
-            keymap = load_keymap(args.keymap, [b.id for b in KvsetTopApp.BINDINGS if b.id])
+            keymap = load_keymap(args.keymap, {b.id: b.key for b in KvsetTopApp.BINDINGS if b.id})
         except KeymapError as exc:
             parser.error(str(exc))
     return palette, keymap

@@ -5,13 +5,14 @@
     "kvset.window" = "W,tab"      # several keys, comma-separated
 
 Only the app's own binding ids (kvset.*) can be rebound; anything else is an error naming the
-known ids, so a typo is caught at start-up instead of silently doing nothing.
+known ids, so a typo is caught at start-up instead of silently doing nothing. A key that would then
+do two things (pause bound to q takes quit's key) is an error too.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -19,9 +20,9 @@ class KeymapError(ValueError):
     """An unusable key map file: the command line prints it as a usage error."""
 
 
-def load_keymap(path: str | Path, binding_ids: Iterable[str]) -> dict[str, str]:
-    """binding id -> key string(s), checked against the app's binding ids."""
-    known = sorted(set(binding_ids))
+def load_keymap(path: str | Path, default_keys: Mapping[str, str]) -> dict[str, str]:
+    """binding id -> key string(s), checked against the app's bindings (`default_keys`: id -> its keys)."""
+    known = sorted(default_keys)
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -36,4 +37,11 @@ def load_keymap(path: str | Path, binding_ids: Iterable[str]) -> dict[str, str]:
             raise KeymapError(f"key map {path}: {binding_id} needs a key such as \"space\" or \"ctrl+p\", "
                               f"got {keys!r}")  # fmt: skip
         keymap[binding_id] = ",".join(k.strip() for k in keys.split(","))
+    owner: dict[str, str] = {}
+    for binding_id in known:
+        for key in keymap.get(binding_id, default_keys[binding_id]).split(","):
+            if key in owner and owner[key] != binding_id:
+                raise KeymapError(f"key map {path}: {key!r} would be both {owner[key]} and {binding_id}: "
+                                  "give one of them another key")  # fmt: skip
+            owner[key] = binding_id
     return keymap

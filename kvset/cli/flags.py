@@ -99,7 +99,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"size of the demo workload (default {DEMO_ACCESSES:,})")  # fmt: skip
     add_trace_arguments(p)
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
-    add_log_arguments(p)
+    add_log_arguments(p, live=False)
 
 
 # -- the analysis ----------------------------------------------------------------------------------
@@ -264,7 +264,8 @@ def add_override_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # -- the engine sources ----------------------------------------------------------------------------
-def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+def add_log_arguments(parser: argparse.ArgumentParser, live: bool = True) -> None:
+    """The --log flags; `live`: the log is followed (kvset-top, serve), not read whole (analyze)."""
     g = parser.add_argument_group("engine log (--log)")
     g.add_argument("--log", metavar="PATH", help="a vLLM or SGLang log file (plain or .gz when read whole)")
     g.add_argument("--log-engine", choices=ENGINES, default="auto", help="which engine wrote the log")
@@ -284,7 +285,8 @@ def add_log_arguments(parser: argparse.ArgumentParser) -> None:
         default="skip",
         help="prompts with cut id lists: skip them (default) or use their first blocks",
     )
-    g.add_argument("--log-from-end", action="store_true", help="follow only what is written from now on")
+    if live:
+        g.add_argument("--log-from-end", action="store_true", help="follow only what is written from now on")
 
 
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
@@ -360,7 +362,8 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     src.add_argument("--record", metavar="FILE",
                      help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
     add_force_argument(src, "the --record file")
-    src.add_argument("--speed", type=speed, default=1.0, metavar="X",
+    # no default in the namespace: --once --replay refuses a --speed that was given (see check_flags)
+    src.add_argument("--speed", type=speed, default=argparse.SUPPRESS, metavar="X",
                      help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
     add_trace_arguments(src)
 

@@ -58,7 +58,7 @@ def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | 
         python_hash_seed=args.log_hash_seed,
         max_log_len=args.log_max_log_len,
         truncated=args.log_truncated,
-        from_end=args.log_from_end,
+        from_end=getattr(args, "log_from_end", False),  # a whole read (analyze) starts at the top
     )
 
 

@@ -46,7 +46,7 @@ def load_input(args: argparse.Namespace, stream: bool = False) -> tuple[Callable
             raise InputError("give a trace or --log, not both")
         return _load_log(args)
     if not args.trace:
-        raise InputError("no trace given: kvset analyze TRACE (or --demo, or --log PATH)")
+        raise InputError(f"no trace given: kvset {getattr(args, 'command', None) or 'analyze'} TRACE (or --demo, or --log PATH)")
     if args.trace != "-" and not Path(args.trace).exists():
         raise InputError(f"no such file: {args.trace}")
     if Path(args.trace).is_dir():

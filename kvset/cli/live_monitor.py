@@ -41,11 +41,13 @@ def check_file_input(path: str, what: str, must_exist: bool) -> None:
         raise UsageError(f"no such {what}: {path}")
 
 
+DEFAULT_SPEED = 1.0  # --speed when not given: trace seconds per second
+
 def build_sources(args: argparse.Namespace) -> list[Source]:
     sources: list[Source] = []
     if args.replay:
         check_file_input(args.replay, "trace file", must_exist=not args.follow)
-        speed = None if args.once else args.speed
+        speed = None if args.once else getattr(args, "speed", DEFAULT_SPEED)
         sources.append(ReplaySource(args.replay, speed=speed, format=args.format, block_size=args.block_size,
                                     hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed,
                                     follow=args.follow))  # fmt: skip
@@ -68,7 +70,7 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         if args.once:
             sources.append(DemoSource(speed=None, duration=ONCE_DEMO_SECONDS))
         else:
-            sources.append(DemoSource(speed=args.speed))
+            sources.append(DemoSource(speed=getattr(args, "speed", DEFAULT_SPEED)))
     return sources
 
 
@@ -84,6 +86,9 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--force needs --record FILE")
     if args.follow and not args.replay:
         raise UsageError("--follow needs --replay TRACE")
+    if args.once and hasattr(args, "speed"):
+        raise UsageError("--speed does not apply to --once: a replay is read whole and the demo plays 10 minutes of "
+                         "its traffic, as fast as they can be (leave out --speed, or --once to watch them play)")  # fmt: skip
     for path, what in ((args.replay, "trace file"), (args.log, "log file")):
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a folder: give the file itself")

@@ -24,6 +24,9 @@ def package_version() -> str:
         return kvset.__version__
 
 
+_COMMAND_PARSER = "_command_parser"  # the namespace attribute naming the subcommand's own parser
+
+
 class CommandParser(argparse.ArgumentParser):
     """argparse with one-line usage errors (see the module docstring); subcommands inherit it."""
 
@@ -32,5 +35,26 @@ class CommandParser(argparse.ArgumentParser):
 
     def add_subparsers(self, **kwargs):  # noqa: ANN003, ANN201 - argparse's own signature
         kwargs.setdefault("parser_class", CommandParser)
+        kwargs.setdefault("action", _Commands)
         return super().add_subparsers(**kwargs)
+
+    def parse_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's own signature
+        # argparse reports a subcommand's unknown flag from the top parser ("kvset: error: ..."): name
+        # the subcommand instead, whose --help lists its flags
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner = getattr(ns, _COMMAND_PARSER, None) or self
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        if hasattr(ns, _COMMAND_PARSER):
+            delattr(ns, _COMMAND_PARSER)
+        return ns
+
+
+class _Commands(argparse._SubParsersAction):
+    """Subcommands that remember which one was chosen, for CommandParser.parse_args."""
+
+    def add_parser(self, name, **kwargs):  # noqa: ANN001, ANN003, ANN201 - argparse's own signature
+        parser = super().add_parser(name, **kwargs)
+        parser.set_defaults(**{_COMMAND_PARSER: parser})
+        return parser
 

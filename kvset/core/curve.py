@@ -146,6 +146,11 @@ class HitRateCurve:
         total = self._total(unit)
         return self.attainable_hits(unit) / total if total else 0.0
 
+    def infinite_capacity_hit_rate(self, unit: Unit = "blocks") -> float:
+        """An unbounded cache's hit rate: the re-references beyond the horizon hit too (the coverage base)."""
+        total = self._total(unit)
+        return self.infinite_capacity_hits(unit) / total if total else 0.0
+
     def hit_rates(self, capacities, unit: Unit = "blocks") -> np.ndarray:
         caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
         total = self._total(unit)

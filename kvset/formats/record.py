@@ -168,7 +168,8 @@ class TraceRecorder:
 
     def close(self) -> None:
         """Finish the file: a path is renamed into place only now. A recording that holds nothing
-        does not replace a file that was there (overwrite or not): the old one is kept."""
+        writes nothing: a file that was there is kept (overwrite or not), and none is created, so that
+        running the same command again does not stop at "exists"."""
         if not self._owned:
             self._file.flush()
             return
@@ -178,7 +179,7 @@ class TraceRecorder:
         if self._raw is not None:
             self._raw.close()
         if self._tmp is not None and self.path is not None:
-            if self.requests == 0 and (self.path.exists() or self.path.is_symlink()):
+            if self.requests == 0:
                 self._tmp.unlink(missing_ok=True)
             else:
                 os.replace(self._tmp, self.path)

@@ -96,6 +96,8 @@ def analysis_json(
         "max_stack_distance": c.max_distance(),
         "attainable_hit_rate": c.attainable("blocks"),
         "attainable_token_hit_rate": c.attainable("tokens"),
+        "infinite_cache_hit_rate": c.infinite_capacity_hit_rate("blocks"),
+        "infinite_cache_token_hit_rate": c.infinite_capacity_hit_rate("tokens"),
         "bytes_per_block": bytes_per_block,
         "curve": curve_rows(c, capacities, bt, bytes_per_block, opt),
         "knee": knee,

@@ -202,6 +202,8 @@ def working_set_table(
     for i, row in enumerate(rows):
         if row["capacity_blocks"] is None:
             line = [target_label(row["target"]), "not reached", NOT_KNOWN] + ([NOT_KNOWN] if with_gib else [])
+        elif row["capacity_blocks"] == 0:  # a coverage target of no hits at all: nothing is re-read
+            line = [target_label(row["target"]), "0 (no re-references)", "0"] + (["0"] if with_gib else [])
         else:
             line = [target_label(row["target"]), f"{row['capacity_blocks']:,}", _count_cell(row["capacity_tokens"])]
             if with_gib:

@@ -126,3 +126,28 @@ def test_verify_prints_percentages_as_analyze_does(capsys):
     assert [r[1] for r in rows] == analyze_rates  # one-pass block hit rate, as analyze prints it
     assert [r[2] for r in rows] == analyze_rates  # the naive replay agrees
     assert all(rate.endswith(" %") for rate in analyze_rates)
+
+
+def test_with_the_horizon_reached_the_coverage_base_is_an_infinite_caches_hit_rate(capsys):
+    # coverage targets count the re-references beyond the horizon: the report must print that base,
+    # not only the hit rate at the horizon, or "95 % not reached" beside 42 % looks contradictory
+    _, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--json")
+    unbounded = json.loads(out)
+    _, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--json", "--horizon", "10000")
+    small = json.loads(out)
+    assert small["horizon_reached"] and small["attainable_hit_rate"] < 0.5
+    # the beyond-horizon count is the horizon's estimate (a Bloom filter): within a few blocks of the truth
+    assert small["infinite_cache_hit_rate"] == pytest.approx(unbounded["attainable_hit_rate"], abs=1e-3)
+    assert unbounded["infinite_cache_hit_rate"] == unbounded["attainable_hit_rate"]
+    _, text, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--horizon", "10000")
+    assert (f"an infinite cache: {100 * small['infinite_cache_hit_rate']:.2f} % of blocks" in text
+            and "working sets (coverage: share of an infinite cache's hit rate)" in text)  # fmt: skip
+
+
+def test_a_trace_that_rereads_nothing_says_so_instead_of_a_zero_block_working_set(capsys, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": i, "input_length": 32, "output_length": 1,
+                                         "hash_ids": [2 * i, 2 * i + 1]}) + "\n" for i in range(50)))  # fmt: skip
+    code, out, _ = run_cli(capsys, "analyze", str(trace), "--block-size", "16")
+    assert code == 0 and "attainable hit rate (infinite cache): 0.00 %" in out
+    assert out.count("0 (no re-references)") == 3  # the three coverage targets

@@ -128,8 +128,15 @@ def test_version_of_both_commands():
         ("kvset_tui", ["--speed", "0"], "kvset-top: error: argument --speed: speed must be positive"),
         ("kvset_tui", ["--speed", "-1"], "kvset-top: error: argument --speed: speed must be positive"),
         ("kvset_tui", ["--no-such-flag"], "kvset-top: error: unrecognized arguments: --no-such-flag"),
+        # --once reads a replay whole and plays a fixed stretch of the demo: a speed given would be ignored
+        ("kvset_tui", ["--once", "--demo", "--speed", "5"], "kvset-top: error: --speed does not apply to --once"),
+        ("kvset", ["analyze", "--demo", "--log-from-end"], "kvset analyze: error: unrecognized arguments: --log-from"),
         ("kvset", ["analyze", "--horizon", "x"], "kvset analyze: error: argument --horizon: "),
         ("kvset", ["frobnicate"], "kvset: error: argument COMMAND: invalid choice"),
+        # an unknown flag of a subcommand names the subcommand, whose --help lists its flags
+        ("kvset", ["analyze", "--demo", "--no-such-flag"], "kvset analyze: error: unrecognized arguments: --no-such-flag"),
+        ("kvset", ["verify", "--demo", "--no-such-flag"], "kvset verify: error: unrecognized arguments: --no-such-flag"),
+        ("kvset", ["--no-such-flag"], "kvset: error: unrecognized arguments: --no-such-flag"),
     ],
 )
 def test_a_usage_error_is_one_line_with_where_to_look(module, argv, start):
@@ -201,3 +208,8 @@ def test_a_metrics_url_that_cannot_be_polled_is_a_one_line_error():
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert "only http:// and https://" in line
+
+
+def test_verify_without_a_trace_names_itself():
+    done = run("kvset", "verify")
+    assert done.returncode == 2 and "no trace given: kvset verify TRACE" in done.stderr

@@ -46,6 +46,8 @@ def test_without_the_flag_the_default_keys_stay(started):
     ('"kvset.nope" = "x"\n', "unknown binding 'kvset.nope'"),
     ('"kvset.pause" = 3\n', "kvset.pause needs a key"),
     ("kvset.pause = \n", "is not valid TOML"),
+    ('"kvset.pause" = "q"\n', "'q' would be both kvset.pause and kvset.quit"),  # Quit would be lost
+    ('"kvset.pause" = "space"\n"kvset.window" = "x,space"\n', "'space' would be both"),
     (None, "cannot read key map"),
 ])  # fmt: skip
 def test_a_bad_key_map_is_a_usage_error_naming_the_file(started, tmp_path, capsys, content, message):
@@ -57,3 +59,12 @@ def test_a_bad_key_map_is_a_usage_error_naming_the_file(started, tmp_path, capsy
     assert exit_info.value.code == 2 and "app" not in started
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("kvset-top: error: ") and message in error and str(keys) in error
+
+
+def test_a_key_map_with_once_is_a_usage_error(started, tmp_path, capsys):
+    keys = tmp_path / "keys.toml"
+    keys.write_text('"kvset.pause" = "space"\n')
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--demo", "--once", "--keymap", str(keys)])
+    assert exit_info.value.code == 2
+    assert "error: --keymap is for the full-screen app: --once has no keys" in capsys.readouterr().err

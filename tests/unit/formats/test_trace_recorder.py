@@ -91,6 +91,7 @@ def test_an_empty_recording_never_replaces_a_file_even_with_overwrite(tmp_path: 
     TraceRecorder(out, overwrite=True).close()  # nothing arrived
     assert out.read_text() == "precious\n"
     assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
-    fresh = tmp_path / "new.jsonl"
+    fresh = tmp_path / "new.jsonl.gz"
     TraceRecorder(fresh).close()
-    assert fresh.exists() and fresh.read_text() == ""  # a new target still says "nothing recorded"
+    assert not fresh.exists()  # nor is an empty file created, that the next run would stop at
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
