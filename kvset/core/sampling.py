@@ -38,6 +38,7 @@ from dataclasses import replace
 import numpy as np
 
 from kvset.core import kernel as K
+from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import (
@@ -103,7 +104,7 @@ def sample_filter(keys, rate: float, seed: int = 0) -> np.ndarray:
 
     The same rule the sampled analyzer applies to blocks past the request heads."""
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    return SK.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
+    return SF.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
 
 
 class _SampleState:
@@ -390,7 +391,7 @@ def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
     here); anything else, or a bad value, goes through timestamps_array and its error."""
     if isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,):
         ts = np.ascontiguousarray(timestamps)
-        ok, ordered = SK.stamps_check(ts, MAX_TIMESTAMP)
+        ok, ordered = SF.stamps_check(ts, MAX_TIMESTAMP)
         if ok:
             lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
             return ts, lo, hi, ordered
