@@ -240,20 +240,24 @@ def _ring_add(ring, slot, bucket_blocks, bucket_tokens, counts, meta, current_at
     added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids)."""
     blocks, tokens, ring_counts, requests, ids = ring
     current = meta[current_at]
+    fresh = False
     if current == NO_SLOT or slot > current:
         row = slot % ids.shape[0]
         if ids[row] != slot:
-            blocks[row, :] = 0
-            tokens[row, :] = 0
-            ring_counts[row, :] = 0
+            fresh = True
             requests[row] = 0
             ids[row] = slot
         current = slot
         meta[current_at] = slot
     row = current % ids.shape[0]
-    blocks[row, :] += bucket_blocks
-    tokens[row, :] += bucket_tokens
-    ring_counts[row, :] += counts
+    if fresh:  # a row taken over is written once, not cleared and then added to
+        blocks[row, :] = bucket_blocks
+        tokens[row, :] = bucket_tokens
+        ring_counts[row, :] = counts
+    else:
+        blocks[row, :] += bucket_blocks
+        tokens[row, :] += bucket_tokens
+        ring_counts[row, :] += counts
     requests[row] += np.searchsorted(starts, x, side="left") - first_req
 
 
