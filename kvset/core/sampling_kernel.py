@@ -28,7 +28,14 @@ import numpy as np
 from numba import njit
 
 from kvset.core import kernel as K
-from kvset.core.sampling_filter import CHUNK, band_range, first_at_or_after, gather_segment, priority_hash
+from kvset.core.sampling_filter import (
+    CHUNK,
+    band_range,
+    band_thresholds,
+    first_at_or_after,
+    gather_segment,
+    priority_hash,
+)
 
 # meta[] layout (int64)
 S_NOW = 0  # next free slot
@@ -306,6 +313,7 @@ def sampled_feed_kernel(
     nstarts = starts.shape[0]
     g0 = meta[S_INDEX] - start  # full-stream index of access x: g0 + x
     ring = np.empty((nbands, 2), dtype=np.float64)
+    thresholds = band_thresholds(limit, shifts)
     # hot state in locals, written back once on the way out
     now = meta[S_NOW]
     live = meta[S_LIVE]
@@ -350,8 +358,7 @@ def sampled_feed_kernel(
                     rg += 1
                 seg_end = min(end, starts[rg + 1] if rg + 1 < nstarts else n)
                 back, base = _request_base(rg, starts, nstarts, n, reverse, meta[S_POS])
-                m, g = gather_segment(keys, g, seg_end, base, back, salt, limit, shifts, found, found_band, m,
-                                      BATCH - CHUNK)  # fmt: skip
+                m, g = gather_segment(keys, g, seg_end, base, back, salt, thresholds, found, found_band, m, BATCH - CHUNK)
             done = g
             n_hits = 0
             # handle them in order; the table cell of the access PREFETCH_CELL ahead and the slot
