@@ -61,20 +61,36 @@ def band_thresholds(limit, shifts):
 
 
 @njit(inline="always")
-def gather_segment(keys, a, e, base, back, salt, thresholds, found, found_band, m, room):
+def head_thresholds(thresholds):
+    """The threshold of each of the first CHUNK positions, forward and backward: a request's first
+    chunk spans bands 0-6, and a threshold loaded by position vectorizes where one looked up by band
+    does not."""
+    last = thresholds.shape[0] - 1
+    head = np.empty(2 * CHUNK, dtype=np.uint64)
+    for p in range(CHUNK):
+        head[p] = thresholds[band_of(p, last)]
+        head[2 * CHUNK - 1 - p] = head[p]
+    return head
+
+
+@njit(inline="always")
+def gather_segment(keys, a, e, base, back, salt, thresholds, head, found, found_band, m, room):
     """Append the sampled accesses among keys[a:e] (one request's, at positions x - base, or base - x
     when back) to found / found_band from index m, in order, while m <= room at a chunk's start.
-    Returns (m, the index the gathering reached)."""
+    Chunks are aligned to positions (multiples of CHUNK), so that past the first one each lies in one
+    band. Returns (m, the index the gathering reached)."""
     last = thresholds.shape[0] - 1
     c = a
     while c < e and m <= room:
-        w = min(CHUNK, e - c)
-        if back:
-            b_lo, b_hi = band_of(base - (c + w - 1), last), band_of(base - c, last)
+        if back:  # positions fall as the index rises: end the chunk at a multiple of CHUNK
+            w = min((base - c) % CHUNK + 1, e - c)
+            p_lo, p_hi = base - (c + w - 1), base - c
         else:
-            b_lo, b_hi = band_of(c - base, last), band_of(c + w - 1 - base, last)
+            w = min(CHUNK - (c - base) % CHUNK, e - c)
+            p_lo, p_hi = c - base, c + w - 1 - base
+        b_lo, b_hi = band_of(p_lo, last), band_of(p_hi, last)
         bits = np.uint64(0)
-        if b_lo == b_hi:  # one band (every chunk of a request past its first 64 accesses)
+        if b_lo == b_hi:  # one band (every chunk of a request past its first)
             top = thresholds[b_lo]
             if w == CHUNK:  # a constant trip count: 0.3 ns an access less than a variable one
                 for j in range(CHUNK):
@@ -82,10 +98,10 @@ def gather_segment(keys, a, e, base, back, salt, thresholds, found, found_band, 
             else:
                 for j in range(w):
                     bits |= np.uint64(priority_hash(keys[c + j], salt) <= top) << np.uint64(j)
-        else:
+        else:  # the first chunk: positions below CHUNK
+            first = 2 * CHUNK - 1 - p_hi if back else p_lo
             for j in range(w):
-                pos = base - (c + j) if back else c + j - base
-                bits |= np.uint64(priority_hash(keys[c + j], salt) <= thresholds[band_of(pos, last)]) << np.uint64(j)
+                bits |= np.uint64(priority_hash(keys[c + j], salt) <= head[first + j]) << np.uint64(j)
         while bits:
             low = bits & (~bits + np.uint64(1))
             y = c + 63 - np.int64(K._ctlz(low))

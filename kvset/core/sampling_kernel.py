@@ -34,6 +34,7 @@ from kvset.core.sampling_filter import (
     band_thresholds,
     first_at_or_after,
     gather_segment,
+    head_thresholds,
     priority_hash,
 )
 
@@ -314,6 +315,7 @@ def sampled_feed_kernel(
     g0 = meta[S_INDEX] - start  # full-stream index of access x: g0 + x
     ring = np.empty((nbands, 2), dtype=np.float64)
     thresholds = band_thresholds(limit, shifts)
+    head = head_thresholds(thresholds)
     # hot state in locals, written back once on the way out
     now = meta[S_NOW]
     live = meta[S_LIVE]
@@ -358,7 +360,8 @@ def sampled_feed_kernel(
                     rg += 1
                 seg_end = min(end, starts[rg + 1] if rg + 1 < nstarts else n)
                 back, base = _request_base(rg, starts, nstarts, n, reverse, meta[S_POS])
-                m, g = gather_segment(keys, g, seg_end, base, back, salt, thresholds, found, found_band, m, BATCH - CHUNK)
+                m, g = gather_segment(keys, g, seg_end, base, back, salt, thresholds, head, found, found_band, m,
+                                      BATCH - CHUNK)  # fmt: skip
             done = g
             n_hits = 0
             # handle them in order; the table cell of the access PREFETCH_CELL ahead and the slot
