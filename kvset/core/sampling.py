@@ -358,7 +358,8 @@ class SampledAnalyzer(TimeSlotViews):
         if window is None:
             return post_stratified_curve(self.hist, self.ghist, self.sampled, self.band_counts,
                                          band_rates(self._limit, self._shifts), SK.fine_capacities(self.horizon),
-                                         self.grid_capacities, self.horizon, self.sampling)  # fmt: skip
+                                         self.grid_capacities, self.horizon, int(self._s.meta[SK.S_MAX_DISTANCE]),
+                                         self.sampling)  # fmt: skip
         ring = self.fine if window <= self.fine.span_seconds() else self.coarse
         return self._unscaled(ring.window_curve(float(window), self.grid_capacities, self.horizon))
 
