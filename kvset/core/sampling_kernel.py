@@ -321,6 +321,7 @@ def sampled_feed_kernel(
     live = meta[S_LIVE]
     wsum = meta[S_WEIGHT]
     max_d = meta[S_MAX_DISTANCE]
+    tracked = meta[S_TRACKED]
     n_sampled = 0
     reason = STOP_DONE
     # a run's sampled accesses are gathered first (sampling_filter), then handled
@@ -384,9 +385,9 @@ def sampled_feed_kernel(
                 key = keys[y]
                 cell = K._table_probe(table, mask, key, found_home[j])
                 if cell < 0:
-                    if size_limit > 0 and meta[S_TRACKED] >= size_limit:
+                    if size_limit > 0 and tracked >= size_limit:
                         reason = STOP_EVICT
-                    elif meta[S_TRACKED] >= capacity:
+                    elif tracked >= capacity:
                         reason = STOP_GROW
                     if reason != STOP_DONE:
                         done = y
@@ -436,7 +437,7 @@ def sampled_feed_kernel(
                 else:
                     cell = -cell - 1
                     table[2 * cell] = key
-                    meta[S_TRACKED] += 1
+                    tracked += 1
                     sampled[grp, b, T_FIRST_TIME, 0] += w
                     sampled[grp, b, T_FIRST_TIME, 1] += wt
                     counts[K.C_FIRST_TIME] += ring_w
@@ -511,6 +512,7 @@ def sampled_feed_kernel(
     meta[S_INDEX] = g0 + x
     meta[S_NOW] = now
     meta[S_MAX_DISTANCE] = max_d
+    meta[S_TRACKED] = tracked
     meta[S_SAMPLED] += n_sampled
     meta[S_LIVE] = live
     meta[S_WEIGHT] = wsum
