@@ -4,8 +4,8 @@ A block is tracked iff its priority (h >> shift_b) is at most the limit, where h
 mix of its key and shift_b the head boost of the access's position band b (kvset.core.sampling).
 Every access is hashed and tested, so this pass is most of the sampled analyzer's cost per access:
 it tests 64 accesses at a time into a bit mask (a loop without branches, which vectorizes), then
-walks the mask's set bits. The other passes over every access (the timestamp check, a slot's end,
-the late count) are here too, written the same way.
+walks the mask's set bits. The other passes over every access (the timestamp check, a slot's end)
+are here too, written the same way.
 """
 
 from __future__ import annotations

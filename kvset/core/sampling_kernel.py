@@ -351,8 +351,7 @@ def sampled_feed_kernel(
                 wsum += wf
                 now += 1
                 n_sampled += 1
-            # the hits' histograms (most of the sampled state's cache misses), in a loop of their
-            # own, so that the misses of successive hits overlap
+            # the hits' histograms, in a loop of their own after the list
             for k in range(n_hits):
                 j = hit_at[k]
                 b = found_band[j]
