@@ -38,7 +38,9 @@ from dataclasses import replace
 import numpy as np
 
 from kvset.core import kernel as K
+from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
+from kvset.core import sampling_slots as SS
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import (
     DEFAULT_HORIZON,
@@ -103,7 +105,7 @@ def sample_filter(keys, rate: float, seed: int = 0) -> np.ndarray:
 
     The same rule the sampled analyzer applies to blocks past the request heads."""
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    return SK.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
+    return SF.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
 
 
 class _SampleState:
@@ -132,16 +134,16 @@ class _SampleState:
         old_table, old_mask, old_slots = self.table, self.mask, self.slots()
         now = int(self.meta[SK.S_NOW])
         self._allocate(2 * int(self.meta[SK.S_CAPACITY]))
-        tracked = SK.move_slots(old_table, old_mask, *old_slots, now, self.table, self.mask, *self.slots())
+        tracked = SS.move_slots(old_table, old_mask, *old_slots, now, self.table, self.mask, *self.slots())
         self.meta[SK.S_NOW] = tracked
-        self.meta[SK.S_LIVE] = SK.rebuild_fenwick(self.slot, self.fen, tracked)
+        self.meta[SK.S_LIVE] = SS.rebuild_fenwick(self.slot, self.fen, tracked)
 
     def reweight(self, fixed_weights: np.ndarray) -> None:
         """Give every tracked block its band's weight at the current rates."""
         now = int(self.meta[SK.S_NOW])
-        live = self.slot[:now, SK.W_WEIGHT] > 0
-        self.slot[:now, SK.W_WEIGHT] = np.where(live, fixed_weights[self.slot[:now, SK.W_BAND]], 0)
-        self.meta[SK.S_LIVE] = SK.rebuild_fenwick(self.slot, self.fen, now)
+        live = self.slot[:now, SS.W_WEIGHT] > 0
+        self.slot[:now, SS.W_WEIGHT] = np.where(live, fixed_weights[self.slot[:now, SS.W_BAND]], 0)
+        self.meta[SK.S_LIVE] = SS.rebuild_fenwick(self.slot, self.fen, now)
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
@@ -285,11 +287,11 @@ class SampledAnalyzer(TimeSlotViews):
         """Fixed size: keep the S - S/16 blocks of lowest priority, drop the others, lower the rates."""
         s = self._s
         now = int(s.meta[SK.S_NOW])
-        prio = SK.live_priorities(self._salt, self._shifts, *s.slots(), now)
+        prio = SS.live_priorities(self._salt, self._shifts, *s.slots(), now)
         keep = len(prio) - max(1, len(prio) // EVICT_SHARE)
         cut = int(np.partition(prio, keep)[keep])  # the lowest priority that goes
         self._limit = min(self._limit, max(0, cut - 1))
-        dropped = SK.drop_above(np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now)
+        dropped = SS.drop_above(np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now)
         s.meta[SK.S_TRACKED] -= dropped
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
         s.reweight(_fixed(self._weights))
@@ -357,7 +359,8 @@ class SampledAnalyzer(TimeSlotViews):
         if window is None:
             return post_stratified_curve(self.hist, self.ghist, self.sampled, self.band_counts,
                                          band_rates(self._limit, self._shifts), SK.fine_capacities(self.horizon),
-                                         self.grid_capacities, self.horizon, self.sampling)  # fmt: skip
+                                         self.grid_capacities, self.horizon, int(self._s.meta[SK.S_MAX_DISTANCE]),
+                                         self.sampling)  # fmt: skip
         ring = self.fine if window <= self.fine.span_seconds() else self.coarse
         return self._unscaled(ring.window_curve(float(window), self.grid_capacities, self.horizon))
 
@@ -390,7 +393,7 @@ def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
     here); anything else, or a bad value, goes through timestamps_array and its error."""
     if isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,):
         ts = np.ascontiguousarray(timestamps)
-        ok, ordered = SK.stamps_check(ts, MAX_TIMESTAMP)
+        ok, ordered = SF.stamps_check(ts, MAX_TIMESTAMP)
         if ok:
             lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
             return ts, lo, hi, ordered

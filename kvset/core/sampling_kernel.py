@@ -16,6 +16,13 @@ estimates the stack distance: t is known exactly and k / a, the share of distinc
 accesses in between, is what the sample says. At rate 1 it is the exact distance (a = t, k counts
 the distinct blocks). The kernel shares the hash table of kvset.core.kernel.
 
+Per time slot's run, the kernel gathers up to BATCH sampled accesses (kvset.core.sampling_filter:
+every access is hashed and tested there, which is most of the cost when few are kept), handles
+them in order with the hash cell of the one PREFETCH_CELL ahead and the slot of the one
+PREFETCH_SLOT ahead already requested, adds the hits to the all-time histograms in a loop of their
+own, then counts every access of the run by band. The slots, the Fenwick tree and the passes that
+are not per access are in kvset.core.sampling_slots.
+
 The state lives in numpy arrays owned by kvset.core.sampling.SampledAnalyzer; compiled with numba,
 nogil, like the exact kernel.
 """
@@ -28,6 +35,25 @@ import numpy as np
 from numba import njit
 
 from kvset.core import kernel as K
+from kvset.core.sampling_filter import (
+    CHUNK,
+    band_range,
+    band_thresholds,
+    first_at_or_after,
+    gather_segment,
+    head_thresholds,
+    priority_hash,
+)
+from kvset.core.sampling_slots import (
+    W_BAND,
+    W_BEFORE,
+    W_INDEX,
+    W_WEIGHT,
+    _fen_append,
+    _fen_remove,
+    compact_slots,
+    rebuild_fenwick,
+)
 
 # meta[] layout (int64)
 S_NOW = 0  # next free slot
@@ -53,12 +79,6 @@ META_SIZE = 19
 NO_SLOT = np.iinfo(np.int64).min
 WEIGHT_ONE = 1 << 16  # fixed point of the weights: room for 1e14 accesses in an int64
 
-# slot[] columns (int64)
-W_WEIGHT = 0
-W_BEFORE = 1
-W_INDEX = 2
-W_BAND = 3
-
 STOP_DONE = K.STOP_DONE
 STOP_GROW = K.STOP_GROW
 STOP_NEXT_SLOT = K.STOP_NEXT_SLOT
@@ -71,6 +91,8 @@ T_BEYOND = 2
 KINDS = 3
 
 BATCH = 1024  # sampled accesses gathered before they are handled
+PREFETCH_CELL = 16
+PREFETCH_SLOT = 8
 GROUPS = 8  # random groups of the sample (low bits of the hash), for the error bound
 SCALE = 1 << 16  # fixed point of the time-slot rings (int64): weighted counts times SCALE
 
@@ -114,174 +136,6 @@ def _fine_bucket(d):
     return FINE_EXACT + (e - _FINE_BITS) * FINE_PER_OCTAVE + (d >> (e - _FINE_BITS)) - FINE_PER_OCTAVE
 
 
-@njit(inline="always")
-def priority_hash(key, salt):
-    """The seeded hash h of a key (uniform on 64 bits)."""
-    return K._mix(key ^ salt)
-
-
-@njit(inline="always")
-def _band(pos, last_band):
-    """Position band: 0 for position 0, then one band per doubling (1, 2-3, 4-7, ...), capped."""
-    if pos <= 0:
-        return 0
-    b = 64 - np.int64(K._ctlz(np.uint64(pos)))
-    return b if b < last_band else last_band
-
-
-@njit(nogil=True, cache=True)
-def keep_mask(keys, salt, limit, shift):
-    """The filter alone: True where (hash >> shift) <= limit (SHARDS' rule with shift 0)."""
-    out = np.empty(keys.shape[0], dtype=np.bool_)
-    for i in range(keys.shape[0]):
-        out[i] = (priority_hash(keys[i], salt) >> np.uint64(shift)) <= limit
-    return out
-
-
-@njit(nogil=True, cache=True)
-def stamps_check(stamps, bound):
-    """(all within +-bound, non-decreasing) of per-access timestamps in one pass without temporaries
-    (nan is not within). Branch-free, so it vectorizes: 0.5 ns a timestamp, against 4 with min/max."""
-    ok = True
-    ordered = True
-    for i in range(1, stamps.shape[0]):
-        ok &= (stamps[i] >= -bound) & (stamps[i] <= bound)
-        ordered &= stamps[i] >= stamps[i - 1]
-    if stamps.shape[0]:
-        ok &= (stamps[0] >= -bound) & (stamps[0] <= bound)
-    return ok, ordered
-
-
-@njit(inline="always")
-def _first_at_or_after(stamps, x, stop, t_end):
-    """The first index in [x, stop) stamped at or after t_end, or stop (chunks vectorize, as in
-    _next_sampled)."""
-    i = x
-    while i + 32 <= stop:
-        hit = False
-        for j in range(i, i + 32):
-            hit |= stamps[j] >= t_end
-        if hit:
-            break
-        i += 32
-    for j in range(i, stop):
-        if stamps[j] >= t_end:
-            return j
-    return stop
-
-
-# The Fenwick tree of slot weights (queried with the exact kernel's prefix sum) is kept valid for the
-# nodes up to the newest slot only: a new slot's node is computed from its children (amortized O(1)
-# instead of a walk to the root), and a removal walks only up to the newest node. Nodes beyond it
-# are rebuilt when their slot is taken.
-
-
-@njit(inline="always")
-def _fen_append(fen, s, v):
-    """Slot s (the newest) gets weight v."""
-    m = s + 1
-    total = v
-    k = 1
-    while k < (m & (-m)):
-        total += fen[m - k]
-        k <<= 1
-    fen[m] = total
-
-
-@njit(inline="always")
-def _fen_remove(fen, s, v, now):
-    """Slot s (older than `now`, the next free slot) loses weight v."""
-    i = s + 1
-    while i <= now:
-        fen[i] -= v
-        i += i & (-i)
-
-
-@njit(nogil=True, cache=True)
-def rebuild_fenwick(slot, fen, now):
-    """Fenwick tree of the slot weights in linear time; returns their sum."""
-    fen[:] = 0
-    n = fen.shape[0] - 1
-    total = 0
-    for i in range(1, n + 1):
-        if i - 1 < now:
-            fen[i] += slot[i - 1, W_WEIGHT]
-            total += slot[i - 1, W_WEIGHT]
-        q = i + (i & (-i))
-        if q <= n:
-            fen[q] += fen[i]
-    return total
-
-
-@njit(nogil=True, cache=True)
-def move_slots(table, mask, slot_key, slot, now, new_table, new_mask, new_key, new_slot):
-    """Copy the live slots, in recency order, to slots 0..tracked-1 of (possibly new) arrays and
-    point the (new) hash table at them. The new arrays may be the old ones (compaction in place)."""
-    j = 0
-    for s in range(now):
-        if slot[s, W_WEIGHT] > 0:
-            key = slot_key[s]
-            new_key[j] = key
-            for c in range(4):
-                new_slot[j, c] = slot[s, c]
-            h = K._table_find(new_table, new_mask, key)
-            if h < 0:
-                h = -h - 1
-                new_table[2 * h] = key
-            new_table[2 * h + 1] = np.uint64(j)
-            j += 1
-    for s in range(j, now):
-        new_slot[s, W_WEIGHT] = 0
-    return j
-
-
-@njit(nogil=True, cache=True)
-def drop_above(limit, salt, shifts, table, mask, slot_key, slot, now):
-    """Fixed size: forget the tracked blocks whose priority exceeds the (lowered) limit.
-
-    Removes them from the hash table and frees their slots; the caller rebuilds the Fenwick tree
-    with the new rates. Returns the number of blocks dropped."""
-    dropped = 0
-    for s in range(now):
-        if slot[s, W_WEIGHT] > 0:
-            key = slot_key[s]
-            if (priority_hash(key, salt) >> np.uint64(shifts[slot[s, W_BAND]])) > limit:
-                K._table_delete(table, mask, K._table_find(table, mask, key))
-                slot[s, W_WEIGHT] = 0
-                dropped += 1
-    return dropped
-
-
-@njit(nogil=True, cache=True)
-def live_priorities(salt, shifts, slot_key, slot, now):
-    """Priority of every tracked block (the value the limit is compared with)."""
-    out = np.empty(now, dtype=np.uint64)
-    j = 0
-    for s in range(now):
-        if slot[s, W_WEIGHT] > 0:
-            out[j] = priority_hash(slot_key[s], salt) >> np.uint64(shifts[slot[s, W_BAND]])
-            j += 1
-    return out[:j]
-
-
-@njit(inline="always")
-def _next_sampled(keys, y, e, salt, sh, limit):
-    """The first index in [y, e) whose key is sampled, or e. Chunks of 32 without an early exit
-    vectorize: 1.3 ns an access instead of 3.9 for the plain loop (measured)."""
-    i = y
-    while i + 32 <= e:
-        hit = False
-        for j in range(i, i + 32):
-            hit |= (priority_hash(keys[j], salt) >> sh) <= limit
-        if hit:
-            break
-        i += 32
-    for j in range(i, e):
-        if (priority_hash(keys[j], salt) >> sh) <= limit:
-            return j
-    return e
-
-
 @njit(nogil=True, cache=True)
 def _ring_add(ring, slot, bucket_blocks, bucket_tokens, counts, meta, current_at, first_req, starts, x):
     """SlotRing.advance then SlotRing.add, for the kernel: `slot` becomes the ring's newest (a row
@@ -289,33 +143,37 @@ def _ring_add(ring, slot, bucket_blocks, bucket_tokens, counts, meta, current_at
     added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids)."""
     blocks, tokens, ring_counts, requests, ids = ring
     current = meta[current_at]
+    fresh = False
     if current == NO_SLOT or slot > current:
         row = slot % ids.shape[0]
         if ids[row] != slot:
-            blocks[row, :] = 0
-            tokens[row, :] = 0
-            ring_counts[row, :] = 0
+            fresh = True
             requests[row] = 0
             ids[row] = slot
         current = slot
         meta[current_at] = slot
     row = current % ids.shape[0]
-    blocks[row, :] += bucket_blocks
-    tokens[row, :] += bucket_tokens
-    ring_counts[row, :] += counts
+    if fresh:  # a row taken over is written once, not cleared and then added to
+        blocks[row, :] = bucket_blocks
+        tokens[row, :] = bucket_tokens
+        ring_counts[row, :] = counts
+    else:
+        blocks[row, :] += bucket_blocks
+        tokens[row, :] += bucket_tokens
+        ring_counts[row, :] += counts
     requests[row] += np.searchsorted(starts, x, side="left") - first_req
 
 
 @njit(inline="always")
-def _band_range(b, nbands, x, stop, base, back):
-    """The indices in [x, stop) of the accesses at positions in band b (empty: a >= e)."""
-    lo = 0 if b == 0 else 1 << (b - 1)
-    hi = 1 << b if b < nbands - 1 else 1 << 62
-    if back:
-        a, e = max(x, base - hi + 1), min(stop, base - lo + 1)
-    else:
-        a, e = max(x, base + lo), min(stop, base + hi)
-    return a, max(a, e)
+def _request_base(r, starts, nstarts, n, reverse, carry):
+    """(back, base) of request r: positions are x - base, or base - x when back (a reversed
+    request, counted from its last access). r = -1: the batch continues the last request, whose
+    first access was `carry` accesses before this batch."""
+    if reverse and r >= 0:
+        return True, (starts[r + 1] if r + 1 < nstarts else n) - 1
+    if r >= 0:
+        return False, starts[r]
+    return False, -carry
 
 
 @njit(nogil=True, cache=True)
@@ -351,17 +209,23 @@ def sampled_feed_kernel(
     nstarts = starts.shape[0]
     g0 = meta[S_INDEX] - start  # full-stream index of access x: g0 + x
     ring = np.empty((nbands, 2), dtype=np.float64)
+    thresholds = band_thresholds(limit, shifts)
+    head = head_thresholds(thresholds)
     # hot state in locals, written back once on the way out
     now = meta[S_NOW]
     live = meta[S_LIVE]
     wsum = meta[S_WEIGHT]
     max_d = meta[S_MAX_DISTANCE]
+    tracked = meta[S_TRACKED]
     n_sampled = 0
     reason = STOP_DONE
-    # a request's sampled accesses are gathered first (their table cells prefetched), then handled
+    # a run's sampled accesses are gathered first (sampling_filter), then handled
     found = np.empty(BATCH, dtype=np.int64)
     found_band = np.empty(BATCH, dtype=np.int64)
-    found_cell = np.empty(BATCH, dtype=np.int64)
+    found_home = np.empty(BATCH, dtype=np.int64)
+    hit_at = np.empty(BATCH, dtype=np.int64)  # the hits among them: index in found, distance, group
+    hit_distance = np.empty(BATCH, dtype=np.int64)
+    hit_group = np.empty(BATCH, dtype=np.int64)
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
     x = start
     while True:
@@ -374,7 +238,7 @@ def sampled_feed_kernel(
         elif ordered:
             end = x + np.searchsorted(stamps[x:stop], slot_end, side="left")
         else:
-            end = _first_at_or_after(stamps, x, stop, slot_end)
+            end = first_at_or_after(stamps, x, stop, slot_end)
         for b in range(nbands):
             for u in range(2):
                 sw = 0.0
@@ -383,65 +247,52 @@ def sampled_feed_kernel(
                 ring[b, u] = SCALE * band_counts[b, u] / sw if sw > 0.0 else SCALE
         run_first = x
         while x < end and reason == STOP_DONE:
-            while r + 1 < nstarts and starts[r + 1] <= x:
-                r += 1
-            req_end = starts[r + 1] if r + 1 < nstarts else n
-            seg_end = min(end, req_end)
-            # positions: pos = x - base (forward) or base - x (reverse, from the request's last access)
-            back = reverse and r >= 0
-            if back:
-                base = req_end - 1
-            elif r >= 0:
-                base = starts[r]
-            else:
-                base = -meta[S_POS]  # continues the last request of the previous batch
+            # gather the run's sampled accesses, request by request, up to BATCH of them
             m = 0
-            for k in range(nbands):
-                b = nbands - 1 - k if back else k
-                a, e = _band_range(b, nbands, x, seg_end, base, back)
-                if a >= e:
-                    continue
-                sh = np.uint64(shifts[b])
-                y = _next_sampled(keys, a, e, salt, sh, limit)
-                while y < e:
-                    if m == BATCH:
-                        seg_end = y  # the rest of the request in the next round
-                        break
-                    found[m] = y
-                    found_band[m] = b
-                    K._prefetch(table, 2 * np.int64(K._mix(keys[y]) & np.uint64(mask)))
-                    m += 1
-                    y = _next_sampled(keys, y + 1, e, salt, sh, limit)
-                if m == BATCH and seg_end < e:
-                    break
+            g = x
+            rg = r
+            while g < end and m <= BATCH - CHUNK:
+                while rg + 1 < nstarts and starts[rg + 1] <= g:
+                    rg += 1
+                seg_end = min(end, starts[rg + 1] if rg + 1 < nstarts else n)
+                back, base = _request_base(rg, starts, nstarts, n, reverse, meta[S_POS])
+                m, g = gather_segment(keys, g, seg_end, base, back, salt, thresholds, head, found, found_band, m,
+                                      BATCH - CHUNK)  # fmt: skip
+            done = g
+            n_hits = 0
+            # handle them in order; the table cell of the access PREFETCH_CELL ahead and the slot
+            # its home cell names PREFETCH_SLOT ahead are fetched while the ones before are handled
+            for j in range(min(m, PREFETCH_CELL)):
+                found_home[j] = np.int64(K._mix(keys[found[j]]) & np.uint64(mask))
+                K._prefetch(table, 2 * found_home[j])
             for j in range(m):
-                cell = K._table_find(table, mask, keys[found[j]])
-                found_cell[j] = cell
-                if cell >= 0:
-                    p = np.int64(table[2 * cell + 1])
-                    K._prefetch(slot, p)
-            done = seg_end
-            for j in range(m):
+                if j + PREFETCH_CELL < m:
+                    hj = np.int64(K._mix(keys[found[j + PREFETCH_CELL]]) & np.uint64(mask))
+                    found_home[j + PREFETCH_CELL] = hj
+                    K._prefetch(table, 2 * hj)
+                if j + PREFETCH_SLOT < m:
+                    v = table[2 * found_home[j + PREFETCH_SLOT] + 1]
+                    if v < np.uint64(nslots):
+                        K._prefetch(slot, np.int64(v))
+                        K._prefetch(fen, np.int64(v) + 1)  # the first nodes of its Fenwick walks
                 y = found[j]
                 b = found_band[j]
-                cell = found_cell[j]
                 key = keys[y]
+                cell = K._table_probe(table, mask, key, found_home[j])
                 if cell < 0:
-                    cell = K._table_find(table, mask, key)  # an earlier access of the round may have added it
-                    if cell < 0:
-                        if size_limit > 0 and meta[S_TRACKED] >= size_limit:
-                            reason = STOP_EVICT
-                        elif meta[S_TRACKED] >= capacity:
-                            reason = STOP_GROW
-                        if reason != STOP_DONE:
-                            done = y
-                            break
+                    if size_limit > 0 and tracked >= size_limit:
+                        reason = STOP_EVICT
+                    elif tracked >= capacity:
+                        reason = STOP_GROW
+                    if reason != STOP_DONE:
+                        done = y
+                        break
                 h = priority_hash(key, salt)
                 w = weights[b]
                 tok = tokens[y] if per_access_tokens else tokens[0]
                 if now >= nslots:
-                    # renumber the live slots in place; the table cells stay where they are
-                    now = move_slots(table, mask, slot_key, slot, now, table, mask, slot_key, slot)
+                    # renumber the live slots in place
+                    now = compact_slots(table, mask, slot_key, slot, fen, now)
                     live = rebuild_fenwick(slot, fen, now)
                     meta[S_COMPACTIONS] += 1
                 grp = np.int64(h & np.uint64(GROUPS - 1))
@@ -470,19 +321,18 @@ def sampled_feed_kernel(
                     else:
                         if di > max_d:
                             max_d = di
-                        f = _fine_bucket(di)
-                        hist[b, f, 0] += w
-                        hist[b, f, 1] += wt
                         q = K._grid_bucket(di)
-                        ghist[grp, b, q, 0] += w
-                        ghist[grp, b, q, 1] += wt
+                        hit_at[n_hits] = j
+                        hit_distance[n_hits] = di
+                        hit_group[n_hits] = grp
+                        n_hits += 1
                         bucket_blocks[q] += ring_w
                         bucket_tokens[q] += ring_wt
                         counts[K.C_HITS] += ring_w
                 else:
                     cell = -cell - 1
                     table[2 * cell] = key
-                    meta[S_TRACKED] += 1
+                    tracked += 1
                     sampled[grp, b, T_FIRST_TIME, 0] += w
                     sampled[grp, b, T_FIRST_TIME, 1] += wt
                     counts[K.C_FIRST_TIME] += ring_w
@@ -501,20 +351,38 @@ def sampled_feed_kernel(
                 wsum += wf
                 now += 1
                 n_sampled += 1
+            # the hits' histograms, in a loop of their own after the list
+            for k in range(n_hits):
+                j = hit_at[k]
+                b = found_band[j]
+                di = hit_distance[k]
+                w = weights[b]
+                wt = w * (tokens[found[j]] if per_access_tokens else tokens[0])
+                f = _fine_bucket(di)
+                hist[b, f, 0] += w
+                hist[b, f, 1] += wt
+                q = K._grid_bucket(di)
+                ghist[hit_group[k], b, q, 0] += w
+                ghist[hit_group[k], b, q, 1] += wt
             # every access of the round that was handled, counted exactly by band
-            for b in range(nbands):
-                a, e = _band_range(b, nbands, x, done, base, back)
-                if per_access_tokens:
-                    t_sum = 0
-                    for z in range(a, e):
-                        t_sum += tokens[z]
-                else:
-                    t_sum = (e - a) * tokens[0]
-                band_counts[b, 0] += e - a
-                band_counts[b, 1] += t_sum
-                counts[K.C_ACCESSES] += SCALE * (e - a)
-                counts[K.C_TOKENS] += SCALE * t_sum
-            x = done
+            while x < done:
+                while r + 1 < nstarts and starts[r + 1] <= x:
+                    r += 1
+                seg_end = min(done, starts[r + 1] if r + 1 < nstarts else n)
+                back, base = _request_base(r, starts, nstarts, n, reverse, meta[S_POS])
+                for b in range(nbands):
+                    a, e = band_range(b, nbands, x, seg_end, base, back)
+                    if per_access_tokens:
+                        t_sum = 0
+                        for z in range(a, e):
+                            t_sum += tokens[z]
+                    else:
+                        t_sum = (e - a) * tokens[0]
+                    band_counts[b, 0] += e - a
+                    band_counts[b, 1] += t_sum
+                    counts[K.C_ACCESSES] += SCALE * (e - a)
+                    counts[K.C_TOKENS] += SCALE * t_sum
+                x = seg_end
         if per_access and not ordered:  # in order, nothing is stamped before its slot
             late = 0
             for z in range(run_first, x):
@@ -538,6 +406,7 @@ def sampled_feed_kernel(
     meta[S_INDEX] = g0 + x
     meta[S_NOW] = now
     meta[S_MAX_DISTANCE] = max_d
+    meta[S_TRACKED] = tracked
     meta[S_SAMPLED] += n_sampled
     meta[S_LIVE] = live
     meta[S_WEIGHT] = wsum

@@ -1,0 +1,136 @@
+"""The sampled analyzer's tracked blocks: their slots, the Fenwick tree of the slot weights, and the
+passes over them that are not per access (compaction, growth into larger arrays, dropping blocks
+when a fixed-size sample lowers its rate).
+
+slot[s] = (weight, W, g, band) for the live slot of a tracked block (see kvset.core.sampling_kernel);
+weight 0 is a free slot. The hash table is the exact kernel's (kvset.core.kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from kvset.core import kernel as K
+from kvset.core.sampling_filter import priority_hash
+
+# slot[] columns (int64)
+W_WEIGHT = 0
+W_BEFORE = 1
+W_INDEX = 2
+W_BAND = 3
+
+# The Fenwick tree of slot weights (queried with the exact kernel's prefix sum) is kept valid for the
+# nodes up to the newest slot only: a new slot's node is computed from its children (amortized O(1)
+# instead of a walk to the root), and a removal walks only up to the newest node. Nodes beyond it
+# are rebuilt when their slot is taken.
+
+
+@njit(inline="always")
+def _fen_append(fen, s, v):
+    """Slot s (the newest) gets weight v."""
+    m = s + 1
+    total = v
+    k = 1
+    while k < (m & (-m)):
+        total += fen[m - k]
+        k <<= 1
+    fen[m] = total
+
+
+@njit(inline="always")
+def _fen_remove(fen, s, v, now):
+    """Slot s (older than `now`, the next free slot) loses weight v."""
+    i = s + 1
+    while i <= now:
+        fen[i] -= v
+        i += i & (-i)
+
+
+@njit(nogil=True, cache=True)
+def rebuild_fenwick(slot, fen, now):
+    """Fenwick tree of the slot weights in linear time; returns their sum."""
+    fen[:] = 0
+    n = fen.shape[0] - 1
+    total = 0
+    for i in range(1, n + 1):
+        if i - 1 < now:
+            fen[i] += slot[i - 1, W_WEIGHT]
+            total += slot[i - 1, W_WEIGHT]
+        q = i + (i & (-i))
+        if q <= n:
+            fen[q] += fen[i]
+    return total
+
+
+@njit(nogil=True, cache=True)
+def move_slots(table, mask, slot_key, slot, now, new_table, new_mask, new_key, new_slot):
+    """Copy the live slots, in recency order, to slots 0..tracked-1 of (possibly new) arrays and
+    point the (new) hash table at them. The new arrays may be the old ones (compaction in place)."""
+    j = 0
+    for s in range(now):
+        if slot[s, W_WEIGHT] > 0:
+            key = slot_key[s]
+            new_key[j] = key
+            for c in range(4):
+                new_slot[j, c] = slot[s, c]
+            h = K._table_find(new_table, new_mask, key)
+            if h < 0:
+                h = -h - 1
+                new_table[2 * h] = key
+            new_table[2 * h + 1] = np.uint64(j)
+            j += 1
+    for s in range(j, now):
+        new_slot[s, W_WEIGHT] = 0
+    return j
+
+
+@njit(nogil=True, cache=True)
+def compact_slots(table, mask, slot_key, slot, fen, now):
+    """move_slots in place, without a table lookup per block: the live slots move down in one pass
+    (fen, rebuilt after, holds each one's new index meanwhile), then one pass over the table
+    renumbers its cells. Returns the live slots."""
+    j = 0
+    for s in range(now):
+        if slot[s, W_WEIGHT] > 0:
+            fen[s] = j
+            slot_key[j] = slot_key[s]
+            for c in range(4):
+                slot[j, c] = slot[s, c]
+            j += 1
+    for c in range(mask + 1):
+        v = table[2 * c + 1]
+        if v != K.EMPTY:
+            table[2 * c + 1] = np.uint64(fen[np.int64(v)])
+    for s in range(j, now):
+        slot[s, W_WEIGHT] = 0
+    return j
+
+
+@njit(nogil=True, cache=True)
+def drop_above(limit, salt, shifts, table, mask, slot_key, slot, now):
+    """Fixed size: forget the tracked blocks whose priority exceeds the (lowered) limit.
+
+    Removes them from the hash table and frees their slots; the caller rebuilds the Fenwick tree
+    with the new rates. Returns the number of blocks dropped."""
+    dropped = 0
+    for s in range(now):
+        if slot[s, W_WEIGHT] > 0:
+            key = slot_key[s]
+            if (priority_hash(key, salt) >> np.uint64(shifts[slot[s, W_BAND]])) > limit:
+                K._table_delete(table, mask, K._table_find(table, mask, key))
+                slot[s, W_WEIGHT] = 0
+                dropped += 1
+    return dropped
+
+
+@njit(nogil=True, cache=True)
+def live_priorities(salt, shifts, slot_key, slot, now):
+    """Priority of every tracked block (the value the limit is compared with)."""
+    out = np.empty(now, dtype=np.uint64)
+    j = 0
+    for s in range(now):
+        if slot[s, W_WEIGHT] > 0:
+            out[j] = priority_hash(slot_key[s], salt) >> np.uint64(shifts[slot[s, W_BAND]])
+            j += 1
+    return out[:j]
