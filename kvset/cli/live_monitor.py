@@ -43,6 +43,7 @@ def check_file_input(path: str, what: str, must_exist: bool) -> None:
 
 DEFAULT_SPEED = 1.0  # --speed when not given: trace seconds per second
 
+
 def build_sources(args: argparse.Namespace) -> list[Source]:
     sources: list[Source] = []
     if args.replay:
