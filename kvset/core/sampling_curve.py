@@ -30,11 +30,13 @@ def band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
     return factor
 
 
-def post_stratified_curve(hist, ghist, sampled, band_counts, rates, capacities, grid, horizon: int,
+def post_stratified_curve(hist, ghist, token_scale, sampled, band_counts, rates, capacities, grid, horizon: int,
                           max_distance: int, info: SampleInfo) -> HitRateCurve:  # fmt: skip
     """The all-time estimate: each band's histogram scaled to its exact access count, summed, with the
-    standard errors at every capacity from the spread over the random groups. max_distance: the
-    largest distance in hist, so its last bucket in use (0: none; a search of hist took 0.5 ms)."""
+    standard errors at every capacity from the spread over the random groups. hist[unit, band, fine
+    bucket] and ghist[unit, group, band, grid bucket]; token_scale: None, or the tokens of every access
+    (the tokens planes are then the blocks planes times it). max_distance: the largest distance in
+    hist, so its last bucket in use (0: none; a search of hist took 0.5 ms)."""
     used = SK.fine_bucket_py(max_distance) + 1 if max_distance > 0 else 0
     # capacities may repeat the horizon at the top; keep the first of equal ones
     caps = capacities[:used]
@@ -44,10 +46,14 @@ def post_stratified_curve(hist, ghist, sampled, band_counts, rates, capacities, 
     for u, unit in enumerate(("blocks", "tokens")):
         n_g = sampled[:, :, SK.T_ACCESSES, u]  # [group, band]
         factor = band_factors(band_counts[:, u].astype(np.float64), n_g.sum(axis=0))
-        hits[unit] = np.round(factor @ np.cumsum(hist[:, :used, u], axis=1))[keep].astype(np.int64)
+        plane, scale = (u, 1) if token_scale is None else (0, 1 if u == 0 else token_scale)
+        cum = np.cumsum(hist[plane, :, :used], axis=1)
+        hits[unit] = np.round(factor @ (cum * scale if scale != 1 else cum))[keep].astype(np.int64)
         beyond_g = sampled[:, :, SK.T_BEYOND, u]
         beyond[unit] = round(float(factor @ beyond_g.sum(axis=0)))
-        cum_g = np.cumsum(ghist[:, :, :, u], axis=2)  # [group, band, grid capacity]
+        cum_g = np.cumsum(ghist[plane], axis=2)  # [group, band, grid capacity]
+        if scale != 1:
+            cum_g *= scale
         inf_g = cum_g[:, :, -1] + beyond_g  # hits of an infinite cache
         errors[unit] = (_ratio_stderr(cum_g, n_g, n_g, factor, rates)[on_grid],
                         _ratio_stderr(cum_g, inf_g, n_g, factor, rates)[on_grid])  # fmt: skip

@@ -181,7 +181,7 @@ def sampled_feed_kernel(
     keys, tokens, stamps, per_access, ordered, slot_width, starts, reverse, start, stop,
     salt, limit, shifts, weights, fixed_weights,
     table, mask, slot_key, slot, fen, meta,
-    band_counts, sampled, hist, ghist, bucket_blocks, bucket_tokens, counts,
+    band_counts, sampled, hist, ghist, token_planes, bucket_blocks, bucket_tokens, counts,
     fine, coarse_width, coarse,
 ):  # fmt: skip
     """Process keys[start:stop], from the time slot meta[S_SLOT] on; return the index reached.
@@ -194,7 +194,8 @@ def sampled_feed_kernel(
     fixed point). Stops early, meta[S_REASON] saying why, when the arrays are full (STOP_GROW) or
     when a fixed-size sample is full (STOP_EVICT); the access it stops at is untouched, so the
     caller resumes there.
-    The all-time outputs (band_counts, sampled, hist, ghist) stay raw. Each time slot's run is
+    The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
+    (blocks, tokens), the tokens planes only written when token_planes. Each time slot's run is
     tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point, SCALE, each sampled
     access weighted by its band's accesses per weighted sampled access as of the run) and added to
     the fine and coarse rings (`fine`, `coarse`: tuples of SlotRing's arrays) when the slot ends.
@@ -357,13 +358,14 @@ def sampled_feed_kernel(
                 b = found_band[j]
                 di = hit_distance[k]
                 w = weights[b]
-                wt = w * (tokens[found[j]] if per_access_tokens else tokens[0])
                 f = _fine_bucket(di)
-                hist[b, f, 0] += w
-                hist[b, f, 1] += wt
                 q = K._grid_bucket(di)
-                ghist[hit_group[k], b, q, 0] += w
-                ghist[hit_group[k], b, q, 1] += wt
+                hist[0, b, f] += w
+                ghist[0, hit_group[k], b, q] += w
+                if token_planes:
+                    wt = w * (tokens[found[j]] if per_access_tokens else tokens[0])
+                    hist[1, b, f] += wt
+                    ghist[1, hit_group[k], b, q] += wt
             # every access of the round that was handled, counted exactly by band
             while x < done:
                 while r + 1 < nstarts and starts[r + 1] <= x:

@@ -97,6 +97,27 @@ def test_rate_one_equals_naive_lru_at_every_capacity(trace, horizon, order, init
     assert a.beyond_horizon == int(np.count_nonzero(true_d > horizon))
 
 
+@given(traces(), st.lists(st.sampled_from([None, 1, 16, 17]), min_size=1, max_size=6))
+def test_rate_one_token_hits_when_batches_give_one_token_count_then_another(trace, per_batch):
+    """A batch's tokens as one count (the same for all its accesses), the same or another count per
+    batch, or per access (None): the token hits stay the naive replay's, also after a change."""
+    keys, _, starts, cuts = trace
+    bounds = [0, *[c for c in cuts if 0 < c < len(keys)], len(keys)]
+    a = Analyzer(sample_rate=1.0, horizon=30)
+    tokens = []
+    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        count = per_batch[i % len(per_batch)]
+        tok = np.arange(lo, hi) % 7 + 1 if count is None else count
+        tokens += (list(tok) if count is None else [count] * (hi - lo))
+        rel = starts[(starts >= lo) & (starts < hi)] - lo
+        a.feed(keys[lo:hi], tokens=tok, request_starts=rel, timestamps=float(lo))
+    c = a.curve()
+    naive = naive_curve(keys.tolist(), range(1, 31), tokens)
+    for C in range(1, 31):
+        assert (c.hits(C), c.hits(C, "tokens")) == naive[C], f"C={C}"
+    assert c.tokens == sum(tokens)
+
+
 def test_rate_one_equals_the_exact_analyzer_at_its_grid_on_the_workload():
     b = generate(200_000, WorkloadConfig(seed=4))
     exact, sampled = Analyzer(), Analyzer(sample_rate=1.0)
