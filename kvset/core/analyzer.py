@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from kvset.core import hash_table as HT
 from kvset.core import kernel as K
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import (
@@ -63,7 +64,7 @@ class _Tracker:
         table_cells = _next_pow2(2 * self.max_tracked)
         self.mask = table_cells - 1
         self.table = np.empty(2 * table_cells, dtype=np.uint64)
-        self.table[1::2] = K.EMPTY
+        self.table[1::2] = HT.EMPTY
         # slots: at least twice the tracked blocks (amortized compaction), whole superblocks
         superblocks = (2 * self.max_tracked) // (64 * K.WORDS_PER_SB) + 1
         nwords = superblocks * K.WORDS_PER_SB

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kvset.core.kernel import _mix
+from kvset.core.hash_table import mix
 
 QUERY = 0
 PIN = 1
@@ -44,7 +44,7 @@ _NEXT, _LIVE, _HEAD, _PINNED, _ENTRIES = range(5)
 @njit(cache=True, nogil=True)
 def _find(tkeys, used, key):  # pragma: no cover - compiled
     mask = np.uint64(len(tkeys) - 1)
-    j = np.int64(_mix(key) & mask)
+    j = np.int64(mix(key) & mask)
     while used[j]:
         if tkeys[j] == key:
             return j
@@ -60,7 +60,7 @@ def _delete(tkeys, used, ref, slot, hole):  # pragma: no cover - compiled
     used[hole] = 0
     probe = (hole + 1) & imask
     while used[probe]:
-        home = np.int64(_mix(tkeys[probe]) & mask)
+        home = np.int64(mix(tkeys[probe]) & mask)
         if ((hole - home) & imask) < ((probe - home) & imask):
             tkeys[hole] = tkeys[probe]
             ref[hole] = ref[probe]

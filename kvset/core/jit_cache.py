@@ -1,9 +1,10 @@
 """numba's on-disk cache kept in step with every source a compiled function was built from.
 
 numba keys a cached function on the time stamp and size of its own file only. A kernel that calls
-or inlines functions of another module (sampling_kernel and opt_kernel use kernel's hash table, the
-sampled analyzer its filter) keeps its old machine code when only that other module changes: after a
-`git pull` of an editable install, kvset could run a kernel older than its sources. So the caches of
+or inlines functions of another module (the kernels share kvset.core.hash_table and
+kvset.core.intrinsics, the sampled analyzer its filter) keeps its old machine code when only that
+other module changes: after a `git pull` of an editable install, kvset could run a kernel older
+than its sources. So the caches of
 all compiled modules are dropped together whenever any of them changes, judged by one stamp over
 their files' time stamps and sizes (a few stat calls at import). A read-only install is left alone.
 """
@@ -18,6 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent  # kvset/
 # checks the list).
 COMPILED_MODULES = (
     "core/kernel.py",
+    "core/hash_table.py",
+    "core/intrinsics.py",
     "core/free_queue.py",
     "core/opt_kernel.py",
     "core/opt_rope.py",

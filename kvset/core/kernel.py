@@ -14,10 +14,10 @@ compiled with numba (nogil, so a worker thread leaves the UI thread free).
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
+
+from kvset.core.hash_table import EMPTY, mix, table_delete, table_find, table_probe
+from kvset.core.intrinsics import ctlz, popcount, prefetch
 
 # meta[] layout (int64)
 M_NOW = 0  # next free slot
@@ -60,8 +60,6 @@ HOMES_MASK = 31  # ring of home cells: a power of two above PREFETCH_CELL, minus
 FIRST_TIME = 0
 BEYOND_HORIZON = -1
 
-EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # slot value of an empty hash-table cell
-
 # The log grid for windowed histograms: exact up to 128, then 32 buckets per doubling (~3 %).
 GRID_EXACT = 128
 GRID_PER_OCTAVE = 32
@@ -96,49 +94,11 @@ def grid_capacities(horizon: int) -> np.ndarray:
 
 
 @njit(inline="always")
-def _mix(x):
-    # splitmix64 finalizer: spreads dense ids and structured hashes alike
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """LLVM's prefetch of arr[idx]: starts the cache miss without waiting for it."""
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
-        i8p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        i32 = ir.IntType(32)
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _ctlz(typingctx, x):
-    """LLVM's ctlz: count leading zeros in one instruction (lzcnt/bsr)."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-
-    return sig, codegen
-
-
-@njit(inline="always")
 def _grid_bucket(d):
     """grid_bucket_py in registers: exact below 129, then 32 buckets per doubling."""
     if d <= GRID_EXACT:
         return d - 1
-    e = 63 - np.int64(_ctlz(np.uint64(d)))
+    e = 63 - np.int64(ctlz(np.uint64(d)))
     m = (d >> (e - 5)) - GRID_PER_OCTAVE
     return GRID_EXACT + (e - 7) * GRID_PER_OCTAVE + m
 
@@ -163,22 +123,6 @@ def _fen_prefix(fen, i):
     return s
 
 
-@intrinsic
-def _ctpop(typingctx, x):
-    """LLVM's ctpop: one popcnt instruction where the CPU has it."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
-
-
-@njit(inline="always")
-def _popcount(x):
-    return np.int64(_ctpop(np.uint64(x)))
-
-
 # Live slots are bits in uint64 words, grouped in superblocks of 8 words (512 slots, one cache
 # line). The Fenwick tree counts live bits per superblock, so it is 512x smaller than the slot
 # array and stays in L1; inside a superblock the few words before a slot are popcounted.
@@ -192,9 +136,9 @@ def _live_prefix(live, fen, p):
     w = p >> 6
     s = _fen_prefix(fen, (p >> SB_SHIFT) - 1)
     for k in range(w & ~(WORDS_PER_SB - 1), w):
-        s += _popcount(live[k])
+        s += popcount(live[k])
     m = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (p & 63))
-    return s + _popcount(live[w] & m)
+    return s + popcount(live[w] & m)
 
 
 @njit(inline="always")
@@ -204,10 +148,10 @@ def _live_between(live, lo, hi):
     above_lo = ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (lo & 63)))  # bits > lo in its word
     upto_hi = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (hi & 63))  # bits <= hi in its word
     if wl == wh:
-        return _popcount(live[wl] & above_lo & upto_hi)
-    s = _popcount(live[wl] & above_lo) + _popcount(live[wh] & upto_hi)
+        return popcount(live[wl] & above_lo & upto_hi)
+    s = popcount(live[wl] & above_lo) + popcount(live[wh] & upto_hi)
     for w in range(wl + 1, wh):
-        s += _popcount(live[w])
+        s += popcount(live[w])
     return s
 
 
@@ -235,46 +179,11 @@ def _live_build(live, fen, j):
     for i in range(1, n + 1):
         c = 0
         for k in range((i - 1) * WORDS_PER_SB, min(i * WORDS_PER_SB, live.shape[0])):
-            c += _popcount(live[k])
+            c += popcount(live[k])
         fen[i] += c
         q = i + (i & (-i))
         if q <= n:
             fen[q] += fen[i]
-
-
-@njit(inline="always")
-def _table_find(table, mask, key):
-    """Cell index holding key, or -(free cell index) - 1."""
-    return _table_probe(table, mask, key, np.int64(_mix(key) & np.uint64(mask)))
-
-
-@njit(inline="always")
-def _table_probe(table, mask, key, h):
-    """_table_find from the key's home cell h."""
-    while True:
-        v = table[2 * h + 1]
-        if v == EMPTY:
-            return -h - 1
-        if table[2 * h] == key:
-            return h
-        h = (h + 1) & mask
-
-
-@njit(inline="always")
-def _table_delete(table, mask, h):
-    # Backward-shift deletion keeps linear probing tombstone-free.
-    j = h
-    while True:
-        j = (j + 1) & mask
-        if table[2 * j + 1] == EMPTY:
-            break
-        home = np.int64(_mix(table[2 * j]) & np.uint64(mask))
-        # move j into the hole h if its home is not cyclically in (h, j]
-        if (j > h and (home <= h or home > j)) or (j < h and (home <= h and home > j)):
-            table[2 * h] = table[2 * j]
-            table[2 * h + 1] = table[2 * j + 1]
-            h = j
-    table[2 * h + 1] = EMPTY
 
 
 # A blocked Bloom filter: a key's four bits lie in one block of 512 bits (8 words, one cache line),
@@ -284,7 +193,7 @@ BLOOM_BLOCK_WORDS = 8
 
 @njit(inline="always")
 def _bloom_block(key, words):
-    h = _mix(key + np.uint64(0x9E3779B97F4A7C15))
+    h = mix(key + np.uint64(0x9E3779B97F4A7C15))
     blocks = words // BLOOM_BLOCK_WORDS
     return np.int64((h >> np.uint64(32)) % np.uint64(blocks)) * BLOOM_BLOCK_WORDS, h
 
@@ -316,7 +225,7 @@ def compact_slots(table, mask, slot_keys, live, fen, meta):
         if _live_test(live, s):
             key = slot_keys[s]
             slot_keys[j] = key
-            h = _table_find(table, mask, key)
+            h = table_find(table, mask, key)
             table[2 * h + 1] = np.uint64(j)
             j += 1
     _live_build(live, fen, j)
@@ -332,7 +241,7 @@ def rebuild_into(old_slot_keys, old_live, old_meta, table, mask, slot_keys, live
     for s in range(old_meta[M_OLDEST], old_meta[M_NOW]):
         if _live_test(old_live, s):
             key = old_slot_keys[s]
-            h = -_table_find(table, mask, key) - 1
+            h = -table_find(table, mask, key) - 1
             table[2 * h] = key
             table[2 * h + 1] = np.uint64(j)
             slot_keys[j] = key
@@ -407,7 +316,7 @@ def feed_kernel(
     # home cells of the keys ahead, hashed once when their prefetch starts
     homes = np.empty(HOMES_MASK + 1, dtype=np.int64)
     for j in range(start, min(stop, start + PREFETCH_CELL)):
-        homes[j & HOMES_MASK] = np.int64(_mix(keys[j]) & np.uint64(mask))
+        homes[j & HOMES_MASK] = np.int64(mix(keys[j]) & np.uint64(mask))
     # Hits often come in runs over consecutive old slots (a request re-sending its context in the
     # order it was sent before): a slot's prefix is then the previous hit's plus the live bits
     # between them, with no tree query, and the tree's decrements for one superblock go in at once.
@@ -432,7 +341,7 @@ def feed_kernel(
         if now >= nslots:
             # compact first, so the table is consistent while slots are renumbered
             if pend:
-                _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+                _fen_add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
                 pend = np.uint64(0)
             if freed:
                 _fen_add(fen, freed_sb, -freed)
@@ -442,19 +351,19 @@ def feed_kernel(
             compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
         if i + PREFETCH_CELL < stop:
-            home = np.int64(_mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
+            home = np.int64(mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
             homes[(i + PREFETCH_CELL) & HOMES_MASK] = home
-            _prefetch(table, 2 * home)
+            prefetch(table, 2 * home)
         if i + PREFETCH_SLOT < stop:
             ahead = keys[i + PREFETCH_SLOT]
             c = 2 * homes[(i + PREFETCH_SLOT) & HOMES_MASK]
             if table[c] == ahead and table[c + 1] != EMPTY:  # found in its home cell (the usual case)
                 q = np.int64(table[c + 1])
                 if q < nslots:
-                    _prefetch(live, q >> 6)
+                    prefetch(live, q >> 6)
         key = keys[i]
         tok = tokens[i] if per_access_tokens else tokens[0]
-        h = _table_probe(table, mask, key, homes[i & HOMES_MASK])
+        h = table_probe(table, mask, key, homes[i & HOMES_MASK])
         if h >= 0:
             p = np.int64(table[2 * h + 1])
             if run_p >= 0 and p > run_p and (p >> 6) - (run_p >> 6) <= WORDS_PER_SB:
@@ -503,7 +412,7 @@ def feed_kernel(
                 pend = _release(live, fen, pend, now, s)
                 run_p = -1  # a slot below the last hit's is gone: its prefix changed
                 meta[M_OLDEST] = s + 1
-                _table_delete(table, mask, _table_find(table, mask, old))
+                table_delete(table, mask, table_find(table, mask, old))
                 tracked -= 1
                 meta[M_EVICTED] += 1
                 if track_bloom:
@@ -516,7 +425,7 @@ def feed_kernel(
                         meta[M_BLOOM_FILL] = 0
                     _bloom_add(bloom, gen, old)
                     meta[M_BLOOM_FILL] += 1
-                h = _table_find(table, mask, key)
+                h = table_find(table, mask, key)
             elif tracked >= max_tracked:
                 reason = STOP_GROW
                 break
@@ -541,14 +450,14 @@ def feed_kernel(
         table[2 * h + 1] = np.uint64(now)
         now += 1
         if (now & 63) == 0:
-            _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+            _fen_add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
             pend = np.uint64(0)
         n_acc += 1
         n_tok += tok
         late += is_late
         i += 1
     if pend:
-        _fen_add(fen, (now - 1) >> SB_SHIFT, _popcount(pend))
+        _fen_add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
     if freed:
         _fen_add(fen, freed_sb, -freed)
     meta[M_NOW] = now

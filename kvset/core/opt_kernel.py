@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from kvset.core.kernel import EMPTY, _table_find
+from kvset.core.hash_table import EMPTY, table_find
 from kvset.core.opt_rope import (
     ASC,
     BIG,
@@ -63,7 +63,7 @@ def next_uses(keys):
     table[1::2] = EMPTY
     distinct = 0
     for i in range(n - 1, -1, -1):
-        h = _table_find(table, mask, keys[i])
+        h = table_find(table, mask, keys[i])
         if h >= 0:
             nxt[i] = np.int64(table[2 * h + 1])
             table[2 * h + 1] = np.uint64(i)
@@ -79,7 +79,7 @@ def next_uses(keys):
             grown[1::2] = EMPTY
             for c in range(mask + 1):
                 if table[2 * c + 1] != EMPTY:
-                    g = -_table_find(grown, cells - 1, table[2 * c]) - 1
+                    g = -table_find(grown, cells - 1, table[2 * c]) - 1
                     grown[2 * g] = table[2 * c]
                     grown[2 * g + 1] = table[2 * c + 1]
             table = grown

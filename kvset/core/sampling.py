@@ -37,6 +37,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from kvset.core import hash_table as HT
 from kvset.core import kernel as K
 from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
@@ -120,7 +121,7 @@ class _SampleState:
             cells = 1 << max(0, int(2 * capacity - 1).bit_length())
             self.mask = cells - 1
             self.table = np.empty(2 * cells, dtype=np.uint64)
-            self.table[1::2] = K.EMPTY
+            self.table[1::2] = HT.EMPTY
             n = 2 * capacity  # slots: twice the blocks, so compaction is amortized
             self.slot_key = np.zeros(n, dtype=np.uint64)
             self.slot = np.zeros((n, 4), dtype=np.int64)  # (weight, weighted accesses before, index, band)

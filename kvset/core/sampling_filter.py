@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kvset.core import kernel as K
+from kvset.core import hash_table as HT
+from kvset.core import intrinsics as IN
 
 CHUNK = 64  # accesses tested into one mask word
 
@@ -21,14 +22,14 @@ CHUNK = 64  # accesses tested into one mask word
 @njit(inline="always")
 def priority_hash(key, salt):
     """The seeded hash h of a key (uniform on 64 bits)."""
-    return K._mix(key ^ salt)
+    return HT.mix(key ^ salt)
 
 
 @njit(inline="always")
 def band_of(pos, last_band):
     """Position band: 0 for position 0, then one band per doubling (1, 2-3, 4-7, ...), capped.
     Without a branch: the count of leading zeros of 0 is 64."""
-    b = 64 - np.int64(K._ctlz(np.uint64(pos)))
+    b = 64 - np.int64(IN.ctlz(np.uint64(pos)))
     return b if b < last_band else last_band
 
 
@@ -117,7 +118,7 @@ def gather_segment(keys, a, e, base, back, salt, thresholds, head, found, found_
             bits &= (np.uint64(1) << np.uint64(w)) - np.uint64(1)
         while bits:
             low = bits & (~bits + np.uint64(1))
-            y = c + 63 - np.int64(K._ctlz(low))
+            y = c + 63 - np.int64(IN.ctlz(low))
             found[m] = y
             found_band[m] = band_of(base - y if back else y - base, last)
             m += 1

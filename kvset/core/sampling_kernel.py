@@ -14,7 +14,7 @@ accesses in between and k the weighted live blocks after its slot (a Fenwick tre
     d = 1 + t * k / a        (1 + t when no tracked access lies in between)
 estimates the stack distance: t is known exactly and k / a, the share of distinct blocks among the
 accesses in between, is what the sample says. At rate 1 it is the exact distance (a = t, k counts
-the distinct blocks). The kernel shares the hash table of kvset.core.kernel.
+the distinct blocks). The kernel uses the exact kernel's hash table (kvset.core.hash_table).
 
 Per time slot's run, the kernel gathers up to BATCH sampled accesses (kvset.core.sampling_filter:
 every access is hashed and tested there, which is most of the cost when few are kept), handles
@@ -34,6 +34,8 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
+from kvset.core import hash_table as HT
+from kvset.core import intrinsics as IN
 from kvset.core import kernel as K
 from kvset.core.sampling_filter import (
     CHUNK,
@@ -132,7 +134,7 @@ def fine_capacities(horizon: int) -> np.ndarray:
 def _fine_bucket(d):
     if d <= FINE_EXACT:
         return d - 1
-    e = 63 - np.int64(K._ctlz(np.uint64(d)))
+    e = 63 - np.int64(IN.ctlz(np.uint64(d)))
     return FINE_EXACT + (e - _FINE_BITS) * FINE_PER_OCTAVE + (d >> (e - _FINE_BITS)) - FINE_PER_OCTAVE
 
 
@@ -264,22 +266,22 @@ def sampled_feed_kernel(
             # handle them in order; the table cell of the access PREFETCH_CELL ahead and the slot
             # its home cell names PREFETCH_SLOT ahead are fetched while the ones before are handled
             for j in range(min(m, PREFETCH_CELL)):
-                found_home[j] = np.int64(K._mix(keys[found[j]]) & np.uint64(mask))
-                K._prefetch(table, 2 * found_home[j])
+                found_home[j] = np.int64(HT.mix(keys[found[j]]) & np.uint64(mask))
+                IN.prefetch(table, 2 * found_home[j])
             for j in range(m):
                 if j + PREFETCH_CELL < m:
-                    hj = np.int64(K._mix(keys[found[j + PREFETCH_CELL]]) & np.uint64(mask))
+                    hj = np.int64(HT.mix(keys[found[j + PREFETCH_CELL]]) & np.uint64(mask))
                     found_home[j + PREFETCH_CELL] = hj
-                    K._prefetch(table, 2 * hj)
+                    IN.prefetch(table, 2 * hj)
                 if j + PREFETCH_SLOT < m:
                     v = table[2 * found_home[j + PREFETCH_SLOT] + 1]
                     if v < np.uint64(nslots):
-                        K._prefetch(slot, np.int64(v))
-                        K._prefetch(fen, np.int64(v) + 1)  # the first nodes of its Fenwick walks
+                        IN.prefetch(slot, np.int64(v))
+                        IN.prefetch(fen, np.int64(v) + 1)  # the first nodes of its Fenwick walks
                 y = found[j]
                 b = found_band[j]
                 key = keys[y]
-                cell = K._table_probe(table, mask, key, found_home[j])
+                cell = HT.table_probe(table, mask, key, found_home[j])
                 if cell < 0:
                     if size_limit > 0 and tracked >= size_limit:
                         reason = STOP_EVICT

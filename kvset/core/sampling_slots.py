@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kvset.core import kernel as K
+from kvset.core import hash_table as HT
 from kvset.core.sampling_filter import priority_hash
 
 # slot[] columns (int64)
@@ -74,7 +74,7 @@ def move_slots(table, mask, slot_key, slot, now, new_table, new_mask, new_key, n
             new_key[j] = key
             for c in range(4):
                 new_slot[j, c] = slot[s, c]
-            h = K._table_find(new_table, new_mask, key)
+            h = HT.table_find(new_table, new_mask, key)
             if h < 0:
                 h = -h - 1
                 new_table[2 * h] = key
@@ -100,7 +100,7 @@ def compact_slots(table, mask, slot_key, slot, fen, now):
             j += 1
     for c in range(mask + 1):
         v = table[2 * c + 1]
-        if v != K.EMPTY:
+        if v != HT.EMPTY:
             table[2 * c + 1] = np.uint64(fen[np.int64(v)])
     for s in range(j, now):
         slot[s, W_WEIGHT] = 0
@@ -118,7 +118,7 @@ def drop_above(limit, salt, shifts, table, mask, slot_key, slot, now):
         if slot[s, W_WEIGHT] > 0:
             key = slot_key[s]
             if (priority_hash(key, salt) >> np.uint64(shifts[slot[s, W_BAND]])) > limit:
-                K._table_delete(table, mask, K._table_find(table, mask, key))
+                HT.table_delete(table, mask, HT.table_find(table, mask, key))
                 slot[s, W_WEIGHT] = 0
                 dropped += 1
     return dropped

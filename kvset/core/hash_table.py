@@ -1,0 +1,56 @@
+"""The kernels' hash table: open addressing with linear probing over (key, value) pairs of uint64.
+
+table[2h] is a cell's key, table[2h + 1] its value, EMPTY for an empty cell; a key's home cell is
+its mixed hash masked to the table's size (a power of two). Deletion shifts back the cells after
+the hole, so probing never meets a tombstone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # slot value of an empty hash-table cell
+
+
+@njit(inline="always")
+def mix(x):
+    # splitmix64 finalizer: spreads dense ids and structured hashes alike
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(inline="always")
+def table_find(table, mask, key):
+    """Cell index holding key, or -(free cell index) - 1."""
+    return table_probe(table, mask, key, np.int64(mix(key) & np.uint64(mask)))
+
+
+@njit(inline="always")
+def table_probe(table, mask, key, h):
+    """table_find from the key's home cell h."""
+    while True:
+        v = table[2 * h + 1]
+        if v == EMPTY:
+            return -h - 1
+        if table[2 * h] == key:
+            return h
+        h = (h + 1) & mask
+
+
+@njit(inline="always")
+def table_delete(table, mask, h):
+    # Backward-shift deletion keeps linear probing tombstone-free.
+    j = h
+    while True:
+        j = (j + 1) & mask
+        if table[2 * j + 1] == EMPTY:
+            break
+        home = np.int64(mix(table[2 * j]) & np.uint64(mask))
+        # move j into the hole h if its home is not cyclically in (h, j]
+        if (j > h and (home <= h or home > j)) or (j < h and (home <= h and home > j)):
+            table[2 * h] = table[2 * j]
+            table[2 * h + 1] = table[2 * j + 1]
+            h = j
+    table[2 * h + 1] = EMPTY

@@ -1,0 +1,58 @@
+"""LLVM intrinsics for the kernels: prefetch, count leading zeros, population count.
+
+numba has no spelling for these; each compiles to one instruction where the CPU has it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """LLVM's prefetch of arr[idx]: starts the cache miss without waiting for it."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        i32 = ir.IntType(32)
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def ctlz(typingctx, x):
+    """LLVM's ctlz: count leading zeros in one instruction (lzcnt/bsr)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
+
+
+@intrinsic
+def ctpop(typingctx, x):
+    """LLVM's ctpop: one popcnt instruction where the CPU has it."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@njit(inline="always")
+def popcount(x):
+    return np.int64(ctpop(np.uint64(x)))
