@@ -32,6 +32,7 @@ from kvset.core.feed_args import (
     tokens_array,
 )
 from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
+from kvset.core.log_grid import WINDOW_GRID
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
 
@@ -138,7 +139,7 @@ class Analyzer(TimeSlotViews):
         self.order: Order = order
         self.block_tokens = block_tokens
         self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)))
-        self.grid_capacities = K.grid_capacities(self.horizon)
+        self.grid_capacities = WINDOW_GRID.capacities(self.horizon)
         nb = len(self.grid_capacities)
         self.fine = SlotRing(slot_seconds, fine_slots, nb)
         self.coarse = SlotRing(coarse_seconds, coarse_slots, nb)

@@ -21,6 +21,7 @@ COMPILED_MODULES = (
     "core/kernel.py",
     "core/hash_table.py",
     "core/intrinsics.py",
+    "core/log_grid.py",
     "core/free_queue.py",
     "core/opt_kernel.py",
     "core/opt_rope.py",

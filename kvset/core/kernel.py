@@ -17,7 +17,10 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import EMPTY, mix, table_delete, table_find, table_probe
-from kvset.core.intrinsics import ctlz, popcount, prefetch
+from kvset.core.intrinsics import popcount, prefetch
+from kvset.core.log_grid import WINDOW_GRID, bucket_of
+
+GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID  # the windowed histograms' grid, as compile-time constants
 
 # meta[] layout (int64)
 M_NOW = 0  # next free slot
@@ -59,49 +62,6 @@ HOMES_MASK = 31  # ring of home cells: a power of two above PREFETCH_CELL, minus
 # distance codes written to `out`
 FIRST_TIME = 0
 BEYOND_HORIZON = -1
-
-# The log grid for windowed histograms: exact up to 128, then 32 buckets per doubling (~3 %).
-GRID_EXACT = 128
-GRID_PER_OCTAVE = 32
-
-
-def grid_bucket_py(d: int) -> int:
-    """Bucket index of stack distance d >= 1 (pure Python reference of the kernel's table)."""
-    if d <= GRID_EXACT:
-        return d - 1
-    e = d.bit_length() - 1
-    m = (d >> (e - 5)) - GRID_PER_OCTAVE
-    return GRID_EXACT + (e - 7) * GRID_PER_OCTAVE + m
-
-
-def grid_upper_edge(bucket: int) -> int:
-    """Largest distance that falls into `bucket`: the capacity at which a grid curve is exact."""
-    if bucket < GRID_EXACT:
-        return bucket + 1
-    k = bucket - GRID_EXACT
-    e = 7 + k // GRID_PER_OCTAVE
-    m = k % GRID_PER_OCTAVE
-    return ((GRID_PER_OCTAVE + m + 1) << (e - 5)) - 1
-
-
-def grid_size(horizon: int) -> int:
-    return grid_bucket_py(max(1, horizon)) + 1
-
-
-def grid_capacities(horizon: int) -> np.ndarray:
-    edges = np.array([grid_upper_edge(b) for b in range(grid_size(horizon))], dtype=np.int64)
-    return np.minimum(edges, horizon)
-
-
-@njit(inline="always")
-def _grid_bucket(d):
-    """grid_bucket_py in registers: exact below 129, then 32 buckets per doubling."""
-    if d <= GRID_EXACT:
-        return d - 1
-    e = 63 - np.int64(ctlz(np.uint64(d)))
-    m = (d >> (e - 5)) - GRID_PER_OCTAVE
-    return GRID_EXACT + (e - 7) * GRID_PER_OCTAVE + m
-
 
 @njit(inline="always")
 def _fen_add(fen, i, v):
@@ -393,7 +353,7 @@ def feed_kernel(
             run_prefix = prefix
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
-            b = _grid_bucket(d)
+            b = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
             bucket_blocks[b] += 1
             bucket_tokens[b] += tok
             n_hits += 1

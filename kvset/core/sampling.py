@@ -54,6 +54,7 @@ from kvset.core.feed_args import (
     timestamps_array,
     tokens_array,
 )
+from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
 from kvset.core.sampling_curve import band_factors, post_stratified_curve
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
@@ -190,11 +191,11 @@ class SampledAnalyzer(TimeSlotViews):
         self._s.meta[SK.S_HORIZON] = self.horizon
         self._s.meta[SK.S_FINE_CURRENT] = self._s.meta[SK.S_COARSE_CURRENT] = SK.NO_SLOT
         self._s.meta[SK.S_SIZE_LIMIT] = self.sample_size or 0
-        n_fine = len(SK.fine_capacities(self.horizon))
+        n_fine = len(FINE_GRID.capacities(self.horizon))
         # raw all-time tallies, post-stratified when a curve is read
         self.band_counts = np.zeros((BANDS, 2), dtype=np.int64)  # every access: (accesses, tokens) per band
         self.sampled = np.zeros((SK.GROUPS, BANDS, SK.KINDS, 2), dtype=np.float64)
-        self.grid_capacities = K.grid_capacities(self.horizon)
+        self.grid_capacities = WINDOW_GRID.capacities(self.horizon)
         nb = len(self.grid_capacities)
         # weighted hits per band on the fine grid, and per random group on the coarse grid, in planes
         # (blocks, tokens). While every access so far had the same tokens (_same_tokens), the tokens
@@ -380,7 +381,7 @@ class SampledAnalyzer(TimeSlotViews):
         if window is None:
             token_scale = None if self._token_planes else (self._same_tokens or 0)
             return post_stratified_curve(self.hist, self.ghist, token_scale, self.sampled, self.band_counts,
-                                         band_rates(self._limit, self._shifts), SK.fine_capacities(self.horizon),
+                                         band_rates(self._limit, self._shifts), FINE_GRID.capacities(self.horizon),
                                          self.grid_capacities, self.horizon, int(self._s.meta[SK.S_MAX_DISTANCE]),
                                          self.sampling)  # fmt: skip
         ring = self.fine if window <= self.fine.span_seconds() else self.coarse

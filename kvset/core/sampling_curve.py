@@ -16,6 +16,7 @@ from numba import njit
 
 from kvset.core import sampling_kernel as SK
 from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
+from kvset.core.log_grid import FINE_GRID
 
 ERROR_Z = 2.0  # error bounds are 2 standard errors: about 95 % under the normal approximation
 
@@ -37,7 +38,7 @@ def post_stratified_curve(hist, ghist, token_scale, sampled, band_counts, rates,
     bucket] and ghist[unit, group, band, grid bucket]; token_scale: None, or the tokens of every access
     (the tokens planes are then the blocks planes times it). max_distance: the largest distance in
     hist, so its last bucket in use (0: none; a search of hist took 0.5 ms)."""
-    used = SK.fine_bucket_py(max_distance) + 1 if max_distance > 0 else 0
+    used = FINE_GRID.bucket(max_distance) + 1 if max_distance > 0 else 0
     # capacities may repeat the horizon at the top; keep the first of equal ones
     caps = capacities[:used]
     keep = np.concatenate([[True], np.diff(caps) > 0]) if used else np.zeros(0, dtype=bool)

@@ -29,14 +29,13 @@ nogil, like the exact kernel.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 from numba import njit
 
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 from kvset.core import kernel as K
+from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.sampling_filter import (
     CHUNK,
     band_range,
@@ -98,44 +97,9 @@ PREFETCH_SLOT = 8
 GROUPS = 8  # random groups of the sample (low bits of the hash), for the error bound
 SCALE = 1 << 16  # fixed point of the time-slot rings (int64): weighted counts times SCALE
 
-# The fine log grid of the all-time histograms: exact up to 256, then 256 buckets per doubling
-# (0.3 % steps), so the grid adds nothing measurable to the sampling error.
-FINE_EXACT = 256
-FINE_PER_OCTAVE = 256
-_FINE_BITS = 8
-
-
-def fine_bucket_py(d: int) -> int:
-    if d <= FINE_EXACT:
-        return d - 1
-    e = d.bit_length() - 1
-    return FINE_EXACT + (e - _FINE_BITS) * FINE_PER_OCTAVE + (d >> (e - _FINE_BITS)) - FINE_PER_OCTAVE
-
-
-def fine_upper_edge(bucket: int) -> int:
-    """Largest distance in `bucket`."""
-    if bucket < FINE_EXACT:
-        return bucket + 1
-    k = bucket - FINE_EXACT
-    e = _FINE_BITS + k // FINE_PER_OCTAVE
-    return ((FINE_PER_OCTAVE + k % FINE_PER_OCTAVE + 1) << (e - _FINE_BITS)) - 1
-
-
-@lru_cache(maxsize=8)
-def fine_capacities(horizon: int) -> np.ndarray:
-    """The grid's capacities up to the horizon (read-only; made once per horizon)."""
-    n = fine_bucket_py(max(1, horizon)) + 1
-    caps = np.minimum(np.array([fine_upper_edge(b) for b in range(n)], dtype=np.int64), horizon)
-    caps.setflags(write=False)
-    return caps
-
-
-@njit(inline="always")
-def _fine_bucket(d):
-    if d <= FINE_EXACT:
-        return d - 1
-    e = 63 - np.int64(IN.ctlz(np.uint64(d)))
-    return FINE_EXACT + (e - _FINE_BITS) * FINE_PER_OCTAVE + (d >> (e - _FINE_BITS)) - FINE_PER_OCTAVE
+# the all-time histograms' grid and the windowed ones', as compile-time constants
+FINE_EXACT_BITS, FINE_OCTAVE_BITS = FINE_GRID
+GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
 
 
 @njit(nogil=True, cache=True)
@@ -324,7 +288,7 @@ def sampled_feed_kernel(
                     else:
                         if di > max_d:
                             max_d = di
-                        q = K._grid_bucket(di)
+                        q = bucket_of(di, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
                         hit_at[n_hits] = j
                         hit_distance[n_hits] = di
                         hit_group[n_hits] = grp
@@ -360,8 +324,8 @@ def sampled_feed_kernel(
                 b = found_band[j]
                 di = hit_distance[k]
                 w = weights[b]
-                f = _fine_bucket(di)
-                q = K._grid_bucket(di)
+                f = bucket_of(di, FINE_EXACT_BITS, FINE_OCTAVE_BITS)
+                q = bucket_of(di, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
                 hist[0, b, f] += w
                 ghist[0, hit_group[k], b, q] += w
                 if token_planes:

@@ -5,6 +5,7 @@ import pytest
 
 from kvset.core import kernel as K
 from kvset.core.analyzer import Analyzer
+from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.naive import naive_curve, naive_stack_distances
 
 
@@ -75,11 +76,12 @@ def test_late_timestamps_are_counted_in_the_current_slot():
     assert a.curve(window=1).accesses == 3
 
 
-def test_kernel_grid_bucket_matches_reference():
-    for d in [1, 2, 127, 128, 129, 131, 132, 255, 256, 1000, 65535, 65536, 2**22 + 7, 2**40 + 3]:
-        assert K._grid_bucket(d) == K.grid_bucket_py(d)
-        b = K.grid_bucket_py(d)
-        assert (K.grid_upper_edge(b - 1) if b else 0) < d <= K.grid_upper_edge(b)
+@pytest.mark.parametrize("grid", [WINDOW_GRID, FINE_GRID])
+def test_kernel_grid_bucket_matches_reference(grid):
+    for d in [1, 2, 127, 128, 129, 131, 132, 255, 256, 257, 1000, 65535, 65536, 2**22 + 7, 2**40 + 3]:
+        assert bucket_of(d, grid.exact_bits, grid.octave_bits) == grid.bucket(d)
+        b = grid.bucket(d)
+        assert (grid.upper_edge(b - 1) if b else 0) < d <= grid.upper_edge(b)
 
 
 def test_window_curve_is_a_lower_bound_exact_on_grid():
