@@ -34,9 +34,13 @@ def naive_curve(
     keys: Sequence[int], capacities: Iterable[int], tokens: Sequence[int] | None = None
 ) -> dict[int, tuple[int, int]]:
     """{capacity: (block hits, token hits)}, one full replay per capacity."""
+    return _per_capacity(simulate_lru, keys, capacities, tokens)
+
+
+def _per_capacity(simulate, keys, capacities, tokens) -> dict[int, tuple[int, int]]:
     keys = [int(k) for k in keys]
     toks = [int(t) for t in tokens] if tokens is not None else None
-    return {int(c): simulate_lru(keys, int(c), toks) for c in capacities}
+    return {int(c): simulate(keys, int(c), toks) for c in capacities}
 
 
 def simulate_min(keys: Sequence[int], capacity: int, tokens: Sequence[int] | None = None) -> tuple[int, int]:
@@ -82,9 +86,7 @@ def naive_min_curve(
     keys: Sequence[int], capacities: Iterable[int], tokens: Sequence[int] | None = None
 ) -> dict[int, tuple[int, int]]:
     """{capacity: (block hits, token hits)} of MIN, one full replay per capacity."""
-    keys = [int(k) for k in keys]
-    toks = [int(t) for t in tokens] if tokens is not None else None
-    return {int(c): simulate_min(keys, int(c), toks) for c in capacities}
+    return _per_capacity(simulate_min, keys, capacities, tokens)
 
 
 def naive_stack_distances(keys: Sequence[int]) -> list[int]:
