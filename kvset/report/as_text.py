@@ -19,7 +19,7 @@ from kvset.report.tables import (
     working_set_table,
 )
 from kvset.report.tiers import tier_lines, tiers_json
-from kvset.snapshot import MISSES_ONLY
+from kvset.snapshot import MISSES_ONLY, RANK_POOL_SOURCE
 
 # What each kind of source adds, for the advice when no block access arrived.
 CURVE_SOURCES = {"events": "--events", "log": "--log", "replay": "--replay"}
@@ -195,7 +195,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
                       f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
                       f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
                       f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
-    elif t.accesses and s.thrashing.get("all") is not None:
+    elif t.accesses and (all_time := s.thrashing.get("all")) is not None and all_time.capacity_source == RANK_POOL_SOURCE:
         lines += ["", "thrashing: judged over all time only (each data-parallel rank has its own pool)"]
     elif t.accesses:
         lines += ["", "thrashing: not judged (no cache capacity: give --capacity BLOCKS, or --metrics/--events "

@@ -37,7 +37,7 @@ from kvset.snapshot.model import (
     fits_in_pool,
 )
 from kvset.snapshot.operating_point import operating_point
-from kvset.snapshot.ranks import pooling, rank_pools, separate_pools
+from kvset.snapshot.ranks import RankSplit, pooling, rank_pools, separate_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -125,7 +125,7 @@ class SnapshotBuilder:
         thrashing = {}
         if rank_split is not None:
             # each rank's own pool: judged on the ranks' own curves, which are kept for all time only
-            thrashing["all"] = thrashing_at(rank_split[1], rank_split[0], RANK_POOL_SOURCE, "all")
+            thrashing["all"] = thrashing_at(rank_split.curve, rank_split.pool_blocks, RANK_POOL_SOURCE, "all")
         elif capacity:
             for label, _ in WINDOWS:
                 if curves[label].accesses:  # a window without accesses has no misses to judge
@@ -196,7 +196,7 @@ class SnapshotBuilder:
 
     def _ranks(self, ranks: Mapping[int, Analyzer], merged: HitRateCurve, bt: int | None,
                bytes_per_block: int | None, engine_pool: int | None, curve_scope: str
-               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None, tuple[int, HitRateCurve] | None]:  # fmt: skip
+               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None, RankSplit | None]:  # fmt: skip
         """Each rank's all-time view, the pooling figures (or why there are none), and (each rank's pool,
         the curve of one LRU per rank) when every access is some rank's and the pool is known."""
         if len(ranks) < 2:
@@ -222,7 +222,7 @@ class SnapshotBuilder:
             return tuple(views), None, ("no rank pool to compare at: give --capacity BLOCKS (each rank's pool) "
                                         "or --metrics of the engine"), None  # fmt: skip
         pools = dict.fromkeys(curves, per_rank)
-        split = (per_rank, separate_pools(list(curves.values())))
+        split = RankSplit(len(curves), per_rank, separate_pools(list(curves.values())))
         return tuple(views), pooling(merged, curves, pools, source, curve_scope), None, split
 
     def _capacity(self, pool: int | None) -> tuple[int | None, str]:

@@ -28,6 +28,7 @@ from dataclasses import replace
 from kvset.core.curve import HitRateCurve
 from kvset.snapshot.engine_model import MODEL_NAME, EngineModel
 from kvset.snapshot.model import MISSES_ONLY, OperatingPoint
+from kvset.snapshot.ranks import RankSplit
 from kvset.types import EngineReading
 
 NULL_BLOCKS = 1  # vLLM keeps one block of its pool as the null block: never cached
@@ -54,17 +55,16 @@ def operating_point(
     curves: dict[str, HitRateCurve],
     curve_scope: str,
     engine_model: EngineModel | None = None,
-    rank_split: tuple[int, HitRateCurve] | None = None,
+    rank_split: RankSplit | None = None,
 ) -> OperatingPoint | None:
     """The engine's capacity and measured hit rate beside the LRU curve and the model at that capacity.
 
-    `rank_split`: with data-parallel ranks, each rank's pool and the curve of one LRU per rank
-    (kvset.snapshot.ranks.separate_pools)."""
+    `rank_split`: with data-parallel ranks, their number, each one's pool and the curve of one LRU per
+    rank (kvset.snapshot.ranks)."""
     if engine is None or not pool:
         return None
     if rank_split is not None:
-        rank_pool, lru_curve = rank_split
-        ranks = max(1, pool // rank_pool) if rank_pool else 1
+        ranks, rank_pool, lru_curve = rank_split
         lru_by_window = dict.fromkeys(curves, None)
         lru_by_window["all"] = lru_curve.hit_rate(rank_pool, "tokens") if lru_curve.tokens else None
         rank_notes: tuple[str, ...] = (RANKS_NOTE.format(ranks=ranks, pool=rank_pool),)

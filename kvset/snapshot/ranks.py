@@ -16,6 +16,7 @@ all-time exact one; windows are kept for the merged stream only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +34,14 @@ def rank_pools(ranks: int, engine_pool: int | None, chosen: int | None) -> tuple
     if chosen:
         return int(chosen), "chosen"
     return None, "none"
+
+
+class RankSplit(NamedTuple):
+    """The engine as its ranks run it: how many, each one's pool, and the curve of one LRU per rank."""
+
+    ranks: int
+    pool_blocks: int
+    curve: HitRateCurve  # separate_pools() of the ranks' curves
 
 
 def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
