@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core import fenwick
 from kvset.core.hash_table import mix
 
 QUERY = 0
@@ -72,26 +73,6 @@ def _delete(tkeys, used, ref, slot, hole):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _fen_add(fen, i, v):  # pragma: no cover - compiled
-    i += 1
-    n = len(fen) - 1
-    while i <= n:
-        fen[i] += v
-        i += i & -i
-
-
-@njit(cache=True, nogil=True)
-def _fen_prefix(fen, i):  # pragma: no cover - compiled
-    """Sum over slots [0, i]."""
-    i += 1
-    s = 0
-    while i > 0:
-        s += fen[i]
-        i -= i & -i
-    return s
-
-
-@njit(cache=True, nogil=True)
 def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out, pinned_out, forgot_out):  # pragma: no cover - compiled
     n_forgot = 0
     for n in range(len(ops)):
@@ -105,7 +86,7 @@ def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out,
             elif ref[j] > 0:
                 pos_out[n] = 0
             else:
-                pos_out[n] = sc[1] - _fen_prefix(fen, slot[j]) + 1
+                pos_out[n] = sc[1] - fenwick.prefix(fen, slot[j]) + 1
         elif op == 1:  # PIN
             if j < 0:
                 j = -1 - j
@@ -117,7 +98,7 @@ def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out,
             if ref[j] == 0:
                 sc[3] += 1
                 if slot[j] >= 0:
-                    _fen_add(fen, slot[j], -1)
+                    fenwick.add(fen, slot[j], -1)
                     sc[1] -= 1
                     slot[j] = -1
             ref[j] += 1
@@ -131,7 +112,7 @@ def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out,
                 sc[0] += 1
                 slot[j] = s
                 slot_key[s] = key
-                _fen_add(fen, s, 1)
+                fenwick.add(fen, s, 1)
                 sc[1] += 1
                 while sc[1] > horizon:  # forget the oldest release
                     h = sc[2]
@@ -140,7 +121,7 @@ def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out,
                         if k >= 0 and slot[k] == h:
                             break
                         h += 1
-                    _fen_add(fen, h, -1)
+                    fenwick.add(fen, h, -1)
                     sc[1] -= 1
                     sc[2] = h + 1
                     forgot_out[n_forgot] = slot_key[h]

@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent  # kvset/
 # checks the list).
 COMPILED_MODULES = (
     "core/kernel.py",
+    "core/fenwick.py",
     "core/hash_table.py",
     "core/intrinsics.py",
     "core/log_grid.py",

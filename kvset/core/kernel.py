@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core import fenwick
 from kvset.core.hash_table import EMPTY, mix, table_delete, table_find, table_probe
 from kvset.core.intrinsics import popcount, prefetch
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
@@ -63,26 +64,6 @@ HOMES_MASK = 31  # ring of home cells: a power of two above PREFETCH_CELL, minus
 FIRST_TIME = 0
 BEYOND_HORIZON = -1
 
-@njit(inline="always")
-def _fen_add(fen, i, v):
-    n = fen.shape[0] - 1
-    i += 1
-    while i <= n:
-        fen[i] += v
-        i += i & (-i)
-
-
-@njit(inline="always")
-def _fen_prefix(fen, i):
-    """Sum of entries [0, i]; 0 for i < 0."""
-    s = 0
-    i += 1
-    while i > 0:
-        s += fen[i]
-        i -= i & (-i)
-    return s
-
-
 # Live slots are bits in uint64 words, grouped in superblocks of 8 words (512 slots, one cache
 # line). The Fenwick tree counts live bits per superblock, so it is 512x smaller than the slot
 # array and stays in L1; inside a superblock the few words before a slot are popcounted.
@@ -94,7 +75,7 @@ WORDS_PER_SB = 8
 def _live_prefix(live, fen, p):
     """Live slots in [0, p]."""
     w = p >> 6
-    s = _fen_prefix(fen, (p >> SB_SHIFT) - 1)
+    s = fenwick.prefix(fen, (p >> SB_SHIFT) - 1)
     for k in range(w & ~(WORDS_PER_SB - 1), w):
         s += popcount(live[k])
     m = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (p & 63))
@@ -123,7 +104,7 @@ def _live_test(live, p):
 @njit(inline="always")
 def _live_clear(live, fen, p):
     live[p >> 6] &= ~(np.uint64(1) << np.uint64(p & 63))
-    _fen_add(fen, p >> SB_SHIFT, -1)
+    fenwick.add(fen, p >> SB_SHIFT, -1)
 
 
 @njit(inline="always")
@@ -301,10 +282,10 @@ def feed_kernel(
         if now >= nslots:
             # compact first, so the table is consistent while slots are renumbered
             if pend:
-                _fen_add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
+                fenwick.add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
                 pend = np.uint64(0)
             if freed:
-                _fen_add(fen, freed_sb, -freed)
+                fenwick.add(fen, freed_sb, -freed)
                 freed = 0
             run_p = -1
             meta[M_NOW] = now
@@ -331,7 +312,7 @@ def feed_kernel(
                 prefix = run_prefix - 1 + _live_between(live, run_p, p)
             else:
                 if freed and (p >> SB_SHIFT) > freed_sb:  # the query reads the tree below p's superblock
-                    _fen_add(fen, freed_sb, -freed)
+                    fenwick.add(fen, freed_sb, -freed)
                     freed = 0
                 prefix = _live_prefix(live, fen, p)
             d = tracked - prefix + 1
@@ -345,7 +326,7 @@ def feed_kernel(
                 # the tree's decrement waits while hits free slots of one superblock
                 if (p >> SB_SHIFT) != freed_sb:
                     if freed:
-                        _fen_add(fen, freed_sb, -freed)
+                        fenwick.add(fen, freed_sb, -freed)
                     freed_sb = p >> SB_SHIFT
                     freed = 0
                 freed += 1
@@ -410,16 +391,16 @@ def feed_kernel(
         table[2 * h + 1] = np.uint64(now)
         now += 1
         if (now & 63) == 0:
-            _fen_add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
+            fenwick.add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
             pend = np.uint64(0)
         n_acc += 1
         n_tok += tok
         late += is_late
         i += 1
     if pend:
-        _fen_add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
+        fenwick.add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
     if freed:
-        _fen_add(fen, freed_sb, -freed)
+        fenwick.add(fen, freed_sb, -freed)
     meta[M_NOW] = now
     meta[M_TRACKED] = tracked
     meta[M_LATE] += late

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core import fenwick
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 from kvset.core import kernel as K
@@ -50,8 +51,6 @@ from kvset.core.sampling_slots import (
     W_BEFORE,
     W_INDEX,
     W_WEIGHT,
-    _fen_append,
-    _fen_remove,
     compact_slots,
     rebuild_fenwick,
 )
@@ -272,11 +271,11 @@ def sampled_feed_kernel(
                     between = wsum - slot[p, W_BEFORE] - wp
                     gap = g0 + y - slot[p, W_INDEX] - 1
                     if between > 0:
-                        share = (live - K._fen_prefix(fen, p)) / between
+                        share = (live - fenwick.prefix(fen, p)) / between
                         d = 1.0 + gap * (share if share < 1.0 else 1.0)
                     else:
                         d = 1.0 + gap
-                    _fen_remove(fen, p, wp, now)
+                    fenwick.remove_below(fen, p, wp, now)
                     live -= wp
                     slot[p, W_WEIGHT] = 0
                     di = np.int64(d + 0.5)
@@ -313,7 +312,7 @@ def sampled_feed_kernel(
                 slot[now, W_INDEX] = g0 + y
                 slot[now, W_BAND] = b
                 table[2 * cell + 1] = np.uint64(now)
-                _fen_append(fen, now, wf)
+                fenwick.append(fen, now, wf)
                 live += wf
                 wsum += wf
                 now += 1

@@ -20,31 +20,8 @@ W_BEFORE = 1
 W_INDEX = 2
 W_BAND = 3
 
-# The Fenwick tree of slot weights (queried with the exact kernel's prefix sum) is kept valid for the
-# nodes up to the newest slot only: a new slot's node is computed from its children (amortized O(1)
-# instead of a walk to the root), and a removal walks only up to the newest node. Nodes beyond it
-# are rebuilt when their slot is taken.
-
-
-@njit(inline="always")
-def _fen_append(fen, s, v):
-    """Slot s (the newest) gets weight v."""
-    m = s + 1
-    total = v
-    k = 1
-    while k < (m & (-m)):
-        total += fen[m - k]
-        k <<= 1
-    fen[m] = total
-
-
-@njit(inline="always")
-def _fen_remove(fen, s, v, now):
-    """Slot s (older than `now`, the next free slot) loses weight v."""
-    i = s + 1
-    while i <= now:
-        fen[i] -= v
-        i += i & (-i)
+# The Fenwick tree of slot weights is kept valid for the nodes up to the newest slot only
+# (kvset.core.fenwick.append and remove_below); rebuild_fenwick() makes it whole.
 
 
 @njit(nogil=True, cache=True)
