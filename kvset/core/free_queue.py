@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core import fenwick
-from kvset.core.hash_table import mix
+from kvset.core.hash_table import key_find, mix
 
 QUERY = 0
 PIN = 1
@@ -40,17 +40,6 @@ _MIN_TABLE = 1024
 _MIN_SLOTS = 1024
 # scalars: [next free slot, queue length, oldest slot that may be live, pinned blocks, table entries]
 _NEXT, _LIVE, _HEAD, _PINNED, _ENTRIES = range(5)
-
-
-@njit(cache=True, nogil=True)
-def _find(tkeys, used, key):  # pragma: no cover - compiled
-    mask = np.uint64(len(tkeys) - 1)
-    j = np.int64(mix(key) & mask)
-    while used[j]:
-        if tkeys[j] == key:
-            return j
-        j = np.int64(np.uint64(j + 1) & mask)
-    return -1 - j  # not found: -1 - the free cell where it would go
 
 
 @njit(cache=True, nogil=True)
@@ -78,7 +67,7 @@ def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out,
     for n in range(len(ops)):
         op = ops[n]
         key = keys[n]
-        j = _find(tkeys, used, key)
+        j = key_find(tkeys, used, key)
         if op == 0:  # QUERY
             pinned_out[n] = sc[3]
             if j < 0:
@@ -117,7 +106,7 @@ def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out,
                 while sc[1] > horizon:  # forget the oldest release
                     h = sc[2]
                     while True:
-                        k = _find(tkeys, used, slot_key[h])
+                        k = key_find(tkeys, used, slot_key[h])
                         if k >= 0 and slot[k] == h:
                             break
                         h += 1
@@ -136,7 +125,7 @@ def _compact(tkeys, used, slot, fen, slot_key, sc, new_fen, new_slot_key):  # pr
     """Renumber the live slots 0..live-1 in order (into new arrays) and rebuild the Fenwick tree."""
     out = 0
     for s in range(sc[2], sc[0]):
-        k = _find(tkeys, used, slot_key[s])
+        k = key_find(tkeys, used, slot_key[s])
         if k >= 0 and slot[k] == s:
             slot[k] = out
             new_slot_key[out] = slot_key[s]
@@ -156,7 +145,7 @@ def _compact(tkeys, used, slot, fen, slot_key, sc, new_fen, new_slot_key):  # pr
 def _reinsert(tkeys, used, ref, slot, old_keys, old_used, old_ref, old_slot):  # pragma: no cover - compiled
     for i in range(len(old_keys)):
         if old_used[i]:
-            j = -1 - _find(tkeys, used, old_keys[i])
+            j = -1 - key_find(tkeys, used, old_keys[i])
             tkeys[j] = old_keys[i]
             used[j] = 1
             ref[j] = old_ref[i]

@@ -1,4 +1,4 @@
-"""The kernels' hash table: open addressing with linear probing over (key, value) pairs of uint64.
+"""The kernels' hash tables: open addressing with linear probing over uint64 keys.
 
 table[2h] is a cell's key, table[2h + 1] its value, EMPTY for an empty cell; a key's home cell is
 its mixed hash masked to the table's size (a power of two). Deletion shifts back the cells after
@@ -54,3 +54,18 @@ def table_delete(table, mask, h):
             table[2 * h + 1] = table[2 * j + 1]
             h = j
     table[2 * h + 1] = EMPTY
+
+
+# Keys-only tables (the free queue's, the engine's resident set): a uint64 key array beside a byte
+# array saying which cells are used, so that every uint64 value can be a key; payload arrays, if
+# any, are parallel to the keys.
+@njit(inline="always")
+def key_find(keys, used, key):
+    """Cell index holding key in a keys-only table (a power-of-two size), or -(free cell index) - 1."""
+    mask = np.uint64(len(keys) - 1)
+    j = np.int64(mix(key) & mask)
+    while used[j]:
+        if keys[j] == key:
+            return j
+        j = np.int64(np.uint64(j + 1) & mask)
+    return -1 - j

@@ -2,8 +2,8 @@
 
 Engines with page size 1 (SGLang) hold millions of resident "blocks", so the set is a numba
 open-addressing table of uint64 keys (linear probing, backward-shift deletion: no tombstones),
-not a Python set of int objects. It keeps its own table, of keys alone with a byte per cell saying
-it is used (9 bytes a cell against the kernels' 16 for key-value pairs), and the kernels' key mix.
+not a Python set of int objects: a keys-only table of kvset.core.hash_table, a byte per cell saying
+it is used (9 bytes a cell against the kernels' 16 for key-value pairs).
 """
 
 from __future__ import annotations
@@ -11,47 +11,28 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kvset.core.hash_table import mix  # the kernels' key mix: test keys 0, 1, 2... are not random
+from kvset.core.hash_table import key_find, mix
 
 _MIN_CAPACITY = 1024
 
 
 @njit(cache=True, nogil=True)
 def _add_many(table, used, keys, present):  # pragma: no cover - compiled
-    mask = np.uint64(len(table) - 1)
     added = 0
     for i in range(len(keys)):
-        key = keys[i]
-        j = np.int64(mix(key) & mask)
-        found = False
-        while used[j]:
-            if table[j] == key:
-                found = True
-                break
-            j = np.int64(np.uint64(j + 1) & mask)
-        present[i] = found
-        if not found:
-            table[j] = key
-            used[j] = 1
+        j = key_find(table, used, keys[i])
+        present[i] = j >= 0
+        if j < 0:
+            table[-1 - j] = keys[i]
+            used[-1 - j] = 1
             added += 1
     return added
 
 
 @njit(cache=True, nogil=True)
-def _find(table, used, key, mask):  # pragma: no cover - compiled
-    j = np.int64(mix(key) & mask)
-    while used[j]:
-        if table[j] == key:
-            return j
-        j = np.int64(np.uint64(j + 1) & mask)
-    return -1
-
-
-@njit(cache=True, nogil=True)
 def _contains_many(table, used, keys, present):  # pragma: no cover - compiled
-    mask = np.uint64(len(table) - 1)
     for i in range(len(keys)):
-        present[i] = _find(table, used, keys[i], mask) >= 0
+        present[i] = key_find(table, used, keys[i]) >= 0
 
 
 @njit(cache=True, nogil=True)
@@ -60,7 +41,7 @@ def _discard_many(table, used, keys, present):  # pragma: no cover - compiled
     imask = np.int64(len(table) - 1)
     removed = 0
     for n in range(len(keys)):
-        hole = _find(table, used, keys[n], mask)
+        hole = key_find(table, used, keys[n])
         present[n] = hole >= 0
         if hole < 0:
             continue
