@@ -102,10 +102,11 @@ GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
 
 
 @njit(nogil=True, cache=True)
-def _ring_add(ring, slot, bucket_blocks, bucket_tokens, counts, meta, current_at, first_req, starts, x):
+def _ring_add(ring, slot, bucket_blocks, bucket_tokens, token_planes, counts, meta, current_at, first_req, starts, x):
     """SlotRing.advance then SlotRing.add, for the kernel: `slot` becomes the ring's newest (a row
     whose slot id is not the slot is cleared first) unless it is older, then the run's tallies are
-    added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids)."""
+    added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids). Without token
+    planes the ring's tokens are left unwritten (SampledAnalyzer fills them from the blocks)."""
     blocks, tokens, ring_counts, requests, ids = ring
     current = meta[current_at]
     fresh = False
@@ -120,12 +121,14 @@ def _ring_add(ring, slot, bucket_blocks, bucket_tokens, counts, meta, current_at
     row = current % ids.shape[0]
     if fresh:  # a row taken over is written once, not cleared and then added to
         blocks[row, :] = bucket_blocks
-        tokens[row, :] = bucket_tokens
         ring_counts[row, :] = counts
+        if token_planes:
+            tokens[row, :] = bucket_tokens
     else:
         blocks[row, :] += bucket_blocks
-        tokens[row, :] += bucket_tokens
         ring_counts[row, :] += counts
+        if token_planes:
+            tokens[row, :] += bucket_tokens
     requests[row] += np.searchsorted(starts, x, side="left") - first_req
 
 
@@ -160,7 +163,8 @@ def sampled_feed_kernel(
     when a fixed-size sample is full (STOP_EVICT); the access it stops at is untouched, so the
     caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
-    (blocks, tokens), the tokens planes only written when token_planes. Each time slot's run is
+    (blocks, tokens), the tokens planes (and the rings' tokens) only written when token_planes. Each
+    time slot's run is
     tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point, SCALE, each sampled
     access weighted by its band's accesses per weighted sampled access as of the run) and added to
     the fine and coarse rings (`fine`, `coarse`: tuples of SlotRing's arrays) when the slot ends.
@@ -264,7 +268,7 @@ def sampled_feed_kernel(
                 grp = np.int64(h & np.uint64(GROUPS - 1))
                 wt = w * tok
                 ring_w = np.int64(w * ring[b, 0] + 0.5)
-                ring_wt = np.int64(wt * ring[b, 1] + 0.5)
+                ring_wt = np.int64(wt * ring[b, 1] + 0.5) if token_planes else ring_w * tok
                 if cell >= 0:
                     p = np.int64(table[2 * cell + 1])
                     wp = slot[p, W_WEIGHT]
@@ -293,7 +297,8 @@ def sampled_feed_kernel(
                         hit_group[n_hits] = grp
                         n_hits += 1
                         bucket_blocks[q] += ring_w
-                        bucket_tokens[q] += ring_wt
+                        if token_planes:
+                            bucket_tokens[q] += ring_wt
                         counts[K.C_HITS] += ring_w
                 else:
                     cell = -cell - 1
@@ -360,11 +365,13 @@ def sampled_feed_kernel(
         # the run is over (the slot ends, or the batch): its tallies go to the rings
         first_req = np.searchsorted(starts, meta[S_RUN_START], side="left")
         meta[S_REQUESTS] += np.searchsorted(starts, x, side="left") - first_req
-        _ring_add(fine, tslot, bucket_blocks, bucket_tokens, counts, meta, S_FINE_CURRENT, first_req, starts, x)
-        _ring_add(coarse, np.int64(np.floor(tslot * slot_width / coarse_width)), bucket_blocks, bucket_tokens, counts,
-                  meta, S_COARSE_CURRENT, first_req, starts, x)  # fmt: skip
+        _ring_add(fine, tslot, bucket_blocks, bucket_tokens, token_planes, counts, meta, S_FINE_CURRENT, first_req,
+                  starts, x)  # fmt: skip
+        _ring_add(coarse, np.int64(np.floor(tslot * slot_width / coarse_width)), bucket_blocks, bucket_tokens,
+                  token_planes, counts, meta, S_COARSE_CURRENT, first_req, starts, x)  # fmt: skip
         bucket_blocks[:] = 0
-        bucket_tokens[:] = 0
+        if token_planes:
+            bucket_tokens[:] = 0
         counts[:] = 0
         meta[S_RUN_START] = x
         if x >= stop:

@@ -152,6 +152,27 @@ def test_rate_one_windows_equal_the_slots_of_the_true_distances():
     assert window.estimate
 
 
+
+def test_rate_one_window_tokens_equal_the_exact_windows_before_and_after_tokens_vary():
+    # the first batches have the same tokens on every access (the rings' tokens are then left
+    # unwritten and filled from the blocks when read); the last ones vary
+    b = generate(60_000, WorkloadConfig(seed=4, requests_per_second=20.0))
+    tokens = np.random.default_rng(4).integers(1, 17, len(b))
+    exact, sampled = Analyzer(), Analyzer(sample_rate=1.0)
+    for lo in range(0, len(b), 10_000):
+        hi = min(lo + 10_000, len(b))
+        rel = b.request_starts[(b.request_starts >= lo) & (b.request_starts < hi)] - lo
+        tok = 16 if lo < 30_000 else tokens[lo:hi]
+        for a in (exact, sampled):
+            a.feed(b.keys[lo:hi], tokens=tok, request_starts=rel, timestamps=b.timestamps[lo:hi])
+        if lo in (20_000, 50_000):  # once with the tokens the same so far, once after they varied
+            for window in (30.0, 600.0):
+                e, s = exact.curve(window=window), sampled.curve(window=window)
+                assert s.tokens == e.tokens
+                assert np.array_equal(s.hit_rates(s.capacities, "tokens"), e.hit_rates(s.capacities, "tokens"))
+            es, ss = exact.slot_series(60.0), sampled.slot_series(60.0)
+            assert np.array_equal(ss.tokens, es.tokens)
+
 # -- fixed size ----------------------------------------------------------------------------------
 @given(st.integers(1, 300), st.integers(0, 2**32), st.sampled_from([64, 1000, 6000]))
 def test_fixed_size_never_tracks_more_than_its_size(size, seed, alphabet):
