@@ -12,11 +12,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 
-@intrinsic
-def prefetch(typingctx, arr, idx):
-    """LLVM's prefetch of arr[idx]: starts the cache miss without waiting for it."""
-    sig = types.void(arr, idx)
-
+def _prefetch_codegen(write: int):
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
@@ -25,10 +21,22 @@ def prefetch(typingctx, arr, idx):
         fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
         i32 = ir.IntType(32)
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, write), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """LLVM's prefetch of arr[idx] for writing: starts the cache miss without waiting for it."""
+    return types.void(arr, idx), _prefetch_codegen(1)
+
+
+@intrinsic
+def prefetch_read(typingctx, arr, idx):
+    """The same for data that is only read (no request for ownership of the line)."""
+    return types.void(arr, idx), _prefetch_codegen(0)
 
 
 @intrinsic

