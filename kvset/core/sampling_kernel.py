@@ -42,6 +42,7 @@ from kvset.core.sampling_filter import (
     band_range,
     band_thresholds,
     first_at_or_after,
+    first_at_or_after_sorted,
     gather_segment,
     head_thresholds,
     priority_hash,
@@ -206,7 +207,7 @@ def sampled_feed_kernel(
         if not per_access:
             end = stop
         elif ordered:
-            end = x + np.searchsorted(stamps[x:stop], slot_end, side="left")
+            end = first_at_or_after_sorted(stamps, x, stop, slot_end)
         else:
             end = first_at_or_after(stamps, x, stop, slot_end)
         for b in range(nbands):

@@ -239,3 +239,13 @@ def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
     for bad in ({"sample_rate": 0.0}, {"sample_rate": 1.5}, {"sample_size": 0}, {"sample_rate": 0.1, "sample_size": 9}):
         with pytest.raises(ValueError):
             Analyzer(**bad)
+
+
+@given(st.lists(st.floats(0, 50, allow_nan=False), max_size=300), st.floats(-1, 51), st.integers(0, 300))
+def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted(stamps, t_end, x):
+    from kvset.core.sampling_filter import first_at_or_after_sorted
+
+    stamps = np.sort(np.array(stamps, dtype=np.float64))
+    x = min(x, len(stamps))
+    expected = x + int(np.searchsorted(stamps[x:], t_end, side="left"))
+    assert first_at_or_after_sorted(stamps, x, len(stamps), t_end) == expected
