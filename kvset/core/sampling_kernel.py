@@ -198,6 +198,7 @@ def sampled_feed_kernel(
     hit_distance = np.empty(BATCH, dtype=np.int64)
     hit_group = np.empty(BATCH, dtype=np.int64)
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
+    run_length = 0  # the last time slot's accesses: where the next one likely ends
     x = start
     while True:
         # -- one time slot's run: up to the first access stamped at or after the slot's end --------
@@ -207,7 +208,7 @@ def sampled_feed_kernel(
         if not per_access:
             end = stop
         elif ordered:
-            end = first_at_or_after_sorted(stamps, x, stop, slot_end)
+            end = first_at_or_after_sorted(stamps, x, stop, slot_end, x + run_length)
         else:
             end = first_at_or_after(stamps, x, stop, slot_end)
         for b in range(nbands):
@@ -217,6 +218,7 @@ def sampled_feed_kernel(
                     sw += sampled[grp, b, T_ACCESSES, u]
                 ring[b, u] = SCALE * band_counts[b, u] / sw if sw > 0.0 else SCALE
         run_first = x
+        run_length = end - x
         while x < end and reason == STOP_DONE:
             # gather the run's sampled accesses, request by request, up to BATCH of them
             m = 0

@@ -241,11 +241,12 @@ def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
             Analyzer(**bad)
 
 
-@given(st.lists(st.floats(0, 50, allow_nan=False), max_size=300), st.floats(-1, 51), st.integers(0, 300))
-def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted(stamps, t_end, x):
+@given(st.lists(st.floats(0, 50, allow_nan=False), max_size=300), st.floats(-1, 51), st.integers(0, 300),
+       st.integers(-10, 400))  # fmt: skip
+def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted_from_any_guess(stamps, t_end, x, guess):
     from kvset.core.sampling_filter import first_at_or_after_sorted
 
     stamps = np.sort(np.array(stamps, dtype=np.float64))
     x = min(x, len(stamps))
     expected = x + int(np.searchsorted(stamps[x:], t_end, side="left"))
-    assert first_at_or_after_sorted(stamps, x, len(stamps), t_end) == expected
+    assert first_at_or_after_sorted(stamps, x, len(stamps), t_end, guess) == expected
