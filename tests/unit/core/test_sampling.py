@@ -225,8 +225,10 @@ def test_estimates_are_labelled_with_their_sample_and_error():
 
 def test_head_rates_are_boosted_powers_of_two_capped_at_one():
     rates = band_rates(2**64 // 100 - 1, head_shifts(8))  # rate 1 %
-    assert rates[0] == rates[1] == 1.0 and rates[8] == pytest.approx(0.01) and rates[-1] == pytest.approx(0.01)
+    assert rates[0] == rates[1] == rates[2] == pytest.approx(0.64)  # the single-position bands as band 2
+    assert rates[3] == pytest.approx(0.32) and rates[8] == pytest.approx(0.01) and rates[-1] == pytest.approx(0.01)
     assert np.all(np.diff(rates) <= 0)
+    assert np.all(band_rates(2**64 // 2 - 1, head_shifts(12))[:12] == 1.0)  # capped at one
 
 
 def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
