@@ -182,6 +182,8 @@ def first_at_or_after_sorted(stamps, x, stop, t_end, guess):
     g = min(max(guess, x), stop)
     if g < stop and stamps[g] < t_end:
         return first_at_or_after(stamps, g, stop, t_end)
+    while g - 32 >= x and stamps[g - 32] >= t_end:  # back 32 at a time: all of them are at or after
+        g -= 32
     while g > x and stamps[g - 1] >= t_end:
         g -= 1
     return g

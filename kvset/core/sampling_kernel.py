@@ -198,7 +198,7 @@ def sampled_feed_kernel(
     hit_distance = np.empty(BATCH, dtype=np.int64)
     hit_group = np.empty(BATCH, dtype=np.int64)
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
-    run_length = 0  # the last time slot's accesses: where the next one likely ends
+    run_length = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
     x = start
     while True:
         # -- one time slot's run: up to the first access stamped at or after the slot's end --------
@@ -208,7 +208,7 @@ def sampled_feed_kernel(
         if not per_access:
             end = stop
         elif ordered:
-            end = first_at_or_after_sorted(stamps, x, stop, slot_end, x + run_length)
+            end = first_at_or_after_sorted(stamps, x, stop, slot_end, x + run_length * 3 // 4)
         else:
             end = first_at_or_after(stamps, x, stop, slot_end)
         for b in range(nbands):
