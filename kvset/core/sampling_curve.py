@@ -44,17 +44,19 @@ def post_stratified_curve(hist, ghist, token_scale, sampled, band_counts, rates,
     keep = np.concatenate([[True], np.diff(caps) > 0]) if used else np.zeros(0, dtype=bool)
     on_grid = np.maximum(np.searchsorted(grid, caps, side="right") - 1, 0)[keep]  # the grid point at or below
     hits, beyond, errors = {}, {}, {}
+    cums: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per plane: the fine and the grouped cumulative sums
     for u, unit in enumerate(("blocks", "tokens")):
         n_g = sampled[:, :, SK.T_ACCESSES, u]  # [group, band]
         factor = band_factors(band_counts[:, u].astype(np.float64), n_g.sum(axis=0))
         plane, scale = (u, 1) if token_scale is None else (0, 1 if u == 0 else token_scale)
-        cum = np.cumsum(hist[plane, :, :used], axis=1)
+        if plane not in cums:
+            cums[plane] = (np.cumsum(hist[plane, :, :used], axis=1), np.cumsum(ghist[plane], axis=2))
+        cum, cum_g = cums[plane]  # cum_g: [group, band, grid capacity]
         hits[unit] = np.round(factor @ (cum * scale if scale != 1 else cum))[keep].astype(np.int64)
         beyond_g = sampled[:, :, SK.T_BEYOND, u]
         beyond[unit] = round(float(factor @ beyond_g.sum(axis=0)))
-        cum_g = np.cumsum(ghist[plane], axis=2)  # [group, band, grid capacity]
         if scale != 1:
-            cum_g *= scale
+            cum_g = cum_g * scale
         inf_g = cum_g[:, :, -1] + beyond_g  # hits of an infinite cache
         errors[unit] = (_ratio_stderr(cum_g, n_g, n_g, factor, rates)[on_grid],
                         _ratio_stderr(cum_g, inf_g, n_g, factor, rates)[on_grid])  # fmt: skip
