@@ -215,6 +215,10 @@ class SampledAnalyzer(TimeSlotViews):
         self._scratch_blocks = np.zeros(nb, dtype=np.int64)
         self._scratch_tokens = np.zeros(nb, dtype=np.int64)
         self._scratch_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
+        # a batch's sampled accesses (index, position band, key), gathered before the kernel handles them
+        self._found = np.empty(0, dtype=np.int64)
+        self._found_band = np.empty(0, dtype=np.int64)
+        self._found_key = np.empty(0, dtype=np.uint64)
         self._carry = 0  # position of the next access if it continues the last request
         self.requests = 0
         self.late_accesses = 0
@@ -244,7 +248,14 @@ class SampledAnalyzer(TimeSlotViews):
         # the exact analyzer's input checks, so both refuse the same input with the same words
         tok = tokens_array(tokens, n, self.block_tokens or 1)
         starts = request_starts_array(request_starts, n)
-        ts, t_lo, t_hi, ordered = _timestamps(timestamps, n)
+        # per-access float timestamps are checked while the batch is gathered (one pass over it);
+        # anything else goes through timestamps_array and its error first
+        check = isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,)
+        if check:
+            ts = np.ascontiguousarray(timestamps)
+        else:
+            ts, t_lo, t_hi = timestamps_array(timestamps, n)
+            ordered = len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
         reverse = self.order == "reverse" and len(starts) > 0
         if reverse:
             order = reverse_within_requests(starts, n)
@@ -253,11 +264,35 @@ class SampledAnalyzer(TimeSlotViews):
                 tok = tok[order]
             if ts.shape[0] == n:
                 ts = ts[order]
-        self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, ordered and not reverse, reverse)
+        gathered = self._gather(keys, ts, check, starts, reverse)
+        if check:
+            ok, ordered = gathered[-2:]
+            if not ok:
+                timestamps_array(timestamps, n)  # raises the error that says what is wrong
+                raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
+            t_lo, t_hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
+        self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, ordered and not reverse, reverse, gathered[0])
         self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
 
-    def _feed_by_slot(self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool) -> None:
-        """Feed the batch; the kernel adds each time slot's tallies to the rings as the slot ends."""
+    def _gather(self, keys, ts, check: bool, starts, reverse: bool) -> tuple[int, bool, bool]:
+        """The batch's sampled accesses into the found buffers (grown to the batch), and the check of
+        its timestamps (sampling_filter.gather_batch): (how many, within bounds, never decreasing)."""
+        n = len(keys)
+        if self._found.shape[0] < n:
+            self._found = np.empty(n, dtype=np.int64)
+            self._found_band = np.empty(n, dtype=np.int64)
+            self._found_key = np.empty(n, dtype=np.uint64)
+        m, ok, ordered = SF.gather_batch(keys, ts, check, MAX_TIMESTAMP, starts, reverse, self._carry, self._salt,
+                                         self._thresholds(), self._found, self._found_band, self._found_key)  # fmt: skip
+        return int(m), bool(ok), bool(ordered)
+
+    def _thresholds(self) -> np.ndarray:
+        return SF.band_thresholds(np.uint64(self._limit), self._shifts)
+
+    def _feed_by_slot(self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool,
+                      n_found: int) -> None:  # fmt: skip
+        """Feed the batch (its sampled accesses gathered: n_found of them); the kernel adds each time
+        slot's tallies to the rings as the slot ends."""
         n = len(keys)
         fine = self.fine
         per_access = len(ts) == n and n > 1
@@ -279,7 +314,8 @@ class SampledAnalyzer(TimeSlotViews):
         while True:
             i = SK.sampled_feed_kernel(
                 keys, tok, ts, per_access, ordered, fine.width, starts, reverse, i, n,
-                self._salt, np.uint64(self._limit), self._shifts, self._weights, _fixed(self._weights),
+                self._found, self._found_band, self._found_key, n_found, self._salt, self._weights,
+                _fixed(self._weights),
                 s.table, s.mask, *s.slots(), s.fen, s.meta,
                 self.band_counts, self.sampled, self.hist, self.ghist, self._token_planes,
                 self._scratch_blocks, self._scratch_tokens, self._scratch_counts,
@@ -290,6 +326,10 @@ class SampledAnalyzer(TimeSlotViews):
                 s.grow()
             elif reason == SK.STOP_EVICT:
                 self._lower_limit()
+                # the accesses still to handle that the lower rates no longer sample leave the list
+                lo = int(np.searchsorted(self._found[:n_found], i, side="left"))
+                n_found = int(SF.refilter(self._found, self._found_band, self._found_key, lo, n_found, self._salt,
+                                          self._thresholds()))  # fmt: skip
             else:
                 break
         for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
@@ -422,20 +462,6 @@ class SampledAnalyzer(TimeSlotViews):
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
         return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
-
-
-def _timestamps(timestamps, n: int) -> tuple[np.ndarray, float, float, bool]:
-    """Timestamps, their range and whether they never decrease. Per-access ones are checked in one
-    pass (timestamps_array makes temporaries of the whole batch, which cost as much as the kernel
-    here); anything else, or a bad value, goes through timestamps_array and its error."""
-    if isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,):
-        ts = np.ascontiguousarray(timestamps)
-        ok, ordered = SF.stamps_check(ts, MAX_TIMESTAMP)
-        if ok:
-            lo, hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
-            return ts, lo, hi, ordered
-    ts, lo, hi = timestamps_array(timestamps, n)
-    return ts, lo, hi, len(ts) == 1 or bool(np.all(np.diff(ts) >= 0))
 
 
 def _fixed(weights: np.ndarray) -> np.ndarray:

@@ -16,9 +16,10 @@ estimates the stack distance: t is known exactly and k / a, the share of distinc
 accesses in between, is what the sample says. At rate 1 it is the exact distance (a = t, k counts
 the distinct blocks). The kernel uses the exact kernel's hash table (kvset.core.hash_table).
 
-Per time slot's run, the kernel gathers up to BATCH sampled accesses (kvset.core.sampling_filter:
-every access is hashed and tested there, which is most of the cost when few are kept), handles
-them in order with the hash cell of the one PREFETCH_CELL ahead and the slot of the one
+The batch's sampled accesses are gathered before the kernel runs (kvset.core.sampling_filter:
+every access is hashed and tested there, which is most of the cost when few are kept). Per time
+slot's run, the kernel takes up to BATCH of them at a time, handles them in order with the hash
+cell of the one PREFETCH_CELL ahead and the slot of the one
 PREFETCH_SLOT ahead already requested, adds the hits to the all-time histograms in a loop of their
 own, then counts every access of the run by band. The slots, the Fenwick tree and the passes that
 are not per access are in kvset.core.sampling_slots.
@@ -38,14 +39,11 @@ from kvset.core import intrinsics as IN
 from kvset.core import kernel as K
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.sampling_filter import (
-    CHUNK,
     band_range,
-    band_thresholds,
     first_at_or_after,
     first_at_or_after_sorted,
-    gather_segment,
-    head_thresholds,
     priority_hash,
+    request_base,
 )
 from kvset.core.sampling_slots import (
     W_BAND,
@@ -133,22 +131,10 @@ def _ring_add(ring, slot, bucket_blocks, bucket_tokens, token_planes, counts, me
     requests[row] += np.searchsorted(starts, x, side="left") - first_req
 
 
-@njit(inline="always")
-def _request_base(r, starts, nstarts, n, reverse, carry):
-    """(back, base) of request r: positions are x - base, or base - x when back (a reversed
-    request, counted from its last access). r = -1: the batch continues the last request, whose
-    first access was `carry` accesses before this batch."""
-    if reverse and r >= 0:
-        return True, (starts[r + 1] if r + 1 < nstarts else n) - 1
-    if r >= 0:
-        return False, starts[r]
-    return False, -carry
-
-
 @njit(nogil=True, cache=True)
 def sampled_feed_kernel(
     keys, tokens, stamps, per_access, ordered, slot_width, starts, reverse, start, stop,
-    salt, limit, shifts, weights, fixed_weights,
+    found_all, band_all, key_all, n_found, salt, weights, fixed_weights,
     table, mask, slot_key, slot, fen, meta,
     band_counts, sampled, hist, ghist, token_planes, bucket_blocks, bucket_tokens, counts,
     fine, coarse_width, coarse,
@@ -159,18 +145,18 @@ def sampled_feed_kernel(
     call is in the current slot. starts: request starts in this batch (positions count from them;
     accesses before the first one continue the last request, at position meta[S_POS]); reverse:
     each request's accesses are in reverse order (positions still count from its first block).
-    shifts[b], weights[b]: head boost and 1 / rate of position band b (fixed_weights: the same in
-    fixed point). Stops early, meta[S_REASON] saying why, when the arrays are full (STOP_GROW) or
+    found_all[:n_found], band_all, key_all: the batch's sampled accesses (index, position band, key;
+    sampling_filter.gather_batch). weights[b]: 1 / rate of position band b (fixed_weights: the same
+    in fixed point). Stops early, meta[S_REASON] saying why, when the arrays are full (STOP_GROW) or
     when a fixed-size sample is full (STOP_EVICT); the access it stops at is untouched, so the
     caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
     (blocks, tokens), the tokens planes (and the rings' tokens) only written when token_planes. Each
-    time slot's run is
-    tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point, SCALE, each sampled
+    time slot's run is tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point, SCALE, each sampled
     access weighted by its band's accesses per weighted sampled access as of the run) and added to
     the fine and coarse rings (`fine`, `coarse`: tuples of SlotRing's arrays) when the slot ends.
     """
-    nbands = shifts.shape[0]
+    nbands = weights.shape[0]
     per_access_tokens = tokens.shape[0] == keys.shape[0]
     nslots = slot_key.shape[0]
     horizon = meta[S_HORIZON]
@@ -180,8 +166,6 @@ def sampled_feed_kernel(
     nstarts = starts.shape[0]
     g0 = meta[S_INDEX] - start  # full-stream index of access x: g0 + x
     ring = np.empty((nbands, 2), dtype=np.float64)
-    thresholds = band_thresholds(limit, shifts)
-    head = head_thresholds(thresholds)
     # hot state in locals, written back once on the way out
     now = meta[S_NOW]
     live = meta[S_LIVE]
@@ -190,9 +174,9 @@ def sampled_feed_kernel(
     tracked = meta[S_TRACKED]
     n_sampled = 0
     reason = STOP_DONE
-    # a run's sampled accesses are gathered first (sampling_filter), then handled
-    found = np.empty(BATCH, dtype=np.int64)
-    found_band = np.empty(BATCH, dtype=np.int64)
+    # the batch's sampled accesses, gathered before the kernel (sampling_filter.gather_batch), from
+    # the first one at `start` on; they are handled up to BATCH at a time
+    cursor = np.searchsorted(found_all[:n_found], start, side="left")
     found_home = np.empty(BATCH, dtype=np.int64)
     hit_at = np.empty(BATCH, dtype=np.int64)  # the hits among them: index in found, distance, group
     hit_distance = np.empty(BATCH, dtype=np.int64)
@@ -220,27 +204,24 @@ def sampled_feed_kernel(
         run_first = x
         run_length = end - x
         while x < end and reason == STOP_DONE:
-            # gather the run's sampled accesses, request by request, up to BATCH of them
-            m = 0
-            g = x
-            rg = r
-            while g < end and m <= BATCH - CHUNK:
-                while rg + 1 < nstarts and starts[rg + 1] <= g:
-                    rg += 1
-                seg_end = min(end, starts[rg + 1] if rg + 1 < nstarts else n)
-                back, base = _request_base(rg, starts, nstarts, n, reverse, meta[S_POS])
-                m, g = gather_segment(keys, g, seg_end, base, back, salt, thresholds, head, found, found_band, m,
-                                      BATCH - CHUNK)  # fmt: skip
-            done = g
+            # the run's next sampled accesses, up to BATCH of them: every access before `done` that
+            # is not among them is not sampled
+            last = cursor
+            while last < n_found and found_all[last] < end and last - cursor < BATCH:
+                last += 1
+            done = found_all[last] if last < n_found and found_all[last] < end else end
+            found, found_band, found_key = found_all[cursor:last], band_all[cursor:last], key_all[cursor:last]
+            m = last - cursor
+            cursor = last
             n_hits = 0
             # handle them in order; the table cell of the access PREFETCH_CELL ahead and the slot
             # its home cell names PREFETCH_SLOT ahead are fetched while the ones before are handled
             for j in range(min(m, PREFETCH_CELL)):
-                found_home[j] = np.int64(HT.mix(keys[found[j]]) & np.uint64(mask))
+                found_home[j] = np.int64(HT.mix(found_key[j]) & np.uint64(mask))
                 IN.prefetch(table, 2 * found_home[j])
             for j in range(m):
                 if j + PREFETCH_CELL < m:
-                    hj = np.int64(HT.mix(keys[found[j + PREFETCH_CELL]]) & np.uint64(mask))
+                    hj = np.int64(HT.mix(found_key[j + PREFETCH_CELL]) & np.uint64(mask))
                     found_home[j + PREFETCH_CELL] = hj
                     IN.prefetch(table, 2 * hj)
                 if j + PREFETCH_SLOT < m:
@@ -250,7 +231,7 @@ def sampled_feed_kernel(
                         IN.prefetch(fen, np.int64(v) + 1)  # the first nodes of its Fenwick walks
                 y = found[j]
                 b = found_band[j]
-                key = keys[y]
+                key = found_key[j]
                 cell = HT.table_probe(table, mask, key, found_home[j])
                 if cell < 0:
                     if size_limit > 0 and tracked >= size_limit:
@@ -344,7 +325,7 @@ def sampled_feed_kernel(
                 while r + 1 < nstarts and starts[r + 1] <= x:
                     r += 1
                 seg_end = min(done, starts[r + 1] if r + 1 < nstarts else n)
-                back, base = _request_base(r, starts, nstarts, n, reverse, meta[S_POS])
+                back, base = request_base(r, starts, nstarts, n, reverse, meta[S_POS])
                 for b in range(nbands):
                     a, e = band_range(b, nbands, x, seg_end, base, back)
                     if per_access_tokens:

@@ -252,3 +252,34 @@ def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted_from_any_guess(s
     x = min(x, len(stamps))
     expected = x + int(np.searchsorted(stamps[x:], t_end, side="left"))
     assert first_at_or_after_sorted(stamps, x, len(stamps), t_end, guess) == expected
+
+
+@given(st.integers(1, 400), st.integers(0, 2**32 - 1), st.sampled_from(["sorted", "one step back", "nan", "huge"]),
+       st.booleans())  # fmt: skip
+def test_the_gathering_pass_checks_every_timestamp(n, seed, kind, reverse):
+    # the check runs inside the filter's chunks (aligned to request positions); every timestamp,
+    # whatever chunk it falls in, must count
+    from kvset.core.sampling import MAX_HASH, head_shifts, seed_salt
+    from kvset.core.sampling_filter import band_thresholds, gather_batch
+
+    rng = np.random.default_rng(seed)
+    stamps = np.sort(rng.random(n) * 100)
+    bad_at = int(rng.integers(0, n))
+    if kind == "one step back" and n > 1:
+        bad_at = max(1, bad_at)
+        stamps[bad_at] = stamps[bad_at - 1] - 1.0
+    elif kind == "nan":
+        stamps[bad_at] = np.nan
+    elif kind == "huge":
+        stamps[bad_at] = 1e300
+    starts = np.unique(np.concatenate([[0], np.flatnonzero(rng.random(n) < 0.05)])).astype(np.int64)
+    keys = rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64)
+    found, band, key = (np.empty(n, dtype=t) for t in (np.int64, np.int64, np.uint64))
+    thresholds = band_thresholds(np.uint64(MAX_HASH), head_shifts(0))  # rate 1: every access is found
+    m, ok, ordered = gather_batch(keys, stamps, True, 1e12, starts, reverse, 0, seed_salt(seed), thresholds, found,
+                                  band, key)  # fmt: skip
+    within = bool(np.all((stamps >= -1e12) & (stamps <= 1e12)))
+    assert (m, ok) == (n, within)
+    if within:
+        assert ordered == bool(np.all(np.diff(stamps) >= 0))
+    assert np.array_equal(found[:m], np.arange(n)) and np.array_equal(key[:m], keys)
