@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvset.core import sampling_kernel as SK
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_stack_distances, reverse_within_requests
 from kvset.core.sampling import SampledAnalyzer, band_rates, head_shifts, sample_filter
@@ -189,6 +190,24 @@ def test_fixed_size_never_tracks_more_than_its_size(size, seed, alphabet):
     assert c.accesses == a.accesses and c.sample.size == size
     if len(np.unique(keys)) > 2 * size:
         assert a.sample_rate < 1.0
+
+
+
+@given(st.integers(8, 200), st.integers(0, 2**32))
+def test_a_fixed_size_sample_holds_only_blocks_its_lowered_rates_keep(size, seed):
+    # the limit falls in the middle of a batch whose sampled accesses were gathered at the old
+    # rates: the ones after the fall that the new rates drop must not enter the sample
+    from kvset.core.sampling_slots import live_priorities
+
+    rng = np.random.default_rng(seed)
+    a = Analyzer(sample_size=size, seed=seed, initial_tracked=4)
+    for _ in range(3):
+        n = 5_000
+        a.feed(rng.integers(0, 50_000, n).astype(np.uint64), request_starts=np.arange(0, n, 40), timestamps=0.0)
+    s = a._s
+    priorities = live_priorities(a._salt, a._shifts, *s.slots(), int(s.meta[SK.S_NOW]))
+    assert len(priorities) == a.tracked_blocks <= size
+    assert np.all(priorities <= np.uint64(a._limit))
 
 
 def test_fixed_size_rate_falls_as_the_stream_grows_and_the_curve_holds():
