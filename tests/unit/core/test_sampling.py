@@ -244,10 +244,14 @@ def test_estimates_are_labelled_with_their_sample_and_error():
 
 def test_head_rates_are_boosted_powers_of_two_capped_at_one():
     rates = band_rates(2**64 // 100 - 1, head_shifts(8))  # rate 1 %
-    assert rates[0] == rates[1] == rates[2] == pytest.approx(0.64)  # the single-position bands as band 2
-    assert rates[3] == pytest.approx(0.32) and rates[8] == pytest.approx(0.01) and rates[-1] == pytest.approx(0.01)
-    assert np.all(np.diff(rates) <= 0)
-    assert np.all(band_rates(2**64 // 2 - 1, head_shifts(12))[:12] == 1.0)  # capped at one
+    assert list(rates[:9]) == pytest.approx([0.64, 0.64, 0.64, 0.16, 0.16, 0.08, 0.04, 0.02, 0.01])
+    assert rates[-1] == pytest.approx(0.01) and np.all(np.diff(rates) <= 0)
+    rates_2pct = band_rates(2**64 // 50 - 1, head_shifts(7))  # the boosted rates stay put at another rate
+    assert list(rates_2pct[:7]) == pytest.approx(list(rates[:7])) and rates_2pct[7] == pytest.approx(0.02)
+    assert np.all(band_rates(2**64 // 2 - 1, head_shifts(14))[:8] == 1.0)  # capped at one
+    rates_01pct = band_rates(2**64 // 1000 - 1, head_shifts(11))  # at a lower rate the boost reaches further
+    assert list(rates_01pct[:8]) == pytest.approx(list(rates[:8]), rel=0.25)  # K is rounded
+    assert rates_01pct[7] > rates_01pct[8] > rates_01pct[10] > rates_01pct[11] == pytest.approx(0.001)
 
 
 def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
