@@ -233,8 +233,8 @@ def first_at_or_after(stamps, x, stop, t_end):
 
 @njit(inline="always")
 def first_at_or_after_sorted(stamps, x, stop, t_end, guess):
-    """The same for non-decreasing stamps, searched from a guess (the last slot's length on from x):
-    a linear scan forward or back from it reads a few lines that the filter reads next anyway,
+    """The same for non-decreasing stamps, searched from a guess (3/4 of the last slot's length on
+    from x): a linear scan forward or back from it reads a few lines the kernel reads next anyway,
     where a binary search sent a dozen dependent probes to memory not read yet (2 % of the
     sampled kernel's time)."""
     g = min(max(guess, x), stop)
