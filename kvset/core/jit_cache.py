@@ -4,9 +4,9 @@ numba keys a cached function on the time stamp and size of its own file only. A 
 or inlines functions of another module (the kernels share kvset.core.hash_table and
 kvset.core.intrinsics, the sampled analyzer its filter) keeps its old machine code when only that
 other module changes: after a `git pull` of an editable install, kvset could run a kernel older
-than its sources. So the caches of
-all compiled modules are dropped together whenever any of them changes, judged by one stamp over
-their files' time stamps and sizes (a few stat calls at import). A read-only install is left alone.
+than its sources. So the caches of all compiled modules are dropped together whenever any of them
+changes, judged by one stamp over their files' time stamps and sizes (a few stat calls at import).
+A read-only install is left alone.
 """
 
 from __future__ import annotations

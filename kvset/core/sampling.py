@@ -274,8 +274,8 @@ class SampledAnalyzer(TimeSlotViews):
         if check:
             ok, ordered = gathered[-2:]
             if not ok:
-                timestamps_array(timestamps, n)  # raises the error that says what is wrong
-                raise ValueError(f"timestamps must be finite seconds within ±{MAX_TIMESTAMP:g}")
+                timestamps_array(timestamps, n)  # raises the error that says what is wrong: the same bounds
+                raise AssertionError("the batch pass refused timestamps that timestamps_array takes")
             t_lo, t_hi = (float(ts[0]), float(ts[-1])) if ordered else (float(ts.min()), float(ts.max()))
         self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, ordered and not reverse, reverse, gathered[0])
         self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
@@ -476,5 +476,5 @@ def _fixed(weights: np.ndarray) -> np.ndarray:
 
 
 def _ring_arrays(ring: SlotRing) -> tuple:
-    """A SlotRing's arrays, which the kernel adds each slot's tallies to (kernel._ring_add)."""
+    """A SlotRing's arrays, which the kernel adds each slot's tallies to (sampling_kernel._ring_add)."""
     return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

@@ -19,9 +19,9 @@ the distinct blocks). The kernel uses the exact kernel's hash table (kvset.core.
 The batch's sampled accesses are gathered before the kernel runs (kvset.core.sampling_filter:
 every access is hashed and tested there, which is most of the cost when few are kept). Per time
 slot's run, the kernel takes up to BATCH of them at a time, handles them in order with the hash
-cell of the one PREFETCH_CELL ahead and the slot of the one
-PREFETCH_SLOT ahead already requested, adds the hits to the all-time histograms in a loop of their
-own, then counts every access of the run by band. The slots, the Fenwick tree and the passes that
+cell of the one PREFETCH_CELL ahead and the slot of the one PREFETCH_SLOT ahead already requested,
+adds the hits to the all-time histograms in a loop of their own, then counts every access of the
+run by band. The slots, the Fenwick tree and the passes that
 are not per access are in kvset.core.sampling_slots.
 
 The state lives in numpy arrays owned by kvset.core.sampling.SampledAnalyzer; compiled with numba,
@@ -152,9 +152,10 @@ def sampled_feed_kernel(
     caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
     (blocks, tokens), the tokens planes (and the rings' tokens) only written when token_planes. Each
-    time slot's run is tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point, SCALE, each sampled
-    access weighted by its band's accesses per weighted sampled access as of the run) and added to
-    the fine and coarse rings (`fine`, `coarse`: tuples of SlotRing's arrays) when the slot ends.
+    time slot's run is tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point,
+    SCALE, each sampled access weighted by its band's accesses per weighted sampled access as of the
+    run) and added to the fine and coarse rings (`fine`, `coarse`: tuples of SlotRing's arrays) when
+    the slot ends.
     """
     nbands = weights.shape[0]
     per_access_tokens = tokens.shape[0] == keys.shape[0]
@@ -178,9 +179,10 @@ def sampled_feed_kernel(
     # the first one at `start` on; they are handled up to BATCH at a time
     cursor = np.searchsorted(found_all[:n_found], start, side="left")
     found_home = np.empty(BATCH, dtype=np.int64)
-    hit_at = np.empty(BATCH, dtype=np.int64)  # the hits among them: index in found, distance, group
-    hit_distance = np.empty(BATCH, dtype=np.int64)
+    hit_at = np.empty(BATCH, dtype=np.int64)  # the hits among them: index in found, distance, group,
+    hit_distance = np.empty(BATCH, dtype=np.int64)  # and the windows' grid bucket (found with the distance)
     hit_group = np.empty(BATCH, dtype=np.int64)
+    hit_grid = np.empty(BATCH, dtype=np.int64)
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
     run_length = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
     x = start
@@ -279,6 +281,7 @@ def sampled_feed_kernel(
                         hit_at[n_hits] = j
                         hit_distance[n_hits] = di
                         hit_group[n_hits] = grp
+                        hit_grid[n_hits] = q
                         n_hits += 1
                         bucket_blocks[q] += ring_w
                         if token_planes:
@@ -313,7 +316,7 @@ def sampled_feed_kernel(
                 di = hit_distance[k]
                 w = weights[b]
                 f = bucket_of(di, FINE_EXACT_BITS, FINE_OCTAVE_BITS)
-                q = bucket_of(di, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
+                q = hit_grid[k]
                 hist[0, b, f] += w
                 ghist[0, hit_group[k], b, q] += w
                 if token_planes:

@@ -3,7 +3,7 @@ passes over them that are not per access (compaction, growth into larger arrays,
 when a fixed-size sample lowers its rate).
 
 slot[s] = (weight, W, g, band) for the live slot of a tracked block (see kvset.core.sampling_kernel);
-weight 0 is a free slot. The hash table is the exact kernel's (kvset.core.kernel).
+weight 0 is a free slot. The hash table is the exact kernel's (kvset.core.hash_table).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def rebuild_fenwick(slot, fen, now):
 
 @njit(nogil=True, cache=True)
 def move_slots(table, mask, slot_key, slot, now, new_table, new_mask, new_key, new_slot):
-    """Copy the live slots, in recency order, to slots 0..tracked-1 of (possibly new) arrays and
-    point the (new) hash table at them. The new arrays may be the old ones (compaction in place)."""
+    """Copy the live slots, in recency order, to slots 0..tracked-1 of new, larger arrays and point
+    the new hash table at them (growth; compaction in place is compact_slots)."""
     j = 0
     for s in range(now):
         if slot[s, W_WEIGHT] > 0:
