@@ -126,16 +126,28 @@ def run_analyzer(keys_path: str, capacities: list[int]) -> dict:
         a.feed(keys[i : i + step], timestamps=0.0)
     took, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     curve = a.curve()
-    return {"seconds": took, "cpu_seconds": cpu, "accesses": a.accesses, "first_time": a.first_time,
-            "hits": [curve.hits(c) for c in capacities], "compactions": int(a._t.meta[7])}  # fmt: skip
+    return {
+        "seconds": took,
+        "cpu_seconds": cpu,
+        "accesses": a.accesses,
+        "first_time": a.first_time,
+        "hits": [curve.hits(c) for c in capacities],
+        "compactions": int(a._t.meta[7]),
+    }
 
 
 def _analyzer_in(root: Path, keys: Path, caps: list[int]) -> dict:
     """The analyzer of the kvset tree under root, in its own process."""
     here = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{here}")
-    out = subprocess.run([sys.executable, "-m", "benchmarks.c_baseline", str(keys), json.dumps(caps)], check=True,
-                         capture_output=True, text=True, env=env, cwd=root).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.c_baseline", str(keys), json.dumps(caps)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -155,33 +167,53 @@ def compare(distinct: int, reuses: int, other_tree: Path | None = None, progress
         if binary is None:
             return {"skipped": "no gcc"}
         progress(f"C baseline and analyzer on {distinct:,} distinct blocks, {distinct + reuses:,} accesses")
-        c = json.loads(subprocess.run([str(binary), str(folder / "keys.bin"), str(len(caps)), *map(str, caps)],
-                                      check=True, capture_output=True, text=True).stdout)  # fmt: skip
+        c = json.loads(
+            subprocess.run(
+                [str(binary), str(folder / "keys.bin"), str(len(caps)), *map(str, caps)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
         ours = _analyzer_in(Path(__file__).resolve().parent.parent, folder / "keys.npy", caps)
         other = _analyzer_in(other_tree, folder / "keys.npy", caps) if other_tree else None
     same = c["hits"] == ours["hits"] and c["first_time"] == ours["first_time"]
     if other is not None:
         same = same and other["hits"] == c["hits"]
-    return {"distinct": distinct, "accesses": distinct + reuses, "c": c, "analyzer": ours, "other": other,
-            "other_tree": str(other_tree) if other_tree else None, "identical": same,
-            "ratio": ours["seconds"] / c["seconds"], "cpu_ratio": ours["cpu_seconds"] / c["cpu_seconds"]}  # fmt: skip
+    return {
+        "distinct": distinct,
+        "accesses": distinct + reuses,
+        "c": c,
+        "analyzer": ours,
+        "other": other,
+        "other_tree": str(other_tree) if other_tree else None,
+        "identical": same,
+        "ratio": ours["seconds"] / c["seconds"],
+        "cpu_ratio": ours["cpu_seconds"] / c["cpu_seconds"],
+    }
 
 
 def report(r: dict) -> list[str]:
     if "skipped" in r:
         return [f"C baseline skipped: {r['skipped']}"]
     n = r["accesses"]
-    out = [f"{'at ' + format(r['distinct'], ',') + ' distinct blocks':<46} {'seconds':>9} {'CPU s':>7} "
-           f"{'CPU ns/access':>14} {'accesses/s':>12}"]  # fmt: skip
+    out = [
+        f"{'at ' + format(r['distinct'], ',') + ' distinct blocks':<46} {'seconds':>9} {'CPU s':>7} "
+        f"{'CPU ns/access':>14} {'accesses/s':>12}"
+    ]
     rows = [("textbook C hash table + Fenwick (gcc -O2)", r["c"]), ("kvset analyzer", r["analyzer"])]
     if r.get("other"):
         rows.append((f"kvset analyzer of {r['other_tree']}", r["other"]))
     for label, part in rows:
-        out.append(f"{label:<46} {part['seconds']:9.2f} {part['cpu_seconds']:7.2f} "
-                   f"{1e9 * part['cpu_seconds'] / n:14.0f} {n / part['seconds'] / 1e6:8.1f} M/s")  # fmt: skip
+        out.append(
+            f"{label:<46} {part['seconds']:9.2f} {part['cpu_seconds']:7.2f} "
+            f"{1e9 * part['cpu_seconds'] / n:14.0f} {n / part['seconds'] / 1e6:8.1f} M/s"
+        )
     out.append(f"identical hits at 20 capacities and first accesses: {'yes' if r['identical'] else 'NO'}")
-    out.append(f"goal: analyzer within {GOAL_VS_C}x of the C baseline: {r['ratio']:.2f}x wall, {r['cpu_ratio']:.2f}x CPU "
-               f"{'PASS' if max(r['ratio'], r['cpu_ratio']) <= GOAL_VS_C else 'MISS'}")  # fmt: skip
+    out.append(
+        f"goal: analyzer within {GOAL_VS_C}x of the C baseline: {r['ratio']:.2f}x wall, {r['cpu_ratio']:.2f}x CPU "
+        f"{'PASS' if max(r['ratio'], r['cpu_ratio']) <= GOAL_VS_C else 'MISS'}"
+    )
     return out
 
 

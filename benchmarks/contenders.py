@@ -197,7 +197,9 @@ def main(argv: list[str]) -> None:
     name, spec = argv[0], json.loads(argv[1])
     pin_to(spec.get("cpu"))
     if name == "analyzer":
-        result = run_analyzer(load_trace(Path(spec["trace_dir"])), spec["capacities"], spec["prefix_accesses"])
+        result = run_analyzer(
+            load_trace(Path(spec["trace_dir"])), spec["capacities"], spec["prefix_accesses"]
+        )
     elif name == "python":
         result = run_python(load_trace(Path(spec["trace_dir"])), spec["prefix_accesses"])
     elif name == "libcachesim":

@@ -53,8 +53,13 @@ def run_reference(path: str, capacities: list[int]) -> dict:
     summary = InputSummary(path, trace.format, trace.block_tokens, requests=trace.requests)
     result = analyze_batches(trace.batches(), summary)
     took = time.perf_counter() - started
-    return {"seconds": took, "read_seconds": read, "requests": trace.requests,
-            "rejected": trace.rejects.total, **_curve_figures(result.analyzer, result.curve, capacities)}  # fmt: skip
+    return {
+        "seconds": took,
+        "read_seconds": read,
+        "requests": trace.requests,
+        "rejected": trace.rejects.total,
+        **_curve_figures(result.analyzer, result.curve, capacities),
+    }
 
 
 def _msgspec_only() -> dict:
@@ -84,7 +89,9 @@ def run_analyzer(arrays: str, capacities: list[int]) -> dict:
         first, last = np.searchsorted(starts, [lo, hi])
         batches.append(AccessBatch(keys[lo:hi], tokens[lo:hi], starts[first:last] - lo, stamps[lo:hi], 64))
     warm = Analyzer(block_tokens=64)
-    warm.feed_batch(AccessBatch(keys[:100_000], tokens[:100_000], np.zeros(1, np.int64), stamps[:100_000], 64))
+    warm.feed_batch(
+        AccessBatch(keys[:100_000], tokens[:100_000], np.zeros(1, np.int64), stamps[:100_000], 64)
+    )
     warm.curve()
     started = time.perf_counter()
     a = Analyzer(block_tokens=64)

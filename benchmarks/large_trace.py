@@ -60,9 +60,11 @@ class LargeTrace:
     plain_bytes: int
 
     def describe(self) -> str:
-        return (f"{self.path.name}: {self.accesses:,} accesses, {self.requests:,} requests "
-                f"({self.accesses / self.requests:,.0f} blocks each), {self.distinct_blocks:,} distinct blocks, "
-                f"{self.plain_bytes / 1e6:,.0f} MB of JSONL in {self.path.stat().st_size / 1e6:,.0f} MB of gzip")  # fmt: skip
+        return (
+            f"{self.path.name}: {self.accesses:,} accesses, {self.requests:,} requests "
+            f"({self.accesses / self.requests:,.0f} blocks each), {self.distinct_blocks:,} distinct blocks, "
+            f"{self.plain_bytes / 1e6:,.0f} MB of JSONL in {self.path.stat().st_size / 1e6:,.0f} MB of gzip"
+        )
 
 
 def _dense_ids(keys: np.ndarray, documents_blocks: int, prefix_span: int) -> np.ndarray:
@@ -81,8 +83,14 @@ def _name(accesses: int, seed: int) -> str:
 
 def _load(folder: Path, path: Path) -> LargeTrace:
     meta = dict(line.split("=", 1) for line in (folder / "meta.txt").read_text().split())
-    return LargeTrace(path, folder, int(meta["accesses"]), int(meta["requests"]), int(meta["distinct"]),
-                      int(meta["plain_bytes"]))  # fmt: skip
+    return LargeTrace(
+        path,
+        folder,
+        int(meta["accesses"]),
+        int(meta["requests"]),
+        int(meta["distinct"]),
+        int(meta["plain_bytes"]),
+    )
 
 
 def large_trace(accesses: int = ACCESSES, seed: int = SEED, data: Path = DATA, progress=print) -> LargeTrace:
@@ -126,8 +134,10 @@ def large_trace(accesses: int = ACCESSES, seed: int = SEED, data: Path = DATA, p
             out = []
             for r in range(len(lengths)):
                 joined = ", ".join(text[bounds[r] : bounds[r + 1]])
-                out.append(f'{{"timestamp": {ms[r]}, "input_length": {input_lengths[r]}, '
-                           f'"output_length": {outputs[r]}, "hash_ids": [{joined}]}}\n')  # fmt: skip
+                out.append(
+                    f'{{"timestamp": {ms[r]}, "input_length": {input_lengths[r]}, '
+                    f'"output_length": {outputs[r]}, "hash_ids": [{joined}]}}\n'
+                )
             chunk = "".join(out).encode()
             plain += len(chunk)
             sink.write(chunk)
@@ -150,7 +160,9 @@ def large_trace(accesses: int = ACCESSES, seed: int = SEED, data: Path = DATA, p
     distinct = len(np.unique(keys))
     requests = sum(len(s) for s in starts)
     tmp.rename(path)
-    (folder / "meta.txt").write_text(f"accesses={written} requests={requests} distinct={distinct} plain_bytes={plain}\n")
+    (folder / "meta.txt").write_text(
+        f"accesses={written} requests={requests} distinct={distinct} plain_bytes={plain}\n"
+    )
     progress(f"generated in {time.perf_counter() - started:.0f} s")
     return _load(folder, path)
 

@@ -104,10 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e6,1e7", help="accesses per trace, comma separated")
     parser.add_argument("--no-heap", action="store_true", help="skip the per-capacity MIN replays")
-    parser.add_argument("--heap-up-to", type=float, default=None, metavar="N",
-                        help="run the MIN replays only on traces of at most N accesses (default: every size)")  # fmt: skip
+    parser.add_argument(
+        "--heap-up-to",
+        type=float,
+        default=None,
+        metavar="N",
+        help="run the MIN replays only on traces of at most N accesses (default: every size)",
+    )
     parser.add_argument("--cpu", type=int, default=default_cpu(), help="core to pin to (default: the last)")
-    parser.add_argument("--no-pin", action="store_true", help="run on whatever core (no timing figure to keep)")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="run on whatever core (no timing figure to keep)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.no_pin:
@@ -126,17 +133,23 @@ def report_lines(results: list[dict], cpu: int | None) -> list[str]:
     """The figures side by side: per trace size, the one pass, the analyzer and each heap replay (time,
     accesses/s and peak memory added), then the working sets and the projection to 1e8 accesses."""
     out = [f"OPT (Belady MIN) one pass vs LRU analyzer vs MIN heap replay, one core (cpu {cpu})"]
-    head = (f"{'accesses':>11} {'distinct':>9} | {'OPT one pass':>24} | {'LRU analyzer':>24} | "
-            "MIN heap replay per capacity (peak memory of the replays)")  # fmt: skip
+    head = (
+        f"{'accesses':>11} {'distinct':>9} | {'OPT one pass':>24} | {'LRU analyzer':>24} | "
+        "MIN heap replay per capacity (peak memory of the replays)"
+    )
     out += [head, "-" * len(head)]
     for r in results:
         n = r["accesses"]
-        replay = "  ".join(f"C={c:,}: {_rate(n, s)} {'=' if same else '!= curve'}" for c, s, same in r["replays"])
+        replay = "  ".join(
+            f"C={c:,}: {_rate(n, s)} {'=' if same else '!= curve'}" for c, s, same in r["replays"]
+        )
         if r["heap_bytes"] is not None:
             replay += f"  ({r['heap_bytes'] / 2**20:,.0f} MB)"
-        out.append(f"{n:>11,} {r['distinct']:>9,} | {_rate(n, r['opt_seconds'])} {r['opt_seconds']:6.2f} s "
-                   f"{r['opt_bytes'] / 2**20:5.0f} MB | {_rate(n, r['lru_seconds'])} {r['lru_seconds']:6.2f} s "
-                   f"{r['lru_bytes'] / 2**20:5.0f} MB | {replay or 'skipped'}")  # fmt: skip
+        out.append(
+            f"{n:>11,} {r['distinct']:>9,} | {_rate(n, r['opt_seconds'])} {r['opt_seconds']:6.2f} s "
+            f"{r['opt_bytes'] / 2**20:5.0f} MB | {_rate(n, r['lru_seconds'])} {r['lru_seconds']:6.2f} s "
+            f"{r['lru_bytes'] / 2**20:5.0f} MB | {replay or 'skipped'}"
+        )
     out += ["", "working sets (blocks, coverage of the infinite-cache hits): OPT vs LRU"]
     for r in results:
         sets = "  ".join(f"{100 * t:g} %: {o:,} vs {lr:,}" for t, o, lr in r["working_sets"])
@@ -146,8 +159,11 @@ def report_lines(results: list[dict], cpu: int | None) -> list[str]:
     if replayed:
         last = replayed[-1]
         per_replay = sum(s for _, s, _ in last["replays"]) / len(last["replays"])
-        out += ["", f"20 MIN replays of {last['accesses']:,} accesses would take about {20 * per_replay:,.0f} s "
-                    f"against {last['opt_seconds']:.1f} s for the whole OPT curve"]  # fmt: skip
+        out += [
+            "",
+            f"20 MIN replays of {last['accesses']:,} accesses would take about {20 * per_replay:,.0f} s "
+            f"against {last['opt_seconds']:.1f} s for the whole OPT curve",
+        ]
     if len(results) >= 2:
         a, b = results[-2], results[-1]
         ra, rb = a["accesses"] / a["opt_seconds"], b["accesses"] / b["opt_seconds"]
@@ -155,9 +171,12 @@ def report_lines(results: list[dict], cpu: int | None) -> list[str]:
         per_decade = (rb / ra) ** (1 / decades)  # the rate's change per tenfold accesses
         rate = rb * per_decade ** (8 - math.log10(b["accesses"]))
         grow = 1e8 / b["accesses"]
-        out += ["", f"1e8 accesses, projected: OPT about {1e8 / rate:,.0f} s ({rate / 1e6:.2f} M/s: the rate "
-                    f"x{per_decade:.2f} per tenfold accesses, as measured), peak memory about "
-                    f"{grow * b['opt_bytes'] / 2**30:.1f} GiB beside the keys; LRU about {grow * b['lru_seconds']:,.0f} s"]  # fmt: skip
+        out += [
+            "",
+            f"1e8 accesses, projected: OPT about {1e8 / rate:,.0f} s ({rate / 1e6:.2f} M/s: the rate "
+            f"x{per_decade:.2f} per tenfold accesses, as measured), peak memory about "
+            f"{grow * b['opt_bytes'] / 2**30:.1f} GiB beside the keys; LRU about {grow * b['lru_seconds']:,.0f} s",
+        ]
     return out
 
 

@@ -91,24 +91,47 @@ def run_sampling_benchmark(trace: BenchTrace, cpu: int | None) -> tuple[list[str
     with tempfile.TemporaryDirectory(prefix="kvset-bench-sampling-") as tmp:
         save_trace(trace, Path(tmp) / "trace")
         out = Path(tmp) / "sampling.json"
-        cmd = [sys.executable, "-m", "benchmarks.sampling", "--trace-dir", str(Path(tmp) / "trace"), "--json", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.sampling",
+            "--trace-dir",
+            str(Path(tmp) / "trace"),
+            "--json",
+            str(out),
+        ]
         cmd += [] if cpu is None else ["--cpu", str(cpu)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            return [f"sampling.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"], None
+            return [
+                f"sampling.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
+            ], None
         return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
 
 
-def run_opt_benchmark(cpu: int | None, sizes: str = "1e6,1e7", heap_up_to: str = "1e6") -> tuple[list[str], list | None]:
+def run_opt_benchmark(
+    cpu: int | None, sizes: str = "1e6,1e7", heap_up_to: str = "1e6"
+) -> tuple[list[str], list | None]:
     """Belady MIN's one pass against the LRU analyzer and MIN heap replays (benchmarks/opt_bench.py),
     same core; the heap replays on the smaller trace only (on 1e7 accesses each takes about a minute)."""
     with tempfile.TemporaryDirectory(prefix="kvset-bench-opt-") as tmp:
         out = Path(tmp) / "opt.json"
-        cmd = [sys.executable, "-m", "benchmarks.opt_bench", "--sizes", sizes, "--heap-up-to", heap_up_to,
-               "--json", str(out)] + ([] if cpu is None else ["--cpu", str(cpu)])  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.opt_bench",
+            "--sizes",
+            sizes,
+            "--heap-up-to",
+            heap_up_to,
+            "--json",
+            str(out),
+        ] + ([] if cpu is None else ["--cpu", str(cpu)])
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not out.exists():
-            return [f"opt_bench.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"], None
+            return [
+                f"opt_bench.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
+            ], None
         return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
 
 
@@ -160,7 +183,12 @@ def measure(
             runs.python.append(spawn("python", {**base, "prefix_accesses": python_prefix}))
             if with_libcachesim:
                 progress(f"run {i + 1}/{repeat}: libCacheSim x {len(capacities)}")
-                spec = {"cpu": cpu, "oracle_path": str(oracle), "accesses": trace.accesses, "capacities": capacities}
+                spec = {
+                    "cpu": cpu,
+                    "oracle_path": str(oracle),
+                    "accesses": trace.accesses,
+                    "capacities": capacities,
+                }
                 runs.libcachesim.append(spawn("libcachesim", spec))
     return runs
 
@@ -177,7 +205,9 @@ def check(trace: BenchTrace, runs: Runs, python_prefix: int) -> dict:
     """
     hists = [r.pop("histogram") for r in runs.python]
     ref_hist, ref_first = analyzer_histogram(trace.prefix(python_prefix))
-    python_same = all(h == ref_hist for h in hists) and all(r["first_accesses"] == ref_first for r in runs.python)
+    python_same = all(h == ref_hist for h in hists) and all(
+        r["first_accesses"] == ref_first for r in runs.python
+    )
     hits = runs.analyzer[0]["hits"]
     result = {
         "python_histogram_equals_analyzer": python_same,
@@ -236,13 +266,25 @@ def summarize(trace: BenchTrace, runs: Runs) -> tuple[dict, list[Goal]]:
     }
     same = "whole trace" if p[0]["accesses"] == trace.accesses else f"same {p[0]['accesses']:,}-access prefix"
     goals = [
-        Goal("exact analyzer, accesses/s", _rate(a_rate["median"]), f">= {_rate(GOAL_RATE)}",
-             a_rate["median"] >= GOAL_RATE),
-        Goal(f"vs pure-Python Fenwick, {same}", f"{vs_python_same:,.1f}x", f">= {GOAL_VS_PYTHON:.0f}x",
-             vs_python_same >= GOAL_VS_PYTHON),
-        Goal("vs pure-Python Fenwick, whole trace vs its prefix", f"{vs_python:,.1f}x", f">= {GOAL_VS_PYTHON:.0f}x",
-             vs_python >= GOAL_VS_PYTHON),
-    ]  # fmt: skip
+        Goal(
+            "exact analyzer, accesses/s",
+            _rate(a_rate["median"]),
+            f">= {_rate(GOAL_RATE)}",
+            a_rate["median"] >= GOAL_RATE,
+        ),
+        Goal(
+            f"vs pure-Python Fenwick, {same}",
+            f"{vs_python_same:,.1f}x",
+            f">= {GOAL_VS_PYTHON:.0f}x",
+            vs_python_same >= GOAL_VS_PYTHON,
+        ),
+        Goal(
+            "vs pure-Python Fenwick, whole trace vs its prefix",
+            f"{vs_python:,.1f}x",
+            f">= {GOAL_VS_PYTHON:.0f}x",
+            vs_python >= GOAL_VS_PYTHON,
+        ),
+    ]
     if lc:
         l_total = spread(lc, "total_seconds", best=min)
         vs_lcs = l_total["median"] / a_total["median"]
@@ -255,10 +297,22 @@ def summarize(trace: BenchTrace, runs: Runs) -> tuple[dict, list[Goal]]:
                 "ratio_vs_libcachesim_best_vs_best": l_total["best"] / a_total["best"],
             }
         )
-        goals.append(Goal(f"whole curve vs libCacheSim LRU x {len(lc[0]['capacities'])}", f"{vs_lcs:,.1f}x",
-                          f">= {GOAL_VS_LIBCACHESIM:.0f}x", vs_lcs >= GOAL_VS_LIBCACHESIM))  # fmt: skip
-    goals.append(Goal("analyzer state, bytes per tracked block", f"{bytes_per_block:,.1f} B",
-                      f"<= {GOAL_BYTES_PER_BLOCK:.0f} B", bytes_per_block <= GOAL_BYTES_PER_BLOCK))  # fmt: skip
+        goals.append(
+            Goal(
+                f"whole curve vs libCacheSim LRU x {len(lc[0]['capacities'])}",
+                f"{vs_lcs:,.1f}x",
+                f">= {GOAL_VS_LIBCACHESIM:.0f}x",
+                vs_lcs >= GOAL_VS_LIBCACHESIM,
+            )
+        )
+    goals.append(
+        Goal(
+            "analyzer state, bytes per tracked block",
+            f"{bytes_per_block:,.1f} B",
+            f"<= {GOAL_BYTES_PER_BLOCK:.0f} B",
+            bytes_per_block <= GOAL_BYTES_PER_BLOCK,
+        )
+    )
     return figures, goals
 
 
@@ -275,39 +329,65 @@ def print_report(runs: Runs, figures: dict, goals: list[Goal], checks: dict) -> 
     a0, p0 = runs.analyzer[0], runs.python[0]
 
     def row(label: str, rate: dict, seconds: float, rss: float, note: str = "") -> None:
-        print(f"{label:<46} {_rate(rate['best']):>11} / {_rate(rate['median']):>11} {seconds:>9.2f} s "
-              f"{_mib(rss):>11}{note}")  # fmt: skip
+        print(
+            f"{label:<46} {_rate(rate['best']):>11} / {_rate(rate['median']):>11} {seconds:>9.2f} s "
+            f"{_mib(rss):>11}{note}"
+        )
 
     print()
-    print(f"{'contender (accesses/s: best / median of runs)':<46} {'best':>11}   {'median':>11} "
-          f"{'time':>11} {'peak RSS+':>11}")  # fmt: skip
-    row("exact analyzer: whole trace, then whole curve", f["analyzer_accesses_per_second"],
-        f["analyzer_total_seconds"]["median"], f["analyzer_rss_peak_delta_bytes"]["median"])  # fmt: skip
-    row(f"pure-Python Fenwick: first {p0['accesses']:,} accesses", f["python_accesses_per_second"],
-        f["python_total_seconds"]["median"], f["python_rss_peak_delta_bytes"]["median"])  # fmt: skip
+    print(
+        f"{'contender (accesses/s: best / median of runs)':<46} {'best':>11}   {'median':>11} "
+        f"{'time':>11} {'peak RSS+':>11}"
+    )
+    row(
+        "exact analyzer: whole trace, then whole curve",
+        f["analyzer_accesses_per_second"],
+        f["analyzer_total_seconds"]["median"],
+        f["analyzer_rss_peak_delta_bytes"]["median"],
+    )
+    row(
+        f"pure-Python Fenwick: first {p0['accesses']:,} accesses",
+        f["python_accesses_per_second"],
+        f["python_total_seconds"]["median"],
+        f["python_rss_peak_delta_bytes"]["median"],
+    )
     if runs.libcachesim:
         lc0 = runs.libcachesim[0]
-        row(f"libCacheSim {lc0['version']} LRU: {len(lc0['capacities'])} passes", f["libcachesim_accesses_per_second_per_pass"],
-            f["libcachesim_total_seconds"]["median"], f["libcachesim_rss_peak_delta_bytes"]["median"],
-            "  (rate per pass)")  # fmt: skip
+        row(
+            f"libCacheSim {lc0['version']} LRU: {len(lc0['capacities'])} passes",
+            f["libcachesim_accesses_per_second_per_pass"],
+            f["libcachesim_total_seconds"]["median"],
+            f["libcachesim_rss_peak_delta_bytes"]["median"],
+            "  (rate per pass)",
+        )
     print()
-    print(f"analyzer: feed {f['analyzer_feed_seconds']['median']:.3f} s + curve "
-          f"{1000 * f['analyzer_curve_seconds']['median']:.1f} ms (medians); JIT load from numba's cache "
-          f"{f['analyzer_jit_load_seconds']['median']:.2f} s, before the clock")  # fmt: skip
-    print(f"analyzer memory: state {_mib(a0['state_bytes'])} for {a0['tracked_blocks']:,} tracked blocks = "
-          f"{f['analyzer_state_bytes_per_block']:.1f} B/block ({a0['worst_state_bytes_per_block']:.1f} B/block "
-          f"right after its arrays double); peak RSS added {f['analyzer_rss_bytes_per_block']['median']:.1f} B/block "
-          f"(state + batch buffers + old and new arrays while growing)")  # fmt: skip
-    print(f"same input ({a0['prefix_accesses']:,} accesses): analyzer {_rate(f['analyzer_prefix_accesses_per_second']['median'])}, "
-          f"pure Python {_rate(f['python_accesses_per_second']['median'])} "
-          f"({f['python_rss_bytes_per_block']:,.0f} B/block peak RSS in Python)")  # fmt: skip
+    print(
+        f"analyzer: feed {f['analyzer_feed_seconds']['median']:.3f} s + curve "
+        f"{1000 * f['analyzer_curve_seconds']['median']:.1f} ms (medians); JIT load from numba's cache "
+        f"{f['analyzer_jit_load_seconds']['median']:.2f} s, before the clock"
+    )
+    print(
+        f"analyzer memory: state {_mib(a0['state_bytes'])} for {a0['tracked_blocks']:,} tracked blocks = "
+        f"{f['analyzer_state_bytes_per_block']:.1f} B/block ({a0['worst_state_bytes_per_block']:.1f} B/block "
+        f"right after its arrays double); peak RSS added {f['analyzer_rss_bytes_per_block']['median']:.1f} B/block "
+        f"(state + batch buffers + old and new arrays while growing)"
+    )
+    print(
+        f"same input ({a0['prefix_accesses']:,} accesses): analyzer {_rate(f['analyzer_prefix_accesses_per_second']['median'])}, "
+        f"pure Python {_rate(f['python_accesses_per_second']['median'])} "
+        f"({f['python_rss_bytes_per_block']:,.0f} B/block peak RSS in Python)"
+    )
     yes = {True: "yes", False: "NO", None: "skipped"}
-    print(f"check: pure-Python histogram == analyzer's on the prefix: {yes[checks['python_histogram_equals_analyzer']]}")
+    print(
+        f"check: pure-Python histogram == analyzer's on the prefix: {yes[checks['python_histogram_equals_analyzer']]}"
+    )
     print(f"check: analyzer hits identical in every run: {yes[checks['analyzer_hits_stable']]}")
     if runs.libcachesim:
         caps = runs.libcachesim[0]["capacities"]
-        print(f"check: libCacheSim LRU hits == analyzer's curve at {len(caps)} capacities "
-              f"({caps[0]}..{caps[-1]:,} blocks): {yes[checks['libcachesim_hits_equal_analyzer']]}")  # fmt: skip
+        print(
+            f"check: libCacheSim LRU hits == analyzer's curve at {len(caps)} capacities "
+            f"({caps[0]}..{caps[-1]:,} blocks): {yes[checks['libcachesim_hits_equal_analyzer']]}"
+        )
     print(f"memory measured as {a0['memory_method']}")
     print()
     print(f"{'goal (one core, median runs, side by side)':<52} {'measured':>11} {'goal':>12}  result")
@@ -318,15 +398,23 @@ def print_report(runs: Runs, figures: dict, goals: list[Goal], checks: dict) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--accesses", type=int, default=ACCESSES, help="trace length (default 10M)")
-    parser.add_argument("--python-prefix", type=int, default=PYTHON_PREFIX,
-                        help="accesses the pure-Python baseline runs on (a prefix of the trace; 0: all)")  # fmt: skip
+    parser.add_argument(
+        "--python-prefix",
+        type=int,
+        default=PYTHON_PREFIX,
+        help="accesses the pure-Python baseline runs on (a prefix of the trace; 0: all)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs per contender (best and median shown)")
     parser.add_argument("--cpu", type=int, default=default_cpu(), help="the core to pin every run to")
     parser.add_argument("--capacities", type=int, default=20, help="libCacheSim capacities (log-spaced)")
     parser.add_argument("--no-libcachesim", action="store_true", help="skip libCacheSim even if installed")
     parser.add_argument("--no-parse", action="store_true", help="skip the trace-parse throughput figures")
-    parser.add_argument("--no-sampling", action="store_true", help="skip exact against sampled (benchmarks/sampling.py)")
-    parser.add_argument("--no-opt", action="store_true", help="skip Belady MIN's one pass (benchmarks/opt_bench.py)")
+    parser.add_argument(
+        "--no-sampling", action="store_true", help="skip exact against sampled (benchmarks/sampling.py)"
+    )
+    parser.add_argument(
+        "--no-opt", action="store_true", help="skip Belady MIN's one pass (benchmarks/opt_bench.py)"
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.python_prefix <= 0 or args.python_prefix > args.accesses:
@@ -336,8 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     load_before = os.getloadavg()
     pin = f"pinned to cpu {args.cpu}" if args.cpu is not None else "not pinned"
-    print(f"kvset benchmark on {info['cpu_model']} ({info['cores']} cores): one core per run ({pin}), "
-          f"{args.repeat} runs per contender, interleaved; load average {load_before[0]:.2f}")  # fmt: skip
+    print(
+        f"kvset benchmark on {info['cpu_model']} ({info['cores']} cores): one core per run ({pin}), "
+        f"{args.repeat} runs per contender, interleaved; load average {load_before[0]:.2f}"
+    )
     started = time.perf_counter()
     trace = make_trace(args.accesses)
     shape = shape_of(trace)
@@ -348,8 +438,15 @@ def main(argv: list[str] | None = None) -> int:
         why = "--no-libcachesim given" if args.no_libcachesim else "not installed (pip install -e '.[bench]')"
         print(f"libCacheSim: skipped, {why}")
 
-    runs = measure(trace, capacities, args.python_prefix, args.repeat, args.cpu, with_lcs,
-                   progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    runs = measure(
+        trace,
+        capacities,
+        args.python_prefix,
+        args.repeat,
+        args.cpu,
+        with_lcs,
+        progress=lambda msg: print(msg, flush=True),
+    )
     checks = check(trace, runs, args.python_prefix)
     figures, goals = summarize(trace, runs)
     print_report(runs, figures, goals, checks)
@@ -370,8 +467,11 @@ def main(argv: list[str] | None = None) -> int:
 
     opt_lines, opt = [], None
     if not args.no_opt:
-        print("\nBelady MIN, one pass against the LRU analyzer and MIN heap replays (benchmarks/opt_bench.py, "
-              "same core):", flush=True)  # fmt: skip
+        print(
+            "\nBelady MIN, one pass against the LRU analyzer and MIN heap replays (benchmarks/opt_bench.py, "
+            "same core):",
+            flush=True,
+        )
         opt_lines, opt = run_opt_benchmark(args.cpu)
         for line in opt_lines:
             print("  " + line)
@@ -390,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         "capacities": capacities,
         "figures": figures,
         "checks": checks,
-        "goals": [{"goal": g.goal, "measured": g.measured, "target": g.target, "result": g.result} for g in goals],
+        "goals": [
+            {"goal": g.goal, "measured": g.measured, "target": g.target, "result": g.result} for g in goals
+        ],
         "runs": {"analyzer": runs.analyzer, "python": runs.python, "libcachesim": runs.libcachesim},
         "trace_parse": parse_lines,
         "sampling": sampling,
@@ -400,5 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     ok = checks["python_histogram_equals_analyzer"] and checks["analyzer_hits_stable"]
-    ok &= opt is None or all(same for r in opt for _, _, same in r["replays"])  # MIN's replays agree with its curve
+    ok &= opt is None or all(
+        same for r in opt for _, _, same in r["replays"]
+    )  # MIN's replays agree with its curve
     return 0 if ok and checks["libcachesim_hits_equal_analyzer"] is not False else 1

@@ -46,10 +46,21 @@ GOAL_SPEEDUP = 10.0
 ISSUE_SHAPE_ACCESSES = 10_000_000
 # Agentic sessions as issue 10 describes its real trace: 64-token blocks, long contexts re-sent each
 # turn (an 8k-token system prompt per agent type, tool results of 0.5-6k tokens, 30 turns a session).
-ISSUE_SHAPE = WorkloadConfig(seed=10, concurrency=64, agent_types=8, prefix_blocks=128, mean_turns=30.0,
-                             tool_blocks=(8, 96), reply_blocks=(1, 8), documents=50_000,
-                             document_blocks=(16, 256), document_zipf=1.1, document_share=0.3, block_tokens=64,
-                             requests_per_second=20.0)  # fmt: skip
+ISSUE_SHAPE = WorkloadConfig(
+    seed=10,
+    concurrency=64,
+    agent_types=8,
+    prefix_blocks=128,
+    mean_turns=30.0,
+    tool_blocks=(8, 96),
+    reply_blocks=(1, 8),
+    documents=50_000,
+    document_blocks=(16, 256),
+    document_zipf=1.1,
+    document_share=0.3,
+    block_tokens=64,
+    requests_per_second=20.0,
+)
 
 
 @dataclass
@@ -100,16 +111,26 @@ def run_one(kind: str, trace_dir: Path) -> dict:
     trace = load_trace(trace_dir)
     batches = split_batches(trace)  # views, made before the clock starts
     head = int(np.searchsorted(trace.request_starts, 50_000))
-    warm = split_batches(BenchTrace(trace.keys[: trace.request_starts[head] if head < len(trace.request_starts)
-                                               else trace.accesses], trace.timestamps, trace.request_starts[:head],
-                                    trace.block_tokens), 1 << 13)  # fmt: skip
+    warm = split_batches(
+        BenchTrace(
+            trace.keys[: trace.request_starts[head] if head < len(trace.request_starts) else trace.accesses],
+            trace.timestamps,
+            trace.request_starts[:head],
+            trace.block_tokens,
+        ),
+        1 << 13,
+    )
     _timed(lambda: _make(kind, trace.block_tokens), warm)  # compiles and loads the JIT before the clock
     run = _timed(lambda: _make(kind, trace.block_tokens), batches)
     sample = run.curve.sample
-    return {"seconds": run.seconds, "cpu_seconds": run.cpu_seconds, "rss_peak_delta_bytes": run.rss_bytes,
-            "state_bytes": run.state_bytes,
-            "tracked_blocks": run.analyzer.tracked_blocks,
-            "tracked_share": sample.tracked_share if sample else 1.0}  # fmt: skip
+    return {
+        "seconds": run.seconds,
+        "cpu_seconds": run.cpu_seconds,
+        "rss_peak_delta_bytes": run.rss_bytes,
+        "state_bytes": run.state_bytes,
+        "tracked_blocks": run.analyzer.tracked_blocks,
+        "tracked_share": sample.tracked_share if sample else 1.0,
+    }
 
 
 def spawn(kind: str, trace_dir: Path, cpu: int | None) -> dict:
@@ -122,8 +143,9 @@ def spawn(kind: str, trace_dir: Path, cpu: int | None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str, trace: BenchTrace, trace_dir: Path, seeds: int, repeat: int, cpu: int | None,
-            progress=print) -> dict:  # fmt: skip
+def measure(
+    name: str, trace: BenchTrace, trace_dir: Path, seeds: int, repeat: int, cpu: int | None, progress=print
+) -> dict:
     exact_runs, sampled_runs = [], []
     for i in range(repeat):
         progress(f"  {name}: timed run {i + 1}/{repeat}")
@@ -142,8 +164,12 @@ def measure(name: str, trace: BenchTrace, trace_dir: Path, seeds: int, repeat: i
         sampled.append(_errors(rates, truth))
         covered.append(float(np.mean(np.abs(rates - truth) <= 2 * curve.hit_rate_stderrs(caps) + 1e-12)))
         plain.append(_errors(plain_shards(trace, RATE, seed, caps), truth))
-        fixed.append(_errors(_timed(lambda s=seed: Analyzer(sample_size=size, seed=s), batches).curve.hit_rates(caps),
-                             truth))  # fmt: skip
+        fixed.append(
+            _errors(
+                _timed(lambda s=seed: Analyzer(sample_size=size, seed=s), batches).curve.hit_rates(caps),
+                truth,
+            )
+        )
     exact_s = statistics.median(r["seconds"] for r in exact_runs)
     sampled_s = statistics.median(r["seconds"] for r in sampled_runs)
     exact_cpu = statistics.median(r["cpu_seconds"] for r in exact_runs)
@@ -155,22 +181,39 @@ def measure(name: str, trace: BenchTrace, trace_dir: Path, seeds: int, repeat: i
         "rate": RATE,
         "seeds": seeds,
         "capacities": [int(c) for c in caps],
-        "exact": {"seconds": exact_s, "accesses_per_second": trace.accesses / exact_s,
-                  "rss_peak_delta_bytes": statistics.median(r["rss_peak_delta_bytes"] for r in exact_runs),
-                  "state_bytes": exact_runs[0]["state_bytes"], "runs": exact_runs},
-        "sampled": {"seconds": sampled_s, "accesses_per_second": trace.accesses / sampled_s,
-                    "rss_peak_delta_bytes": statistics.median(r["rss_peak_delta_bytes"] for r in sampled_runs),
-                    "state_bytes": sampled_runs[0]["state_bytes"], "runs": sampled_runs,
-                    "tracked_blocks": size, "tracked_share": sampled_runs[0]["tracked_share"],
-                    "mae": float(np.mean([e[0] for e in sampled])), "worst": max(e[1] for e in sampled),
-                    "mae_per_seed": [e[0] for e in sampled], "within_2_stderr": float(np.mean(covered))},
-        "plain_shards": {"mae": float(np.mean([e[0] for e in plain])), "worst": max(e[1] for e in plain),
-                         "mae_per_seed": [e[0] for e in plain]},
-        "fixed_size": {"sample_size": size, "mae": float(np.mean([e[0] for e in fixed])),
-                       "worst": max(e[1] for e in fixed)},
+        "exact": {
+            "seconds": exact_s,
+            "accesses_per_second": trace.accesses / exact_s,
+            "rss_peak_delta_bytes": statistics.median(r["rss_peak_delta_bytes"] for r in exact_runs),
+            "state_bytes": exact_runs[0]["state_bytes"],
+            "runs": exact_runs,
+        },
+        "sampled": {
+            "seconds": sampled_s,
+            "accesses_per_second": trace.accesses / sampled_s,
+            "rss_peak_delta_bytes": statistics.median(r["rss_peak_delta_bytes"] for r in sampled_runs),
+            "state_bytes": sampled_runs[0]["state_bytes"],
+            "runs": sampled_runs,
+            "tracked_blocks": size,
+            "tracked_share": sampled_runs[0]["tracked_share"],
+            "mae": float(np.mean([e[0] for e in sampled])),
+            "worst": max(e[1] for e in sampled),
+            "mae_per_seed": [e[0] for e in sampled],
+            "within_2_stderr": float(np.mean(covered)),
+        },
+        "plain_shards": {
+            "mae": float(np.mean([e[0] for e in plain])),
+            "worst": max(e[1] for e in plain),
+            "mae_per_seed": [e[0] for e in plain],
+        },
+        "fixed_size": {
+            "sample_size": size,
+            "mae": float(np.mean([e[0] for e in fixed])),
+            "worst": max(e[1] for e in fixed),
+        },
         "speedup": exact_s / sampled_s,
         "speedup_cpu": exact_cpu / sampled_cpu,
-    }  # fmt: skip
+    }
 
 
 def traces(trace_dir: Path | None, accesses: int) -> list[tuple[str, BenchTrace]]:
@@ -180,9 +223,11 @@ def traces(trace_dir: Path | None, accesses: int) -> list[tuple[str, BenchTrace]
     return [
         ("agentic, the benchmark trace", bench),
         ("agentic, issue 10's shape", BenchTrace(issue.keys, issue.timestamps, issue.request_starts, 64)),
-        ("Mooncake FAST'25 trace (real)",
-         BenchTrace(real.keys, real.access_timestamps(), real.request_starts, real.block_tokens)),
-    ]  # fmt: skip
+        (
+            "Mooncake FAST'25 trace (real)",
+            BenchTrace(real.keys, real.access_timestamps(), real.request_starts, real.block_tokens),
+        ),
+    ]
 
 
 def _pt(x: float) -> str:
@@ -190,46 +235,77 @@ def _pt(x: float) -> str:
 
 
 def report_lines(results: list[dict]) -> list[str]:
-    lines = [f"{'trace':<31} {'accesses':>11} {'exact acc/s':>12} {'sampled acc/s':>14} {'speedup':>8} {'(CPU)':>6} "
-             f"{'peak RSS+ exact / sampled':>26} {'state exact / sampled':>22} {'tracked':>8}"]  # fmt: skip
+    lines = [
+        f"{'trace':<31} {'accesses':>11} {'exact acc/s':>12} {'sampled acc/s':>14} {'speedup':>8} {'(CPU)':>6} "
+        f"{'peak RSS+ exact / sampled':>26} {'state exact / sampled':>22} {'tracked':>8}"
+    ]
     for r in results:
         e, s = r["exact"], r["sampled"]
-        lines.append(f"{r['trace']:<31} {r['accesses']:>11,} {e['accesses_per_second'] / 1e6:>10.1f} M "
-                     f"{s['accesses_per_second'] / 1e6:>12.1f} M {r['speedup']:>7.1f}x {r['speedup_cpu']:>5.1f}x "
-                     f"{e['rss_peak_delta_bytes'] / 2**20:>11.1f} / {s['rss_peak_delta_bytes'] / 2**20:>6.1f} MiB "
-                     f"{e['state_bytes'] / 2**20:>9.1f} / {s['state_bytes'] / 2**20:>5.1f} MiB "
-                     f"{100 * s['tracked_share']:>7.1f}%")  # fmt: skip
-    lines += ["", f"error of the block hit rate at {CAPACITIES} log-spaced capacities, rate {100 * RATE:g} %, "
-                  f"points: mean over seeds (worst capacity of any seed)"]  # fmt: skip
-    lines.append(f"{'trace':<31} {'sampled':>16} {'plain SHARDS':>16} {'fixed size':>22} {'within ±2 s.e.':>15}")
+        lines.append(
+            f"{r['trace']:<31} {r['accesses']:>11,} {e['accesses_per_second'] / 1e6:>10.1f} M "
+            f"{s['accesses_per_second'] / 1e6:>12.1f} M {r['speedup']:>7.1f}x {r['speedup_cpu']:>5.1f}x "
+            f"{e['rss_peak_delta_bytes'] / 2**20:>11.1f} / {s['rss_peak_delta_bytes'] / 2**20:>6.1f} MiB "
+            f"{e['state_bytes'] / 2**20:>9.1f} / {s['state_bytes'] / 2**20:>5.1f} MiB "
+            f"{100 * s['tracked_share']:>7.1f}%"
+        )
+    lines += [
+        "",
+        f"error of the block hit rate at {CAPACITIES} log-spaced capacities, rate {100 * RATE:g} %, "
+        f"points: mean over seeds (worst capacity of any seed)",
+    ]
+    lines.append(
+        f"{'trace':<31} {'sampled':>16} {'plain SHARDS':>16} {'fixed size':>22} {'within ±2 s.e.':>15}"
+    )
     for r in results:
         s, p, f = r["sampled"], r["plain_shards"], r["fixed_size"]
-        lines.append(f"{r['trace']:<31} {_pt(s['mae']):>7} ({_pt(s['worst']):>6}) {_pt(p['mae']):>7} "
-                     f"({_pt(p['worst']):>6}) {_pt(f['mae']):>6} ({_pt(f['worst']):>5}) S={f['sample_size']:<6,} "
-                     f"{100 * s['within_2_stderr']:>14.0f}%")  # fmt: skip
+        lines.append(
+            f"{r['trace']:<31} {_pt(s['mae']):>7} ({_pt(s['worst']):>6}) {_pt(p['mae']):>7} "
+            f"({_pt(p['worst']):>6}) {_pt(f['mae']):>6} ({_pt(f['worst']):>5}) S={f['sample_size']:<6,} "
+            f"{100 * s['within_2_stderr']:>14.0f}%"
+        )
     return lines
 
 
 def goals(results: list[dict]) -> list[tuple[str, str, str, bool]]:
     out = []
     for r in results:
-        out.append((f"sampled MAE, {r['trace']}", f"{_pt(r['sampled']['mae'])} pt", f"<= {_pt(GOAL_MAE)} pt",
-                    r["sampled"]["mae"] <= GOAL_MAE))  # fmt: skip
+        out.append(
+            (
+                f"sampled MAE, {r['trace']}",
+                f"{_pt(r['sampled']['mae'])} pt",
+                f"<= {_pt(GOAL_MAE)} pt",
+                r["sampled"]["mae"] <= GOAL_MAE,
+            )
+        )
     for r in results[:2]:  # the real trace is too small for speed to mean anything
-        out.append((f"sampled vs exact accesses/s, {r['trace']}", f"{r['speedup']:.1f}x", f">= {GOAL_SPEEDUP:g}x",
-                    r["speedup"] >= GOAL_SPEEDUP))  # fmt: skip
+        out.append(
+            (
+                f"sampled vs exact accesses/s, {r['trace']}",
+                f"{r['speedup']:.1f}x",
+                f">= {GOAL_SPEEDUP:g}x",
+                r["speedup"] >= GOAL_SPEEDUP,
+            )
+        )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sampling", description=__doc__.splitlines()[0])
-    parser.add_argument("--trace-dir", type=Path, help="the benchmark trace saved by benchmarks.run (else generated)")
-    parser.add_argument("--accesses", type=int, default=10_000_000, help="benchmark trace length when generated")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.sampling", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--trace-dir", type=Path, help="the benchmark trace saved by benchmarks.run (else generated)"
+    )
+    parser.add_argument(
+        "--accesses", type=int, default=10_000_000, help="benchmark trace length when generated"
+    )
     parser.add_argument("--seeds", type=int, default=5, help="seeds of the sample (errors are averaged)")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of each analyzer, interleaved")
     parser.add_argument("--cpu", type=int, help="the core to pin to")
     parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--one", choices=("exact", "sampled"), help=argparse.SUPPRESS)  # a timed run (internal)
+    parser.add_argument(
+        "--one", choices=("exact", "sampled"), help=argparse.SUPPRESS
+    )  # a timed run (internal)
     args = parser.parse_args(argv)
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
@@ -241,18 +317,31 @@ def main(argv: list[str] | None = None) -> int:
         for k, (name, trace) in enumerate(traces(args.trace_dir, args.accesses)):
             trace_dir = Path(tmp) / f"trace{k}"
             save_trace(trace, trace_dir)
-            results.append(measure(name, trace, trace_dir, args.seeds, args.repeat, args.cpu,
-                                   progress=lambda m: print(m, file=sys.stderr, flush=True)))  # fmt: skip
+            results.append(
+                measure(
+                    name,
+                    trace,
+                    trace_dir,
+                    args.seeds,
+                    args.repeat,
+                    args.cpu,
+                    progress=lambda m: print(m, file=sys.stderr, flush=True),
+                )
+            )
     for line in report_lines(results):
         print(line)
     print()
-    print("speedup: median wall time of the exact runs over the sampled ones' (CPU: the same with the process's CPU time)")
+    print(
+        "speedup: median wall time of the exact runs over the sampled ones' (CPU: the same with the process's CPU time)"
+    )
     print(f"{'goal (sampling)':<62} {'measured':>10} {'goal':>10}  result")
     for goal, measured, target, passed in goals(results):
         print(f"{goal:<62} {measured:>10} {target:>10}  {'PASS' if passed else 'MISS'}")
     if args.json:
-        payload = {"results": results, "goals": [{"goal": g, "measured": m, "target": t, "passed": p}
-                                                 for g, m, t, p in goals(results)]}  # fmt: skip
+        payload = {
+            "results": results,
+            "goals": [{"goal": g, "measured": m, "target": t, "passed": p} for g, m, t, p in goals(results)],
+        }
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
     return 0
 

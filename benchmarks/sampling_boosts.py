@@ -31,10 +31,12 @@ def held_out_traces(accesses: int) -> list[tuple[str, BenchTrace]]:
     issue = generate(accesses, replace(ISSUE_SHAPE, seed=11))
     return [
         ("benchmark workload, seed 7", make_trace(accesses, seed=7)),
-        ("benchmark workload, seed 8, 64 sessions, 8 agent types", make_trace(accesses, seed=8, concurrency=64,
-                                                                             agent_types=8)),
+        (
+            "benchmark workload, seed 8, 64 sessions, 8 agent types",
+            make_trace(accesses, seed=8, concurrency=64, agent_types=8),
+        ),
         ("issue 10's shape, seed 11", BenchTrace(issue.keys, issue.timestamps, issue.request_starts, 64)),
-    ]  # fmt: skip
+    ]
 
 
 def evaluate(boosts: tuple[int, ...], trace: BenchTrace, caps: np.ndarray, truth: np.ndarray) -> tuple:
@@ -55,9 +57,13 @@ def evaluate(boosts: tuple[int, ...], trace: BenchTrace, caps: np.ndarray, truth
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sampling_boosts", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.sampling_boosts", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--accesses", type=int, default=10_000_000, help="accesses of each trace")
-    parser.add_argument("--boosts", nargs="*", default=[], help="more boost tables to compare, as 6,6,6,4,4,3,2,1")
+    parser.add_argument(
+        "--boosts", nargs="*", default=[], help="more boost tables to compare, as 6,6,6,4,4,3,2,1"
+    )
     args = parser.parse_args(argv)
     tables = [("HEAD_BOOSTS", S.HEAD_BOOSTS), ("previous rule", PREVIOUS)]
     tables += [(text, tuple(int(x) for x in text.split(","))) for text in args.boosts]
@@ -71,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         print(name)
         for label, boosts in tables:
             mae, worst, share = evaluate(boosts, trace, caps, truth)
-            print(f"  {label:<24} {','.join(map(str, boosts)):<20} error {100 * mae:.2f} pt (worst seed "
-                  f"{100 * worst:.2f})  looked at {100 * share:.2f} %")  # fmt: skip
+            print(
+                f"  {label:<24} {','.join(map(str, boosts)):<20} error {100 * mae:.2f} pt (worst seed "
+                f"{100 * worst:.2f})  looked at {100 * share:.2f} %"
+            )
     return 0
 
 

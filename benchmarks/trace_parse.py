@@ -20,7 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvset.formats import read_trace  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "traces" / "mooncake_fast25_synthetic_trace.jsonl"
+FIXTURE = (
+    Path(__file__).resolve().parent.parent
+    / "tests"
+    / "fixtures"
+    / "traces"
+    / "mooncake_fast25_synthetic_trace.jsonl"
+)
 
 
 def write_mooncake(path: Path, accesses: int, seed: int = 1) -> None:
@@ -32,12 +38,17 @@ def write_mooncake(path: Path, accesses: int, seed: int = 1) -> None:
         while written < accesses:
             n = int(rng.integers(1, 60))
             shared = int(rng.integers(0, n + 1))
-            ids = list(range(int(rng.integers(0, 50)) * 100, int(rng.integers(0, 50)) * 100 + shared))[:shared]
+            ids = list(range(int(rng.integers(0, 50)) * 100, int(rng.integers(0, 50)) * 100 + shared))[
+                :shared
+            ]
             ids += list(range(fresh, fresh + n - len(ids)))
             fresh += n
             t += int(rng.integers(0, 50))
             length = 512 * (len(ids) - 1) + int(rng.integers(1, 513))
-            f.write(json.dumps({"timestamp": t, "input_length": length, "output_length": 10, "hash_ids": ids}) + "\n")
+            f.write(
+                json.dumps({"timestamp": t, "input_length": length, "output_length": 10, "hash_ids": ids})
+                + "\n"
+            )
             written += len(ids)
 
 
@@ -45,7 +56,9 @@ def write_tokens(path: Path, requests: int, seed: int = 2) -> None:
     rng = np.random.default_rng(seed)
     with open(path, "w") as f:
         for i in range(requests):
-            f.write(json.dumps({"timestamp": i * 0.1, "token_ids": rng.integers(0, 150_000, 512).tolist()}) + "\n")
+            f.write(
+                json.dumps({"timestamp": i * 0.1, "token_ids": rng.integers(0, 150_000, 512).tolist()}) + "\n"
+            )
 
 
 def measure(label: str, path: Path, repeat: int = 3, **kwargs) -> None:
@@ -72,7 +85,9 @@ def main() -> None:
         write_mooncake(plain, args.accesses)
         write_mooncake(packed, args.accesses)
         write_tokens(tokens, 500)
-        print(f"generated {plain.stat().st_size / 1e6:.1f} MB mooncake JSONL ({packed.stat().st_size / 1e6:.1f} MB gz)")
+        print(
+            f"generated {plain.stat().st_size / 1e6:.1f} MB mooncake JSONL ({packed.stat().st_size / 1e6:.1f} MB gz)"
+        )
         measure("mooncake generated", plain)
         measure("mooncake generated, gzip", packed)
         measure("tokens (512 ids/request, sha256)", tokens, repeat=1)

@@ -33,8 +33,9 @@ RATE_RX = re.compile(r"([\d.,]+)([kMG]?) acc/s")
 
 def tmux(socket: str, *args: str, check: bool = True) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=10,
-                          check=check, env=env).stdout  # fmt: skip
+    return subprocess.run(
+        ["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=10, check=check, env=env
+    ).stdout
 
 
 def cpu_seconds(pid: int, tid: int | None = None) -> float:
@@ -122,20 +123,35 @@ def scenario(name: str, speed: str, paused: bool, seconds: float, presses: int, 
         latency = pane.key_latency(presses) if presses else []
     finally:
         pane.close()
-    result = {"scenario": name, "speed": speed, "paused": paused, "seconds": seconds,
-              "startup_ui_s": round(ui_up, 2), "startup_first_frame_s": round(first_frame, 2),
-              "ingest_accesses_per_s": rate, "cpu_process_pct": round(process, 1), "cpu_ui_thread_pct": round(ui, 1)}  # fmt: skip
+    result = {
+        "scenario": name,
+        "speed": speed,
+        "paused": paused,
+        "seconds": seconds,
+        "startup_ui_s": round(ui_up, 2),
+        "startup_first_frame_s": round(first_frame, 2),
+        "ingest_accesses_per_s": rate,
+        "cpu_process_pct": round(process, 1),
+        "cpu_ui_thread_pct": round(ui, 1),
+    }
     if latency:
-        result |= {"key_latency_ms_median": round(statistics.median(latency), 1),
-                   "key_latency_ms_max": round(max(latency), 1), "presses": len(latency)}  # fmt: skip
+        result |= {
+            "key_latency_ms_median": round(statistics.median(latency), 1),
+            "key_latency_ms_max": round(max(latency), 1),
+            "presses": len(latency),
+        }
     return result
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="CPU measurement window per scenario")
-    ap.add_argument("--warmup", type=float, default=5.0, help="seconds after the first frame before measuring")
-    ap.add_argument("--speed", default="80", help="demo speed for the load scenario (default 80: ~1M acc/s here)")
+    ap.add_argument(
+        "--warmup", type=float, default=5.0, help="seconds after the first frame before measuring"
+    )
+    ap.add_argument(
+        "--speed", default="80", help="demo speed for the load scenario (default 80: ~1M acc/s here)"
+    )
     ap.add_argument("--presses", type=int, default=20, help="key presses per scenario for the latency")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args()
@@ -150,14 +166,18 @@ def main() -> int:
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
-    print(f"{'scenario':<12} {'ingest acc/s':>13} {'CPU process':>12} {'CPU UI thread':>14} "
-          f"{'key ms (median/max)':>20} {'start s (UI/frame)':>19}")  # fmt: skip
+    print(
+        f"{'scenario':<12} {'ingest acc/s':>13} {'CPU process':>12} {'CPU UI thread':>14} "
+        f"{'key ms (median/max)':>20} {'start s (UI/frame)':>19}"
+    )
     for r in results:
         rate = f"{r['ingest_accesses_per_s']:,.0f}" if r["ingest_accesses_per_s"] else "?"
         keys = f"{r.get('key_latency_ms_median', '-')}/{r.get('key_latency_ms_max', '-')}"
         start = f"{r['startup_ui_s']}/{r['startup_first_frame_s']}"
-        print(f"{r['scenario']:<12} {rate:>13} {r['cpu_process_pct']:>11.1f}% {r['cpu_ui_thread_pct']:>13.1f}% "
-              f"{keys:>20} {start:>19}")  # fmt: skip
+        print(
+            f"{r['scenario']:<12} {rate:>13} {r['cpu_process_pct']:>11.1f}% {r['cpu_ui_thread_pct']:>13.1f}% "
+            f"{keys:>20} {start:>19}"
+        )
     return 0
 
 

@@ -82,7 +82,9 @@ class Monitor:
         ]
         self._engine: dict[int, EngineReading] = {}
         self.engine_model = EngineModel()  # the block-pool replay's figures, from hit-reporting KV events
-        self._pipeline_rejects = [RejectCounter() for _ in self.sources]  # refused by the pipeline, per source
+        self._pipeline_rejects = [
+            RejectCounter() for _ in self.sources
+        ]  # refused by the pipeline, per source
         self._engine_history: deque[EngineReading] = deque(maxlen=ENGINE_HISTORY)
         self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
         self._finished: set[int] = set()
@@ -110,11 +112,21 @@ class Monitor:
         except Exception as exc:  # a broken source must not take the monitor down
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             failed = SourceHealth(
-                source=source.name, kind=source.kind, connected=False, state=f"failed: {detail}",
-                rejected=(Rejection("source failed", 1, (detail,)),), finished=True,
-            )  # fmt: skip
-            self._put(index, SourceUpdate(health=failed, events=(
-                TimelineEvent(time.time(), "source-failed", f"{source.name}: {detail}"),)), stop)  # fmt: skip
+                source=source.name,
+                kind=source.kind,
+                connected=False,
+                state=f"failed: {detail}",
+                rejected=(Rejection("source failed", 1, (detail,)),),
+                finished=True,
+            )
+            self._put(
+                index,
+                SourceUpdate(
+                    health=failed,
+                    events=(TimelineEvent(time.time(), "source-failed", f"{source.name}: {detail}"),),
+                ),
+                stop,
+            )
         finally:
             try:
                 source.close()
@@ -123,7 +135,9 @@ class Monitor:
 
     def _put(self, index: int, item, stop: threading.Event) -> bool:
         """Queue an item, waiting while the analyzer catches up; False once stopped with no room."""
-        accesses = len(item.accesses) if isinstance(item, SourceUpdate) and item.accesses is not None else None
+        accesses = (
+            len(item.accesses) if isinstance(item, SourceUpdate) and item.accesses is not None else None
+        )
         if accesses is not None:  # counted before the put, so that the analyzer never counts it first
             self._count_queued(index, 1, accesses)
         while True:
@@ -200,10 +214,22 @@ class Monitor:
             # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
             # sampled as the merged stream is, so a rank's curve is as good as the merged one's
             sample = merged.sampling
-            sampling = {} if sample is None else {"seed": sample.seed, **(
-                {"sample_size": sample.size} if sample.size else {"sample_rate": sample.rate})}
-            analyzer = Analyzer(horizon=merged.horizon, order=merged.order, block_tokens=merged.block_tokens,
-                                fine_slots=1, coarse_slots=1, **sampling)  # fmt: skip
+            sampling = (
+                {}
+                if sample is None
+                else {
+                    "seed": sample.seed,
+                    **({"sample_size": sample.size} if sample.size else {"sample_rate": sample.rate}),
+                }
+            )
+            analyzer = Analyzer(
+                horizon=merged.horizon,
+                order=merged.order,
+                block_tokens=merged.block_tokens,
+                fine_slots=1,
+                coarse_slots=1,
+                **sampling,
+            )
             self.rank_analyzers[rank] = analyzer
         return analyzer
 
@@ -215,9 +241,10 @@ class Monitor:
             return batch
         refused = len(batch) if ts.ndim == 0 else int((~usable).sum())
         self._pipeline_rejects[index].reject(
-            f"timestamp not within ±{MAX_TIMESTAMP:g} s: access refused", count=refused,
+            f"timestamp not within ±{MAX_TIMESTAMP:g} s: access refused",
+            count=refused,
             example=f"timestamp {ts.flat[int(np.argmin(usable))]!r}",
-        )  # fmt: skip
+        )
         self._changed = True
         if ts.ndim == 0:
             return batch.subset(np.zeros(len(batch), dtype=bool))
@@ -257,7 +284,11 @@ class Monitor:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                index, item = self._queue.get(timeout=max(0.0, remaining)) if remaining > 0 else self._queue.get_nowait()
+                index, item = (
+                    self._queue.get(timeout=max(0.0, remaining))
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
             except queue.Empty:
                 return
             if isinstance(item, _Finished):

@@ -108,8 +108,13 @@ def _parse_into(stream: TraceStream, queue: Queue, stop: threading.Event) -> Non
         queue.put(e)
 
 
-def analyze_stream(stream: TraceStream, summary: InputSummary, horizon: int = DEFAULT_HORIZON,
-                   order: str = "forward", **sampling) -> AnalysisResult:  # fmt: skip
+def analyze_stream(
+    stream: TraceStream,
+    summary: InputSummary,
+    horizon: int = DEFAULT_HORIZON,
+    order: str = "forward",
+    **sampling,
+) -> AnalysisResult:
     """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL).
     sampling: Analyzer's sample_rate, sample_size and seed."""
     t0 = time.perf_counter()
@@ -136,8 +141,15 @@ def analyze_stream(stream: TraceStream, summary: InputSummary, horizon: int = DE
     finally:
         stop.set()
     worker.join()
-    _summarize(summary, stream, stream.notes + ["read as a stream: parsed on one thread while analyzed on another "
-                                                "(read: until the first batch; analyze: from then on)"])  # fmt: skip
+    _summarize(
+        summary,
+        stream,
+        stream.notes
+        + [
+            "read as a stream: parsed on one thread while analyzed on another "
+            "(read: until the first batch; analyze: from then on)"
+        ],
+    )
     # the two overlap: "read" is the time before the analysis could start, "analyze" the rest
     started = first_batch_at or t0
     summary.read_seconds = started - t0
@@ -155,20 +167,31 @@ def _summarize(summary: InputSummary, read, notes: list[str]) -> None:
     summary.notes = notes
 
 
-def _analyze_whole(stream: TraceStream, summary: InputSummary, horizon: int, order: str, why: str,
-                   t0: float, sampling: dict) -> AnalysisResult:  # fmt: skip
+def _analyze_whole(
+    stream: TraceStream, summary: InputSummary, horizon: int, order: str, why: str, t0: float, sampling: dict
+) -> AnalysisResult:
     """The whole-file path: read_trace (sorts all requests, settles the block size on all of them)."""
     p = stream.parser
-    trace = read_trace(stream.path, format=stream.given_format, block_size=stream.given_block, strict=p.strict,
-                       hash_algo=p.hash_algo, python_hash_seed=p.python_hash_seed)  # fmt: skip
+    trace = read_trace(
+        stream.path,
+        format=stream.given_format,
+        block_size=stream.given_block,
+        strict=p.strict,
+        hash_algo=p.hash_algo,
+        python_hash_seed=p.python_hash_seed,
+    )
     _summarize(summary, trace, trace.notes + [f"read whole, not as a stream: {why}"])
     result = analyze_batches(trace.batches(), summary, horizon, order, **sampling)
     result.analyze_seconds = time.perf_counter() - t0
     return result
 
 
-def verify_capacities(curve: HitRateCurve, targets: Iterable[float] = DEFAULT_TARGETS, n: int = 20,
-                      also: Iterable[HitRateCurve] = ()) -> list[int]:  # fmt: skip
+def verify_capacities(
+    curve: HitRateCurve,
+    targets: Iterable[float] = DEFAULT_TARGETS,
+    n: int = 20,
+    also: Iterable[HitRateCurve] = (),
+) -> list[int]:
     """20 log-spaced capacities plus the working-set capacities of the targets (both modes), of `curve`
     and of the curves `also` given (Belady MIN's), each with the capacity just below it; all within
     `curve`'s horizon."""

@@ -219,7 +219,6 @@ def parse_capacities(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
-
 _BARE_NUMBER = re.compile(r"^\s*[0-9_]+(?:\.[0-9]*)?(?:[eE][0-9]+)?\s*$")
 
 
@@ -232,7 +231,9 @@ def parse_sizes(text: str, what: str = "size") -> tuple[tuple[int, ...], str]:
         raise ValueError(f"no {what} given")
     units = {"blocks" if _BARE_NUMBER.match(p) else "bytes" for p in parts}
     if len(units) > 1:
-        raise ValueError(f"give every {what} in blocks (1000) or every one in bytes (80GiB), not both: {text!r}")
+        raise ValueError(
+            f"give every {what} in blocks (1000) or every one in bytes (80GiB), not both: {text!r}"
+        )
     unit = units.pop()
     if unit == "blocks":
         return tuple(parse_capacities(p)[0] for p in parts), unit

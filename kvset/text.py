@@ -17,9 +17,7 @@ import re
 # that reorder or hide text (bidi embeddings, overrides and isolates, zero-width marks), plus lone
 # surrogates (bytes decoded with errors="surrogateescape"), the line and paragraph separators and
 # the byte-order mark.
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
-)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -42,4 +40,3 @@ def printable(text: object) -> str:
     if _UNSAFE.search(s) is None:
         return s
     return _UNSAFE.sub(_escape, s)
-

@@ -109,21 +109,49 @@ class KvsetTopApp(App[int]):
     # Each binding's tooltip is its line in the help screen, which reads the live bindings.
     BINDINGS = [
         Binding("question_mark", "help", "Help", id="kvset.help", tooltip="this help"),
-        Binding("p", "toggle_pause", "Pause", id="kvset.pause",
-                tooltip="pause the display; analysis goes on, pause again shows the latest"),
-        Binding("w", "cycle_window", "Window", id="kvset.window", tooltip="cycle the window: 1m, 5m, 1h, all"),
-        Binding("u", "cycle_units", "Units", id="kvset.units",
-                tooltip="cycle units: blocks, tokens, GiB (GiB needs --model)"),
+        Binding(
+            "p",
+            "toggle_pause",
+            "Pause",
+            id="kvset.pause",
+            tooltip="pause the display; analysis goes on, pause again shows the latest",
+        ),
+        Binding(
+            "w", "cycle_window", "Window", id="kvset.window", tooltip="cycle the window: 1m, 5m, 1h, all"
+        ),
+        Binding(
+            "u",
+            "cycle_units",
+            "Units",
+            id="kvset.units",
+            tooltip="cycle units: blocks, tokens, GiB (GiB needs --model)",
+        ),
         Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
-        Binding("t", "cycle_targets", "Targets", id="kvset.targets", tooltip="cycle target sets: coverage, absolute"),
-        Binding("r", "cycle_rank", "Rank", id="kvset.rank",
-                tooltip="cycle the rank: merged, rank 0, rank 1, ... (curve, working sets)"),
-        Binding("e", "export", "Export", id="kvset.export",
-                tooltip="export the snapshot as JSON, the screen as SVG, the curve as CSV"),
+        Binding(
+            "t",
+            "cycle_targets",
+            "Targets",
+            id="kvset.targets",
+            tooltip="cycle target sets: coverage, absolute",
+        ),
+        Binding(
+            "r",
+            "cycle_rank",
+            "Rank",
+            id="kvset.rank",
+            tooltip="cycle the rank: merged, rank 0, rank 1, ... (curve, working sets)",
+        ),
+        Binding(
+            "e",
+            "export",
+            "Export",
+            id="kvset.export",
+            tooltip="export the snapshot as JSON, the screen as SVG, the curve as CSV",
+        ),
         Binding("q", "quit", "Quit", id="kvset.quit", tooltip="quit"),
         # On-call muscle memory: ctrl+c ends a `top`, so it ends this one too.
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="kvset.interrupt", tooltip="quit"),
-    ]  # fmt: skip
+    ]
 
     def __init__(
         self,
@@ -330,8 +358,9 @@ class KvsetTopApp(App[int]):
             self.notify("nothing to export yet: no snapshot", severity="warning")
             return
         try:
-            paths = export_snapshot(snapshot, self.export_screenshot(), self.export_dir, self.clock(),
-                                    window=self.view.window)  # fmt: skip
+            paths = export_snapshot(
+                snapshot, self.export_screenshot(), self.export_dir, self.clock(), window=self.view.window
+            )
         except (OSError, ValueError) as exc:  # unwritable directory; a value JSON cannot hold
             self.notify(f"export failed: {exc}", severity="error", timeout=8)
             return
@@ -377,4 +406,3 @@ def _tty_fd() -> int | None:
     except (OSError, ValueError):
         return None
     return fd if fd is not None and os.isatty(fd) else None
-

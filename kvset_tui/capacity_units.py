@@ -43,4 +43,3 @@ def axis_value_text(value: float, unit: str) -> str:
     if unit == "GiB":
         return fmt.format_gib(value * fmt.GIB, significant=fmt.SHORT_DIGITS, with_unit=False)
     return fmt.compact(value)
-

@@ -45,17 +45,34 @@ def build_parser() -> argparse.ArgumentParser:
     add_monitor_arguments(parser)
     add_exporter_arguments(parser, beside_ui=True)
     ui = parser.add_argument_group("display")
-    ui.add_argument("--theme", choices=available_themes(), default=None,
-                    help="colour theme from themes/*.toml (default dark; NO_COLOR selects mono)")  # fmt: skip
+    ui.add_argument(
+        "--theme",
+        choices=available_themes(),
+        default=None,
+        help="colour theme from themes/*.toml (default dark; NO_COLOR selects mono)",
+    )
     ui.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
-    ui.add_argument("--window", choices=WINDOW_LABELS, default=None,
-                    help="initial window (w cycles; default 5m, all with --opt: MIN's curve is of all time)")  # fmt: skip
+    ui.add_argument(
+        "--window",
+        choices=WINDOW_LABELS,
+        default=None,
+        help="initial window (w cycles; default 5m, all with --opt: MIN's curve is of all time)",
+    )
     ui.add_argument("--units", choices=UNITS, default="blocks", help="initial capacity unit (u cycles)")
     ui.add_argument("--linear", action="store_true", help="start with a linear capacity axis (l toggles)")
-    ui.add_argument("--export-dir", type=Path, default=Path("exports"), metavar="DIR",
-                    help="where e writes the snapshot JSON and SVG screenshot (default ./exports)")  # fmt: skip
-    ui.add_argument("--keymap", type=Path, metavar="FILE",
-                    help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"')  # fmt: skip
+    ui.add_argument(
+        "--export-dir",
+        type=Path,
+        default=Path("exports"),
+        metavar="DIR",
+        help="where e writes the snapshot JSON and SVG screenshot (default ./exports)",
+    )
+    ui.add_argument(
+        "--keymap",
+        type=Path,
+        metavar="FILE",
+        help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"',
+    )
     return parser
 
 
@@ -114,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR if failures else 0
     from kvset_tui.app import KvsetTopApp
 
-    view = ViewState(window=initial_window(args), unit=args.units, log_x=not args.linear, target_mode=args.target_mode)
+    view = ViewState(
+        window=initial_window(args), unit=args.units, log_x=not args.linear, target_mode=args.target_mode
+    )
     app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir, keymap=keymap)
     try:
         code = app.run(mouse=not args.no_mouse)

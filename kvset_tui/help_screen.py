@@ -12,67 +12,87 @@ from textual.widgets import Static
 from kvset.report.caveats import CAVEATS, WINDOWED_CURVES
 
 PANELS = (
-    ("LRU hit rate vs capacity",
-     "The hit rate an LRU cache of each capacity would have had on this traffic (Mattson stack "
-     "distances: an access hits iff its stack distance is at most the capacity). ⣿ all time (exact), "
-     "· the chosen window, │ a vertical line at the working set of each target (labelled with its target) "
-     "and at the engine's pool (labelled pool), ◆ the engine's own capacity and its measured token hit "
-     "rate. The axis runs from a little below where the curve starts to rise to past the largest working "
-     "set and the pool. In tokens and GiB the curve is the token hit rate, as engines report."),
-    ("Working sets",
-     "The smallest capacity reaching each target, in the window the title names: coverage = share of the "
-     "attainable (infinite-cache) hits, absolute = share of all accesses. 'not reached' means not inside "
-     "the tracked horizon; 'no data' that the window holds no access yet. trend = the working set over "
-     "recent windows (↑ growing). fits: with --model, the working set plus the hybrid reserve within the "
-     "engine's pool (the reserve panel's sum); without a model, the working set within the pool; the line "
-     "under the table says which."),
-    ("Ranks",
-     "With several --events endpoints (data-parallel ranks, each with its own cache) the rank key cycles "
-     "the curve and the working sets through the merged stream of all ranks (what one shared pool would "
-     "see) and each rank's own accesses (all time only; the title says which). The working sets' bottom "
-     "line gives the pooling gain: the merged stream's hit rate on one pool as large as the ranks' pools "
-     "together, minus the ranks' own hits at their own pools over all accesses (each rank's pool: the "
-     "engine's pool split evenly, or --capacity). Thrashing, churn and the windows are of the merged stream."),
-    ("Thrashing",
-     "At the engine's pool (or --capacity): the hit rate gained by +10 % and +25 % capacity, and the "
-     "near-miss share: misses whose stack distance is within 1.25× the capacity. Many near misses means "
-     "a slightly larger cache would hit them: the cache thrashes. Levels: OK below 10 % near misses, WARN "
-     "from 10 %, THRASHING from 25 %. Its hit rate is over the chosen window. Without an engine capacity or "
-     "--capacity it is not judged. With an engine that reports its hit rate, its measured token hit rate is "
-     "shown beside the LRU prediction at its pool, in the same window."),
-    ("Page churn",
-     "Per time slot of the data's own clock (trace time in a replay or the demo), newest on the right: "
-     "block accesses/s, first-time blocks/s (never seen before), re-references/s (hits inside the "
-     "horizon), the block hit rate of each slot's accesses at the engine's pool (hit/1 s), and the "
-     "working set of the main target per coarse slot (WS .../1 min), which is smaller than a longer "
-     "window's. With only --metrics: the engine's own hit rate and KV use over time."),
-    ("Tiers",
-     "With --tiers: each cache tier's size (in the chosen unit) and the share of all accesses (blocks and "
-     "tokens) it serves, read off the all-time curve as exclusive tiers (one LRU cut into consecutive "
-     "pieces) or inclusive ones (each tier its own LRU of its size); the misses left, in the title; with "
-     "--size-next-tier, the smallest tier to add behind them for the main target. ≥ marks a tier that "
-     "ends beyond the horizon (a lower bound). The tiers take the Events panel's place, and on short "
-     "screens the Reserve panel's (the working sets' fits column still counts the reserve)."),
-    ("Reserve",
-     "Full-attention working set of the main target over all time (bytes, from the model geometry) plus "
-     "the reserve hybrid layers need per running request (sliding window, linear attention, SSM state) "
-     "times the concurrency, against the engine's pool. Needs --model."),
-    ("Events",
-     "The timeline of what happened to the sources and the engine, newest first: engine restarts and "
-     "AllBlocksCleared, sequence gaps and what the replay recovered, log rotation and truncation, KV "
-     "cache group changes, failed sources and the demo's phase changes."),
-    ("Status line",
-     "Each source: connected (●), not (○) or finished (◼), its state, the age of its last data, accesses "
-     "delivered and input rejected (with the main reason). Then the ingest rate (accesses per wall-clock "
-     "second), window, units, axis, targets, horizon and PAUSED."),
-    ("MIN (--opt)",
-     "With --replay FILE --opt, once the whole file has been replayed: • the curve of Belady MIN (on a miss "
-     "with a full cache, evict the block used again farthest ahead; it needs the future, so only a whole "
-     "file has it), all time, computed in one pass. MIN is never below LRU at any capacity, so the gap "
-     "between the curves is what LRU's policy costs, not the capacity: the working sets' MIN column is the "
-     "smallest capacity at which MIN reaches the same target (all window), and their bottom line compares "
-     "both hit rates at the engine's pool or --capacity."),
-)  # fmt: skip
+    (
+        "LRU hit rate vs capacity",
+        "The hit rate an LRU cache of each capacity would have had on this traffic (Mattson stack "
+        "distances: an access hits iff its stack distance is at most the capacity). ⣿ all time (exact), "
+        "· the chosen window, │ a vertical line at the working set of each target (labelled with its target) "
+        "and at the engine's pool (labelled pool), ◆ the engine's own capacity and its measured token hit "
+        "rate. The axis runs from a little below where the curve starts to rise to past the largest working "
+        "set and the pool. In tokens and GiB the curve is the token hit rate, as engines report.",
+    ),
+    (
+        "Working sets",
+        "The smallest capacity reaching each target, in the window the title names: coverage = share of the "
+        "attainable (infinite-cache) hits, absolute = share of all accesses. 'not reached' means not inside "
+        "the tracked horizon; 'no data' that the window holds no access yet. trend = the working set over "
+        "recent windows (↑ growing). fits: with --model, the working set plus the hybrid reserve within the "
+        "engine's pool (the reserve panel's sum); without a model, the working set within the pool; the line "
+        "under the table says which.",
+    ),
+    (
+        "Ranks",
+        "With several --events endpoints (data-parallel ranks, each with its own cache) the rank key cycles "
+        "the curve and the working sets through the merged stream of all ranks (what one shared pool would "
+        "see) and each rank's own accesses (all time only; the title says which). The working sets' bottom "
+        "line gives the pooling gain: the merged stream's hit rate on one pool as large as the ranks' pools "
+        "together, minus the ranks' own hits at their own pools over all accesses (each rank's pool: the "
+        "engine's pool split evenly, or --capacity). Thrashing, churn and the windows are of the merged stream.",
+    ),
+    (
+        "Thrashing",
+        "At the engine's pool (or --capacity): the hit rate gained by +10 % and +25 % capacity, and the "
+        "near-miss share: misses whose stack distance is within 1.25× the capacity. Many near misses means "
+        "a slightly larger cache would hit them: the cache thrashes. Levels: OK below 10 % near misses, WARN "
+        "from 10 %, THRASHING from 25 %. Its hit rate is over the chosen window. Without an engine capacity or "
+        "--capacity it is not judged. With an engine that reports its hit rate, its measured token hit rate is "
+        "shown beside the LRU prediction at its pool, in the same window.",
+    ),
+    (
+        "Page churn",
+        "Per time slot of the data's own clock (trace time in a replay or the demo), newest on the right: "
+        "block accesses/s, first-time blocks/s (never seen before), re-references/s (hits inside the "
+        "horizon), the block hit rate of each slot's accesses at the engine's pool (hit/1 s), and the "
+        "working set of the main target per coarse slot (WS .../1 min), which is smaller than a longer "
+        "window's. With only --metrics: the engine's own hit rate and KV use over time.",
+    ),
+    (
+        "Tiers",
+        "With --tiers: each cache tier's size (in the chosen unit) and the share of all accesses (blocks and "
+        "tokens) it serves, read off the all-time curve as exclusive tiers (one LRU cut into consecutive "
+        "pieces) or inclusive ones (each tier its own LRU of its size); the misses left, in the title; with "
+        "--size-next-tier, the smallest tier to add behind them for the main target. ≥ marks a tier that "
+        "ends beyond the horizon (a lower bound). The tiers take the Events panel's place, and on short "
+        "screens the Reserve panel's (the working sets' fits column still counts the reserve).",
+    ),
+    (
+        "Reserve",
+        "Full-attention working set of the main target over all time (bytes, from the model geometry) plus "
+        "the reserve hybrid layers need per running request (sliding window, linear attention, SSM state) "
+        "times the concurrency, against the engine's pool. Needs --model.",
+    ),
+    (
+        "Events",
+        "The timeline of what happened to the sources and the engine, newest first: engine restarts and "
+        "AllBlocksCleared, sequence gaps and what the replay recovered, log rotation and truncation, KV "
+        "cache group changes, failed sources and the demo's phase changes.",
+    ),
+    (
+        "Status line",
+        "Each source: connected (●), not (○) or finished (◼), its state, the age of its last data, accesses "
+        "delivered and input rejected (with the main reason). Then the ingest rate (accesses per wall-clock "
+        "second), window, units, axis, targets, horizon and PAUSED.",
+    ),
+    (
+        "MIN (--opt)",
+        "With --replay FILE --opt, once the whole file has been replayed: • the curve of Belady MIN (on a miss "
+        "with a full cache, evict the block used again farthest ahead; it needs the future, so only a whole "
+        "file has it), all time, computed in one pass. MIN is never below LRU at any capacity, so the gap "
+        "between the curves is what LRU's policy costs, not the capacity: the working sets' MIN column is the "
+        "smallest capacity at which MIN reaches the same target (all window), and their bottom line compares "
+        "both hit rates at the engine's pool or --capacity.",
+    ),
+)
 
 
 def help_text(keys: list[tuple[str, str]]) -> Text:
@@ -83,8 +103,10 @@ def help_text(keys: list[tuple[str, str]]) -> Text:
     """
     out = Text()
     out.append("kvset-top", style="bold")
-    out.append(": how much KV cache buys which prefix-cache hit rate, live. Every number carries its unit "
-               "and its window.\n\n")
+    out.append(
+        ": how much KV cache buys which prefix-cache hit rate, live. Every number carries its unit "
+        "and its window.\n\n"
+    )
     out.append("Keys\n", style="bold underline")
     for key, meaning in keys:
         out.append(f" {key} ", style="bold reverse")

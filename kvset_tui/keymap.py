@@ -34,14 +34,17 @@ def load_keymap(path: str | Path, default_keys: Mapping[str, str]) -> dict[str, 
         if binding_id not in known:
             raise KeymapError(f"key map {path}: unknown binding {binding_id!r} (known: {', '.join(known)})")
         if not isinstance(keys, str) or not keys.strip() or any(not k.strip() for k in keys.split(",")):
-            raise KeymapError(f"key map {path}: {binding_id} needs a key such as \"space\" or \"ctrl+p\", "
-                              f"got {keys!r}")  # fmt: skip
+            raise KeymapError(
+                f'key map {path}: {binding_id} needs a key such as "space" or "ctrl+p", got {keys!r}'
+            )
         keymap[binding_id] = ",".join(k.strip() for k in keys.split(","))
     owner: dict[str, str] = {}
     for binding_id in known:
         for key in keymap.get(binding_id, default_keys[binding_id]).split(","):
             if key in owner and owner[key] != binding_id:
-                raise KeymapError(f"key map {path}: {key!r} would be both {owner[key]} and {binding_id}: "
-                                  "give one of them another key")  # fmt: skip
+                raise KeymapError(
+                    f"key map {path}: {key!r} would be both {owner[key]} and {binding_id}: "
+                    "give one of them another key"
+                )
             owner[key] = binding_id
     return keymap

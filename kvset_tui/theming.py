@@ -40,13 +40,31 @@ _PLOTEXT_ANSI = {
 }
 
 TEXTUAL_KEYS = (
-    "primary", "secondary", "accent", "warning", "error", "success",
-    "foreground", "background", "surface", "panel",
-)  # fmt: skip
+    "primary",
+    "secondary",
+    "accent",
+    "warning",
+    "error",
+    "success",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+)
 PANEL_KEYS = (
-    "curve_all", "curve_window", "engine", "marker", "ticks",
-    "ok", "warn", "bad", "muted", "spark", "banner_fg", "banner_bg",
-)  # fmt: skip
+    "curve_all",
+    "curve_window",
+    "engine",
+    "marker",
+    "ticks",
+    "ok",
+    "warn",
+    "bad",
+    "muted",
+    "spark",
+    "banner_fg",
+    "banner_bg",
+)
 REQUIRED_KEYS = TEXTUAL_KEYS + PANEL_KEYS
 
 DEFAULT_THEME = "dark"
@@ -102,7 +120,9 @@ class KvsetTheme:
             variables = {
                 "ansi-background": "ansi_black" if self.dark else "ansi_white",
                 "ansi-foreground": "ansi_white" if self.dark else "ansi_black",
-                "scrollbar": conv(self.colors["muted"]) if self.colors["muted"] != "default" else "ansi_default",
+                "scrollbar": conv(self.colors["muted"])
+                if self.colors["muted"] != "default"
+                else "ansi_default",
                 "scrollbar-background": "ansi_default",
                 "scrollbar-corner-color": "ansi_default",
                 "border": conv(self.colors["muted"]) if self.colors["muted"] != "default" else "ansi_default",

@@ -64,8 +64,10 @@ class ViewState:
         """merged, rank 0, rank 1, ..., merged again; a notice when the snapshot has no ranks."""
         ranks = [r.rank for r in snapshot.ranks] if snapshot is not None else []
         if not ranks:
-            return replace(self, rank=None), ("one stream, no ranks: give --events once per data-parallel rank "
-                                              "(or a port range) to see each rank's own cache")  # fmt: skip
+            return replace(self, rank=None), (
+                "one stream, no ranks: give --events once per data-parallel rank "
+                "(or a port range) to see each rank's own cache"
+            )
         order: list[int | None] = [None, *ranks]
         i = order.index(self.rank) if self.rank in order else 0
         return replace(self, rank=order[(i + 1) % len(order)]), None

@@ -218,7 +218,9 @@ class GroundTruth:
             self.lookup_hit_blocks_admitted += n_blocks
             entry = self.study.setdefault(request.request_id, {"prompt_tokens": request.num_prompt_tokens})
             full = request.num_prompt_tokens // BLOCK_SIZE
-            if full and "prompt_last_hash" not in entry:  # the key of the prompt's last full block, as events give it
+            if (
+                full and "prompt_last_hash" not in entry
+            ):  # the key of the prompt's last full block, as events give it
                 entry["prompt_last_hash"] = int.from_bytes(request.block_hashes[full - 1][-8:], "big")
             entry.setdefault("admitted", []).append([self.steps, request.num_tokens, num_hits])
             if request.num_preemptions > 0:
@@ -234,7 +236,9 @@ class GroundTruth:
             # a prompt of whole blocks, all cached, still misses its last block.
             full = request.num_tokens // BLOCK_SIZE
             if request.num_tokens % BLOCK_SIZE == 0 and num_hits == (full - 1) * BLOCK_SIZE and full > 0:
-                uncapped, n_uncapped, _ = coord.find_longest_cache_hit(request.block_hashes, request.num_tokens)
+                uncapped, n_uncapped, _ = coord.find_longest_cache_hit(
+                    request.block_hashes, request.num_tokens
+                )
                 if n_uncapped == full * BLOCK_SIZE:
                     self.last_token_rule_blocks += 1
 
@@ -406,10 +410,18 @@ def main(argv=None) -> int:
     p.add_argument("--subscribers", type=int, default=0, help="wait for this many SUB connections")
     # kvset-top's first start after a change compiles its numba kernels: over a minute on a loaded machine
     p.add_argument("--subscriber-timeout", type=float, default=300.0)
-    p.add_argument("--steps-per-second", type=float, default=0.0, help="pace the engine (0: as fast as it goes)")
-    p.add_argument("--hold", action="store_true", help="after the run keep /metrics up until stdin has a line")
-    p.add_argument("--study", type=Path, help="write each request's admission, preemption and finish steps, "
-                   "and each step's batch sequence number, to this JSON file (for studies of kvset's model)")
+    p.add_argument(
+        "--steps-per-second", type=float, default=0.0, help="pace the engine (0: as fast as it goes)"
+    )
+    p.add_argument(
+        "--hold", action="store_true", help="after the run keep /metrics up until stdin has a line"
+    )
+    p.add_argument(
+        "--study",
+        type=Path,
+        help="write each request's admission, preemption and finish steps, "
+        "and each step's batch sequence number, to this JSON file (for studies of kvset's model)",
+    )
     args = p.parse_args(argv)
 
     t0 = time.monotonic()

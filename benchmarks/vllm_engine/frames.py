@@ -129,7 +129,10 @@ def classify(path) -> dict:
                     c["hit_report_events"] += 1
                     c["hit_report_blocks"] += len(hashes)
                     last = hashes[-1]
-                    if any(e.get("type") == "BlockStored" and e.get("parent_block_hash") == last for e in events[i + 1 :]):
+                    if any(
+                        e.get("type") == "BlockStored" and e.get("parent_block_hash") == last
+                        for e in events[i + 1 :]
+                    ):
                         c["hit_reports_chained_in_batch"] += 1
                 elif any(here):
                     c["duplicate_events"] += 1

@@ -148,12 +148,17 @@ def driver_cmd(args, pool: int, mode: str) -> list[str]:
     return [
         sys.executable,
         str(HERE / "engine_driver.py"),
-        "--pool-blocks", str(pool),
-        "--mode", mode,
-        "--requests", str(args.requests),
-        "--agents", str(args.agents),
-        "--seed", str(args.seed),
-    ]  # fmt: skip
+        "--pool-blocks",
+        str(pool),
+        "--mode",
+        mode,
+        "--requests",
+        str(args.requests),
+        "--agents",
+        str(args.agents),
+        "--seed",
+        str(args.seed),
+    ]
 
 
 def read_json_line(proc, key: str, timeout: float) -> dict:
@@ -191,7 +196,9 @@ def dry_run(args, pool: int) -> dict:
     if path.exists() and not args.no_cache:
         return json.loads(path.read_text())
     log(f"pool {pool:,}: dry run (no events) for the step count and the ground truth")
-    proc = subprocess.Popen(driver_cmd(args, pool, "full"), stdout=subprocess.PIPE, text=True, env=engine_env())
+    proc = subprocess.Popen(
+        driver_cmd(args, pool, "full"), stdout=subprocess.PIPE, text=True, env=engine_env()
+    )
     try:
         done = read_json_line(proc, "done", timeout=3600)
     finally:
@@ -203,12 +210,20 @@ def dry_run(args, pool: int) -> dict:
 def kvset_cmd(args, events: int, replay: int, metrics: int, duration: float) -> tuple[list[str], dict]:
     env = dict(os.environ)
     cmd = [
-        args.kvset_python, "-m", "kvset_tui",
-        "--events", f"tcp://127.0.0.1:{events}",
-        "--replay-endpoint", f"tcp://127.0.0.1:{replay}",
-        "--metrics", f"http://127.0.0.1:{metrics}/metrics",
-        "--once", "--json", "--duration", f"{duration:.0f}",
-    ] + args.kvset_arg  # fmt: skip
+        args.kvset_python,
+        "-m",
+        "kvset_tui",
+        "--events",
+        f"tcp://127.0.0.1:{events}",
+        "--replay-endpoint",
+        f"tcp://127.0.0.1:{replay}",
+        "--metrics",
+        f"http://127.0.0.1:{metrics}/metrics",
+        "--once",
+        "--json",
+        "--duration",
+        f"{duration:.0f}",
+    ] + args.kvset_arg
     env["PYTHONPATH"] = str(args.kvset_checkout) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("VIRTUAL_ENV", None)
     return cmd, env
@@ -244,25 +259,50 @@ def one_run(args, pool: int, mode: str, dry: dict | None) -> dict:
         speed = args.replay_speed
         expected = truth["run_seconds"] / (1.0 if speed == "max" else float(speed))
         duration = args.kvset_duration or (expected * 1.25 + 20)
-        log(f"pool {pool:,} {mode}: offline replay of {frames_path.name} at speed {speed}, "
-            f"kvset-top --duration {duration:.0f}")  # fmt: skip
+        log(
+            f"pool {pool:,} {mode}: offline replay of {frames_path.name} at speed {speed}, "
+            f"kvset-top --duration {duration:.0f}"
+        )
         cmd = [
-            sys.executable, str(HERE / "replay_frames.py"), str(frames_path),
-            "--metrics", str(metrics_path),
-            "--events-port", str(events), "--replay-port", str(replay), "--metrics-port", str(metrics),
-            "--speed", str(speed), "--subscribers", "1", "--hold-stdin",
-        ]  # fmt: skip
+            sys.executable,
+            str(HERE / "replay_frames.py"),
+            str(frames_path),
+            "--metrics",
+            str(metrics_path),
+            "--events-port",
+            str(events),
+            "--replay-port",
+            str(replay),
+            "--metrics-port",
+            str(metrics),
+            "--speed",
+            str(speed),
+            "--subscribers",
+            "1",
+            "--hold-stdin",
+        ]
         subscribers, env = 1, dict(os.environ)
     else:
         rate = args.steps_per_second
         expected = max(dry["steps"] / rate if rate else 0.0, dry["run_seconds"] * SLOWDOWN[mode])
         duration = args.kvset_duration or (expected * 1.25 + 20)
-        log(f"pool {pool:,} {mode}: live run, {dry['steps']:,} steps at {rate or 'max'} steps/s, "
-            f"kvset-top --duration {duration:.0f}")  # fmt: skip
+        log(
+            f"pool {pool:,} {mode}: live run, {dry['steps']:,} steps at {rate or 'max'} steps/s, "
+            f"kvset-top --duration {duration:.0f}"
+        )
         cmd = driver_cmd(args, pool, mode) + [
-            "--events-port", str(events), "--replay-port", str(replay), "--metrics-port", str(metrics),
-            "--subscribers", "2", "--steps-per-second", str(rate), "--hold",
-        ]  # fmt: skip
+            "--events-port",
+            str(events),
+            "--replay-port",
+            str(replay),
+            "--metrics-port",
+            str(metrics),
+            "--subscribers",
+            "2",
+            "--steps-per-second",
+            str(rate),
+            "--hold",
+        ]
         subscribers, env = 2, engine_env()
     t0 = time.monotonic()
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True, env=env)
@@ -293,8 +333,10 @@ def one_run(args, pool: int, mode: str, dry: dict | None) -> dict:
                 rec.finish(truth["batches_published"] - 1, timeout=60)
             margin = duration - (time.monotonic() - t_kv)
             if margin < 5:
-                log(f"  WARNING: the stream ended only {margin:.0f} s before kvset-top's deadline; "
-                    "give a larger --kvset-duration")  # fmt: skip
+                log(
+                    f"  WARNING: the stream ended only {margin:.0f} s before kvset-top's deadline; "
+                    "give a larger --kvset-duration"
+                )
             code = kv.wait(timeout=duration + 300)
     finally:
         if scraper is not None:
@@ -324,8 +366,12 @@ def one_run(args, pool: int, mode: str, dry: dict | None) -> dict:
         "kvset_margin_seconds": round(margin, 1),
         "wall_seconds": round(time.monotonic() - t0, 1),
         "kvset_duration": round(duration),
-        "files": {"events": frames_path.name, "metrics": metrics_path.name, "truth": truth_path.name,
-                  "kvset": kv_json.name},  # fmt: skip
+        "files": {
+            "events": frames_path.name,
+            "metrics": metrics_path.name,
+            "truth": truth_path.name,
+            "kvset": kv_json.name,
+        },
     }
     if rec is not None:
         row["recorder"] = rec.stats()
@@ -336,7 +382,15 @@ def one_run(args, pool: int, mode: str, dry: dict | None) -> dict:
 
 def same_schedule(dry: dict, live: dict) -> bool:
     """The live run did what the dry run did, step for step (events do not steer the scheduler)."""
-    keys = ["steps", "hit_tokens", "query_tokens", "lookups", "admissions", "preemptions", "avg_pinned_blocks"]
+    keys = [
+        "steps",
+        "hit_tokens",
+        "query_tokens",
+        "lookups",
+        "admissions",
+        "preemptions",
+        "avg_pinned_blocks",
+    ]
     return all(dry.get(k) == live.get(k) for k in keys)
 
 
@@ -361,7 +415,9 @@ def extract_kvset(snap: dict) -> dict:
         if not isinstance(s, dict) or s.get("kind") != "events":
             continue
         details = s.get("details") or {}
-        out["events_source"] = {k: s.get(k) for k in ("state", "received", "accesses", "rejected", "notes", "details")}
+        out["events_source"] = {
+            k: s.get(k) for k in ("state", "received", "accesses", "rejected", "notes", "details")
+        }
         out["batches_received"] = s.get("received")
         m = re.search(r"(\d+) lost", str(details.get("sequence gaps", "")))
         out["lost"] = int(m.group(1)) if m else None
@@ -412,7 +468,9 @@ def git_commit(path: Path) -> str | None:
         return None
     try:
         out = subprocess.check_output(["git", "-C", str(path), "rev-parse", "HEAD"], text=True).strip()
-        dirty = subprocess.check_output(["git", "-C", str(path), "status", "--porcelain", "kvset", "kvset_tui"], text=True)
+        dirty = subprocess.check_output(
+            ["git", "-C", str(path), "status", "--porcelain", "kvset", "kvset_tui"], text=True
+        )
         return out + ("+dirty" if dirty.strip() else "")
     except (subprocess.CalledProcessError, OSError):
         return None
@@ -431,17 +489,42 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=int, default=3000, help="requests per run (default 3000)")
     p.add_argument("--agents", type=int, default=16, help="concurrent agent sessions (default 16)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    p.add_argument("--steps-per-second", type=float, default=1000.0, help="engine pace (default 1000; 0: unpaced)")
-    p.add_argument("--kvset-duration", type=float, default=0.0, help="kvset-top --duration (default: from the dry run)")
-    p.add_argument("--kvset-checkout", type=Path, default=REPO, help="the kvset source tree to validate (default this repo)")
-    p.add_argument("--kvset-python", default=None, help="python with kvset's dependencies (default CHECKOUT/.venv/bin/python)")
-    p.add_argument("--kvset-arg", action="append", default=[], help="one more argument for kvset-top (repeatable)")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default benchmarks/vllm_engine/out)")
+    p.add_argument(
+        "--steps-per-second", type=float, default=1000.0, help="engine pace (default 1000; 0: unpaced)"
+    )
+    p.add_argument(
+        "--kvset-duration", type=float, default=0.0, help="kvset-top --duration (default: from the dry run)"
+    )
+    p.add_argument(
+        "--kvset-checkout",
+        type=Path,
+        default=REPO,
+        help="the kvset source tree to validate (default this repo)",
+    )
+    p.add_argument(
+        "--kvset-python",
+        default=None,
+        help="python with kvset's dependencies (default CHECKOUT/.venv/bin/python)",
+    )
+    p.add_argument(
+        "--kvset-arg", action="append", default=[], help="one more argument for kvset-top (repeatable)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="output folder (default benchmarks/vllm_engine/out)"
+    )
     p.add_argument("--no-cache", action="store_true", help="redo the dry runs")
-    p.add_argument("--offline", action="store_true", help="play the recorded runs back instead of running vLLM")
-    p.add_argument("--replay-speed", default="1", help="with --offline: 1 = as recorded, N times faster, or max")
-    p.add_argument("--check", action="store_true", help=f"exit 1 when |predicted - measured| > {CHECK_POINTS:g} points")
-    p.add_argument("--check-modes", default="full", help="modes --check judges (default full, issue 9's goal)")
+    p.add_argument(
+        "--offline", action="store_true", help="play the recorded runs back instead of running vLLM"
+    )
+    p.add_argument(
+        "--replay-speed", default="1", help="with --offline: 1 = as recorded, N times faster, or max"
+    )
+    p.add_argument(
+        "--check", action="store_true", help=f"exit 1 when |predicted - measured| > {CHECK_POINTS:g} points"
+    )
+    p.add_argument(
+        "--check-modes", default="full", help="modes --check judges (default full, issue 9's goal)"
+    )
     args = p.parse_args(argv)
 
     args.kvset_checkout = args.kvset_checkout.resolve()
@@ -449,7 +532,9 @@ def main(argv=None) -> int:
         args.kvset_python = str(args.kvset_checkout / ".venv" / "bin" / "python")
     args.kvset_python = os.path.abspath(args.kvset_python)  # kvset-top runs in the output folder
     if not Path(args.kvset_python).exists():
-        log(f"no kvset python at {args.kvset_python}: run `make test` in the checkout, or give --kvset-python")
+        log(
+            f"no kvset python at {args.kvset_python}: run `make test` in the checkout, or give --kvset-python"
+        )
         return 2
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -465,9 +550,11 @@ def main(argv=None) -> int:
             r = one_run(args, pool, mode, dry)
             rows.append(r)
             t, k = r["truth"], r["kvset"]
-            log(f"  engine {pct(t['measured_token_hit_rate'])}, kvset predicted {pct(k['predicted_token_hit_rate'])}, "
+            log(
+                f"  engine {pct(t['measured_token_hit_rate'])}, kvset predicted {pct(k['predicted_token_hit_rate'])}, "
                 f"kvset saw {seen(r)}, kvset exit {r['kvset_exit']}"
-                + (f", deterministic {r['deterministic']}" if "deterministic" in r else ""))  # fmt: skip
+                + (f", deterministic {r['deterministic']}" if "deterministic" in r else "")
+            )
     results = {
         "vllm": "0.33.0",
         "kvset_checkout": str(args.kvset_checkout),
@@ -489,7 +576,9 @@ def main(argv=None) -> int:
                 continue
             meas, pred = r["truth"]["measured_token_hit_rate"], r["kvset"]["predicted_token_hit_rate"]
             if pred is None or meas is None or abs(pred - meas) * 100 > CHECK_POINTS:
-                bad.append(f"pool {r['pool_blocks']:,} {r['mode']}: measured {pct(meas)}, predicted {pct(pred)}")
+                bad.append(
+                    f"pool {r['pool_blocks']:,} {r['mode']}: measured {pct(meas)}, predicted {pct(pred)}"
+                )
         if bad:
             print(f"--check: FAILED, more than {CHECK_POINTS:g} points off at: " + "; ".join(bad))
             return 1

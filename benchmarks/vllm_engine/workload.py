@@ -122,10 +122,15 @@ class TextGen:
             p = self.path()
             start = r.randint(1, 400)
             lines = [f"{start + i:5d}  {self.code_line()}" for i in range(r.randint(10, 40))]
-            return f"<file path={p!r} lines={start}-{start + len(lines) - 1}>\n" + "\n".join(lines) + "\n</file>"
+            return (
+                f"<file path={p!r} lines={start}-{start + len(lines) - 1}>\n" + "\n".join(lines) + "\n</file>"
+            )
         if kind < 0.7:  # grep
             q = self.ident()
-            hits = [f"{self.path()}:{r.randint(1, 900)}:    {self.code_line().strip()}" for _ in range(r.randint(3, 20))]
+            hits = [
+                f"{self.path()}:{r.randint(1, 900)}:    {self.code_line().strip()}"
+                for _ in range(r.randint(3, 20))
+            ]
             return f"$ rg -n {q}\n" + "\n".join(hits)
         if kind < 0.9:  # tests
             rows = []
@@ -146,17 +151,27 @@ class TextGen:
         r = self.rng
         tool = r.choice(["read_file", "grep", "run_tests", "edit_file", "git_diff"])
         return (
-            f"{self.sentence()} <tool_call>{{\"name\": \"{tool}\", \"arguments\": {{\"path\": \"{self.path()}\", "
-            f"\"query\": \"{self.ident()}\"}}}}</tool_call> {self.sentence()}"
+            f'{self.sentence()} <tool_call>{{"name": "{tool}", "arguments": {{"path": "{self.path()}", '
+            f'"query": "{self.ident()}"}}}}</tool_call> {self.sentence()}'
         )
 
     def system_prompt(self) -> str:
         tools = []
         for name in ["read_file", "grep", "run_tests", "edit_file", "git_diff", "list_dir", "web_search"]:
-            params = ", ".join(f'"{self.ident()}": {{"type": "string", "description": "{self.sentence(8)}"}}' for _ in range(3))
-            tools.append(f'{{"name": "{name}", "description": "{self.sentence(14)}", "parameters": {{{params}}}}}')
+            params = ", ".join(
+                f'"{self.ident()}": {{"type": "string", "description": "{self.sentence(8)}"}}'
+                for _ in range(3)
+            )
+            tools.append(
+                f'{{"name": "{name}", "description": "{self.sentence(14)}", "parameters": {{{params}}}}}'
+            )
         rules = "\n".join(f"- {self.sentence(14)}" for _ in range(60))
-        return "You are an autonomous software engineering agent.\n# Rules\n" + rules + "\n# Tools\n" + "\n".join(tools)
+        return (
+            "You are an autonomous software engineering agent.\n# Rules\n"
+            + rules
+            + "\n# Tools\n"
+            + "\n".join(tools)
+        )
 
     def tokens(self, text: str, n: int) -> list[int]:
         """Exactly n token ids of text (more text is generated while it is too short)."""
@@ -178,7 +193,9 @@ def build(cfg: WorkloadConfig, tok=None) -> tuple[list[int], list[list[Session]]
     rng = random.Random(cfg.seed)
     gen = TextGen(tok, rng)
     system = gen.text_tokens(gen.system_prompt, cfg.system_tokens)
-    per_agent = [cfg.requests // cfg.agents + (1 if a < cfg.requests % cfg.agents else 0) for a in range(cfg.agents)]
+    per_agent = [
+        cfg.requests // cfg.agents + (1 if a < cfg.requests % cfg.agents else 0) for a in range(cfg.agents)
+    ]
     agents: list[list[Session]] = []
     for a in range(cfg.agents):
         sessions: list[Session] = []
@@ -187,7 +204,10 @@ def build(cfg: WorkloadConfig, tok=None) -> tuple[list[int], list[list[Session]]
             s = Session(agent=a, index=len(sessions))
             n_turns = min(left, rng.randint(*cfg.turns))
             context = len(system)
-            task = gen.tokens(f"Task {a}.{s.index}: {gen.sentence(30)} Start in {gen.path()}.", rng.randint(*cfg.task_tokens))
+            task = gen.tokens(
+                f"Task {a}.{s.index}: {gen.sentence(30)} Start in {gen.path()}.",
+                rng.randint(*cfg.task_tokens),
+            )
             for t in range(n_turns):
                 if t == 0:
                     new = task

@@ -38,8 +38,11 @@ from kvset.report.as_text import analysis_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("analyze", help="hit rate at every capacity and the working sets of a trace",
-                       description="Exact LRU hit-rate curve and working sets of a trace, in one pass.")  # fmt: skip
+    p = sub.add_parser(
+        "analyze",
+        help="hit rate at every capacity and the working sets of a trace",
+        description="Exact LRU hit-rate curve and working sets of a trace, in one pass.",
+    )
     add_input_arguments(p)
     add_analysis_arguments(p)
     add_sampling_arguments(p)
@@ -49,8 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tier_arguments(p)
     add_opt_argument(p, "also MIN's hit rates and working sets, and how far LRU is from it")
     add_capacity_argument(p, "with --opt: the cache size (blocks) to give the policy gap at, beside the knee")
-    p.add_argument("--bytes-per-token", type=int, metavar="N",
-                   help="full-attention KV bytes per token, to show capacities in GiB")  # fmt: skip
+    p.add_argument(
+        "--bytes-per-token",
+        type=int,
+        metavar="N",
+        help="full-attention KV bytes per token, to show capacities in GiB",
+    )
     add_model_argument(p)
     add_kv_dtype_argument(p)
     add_reserve_arguments(p)
@@ -72,19 +79,30 @@ def run(args: argparse.Namespace) -> int:
         if args.capacity is not None and not args.opt:
             raise ValueError("--capacity needs --opt (the policy gap at that capacity)")
         if args.opt and (args.sample is not None or args.sample_size is not None):
-            raise ValueError("--opt compares MIN with the exact LRU curve: not with --sample or --sample-size")
+            raise ValueError(
+                "--opt compares MIN with the exact LRU curve: not with --sample or --sample-size"
+            )
         geometry = geometry_from_args(args.model, args) if args.model else None
         sized = bool(args.model or args.bytes_per_token)
         capacities = parse_sizes(args.capacities, "capacity") if args.capacities else None
         if capacities is not None and capacities[1] == "bytes" and not sized:
-            raise ValueError(f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
-                             "give --model or --bytes-per-token")  # fmt: skip
+            raise ValueError(
+                f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
+                "give --model or --bytes-per-token"
+            )
         tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
         # MIN takes the stream a second time, so with --opt the trace is read whole, not streamed once
         batches, summary = load_input(args, stream=not args.opt)
         # a streamed trace is read while it is analysed: its read errors surface here
-        result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order,
-                                 sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
+        result = analyze_batches(
+            batches(),
+            summary,
+            horizon=args.horizon,
+            order=args.order,
+            sample_rate=args.sample,
+            sample_size=args.sample_size,
+            seed=args.seed,
+        )
         if args.opt and result.accesses:
             result.opt = opt_analysis(batches(), args.order)
     except (ValueError, InputError, TraceError, GeometryError) as e:
@@ -99,32 +117,54 @@ def run(args: argparse.Namespace) -> int:
         bytes_per_token = geometry.full_attention_bytes_per_token(args.kv_dtype)
         context, context_from = context_tokens_from_args(geometry, args)
         reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
-    bytes_per_block = bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
+    bytes_per_block = (
+        bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
+    )
     caps = None  # the reports' default: log-spaced, the knee included
     if capacities is not None:
         blocks = tier_blocks(*capacities, bytes_per_block)  # sizes in bytes: the whole blocks that fit
         if blocks is None or 0 in blocks:
-            print(f"kvset analyze: --capacities {args.capacities}: every capacity must hold at least one block "
-                  f"of {bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            print(
+                f"kvset analyze: --capacities {args.capacities}: every capacity must hold at least one block "
+                f"of {bytes_per_block or 0:,} B",
+                file=sys.stderr,
+            )
             return 2
         caps = sorted(set(blocks))
     plan = None
     if tiers is not None:
         blocks = tier_blocks(tiers.sizes, tiers.unit, bytes_per_block)
         if blocks is None or 0 in blocks:
-            print(f"kvset analyze: --tiers {args.tiers}: every tier must hold at least one block of "
-                  f"{bytes_per_block or 0:,} B", file=sys.stderr)  # fmt: skip
+            print(
+                f"kvset analyze: --tiers {args.tiers}: every tier must hold at least one block of "
+                f"{bytes_per_block or 0:,} B",
+                file=sys.stderr,
+            )
             return 2
         plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
-    report = analysis_json(result, targets, args.target_mode, caps, bytes_per_block, geometry=geometry,
-                           kv_dtype=args.kv_dtype, reserve=reserve, context_from=context_from, tiers=plan,
-                           gap_capacity=args.capacity)  # fmt: skip
+    report = analysis_json(
+        result,
+        targets,
+        args.target_mode,
+        caps,
+        bytes_per_block,
+        geometry=geometry,
+        kv_dtype=args.kv_dtype,
+        reserve=reserve,
+        context_from=context_from,
+        tiers=plan,
+        gap_capacity=args.capacity,
+    )
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.csv:
         knee = report["knee"]
-        print(curve_rows_csv(report["curve"], knee and knee["capacity_blocks"], estimate=report["estimate"] is not None),
-              end="")  # fmt: skip
+        print(
+            curve_rows_csv(
+                report["curve"], knee and knee["capacity_blocks"], estimate=report["estimate"] is not None
+            ),
+            end="",
+        )
     else:
         print(analysis_text(report))
     return 0

@@ -49,20 +49,31 @@ def _fractions_text(values: tuple[float, ...]) -> str:
 
 # -- every command ---------------------------------------------------------------------------------
 def add_version_argument(p: Parser) -> None:
-    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
-                   help="print the version and exit")  # fmt: skip
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {package_version()}",
+        help="print the version and exit",
+    )
 
 
 def add_completion_argument(p: argparse.ArgumentParser) -> None:
     """kvset-top's --completion (kvset has a `completion` subcommand instead)."""
-    p.add_argument("--completion", action=PrintCompletion, choices=SHELLS, metavar="SHELL",
-                   help="print a shell completion script (bash or zsh) and exit: "
-                        "source <(kvset-top --completion bash)")  # fmt: skip
+    p.add_argument(
+        "--completion",
+        action=PrintCompletion,
+        choices=SHELLS,
+        metavar="SHELL",
+        help="print a shell completion script (bash or zsh) and exit: source <(kvset-top --completion bash)",
+    )
 
 
 def add_force_argument(p: Parser, what: str) -> None:
-    p.add_argument("--force", action="store_true",
-                   help=f"replace {what} if it exists (an input of the same run is never replaced)")  # fmt: skip
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace {what} if it exists (an input of the same run is never replaced)",
+    )
 
 
 def add_csv_argument(p: Parser, meaning: str) -> None:
@@ -71,32 +82,52 @@ def add_csv_argument(p: Parser, meaning: str) -> None:
 
 # -- what is read: a trace, the demo ----------------------------------------------------------------
 def add_block_size_argument(p: Parser, default: int | None = None) -> None:
-    known = (f"default {default}, as vLLM" if default is not None
-             else "default: the trace format's, 512 mooncake, 16 bailian and token ids")  # fmt: skip
-    p.add_argument("--block-size", type=positive_int, default=default, metavar="TOKENS",
-                   help=f"tokens per KV block ({known})")  # fmt: skip
+    known = (
+        f"default {default}, as vLLM"
+        if default is not None
+        else "default: the trace format's, 512 mooncake, 16 bailian and token ids"
+    )
+    p.add_argument(
+        "--block-size",
+        type=positive_int,
+        default=default,
+        metavar="TOKENS",
+        help=f"tokens per KV block ({known})",
+    )
 
 
 def add_trace_arguments(p: Parser) -> None:
     """How a trace file is read: its format, block size and (token-id traces) vLLM's hash."""
-    p.add_argument("--format", choices=FORMATS, help="trace format (default: detected from the first request)")
+    p.add_argument(
+        "--format", choices=FORMATS, help="trace format (default: detected from the first request)"
+    )
     add_block_size_argument(p)
-    p.add_argument("--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces")
+    p.add_argument(
+        "--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces"
+    )
     p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
 
 
 def add_demo_argument(p: Parser) -> None:
-    p.add_argument("--demo", action="store_true",
-                   help="the built-in synthetic agentic workload instead of a trace (kvset-top: played live, "
-                        "the default without a source)")  # fmt: skip
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="the built-in synthetic agentic workload instead of a trace (kvset-top: played live, "
+        "the default without a source)",
+    )
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
     """What `kvset analyze` and `kvset verify` read: a trace, the demo or a whole engine log."""
     p.add_argument("trace", nargs="?", help="trace file (JSONL, .gz ok) or - for stdin")
     add_demo_argument(p)
-    p.add_argument("--demo-accesses", type=positive_int, default=DEMO_ACCESSES, metavar="N",
-                   help=f"size of the demo workload (default {DEMO_ACCESSES:,})")  # fmt: skip
+    p.add_argument(
+        "--demo-accesses",
+        type=positive_int,
+        default=DEMO_ACCESSES,
+        metavar="N",
+        help=f"size of the demo workload (default {DEMO_ACCESSES:,})",
+    )
     add_trace_arguments(p)
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     add_log_arguments(p, live=False)
@@ -104,48 +135,84 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 # -- the analysis ----------------------------------------------------------------------------------
 def add_analysis_arguments(p: Parser) -> None:
-    p.add_argument("--order", choices=ORDERS, default="forward",
-                   help="order of a request's blocks: forward (default) or reverse (vLLM's free order)")  # fmt: skip
-    p.add_argument("--horizon", type=positive_int, default=DEFAULT_HORIZON, metavar="BLOCKS",
-                   help=f"most blocks tracked; the curve is exact up to it (default {DEFAULT_HORIZON:,})")  # fmt: skip
+    p.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="forward",
+        help="order of a request's blocks: forward (default) or reverse (vLLM's free order)",
+    )
+    p.add_argument(
+        "--horizon",
+        type=positive_int,
+        default=DEFAULT_HORIZON,
+        metavar="BLOCKS",
+        help=f"most blocks tracked; the curve is exact up to it (default {DEFAULT_HORIZON:,})",
+    )
 
 
 def add_sampling_arguments(p: Parser) -> None:
     """--sample R or --sample-size S, and --seed: estimate from a spatial sample of the blocks."""
     one = p.add_mutually_exclusive_group()
-    one.add_argument("--sample", type=sample_rate, metavar="R",
-                     help="estimate from a spatial sample: keep blocks at rate R (e.g. 0.01 or 1%%; the first "
-                          "blocks of each request more often); every number is then an estimate, shown with "
-                          "its error bound")  # fmt: skip
-    one.add_argument("--sample-size", type=positive_int, metavar="BLOCKS",
-                     help="estimate from a sample of at most BLOCKS tracked blocks: the rate falls as the "
-                          "stream grows, memory stays bounded")  # fmt: skip
-    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
-                   help="seed of the hash that picks the sampled blocks (default 0); another seed gives an "
-                        "independent estimate")  # fmt: skip
+    one.add_argument(
+        "--sample",
+        type=sample_rate,
+        metavar="R",
+        help="estimate from a spatial sample: keep blocks at rate R (e.g. 0.01 or 1%%; the first "
+        "blocks of each request more often); every number is then an estimate, shown with "
+        "its error bound",
+    )
+    one.add_argument(
+        "--sample-size",
+        type=positive_int,
+        metavar="BLOCKS",
+        help="estimate from a sample of at most BLOCKS tracked blocks: the rate falls as the "
+        "stream grows, memory stays bounded",
+    )
+    p.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="seed of the hash that picks the sampled blocks (default 0); another seed gives an "
+        "independent estimate",
+    )
 
 
 def add_opt_argument(p: Parser, meaning: str) -> None:
     """--opt: Belady MIN's curve beside LRU's, from one pass over a whole trace file (never a live source)."""
-    p.add_argument("--opt", action="store_true",
-                   help=f"{meaning}; Belady MIN (a policy with foresight) at every capacity, from one offline "
-                        "pass: needs a whole trace file, not a live source")  # fmt: skip
+    p.add_argument(
+        "--opt",
+        action="store_true",
+        help=f"{meaning}; Belady MIN (a policy with foresight) at every capacity, from one offline "
+        "pass: needs a whole trace file, not a live source",
+    )
 
 
 def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
     """--targets, read with kvset.quantities.parse_fractions when the command runs."""
-    p.add_argument("--targets", default=_fractions_text(DEFAULT_COVERAGE_TARGETS), metavar="T1,T2,..",
-                   help=f"{meaning}: fractions or percentages, e.g. 0.95,0.99,0.999 (default) or 50%%,70%%")  # fmt: skip
+    p.add_argument(
+        "--targets",
+        default=_fractions_text(DEFAULT_COVERAGE_TARGETS),
+        metavar="T1,T2,..",
+        help=f"{meaning}: fractions or percentages, e.g. 0.95,0.99,0.999 (default) or 50%%,70%%",
+    )
 
 
 def add_target_mode_argument(p: Parser) -> None:
-    p.add_argument("--target-mode", choices=TARGET_MODES, default="coverage",
-                   help="coverage: targets are shares of the attainable hit rate (default); absolute: hit rates "
-                        "themselves (kvset-top: which target set comes first, t cycles them)")  # fmt: skip
+    p.add_argument(
+        "--target-mode",
+        choices=TARGET_MODES,
+        default="coverage",
+        help="coverage: targets are shares of the attainable hit rate (default); absolute: hit rates "
+        "themselves (kvset-top: which target set comes first, t cycles them)",
+    )
 
 
-def add_capacities_argument(p: Parser, meaning: str = "capacities for the table: blocks (1000,10000) or, with "
-                            "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)") -> None:  # fmt: skip
+def add_capacities_argument(
+    p: Parser,
+    meaning: str = "capacities for the table: blocks (1000,10000) or, with "
+    "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)",
+) -> None:
     """--capacities, read with kvset.quantities.parse_sizes when the command runs."""
     p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
 
@@ -153,19 +220,32 @@ def add_capacities_argument(p: Parser, meaning: str = "capacities for the table:
 def add_tier_arguments(p: Parser) -> None:
     """--tiers (read with kvset.quantities.parse_sizes by kvset.cli.tier_flags), --tier-mode and
     --size-next-tier."""
-    p.add_argument("--tiers", metavar="C1,C2,..",
-                   help="cache tiers, fastest first (HBM, host DRAM, SSD), in blocks or, with --model, in bytes "
-                        "(80GiB,512GiB,4TiB): the share of all accesses each tier serves")  # fmt: skip
-    p.add_argument("--tier-mode", choices=TIER_MODES, default="exclusive",
-                   help="exclusive: a block lives in one tier and is demoted on eviction (default); inclusive: "
-                        "each tier holds a copy of those above it and sees every access (write-through)")  # fmt: skip
-    p.add_argument("--size-next-tier", metavar="TARGET",
-                   help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
-                        "or percentage, coverage or absolute as --target-mode)")  # fmt: skip
+    p.add_argument(
+        "--tiers",
+        metavar="C1,C2,..",
+        help="cache tiers, fastest first (HBM, host DRAM, SSD), in blocks or, with --model, in bytes "
+        "(80GiB,512GiB,4TiB): the share of all accesses each tier serves",
+    )
+    p.add_argument(
+        "--tier-mode",
+        choices=TIER_MODES,
+        default="exclusive",
+        help="exclusive: a block lives in one tier and is demoted on eviction (default); inclusive: "
+        "each tier holds a copy of those above it and sees every access (write-through)",
+    )
+    p.add_argument(
+        "--size-next-tier",
+        metavar="TARGET",
+        help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
+        "or percentage, coverage or absolute as --target-mode)",
+    )
 
 
-def add_capacity_argument(p: Parser, meaning: str = "capacity for the thrashing and churn panels (and --opt's "
-                          "policy gap) when the engine reports none") -> None:  # fmt: skip
+def add_capacity_argument(
+    p: Parser,
+    meaning: str = "capacity for the thrashing and churn panels (and --opt's "
+    "policy gap) when the engine reports none",
+) -> None:
     p.add_argument("--capacity", type=positive_int, metavar="BLOCKS", help=meaning)
 
 
@@ -202,9 +282,12 @@ OVERRIDE_FLAGS: tuple[tuple[str, str, str], ...] = (
 
 
 def add_model_argument(p: Parser) -> None:
-    p.add_argument("--model", metavar="NAME|config.json",
-                   help="model preset or local Hugging Face config.json: capacities also in GiB, plus the "
-                        "hybrid-layer reserve (see `kvset model --list`)")  # fmt: skip
+    p.add_argument(
+        "--model",
+        metavar="NAME|config.json",
+        help="model preset or local Hugging Face config.json: capacities also in GiB, plus the "
+        "hybrid-layer reserve (see `kvset model --list`)",
+    )
 
 
 def add_kv_dtype_argument(p: Parser) -> None:
@@ -270,14 +353,25 @@ def add_log_arguments(parser: argparse.ArgumentParser, live: bool = True) -> Non
     g.add_argument("--log", metavar="PATH", help="a vLLM or SGLang log file (plain or .gz when read whole)")
     g.add_argument("--log-engine", choices=ENGINES, default="auto", help="which engine wrote the log")
     g.add_argument(
-        "--log-block-size", type=positive_int, default=16, metavar="N", help="the engine's block size (vLLM: 16)"
+        "--log-block-size",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help="the engine's block size (vLLM: 16)",
     )
-    g.add_argument("--log-hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM --prefix-caching-hash-algo")
     g.add_argument(
-        "--log-hash-seed", metavar="SEED", help="PYTHONHASHSEED the engine ran with (changes vLLM's root hash)"
+        "--log-hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM --prefix-caching-hash-algo"
     )
     g.add_argument(
-        "--log-max-log-len", type=positive_int, metavar="N", help="vLLM's --max-log-len, if set (else inferred)"
+        "--log-hash-seed",
+        metavar="SEED",
+        help="PYTHONHASHSEED the engine ran with (changes vLLM's root hash)",
+    )
+    g.add_argument(
+        "--log-max-log-len",
+        type=positive_int,
+        metavar="N",
+        help="vLLM's --max-log-len, if set (else inferred)",
     )
     g.add_argument(
         "--log-truncated",
@@ -291,14 +385,25 @@ def add_log_arguments(parser: argparse.ArgumentParser, live: bool = True) -> Non
 
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("engine metrics (--metrics)")
-    g.add_argument("--metrics", metavar="URL", help="the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics")
-    g.add_argument("--metrics-interval", type=positive_float, default=1.0, metavar="S", help="poll every S seconds")
+    g.add_argument(
+        "--metrics",
+        metavar="URL",
+        help="the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics",
+    )
+    g.add_argument(
+        "--metrics-interval", type=positive_float, default=1.0, metavar="S", help="poll every S seconds"
+    )
     g.add_argument("--metrics-timeout", type=positive_float, default=2.0, metavar="S", help="request timeout")
     g.add_argument(
         "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
-    g.add_argument("--metrics-max-bytes", type=byte_quantity, default=DEFAULT_MAX_BODY_BYTES, metavar="SIZE",
-                   help="largest /metrics response read, e.g. 16MiB (default); a larger one is refused")  # fmt: skip
+    g.add_argument(
+        "--metrics-max-bytes",
+        type=byte_quantity,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="SIZE",
+        help="largest /metrics response read, e.g. 16MiB (default); a larger one is refused",
+    )
 
 
 def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -356,15 +461,28 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     service (`kvset serve`): no one-shot flags, and no demo unless asked."""
     src = p.add_argument_group("sources (at least one)" if service else "sources (default: --demo)")
     add_demo_argument(src)
-    src.add_argument("--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)")
-    src.add_argument("--follow", action="store_true",
-                     help="with --replay: tail the growing file like tail -F (rotation and truncation handled)")  # fmt: skip
-    src.add_argument("--record", metavar="FILE",
-                     help="also save every access the sources deliver as a trace file (.gz ok) to replay later")  # fmt: skip
+    src.add_argument(
+        "--replay", metavar="TRACE", help="replay a trace file (mooncake, bailian or token-id JSONL)"
+    )
+    src.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --replay: tail the growing file like tail -F (rotation and truncation handled)",
+    )
+    src.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also save every access the sources deliver as a trace file (.gz ok) to replay later",
+    )
     add_force_argument(src, "the --record file")
     # no default in the namespace: --once --replay refuses a --speed that was given (see check_flags)
-    src.add_argument("--speed", type=speed, default=argparse.SUPPRESS, metavar="X",
-                     help="replay/demo speed: trace seconds per second, or 'max' (default 1)")  # fmt: skip
+    src.add_argument(
+        "--speed",
+        type=speed,
+        default=argparse.SUPPRESS,
+        metavar="X",
+        help="replay/demo speed: trace seconds per second, or 'max' (default 1)",
+    )
     add_trace_arguments(src)
 
     add_events_arguments(p)
@@ -375,16 +493,24 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_analysis_arguments(ana)
     add_sampling_arguments(ana)
     add_targets_argument(ana, "coverage targets (shares of the attainable hit rate)")
-    ana.add_argument("--absolute-targets", default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS), metavar="T1,T2,..",
-                     help="absolute hit-rate targets (default 0.5,0.7,0.9)")  # fmt: skip
+    ana.add_argument(
+        "--absolute-targets",
+        default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS),
+        metavar="T1,T2,..",
+        help="absolute hit-rate targets (default 0.5,0.7,0.9)",
+    )
     add_target_mode_argument(ana)
     add_capacity_argument(ana)
     add_tier_arguments(ana)
     if not service:
-        add_opt_argument(ana, "with --replay FILE: MIN's curve, working sets and its gap to LRU, once the whole "
-                              "file has been replayed")  # fmt: skip
-    ana.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
-                     help="refresh interval (default 1)")  # fmt: skip
+        add_opt_argument(
+            ana,
+            "with --replay FILE: MIN's curve, working sets and its gap to LRU, once the whole "
+            "file has been replayed",
+        )
+    ana.add_argument(
+        "--interval", type=positive_float, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
+    )
 
     mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
     add_model_argument(mod)
@@ -396,17 +522,25 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
         p.set_defaults(once=False, json=False, csv=False, duration=None, opt=False)
         return
     once = p.add_argument_group("one-shot report")
-    once.add_argument("--once", action="store_true", help="print one report and exit (no UI, no terminal needed)")
+    once.add_argument(
+        "--once", action="store_true", help="print one report and exit (no UI, no terminal needed)"
+    )
     add_json_argument(once, "with --once: the snapshot as JSON")
     add_csv_argument(once, "with --once: the all-time curve as CSV (one row per capacity)")
-    once.add_argument("--duration", type=positive_float, metavar="SECONDS",
-                      help="with --once: how long to listen to live sources (default 10 s; files and the "
-                           "demo are read to the end)")  # fmt: skip
+    once.add_argument(
+        "--duration",
+        type=positive_float,
+        metavar="SECONDS",
+        help="with --once: how long to listen to live sources (default 10 s; files and the "
+        "demo are read to the end)",
+    )
 
 
 # -- the Prometheus exporter (kvset serve, kvset-top --serve-metrics) --------------------------------
-EXPORTED_CAPACITIES = ("capacities whose hit rates are exported (kvset_hit_rate), besides the engine's pool, "
-                       "e.g. 1000,10000 (the histogram kvset_stack_distance_blocks has every bucket edge)")  # fmt: skip
+EXPORTED_CAPACITIES = (
+    "capacities whose hit rates are exported (kvset_hit_rate), besides the engine's pool, "
+    "e.g. 1000,10000 (the histogram kvset_stack_distance_blocks has every bucket edge)"
+)
 
 
 def add_exporter_arguments(p: argparse.ArgumentParser, beside_ui: bool = False) -> None:
@@ -414,14 +548,25 @@ def add_exporter_arguments(p: argparse.ArgumentParser, beside_ui: bool = False) 
     unless one is given, and only on 127.0.0.1 unless a host is."""
     g = p.add_argument_group("Prometheus exporter (nothing listens unless asked)")
     if beside_ui:
-        g.add_argument("--serve-metrics", type=listen_address, metavar="[HOST:]PORT",
-                       help="also serve the metrics of `kvset serve` on HOST:PORT (HOST default 127.0.0.1) while "
-                            "the app runs; not with --once")  # fmt: skip
+        g.add_argument(
+            "--serve-metrics",
+            type=listen_address,
+            metavar="[HOST:]PORT",
+            help="also serve the metrics of `kvset serve` on HOST:PORT (HOST default 127.0.0.1) while "
+            "the app runs; not with --once",
+        )
     else:
-        g.add_argument("--listen", type=listen_address, metavar="[HOST:]PORT",
-                       help="serve /metrics on HOST:PORT (HOST default 127.0.0.1; 0.0.0.0 or [::] for every "
-                            "interface; PORT 0 picks a free one, printed on stderr)")  # fmt: skip
-        g.add_argument("--textfile", metavar="PATH",
-                       help="write the same metrics to PATH (atomically, every refresh) for node_exporter's "
-                            "textfile collector, which reads *.prom files")  # fmt: skip
+        g.add_argument(
+            "--listen",
+            type=listen_address,
+            metavar="[HOST:]PORT",
+            help="serve /metrics on HOST:PORT (HOST default 127.0.0.1; 0.0.0.0 or [::] for every "
+            "interface; PORT 0 picks a free one, printed on stderr)",
+        )
+        g.add_argument(
+            "--textfile",
+            metavar="PATH",
+            help="write the same metrics to PATH (atomically, every refresh) for node_exporter's "
+            "textfile collector, which reads *.prom files",
+        )
     add_capacities_argument(g, EXPORTED_CAPACITIES)

@@ -22,7 +22,9 @@ class InputError(Exception):
     """Unusable input: the command prints it and exits with code 2."""
 
 
-def load_input(args: argparse.Namespace, stream: bool = False) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
+def load_input(
+    args: argparse.Namespace, stream: bool = False
+) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:
     """A factory of access batches (callable again for a second pass) and what was read.
 
     stream: a trace file is read as a stream (kvset.formats.stream), once; the summary is
@@ -46,15 +48,25 @@ def load_input(args: argparse.Namespace, stream: bool = False) -> tuple[Callable
             raise InputError("give a trace or --log, not both")
         return _load_log(args)
     if not args.trace:
-        raise InputError(f"no trace given: kvset {getattr(args, 'command', None) or 'analyze'} TRACE (or --demo, or --log PATH)")
+        raise InputError(
+            f"no trace given: kvset {getattr(args, 'command', None) or 'analyze'} TRACE (or --demo, or --log PATH)"
+        )
     if args.trace != "-" and not Path(args.trace).exists():
         raise InputError(f"no such file: {args.trace}")
     if Path(args.trace).is_dir():
         raise InputError(f"{args.trace} is a folder: give the trace file itself")
     if stream and args.trace != "-":
-        reader = TraceStream(args.trace, format=args.format, block_size=args.block_size, strict=args.strict,
-                             hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed)  # fmt: skip
-        return (lambda: reader), InputSummary(name=args.trace, format=args.format or "", block_tokens=args.block_size)
+        reader = TraceStream(
+            args.trace,
+            format=args.format,
+            block_size=args.block_size,
+            strict=args.strict,
+            hash_algo=args.hash_algo,
+            python_hash_seed=args.python_hash_seed,
+        )
+        return (lambda: reader), InputSummary(
+            name=args.trace, format=args.format or "", block_tokens=args.block_size
+        )
     t0 = time.perf_counter()
     trace = read_trace(
         args.trace,
@@ -108,6 +120,8 @@ def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBat
     if not batches:
         if source.read_error:
             raise InputError(f"{args.log}: could not be read: {source.read_error}")
-        raise InputError(f"{args.log}: no prompt with token ids in the log "
-                         f"({plural(source.lines, 'line')}; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))")  # fmt: skip
+        raise InputError(
+            f"{args.log}: no prompt with token ids in the log "
+            f"({plural(source.lines, 'line')}; vLLM logs them at DEBUG (>= 0.12) or INFO (<= 0.11))"
+        )
     return (lambda: batches), summary

@@ -49,9 +49,17 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     if args.replay:
         check_file_input(args.replay, "trace file", must_exist=not args.follow)
         speed = None if args.once else getattr(args, "speed", DEFAULT_SPEED)
-        sources.append(ReplaySource(args.replay, speed=speed, format=args.format, block_size=args.block_size,
-                                    hash_algo=args.hash_algo, python_hash_seed=args.python_hash_seed,
-                                    follow=args.follow))  # fmt: skip
+        sources.append(
+            ReplaySource(
+                args.replay,
+                speed=speed,
+                format=args.format,
+                block_size=args.block_size,
+                hash_algo=args.hash_algo,
+                python_hash_seed=args.python_hash_seed,
+                follow=args.follow,
+            )
+        )
     if args.events:
         try:
             sources.append(events_source_from_args(args))
@@ -88,8 +96,10 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.follow and not args.replay:
         raise UsageError("--follow needs --replay TRACE")
     if args.once and hasattr(args, "speed"):
-        raise UsageError("--speed does not apply to --once: a replay is read whole and the demo plays 10 minutes of "
-                         "its traffic, as fast as they can be (leave out --speed, or --once to watch them play)")  # fmt: skip
+        raise UsageError(
+            "--speed does not apply to --once: a replay is read whole and the demo plays 10 minutes of "
+            "its traffic, as fast as they can be (leave out --speed, or --once to watch them play)"
+        )
     for path, what in ((args.replay, "trace file"), (args.log, "log file")):
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a folder: give the file itself")
@@ -104,12 +114,25 @@ def check_opt_flags(args: argparse.Namespace) -> None:
     """--opt reads the future of every access: a whole trace file, never a live source."""
     if not args.opt:
         return
-    live = [flag for flag, given in (("--events", args.events), ("--log", args.log), ("--metrics", args.metrics),
-                                     ("--demo", args.demo), ("--follow", args.follow)) if given]  # fmt: skip
+    live = [
+        flag
+        for flag, given in (
+            ("--events", args.events),
+            ("--log", args.log),
+            ("--metrics", args.metrics),
+            ("--demo", args.demo),
+            ("--follow", args.follow),
+        )
+        if given
+    ]
     if live or not args.replay:
-        given = f"{' and '.join(live)} {'is' if len(live) == 1 else 'are'} live" if live else "no trace was given"
-        raise UsageError(f"--opt needs the whole trace in advance (Belady MIN evicts the block used again farthest "
-                         f"ahead): {given}; give --replay FILE alone, or kvset analyze FILE --opt")  # fmt: skip
+        given = (
+            f"{' and '.join(live)} {'is' if len(live) == 1 else 'are'} live" if live else "no trace was given"
+        )
+        raise UsageError(
+            f"--opt needs the whole trace in advance (Belady MIN evicts the block used again farthest "
+            f"ahead): {given}; give --replay FILE alone, or kvset analyze FILE --opt"
+        )
     if args.sample is not None or args.sample_size is not None:
         raise UsageError("--opt compares MIN with the exact LRU curve: not with --sample or --sample-size")
 
@@ -138,8 +161,14 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         demo=demo,
         **(tiers.snapshot_config() if tiers is not None else {}),
     )
-    analyzer = Analyzer(horizon=args.horizon, order=args.order, block_tokens=args.block_size,
-                        sample_rate=args.sample, sample_size=args.sample_size, seed=args.seed)  # fmt: skip
+    analyzer = Analyzer(
+        horizon=args.horizon,
+        order=args.order,
+        block_tokens=args.block_size,
+        sample_rate=args.sample,
+        sample_size=args.sample_size,
+        seed=args.seed,
+    )
     recorder = None
     if args.record:
         try:
@@ -150,8 +179,9 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
             raise UsageError(str(e)) from None
         except OSError as e:
             raise UsageError(f"cannot record to {args.record}: {e.strerror or e}") from None
-    return Monitor(sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder,
-                   opt=args.opt)  # fmt: skip
+    return Monitor(
+        sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder, opt=args.opt
+    )
 
 
 def source_failure(health: SourceHealth) -> str | None:

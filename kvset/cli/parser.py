@@ -57,4 +57,3 @@ class _Commands(argparse._SubParsersAction):
         parser = super().add_parser(name, **kwargs)
         parser.set_defaults(**{_COMMAND_PARSER: parser})
         return parser
-

@@ -75,8 +75,10 @@ def run(args: argparse.Namespace) -> int:
                 _say(f"{event.kind}: {event.text}")
             now = time.monotonic()
             if not args.quiet and now >= next_progress and health is not None:
-                _say(f"{health.state}: {plural(recorder.requests, 'request')}, "
-                     f"{plural(recorder.accesses, 'access', 'accesses')} recorded")  # fmt: skip
+                _say(
+                    f"{health.state}: {plural(recorder.requests, 'request')}, "
+                    f"{plural(recorder.accesses, 'access', 'accesses')} recorded"
+                )
                 next_progress = now + _PROGRESS_EVERY_S
             if deadline is not None and now >= deadline:
                 stop.set()
@@ -94,8 +96,10 @@ def run(args: argparse.Namespace) -> int:
         f"({plural(recorder.tokens, 'token')}) in {elapsed:.1f} s to {args.out}"
     )
     if recorder.clamped:
-        _say(f"  {plural(recorder.clamped, 'request')} with an unusable timestamp written at the previous "
-             "request's time")  # fmt: skip
+        _say(
+            f"  {plural(recorder.clamped, 'request')} with an unusable timestamp written at the previous "
+            "request's time"
+        )
     for key, value in health.details:
         _say(f"  {key}: {value}")
     for note in health.notes:

@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
         capacities = _capacities(args)
         monitor = build_monitor(args)
         try:
-            exporter = Exporter(capacities, listen=args.listen, textfile=Path(args.textfile) if args.textfile else None)
+            exporter = Exporter(
+                capacities, listen=args.listen, textfile=Path(args.textfile) if args.textfile else None
+            )
         except OSError as exc:
             raise _cannot_listen("--listen", args.listen, exc) from None
     except (UsageError, ValueError) as e:  # GeometryError is a ValueError too
@@ -82,8 +84,10 @@ def check_exporter_flags(args: argparse.Namespace) -> None:
             raise UsageError("--capacities (the exported hit rates) needs --serve-metrics")
         return
     if args.once:
-        raise UsageError("--serve-metrics serves beside the app, and --once exits after one report; "
-                         "`kvset serve` exports without the app")  # fmt: skip
+        raise UsageError(
+            "--serve-metrics serves beside the app, and --once exits after one report; "
+            "`kvset serve` exports without the app"
+        )
     if args.serve_metrics[1] == 0:
         raise UsageError("--serve-metrics needs a port: the app cannot print the one port 0 would pick")
     _capacities(args)

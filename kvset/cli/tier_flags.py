@@ -19,12 +19,17 @@ class TierRequest:
 
     def snapshot_config(self) -> dict:
         """The SnapshotConfig fields of the request."""
-        return {"tier_sizes": self.sizes, "tier_unit": self.unit, "tier_mode": self.mode,
-                "next_tier_target": self.next_target}  # fmt: skip
+        return {
+            "tier_sizes": self.sizes,
+            "tier_unit": self.unit,
+            "tier_mode": self.mode,
+            "next_tier_target": self.next_target,
+        }
 
 
-def tier_request_from_args(args: argparse.Namespace, bytes_known: bool, bytes_flags: str = "--model"
-                           ) -> TierRequest | None:  # fmt: skip
+def tier_request_from_args(
+    args: argparse.Namespace, bytes_known: bool, bytes_flags: str = "--model"
+) -> TierRequest | None:
     """None without --tiers. bytes_known: `bytes_flags` give the bytes per block, so sizes may be in
     bytes. Raises ValueError with the reason."""
     if not getattr(args, "tiers", None):
@@ -33,7 +38,9 @@ def tier_request_from_args(args: argparse.Namespace, bytes_known: bool, bytes_fl
         return None
     sizes, unit = parse_sizes(args.tiers, "tier size")
     if unit == "bytes" and not bytes_known:
-        raise ValueError(f"--tiers {args.tiers}: sizes in bytes need the KV bytes per block; give {bytes_flags}")
+        raise ValueError(
+            f"--tiers {args.tiers}: sizes in bytes need the KV bytes per block; give {bytes_flags}"
+        )
     tier_reaches(sizes, args.tier_mode)  # inclusive tiers must grow; bytes and blocks keep their order
     next_target = None
     if args.size_next_tier:

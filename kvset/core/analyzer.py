@@ -91,7 +91,17 @@ class _Tracker:
         old_keys, old_live, old_meta = self.slot_keys, self.live, self.meta
         self._allocate(2 * self.max_tracked)
         self.meta = np.zeros(K.META_SIZE, dtype=np.int64)
-        K.rebuild_into(old_keys, old_live, old_meta, self.table, self.mask, self.slot_keys, self.live, self.fen, self.meta)
+        K.rebuild_into(
+            old_keys,
+            old_live,
+            old_meta,
+            self.table,
+            self.mask,
+            self.slot_keys,
+            self.live,
+            self.fen,
+            self.meta,
+        )
         self.meta[K.M_BLOOM_CAP] = self.bloom_cap
 
     @property
@@ -101,7 +111,9 @@ class _Tracker:
     def nbytes(self) -> int:
         """Bytes of state in use (histogram rows reserved beyond the tracked blocks are never touched)."""
         arrays = (self.table, self.slot_keys, self.live, self.fen, self.bloom)
-        return sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
+        return (
+            sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
+        )
 
 
 class Analyzer(TimeSlotViews):
@@ -111,8 +123,9 @@ class Analyzer(TimeSlotViews):
     instead: the same interface over a spatial sample of the blocks, every curve an estimate.
     """
 
-    def __new__(cls, *args, sample_rate: float | None = None, sample_size: int | None = None, seed: int = 0,
-                **kwargs):  # fmt: skip
+    def __new__(
+        cls, *args, sample_rate: float | None = None, sample_size: int | None = None, seed: int = 0, **kwargs
+    ):
         if sample_rate is None and sample_size is None:
             return super().__new__(cls)
         from kvset.core.sampling import SampledAnalyzer  # it builds on this module
@@ -232,15 +245,34 @@ class Analyzer(TimeSlotViews):
         self._clear_scratch()
         while True:
             i = K.feed_kernel(
-                keys, tok, ts, per_access, fine.width, i, n, t.table, t.mask, t.max_tracked, t.slot_keys,
-                t.live, t.fen, t.meta, t.bloom, t.hist,
-                self._scratch_blocks, self._scratch_tokens, self._scratch_counts, out,
-            )  # fmt: skip
+                keys,
+                tok,
+                ts,
+                per_access,
+                fine.width,
+                i,
+                n,
+                t.table,
+                t.mask,
+                t.max_tracked,
+                t.slot_keys,
+                t.live,
+                t.fen,
+                t.meta,
+                t.bloom,
+                t.hist,
+                self._scratch_blocks,
+                self._scratch_tokens,
+                self._scratch_counts,
+                out,
+            )
             reason = int(t.meta[K.M_REASON])
             if reason == K.STOP_GROW:
                 t.grow()
                 continue
-            requests = int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
+            requests = (
+                int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
+            )
             self._close_run(run_slot, requests)
             if reason == K.STOP_DONE:
                 break
@@ -259,7 +291,9 @@ class Analyzer(TimeSlotViews):
         self.fine.add(fine_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
         coarse_slot = math.floor(fine_slot * self.fine.width / self.coarse.width)
         coarse_row = self.coarse.advance(coarse_slot)
-        self.coarse.add(coarse_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
+        self.coarse.add(
+            coarse_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests
+        )
         self.counts += self._scratch_counts
         self.requests += requests
 

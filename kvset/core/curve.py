@@ -169,7 +169,11 @@ class HitRateCurve:
         err = self.errors.of("absolute", unit)
         caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
         idx = np.searchsorted(self.capacities, caps, side="right") - 1
-        return np.where((idx >= 0) & (caps > 0), err[np.maximum(idx, 0)], 0.0) if len(err) else np.zeros(len(caps))
+        return (
+            np.where((idx >= 0) & (caps > 0), err[np.maximum(idx, 0)], 0.0)
+            if len(err)
+            else np.zeros(len(caps))
+        )
 
     def required_hits(self, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks") -> int:
         """The number of hits a capacity must reach for `target`."""

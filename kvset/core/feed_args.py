@@ -92,7 +92,9 @@ def timestamps_array(timestamps, n: int) -> tuple[np.ndarray, float, float]:
     if timestamps is None:
         now = time.time()
         return np.array([now], dtype=np.float64), now, now
-    ts = np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
+    ts = (
+        np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
+    )
     if ts.shape != (n,) and ts.shape != (1,):
         raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
     lo, hi = float(ts.min()), float(ts.max())  # one pass each, for the check and the slots

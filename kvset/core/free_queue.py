@@ -62,7 +62,9 @@ def _delete(tkeys, used, ref, slot, hole):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _run(ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out, pinned_out, forgot_out):  # pragma: no cover - compiled
+def _run(
+    ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out, pinned_out, forgot_out
+):  # pragma: no cover - compiled
     n_forgot = 0
     for n in range(len(ops)):
         op = ops[n]
@@ -217,6 +219,19 @@ class FreeQueue:
         pos = np.zeros(len(ops), dtype=np.int64)
         pinned = np.zeros(len(ops), dtype=np.int64)
         forgot = np.zeros(releases, dtype=np.uint64)
-        n = _run(ops, keys, self._tkeys, self._used, self._ref, self._slot, self._fen, self._slot_key,
-                 self._sc, self.horizon, pos, pinned, forgot)  # fmt: skip
+        n = _run(
+            ops,
+            keys,
+            self._tkeys,
+            self._used,
+            self._ref,
+            self._slot,
+            self._fen,
+            self._slot_key,
+            self._sc,
+            self.horizon,
+            pos,
+            pinned,
+            forgot,
+        )
         return pos, pinned, forgot[:n]

@@ -16,12 +16,16 @@ def _prefetch_codegen(write: int):
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
+        ptr = cgutils.get_item_pointer(
+            context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False
+        )
         i8p = ir.IntType(8).as_pointer()
         fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
         i32 = ir.IntType(32)
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, write), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        builder.call(
+            fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, write), ir.Constant(i32, 3), ir.Constant(i32, 1)]
+        )
         return context.get_dummy_value()
 
     return codegen

@@ -370,7 +370,11 @@ def feed_kernel(
             elif tracked >= max_tracked:
                 reason = STOP_GROW
                 break
-            if track_bloom and meta[M_EVICTED] > 0 and (_bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key)):
+            if (
+                track_bloom
+                and meta[M_EVICTED] > 0
+                and (_bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key))
+            ):
                 counts[C_BEYOND] += 1
                 counts[C_BEYOND_TOKENS] += tok
                 if want_out:

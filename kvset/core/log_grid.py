@@ -45,7 +45,12 @@ class LogGrid(NamedTuple):
         if d <= self.exact:
             return d - 1
         e = d.bit_length() - 1
-        return self.exact + (e - self.exact_bits) * self.per_octave + (d >> (e - self.octave_bits)) - self.per_octave
+        return (
+            self.exact
+            + (e - self.exact_bits) * self.per_octave
+            + (d >> (e - self.octave_bits))
+            - self.per_octave
+        )
 
     def upper_edge(self, bucket: int) -> int:
         """Largest distance in `bucket`: the capacity at which a grid curve is exact."""
@@ -66,7 +71,9 @@ class LogGrid(NamedTuple):
 
 @lru_cache(maxsize=16)
 def _capacities(grid: LogGrid, horizon: int) -> np.ndarray:
-    caps = np.minimum(np.array([grid.upper_edge(b) for b in range(grid.size(horizon))], dtype=np.int64), horizon)
+    caps = np.minimum(
+        np.array([grid.upper_edge(b) for b in range(grid.size(horizon))], dtype=np.int64), horizon
+    )
     caps.setflags(write=False)
     return caps
 

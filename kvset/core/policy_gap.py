@@ -67,8 +67,10 @@ class HitRateGap:
 
 def capacity_gaps(lru: HitRateCurve, opt: HitRateCurve, targets, mode: TargetMode) -> tuple[CapacityGap, ...]:
     """The capacity each policy needs for each target (in `mode`), LRU's from its own curve."""
-    return tuple(CapacityGap(float(t), mode, lru.working_set(t, mode=mode), opt.working_set(t, mode=mode))
-                 for t in targets)  # fmt: skip
+    return tuple(
+        CapacityGap(float(t), mode, lru.working_set(t, mode=mode), opt.working_set(t, mode=mode))
+        for t in targets
+    )
 
 
 def hit_rate_gap(lru: HitRateCurve, opt: HitRateCurve, capacity: int, where: str) -> HitRateGap:
@@ -85,8 +87,9 @@ def hit_rate_gap(lru: HitRateCurve, opt: HitRateCurve, capacity: int, where: str
     )
 
 
-def hit_rate_gaps(lru: HitRateCurve, opt: HitRateCurve, capacity: int | None, capacity_source: str | None
-                  ) -> tuple[HitRateGap, ...]:  # fmt: skip
+def hit_rate_gaps(
+    lru: HitRateCurve, opt: HitRateCurve, capacity: int | None, capacity_source: str | None
+) -> tuple[HitRateGap, ...]:
     """The gaps every view shows: at the given capacity (the engine's pool or --capacity, named by
     capacity_source) when there is one, and at the LRU curve's knee when it has one."""
     out = []
@@ -118,8 +121,13 @@ class PolicyGap:
         return next((g for g in self.hit_rates if g.where != "knee"), None)
 
 
-def policy_gap(lru: HitRateCurve, opt: HitRateCurve, targets: Mapping[str, Sequence[float]],
-               capacity: int | None = None, capacity_source: str | None = None) -> PolicyGap:  # fmt: skip
+def policy_gap(
+    lru: HitRateCurve,
+    opt: HitRateCurve,
+    targets: Mapping[str, Sequence[float]],
+    capacity: int | None = None,
+    capacity_source: str | None = None,
+) -> PolicyGap:
     """The whole gap: targets by mode ({"coverage": (0.95, ...)}), and the capacity to read the hit
     rates at (None: the knee only)."""
     caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, mode))  # type: ignore[arg-type]

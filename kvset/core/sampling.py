@@ -98,8 +98,10 @@ def limit_rate(limit: int) -> float:
 def head_shifts(head: int) -> np.ndarray:
     """Band b's rate is 2^shift_b times the tail's: HEAD_BOOSTS moved by head - 8 (head = K), and
     past them halving a band, as they do, down to the tail's (at K = 8 they end there)."""
-    return np.array([max(0, HEAD_BOOSTS[b] + head - 8 if b < len(HEAD_BOOSTS) else head - b) for b in range(BANDS)],
-                    dtype=np.int64)  # fmt: skip
+    return np.array(
+        [max(0, HEAD_BOOSTS[b] + head - 8 if b < len(HEAD_BOOSTS) else head - b) for b in range(BANDS)],
+        dtype=np.int64,
+    )
 
 
 def head_for_rate(rate: float) -> int:
@@ -133,7 +135,9 @@ class _SampleState:
             self.mask = cells - 1
             self.table = np.empty(2 * cells, dtype=np.uint64)
             self.table[1::2] = HT.EMPTY
-            n = 4 * capacity  # slots: 4 times the blocks, so compaction is amortized (2: 0.1 ns an access more)
+            n = (
+                4 * capacity
+            )  # slots: 4 times the blocks, so compaction is amortized (2: 0.1 ns an access more)
             self.slot_key = np.zeros(n, dtype=np.uint64)
             self.slot = np.zeros((n, 4), dtype=np.int64)  # (weight, weighted accesses before, index, band)
             self.fen = np.zeros(n + 1, dtype=np.int64)
@@ -243,7 +247,9 @@ class SampledAnalyzer(TimeSlotViews):
             return_distances=return_distances,
         )
 
-    def feed(self, keys, tokens=None, request_starts=None, timestamps=None, return_distances: bool = False) -> None:
+    def feed(
+        self, keys, tokens=None, request_starts=None, timestamps=None, return_distances: bool = False
+    ) -> None:
         """Feed accesses in order, as Analyzer.feed (which see); no distances: they are estimates."""
         if return_distances:
             raise ValueError("a sampled analyzer has no per-access distances")
@@ -256,7 +262,9 @@ class SampledAnalyzer(TimeSlotViews):
         starts = request_starts_array(request_starts, n)
         # per-access float timestamps are checked while the batch is gathered (one pass over it);
         # anything else goes through timestamps_array and its error first
-        check = isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,)
+        check = (
+            isinstance(timestamps, np.ndarray) and timestamps.dtype == np.float64 and timestamps.shape == (n,)
+        )
         if check:
             ts = np.ascontiguousarray(timestamps)
         else:
@@ -288,15 +296,28 @@ class SampledAnalyzer(TimeSlotViews):
             self._found = np.empty(n, dtype=np.int64)
             self._found_band = np.empty(n, dtype=np.int64)
             self._found_key = np.empty(n, dtype=np.uint64)
-        m, ok, ordered = SF.gather_batch(keys, ts, check, MAX_TIMESTAMP, starts, reverse, self._carry, self._salt,
-                                         self._thresholds(), self._found, self._found_band, self._found_key)  # fmt: skip
+        m, ok, ordered = SF.gather_batch(
+            keys,
+            ts,
+            check,
+            MAX_TIMESTAMP,
+            starts,
+            reverse,
+            self._carry,
+            self._salt,
+            self._thresholds(),
+            self._found,
+            self._found_band,
+            self._found_key,
+        )
         return int(m), bool(ok), bool(ordered)
 
     def _thresholds(self) -> np.ndarray:
         return SF.band_thresholds(np.uint64(self._limit), self._shifts)
 
-    def _feed_by_slot(self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool,
-                      n_found: int) -> None:  # fmt: skip
+    def _feed_by_slot(
+        self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool, n_found: int
+    ) -> None:
         """Feed the batch (its sampled accesses gathered: n_found of them); the kernel adds each time
         slot's tallies to the rings as the slot ends."""
         n = len(keys)
@@ -319,14 +340,40 @@ class SampledAnalyzer(TimeSlotViews):
         i = 0
         while True:
             i = SK.sampled_feed_kernel(
-                keys, tok, ts, per_access, ordered, fine.width, starts, reverse, i, n,
-                self._found, self._found_band, self._found_key, n_found, self._salt, self._weights,
+                keys,
+                tok,
+                ts,
+                per_access,
+                ordered,
+                fine.width,
+                starts,
+                reverse,
+                i,
+                n,
+                self._found,
+                self._found_band,
+                self._found_key,
+                n_found,
+                self._salt,
+                self._weights,
                 _fixed(self._weights),
-                s.table, s.mask, *s.slots(), s.fen, s.meta,
-                self.band_counts, self.sampled, self.hist, self.ghist, self._token_planes,
-                self._scratch_blocks, self._scratch_tokens, self._scratch_counts,
-                _ring_arrays(fine), self.coarse.width, _ring_arrays(self.coarse),
-            )  # fmt: skip
+                s.table,
+                s.mask,
+                *s.slots(),
+                s.fen,
+                s.meta,
+                self.band_counts,
+                self.sampled,
+                self.hist,
+                self.ghist,
+                self._token_planes,
+                self._scratch_blocks,
+                self._scratch_tokens,
+                self._scratch_counts,
+                _ring_arrays(fine),
+                self.coarse.width,
+                _ring_arrays(self.coarse),
+            )
             reason = int(s.meta[SK.S_REASON])
             if reason == SK.STOP_GROW:
                 s.grow()
@@ -334,8 +381,17 @@ class SampledAnalyzer(TimeSlotViews):
                 self._lower_limit()
                 # the accesses still to handle that the lower rates no longer sample leave the list
                 lo = int(np.searchsorted(self._found[:n_found], i, side="left"))
-                n_found = int(SF.refilter(self._found, self._found_band, self._found_key, lo, n_found, self._salt,
-                                          self._thresholds()))  # fmt: skip
+                n_found = int(
+                    SF.refilter(
+                        self._found,
+                        self._found_band,
+                        self._found_key,
+                        lo,
+                        n_found,
+                        self._salt,
+                        self._thresholds(),
+                    )
+                )
             else:
                 break
         for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
@@ -371,7 +427,9 @@ class SampledAnalyzer(TimeSlotViews):
         keep = len(prio) - max(1, len(prio) // EVICT_SHARE)
         cut = int(np.partition(prio, keep)[keep])  # the lowest priority that goes
         self._limit = min(self._limit, max(0, cut - 1))
-        dropped = SS.drop_above(np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now)
+        dropped = SS.drop_above(
+            np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now
+        )
         s.meta[SK.S_TRACKED] -= dropped
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
         s.reweight(_fixed(self._weights))
@@ -438,10 +496,19 @@ class SampledAnalyzer(TimeSlotViews):
         """The all-time curve (fine grid, with standard errors), or the last `window` seconds' (grid)."""
         if window is None:
             token_scale = None if self._token_planes else (self._same_tokens or 0)
-            return post_stratified_curve(self.hist, self.ghist, token_scale, self.sampled, self.band_counts,
-                                         band_rates(self._limit, self._shifts), FINE_GRID.capacities(self.horizon),
-                                         self.grid_capacities, self.horizon, int(self._s.meta[SK.S_MAX_DISTANCE]),
-                                         self.sampling)  # fmt: skip
+            return post_stratified_curve(
+                self.hist,
+                self.ghist,
+                token_scale,
+                self.sampled,
+                self.band_counts,
+                band_rates(self._limit, self._shifts),
+                FINE_GRID.capacities(self.horizon),
+                self.grid_capacities,
+                self.horizon,
+                int(self._s.meta[SK.S_MAX_DISTANCE]),
+                self.sampling,
+            )
         ring = self.fine if window <= self.fine.span_seconds() else self.coarse
         self._ring_tokens()
         return self._unscaled(ring.window_curve(float(window), self.grid_capacities, self.horizon))

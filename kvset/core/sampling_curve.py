@@ -31,8 +31,19 @@ def band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
     return factor
 
 
-def post_stratified_curve(hist, ghist, token_scale, sampled, band_counts, rates, capacities, grid, horizon: int,
-                          max_distance: int, info: SampleInfo) -> HitRateCurve:  # fmt: skip
+def post_stratified_curve(
+    hist,
+    ghist,
+    token_scale,
+    sampled,
+    band_counts,
+    rates,
+    capacities,
+    grid,
+    horizon: int,
+    max_distance: int,
+    info: SampleInfo,
+) -> HitRateCurve:
     """The all-time estimate: each band's histogram scaled to its exact access count, summed, with the
     standard errors at every capacity from the spread over the random groups. hist[unit, band, fine
     bucket] and ghist[unit, group, band, grid bucket]; token_scale: None, or the tokens of every access
@@ -58,8 +69,10 @@ def post_stratified_curve(hist, ghist, token_scale, sampled, band_counts, rates,
         if scale != 1:
             cum_g = cum_g * scale
         inf_g = cum_g[:, :, -1] + beyond_g  # hits of an infinite cache
-        errors[unit] = (_ratio_stderr(cum_g, n_g, n_g, factor, rates)[on_grid],
-                        _ratio_stderr(cum_g, inf_g, n_g, factor, rates)[on_grid])  # fmt: skip
+        errors[unit] = (
+            _ratio_stderr(cum_g, n_g, n_g, factor, rates)[on_grid],
+            _ratio_stderr(cum_g, inf_g, n_g, factor, rates)[on_grid],
+        )
     return HitRateCurve(
         capacities=caps[keep].copy(),
         block_hits=hits["blocks"],
@@ -72,8 +85,12 @@ def post_stratified_curve(hist, ghist, token_scale, sampled, band_counts, rates,
         beyond_horizon_blocks=beyond["blocks"],
         beyond_horizon_tokens=beyond["tokens"],
         sample=info,
-        errors=CurveErrors(block_hit_rate=errors["blocks"][0], token_hit_rate=errors["tokens"][0],
-                           block_coverage=errors["blocks"][1], token_coverage=errors["tokens"][1]),  # fmt: skip
+        errors=CurveErrors(
+            block_hit_rate=errors["blocks"][0],
+            token_hit_rate=errors["tokens"][0],
+            block_coverage=errors["blocks"][1],
+            token_coverage=errors["tokens"][1],
+        ),
     )
 
 
@@ -88,9 +105,13 @@ def _ratio_stderr(a, c, n, factor, rates) -> np.ndarray:
     the finite-population factor 1 - r_b (a band kept whole adds none):
         Var R ~ sum_b (1 - r_b) G / (G - 1) sum_g residual^2 / (sum_b F_b c_b)^2.
     Compiled: in numpy its temporaries took most of a curve's time (2 of 3.5 ms on the benchmark)."""
-    return _ratio_stderr_kernel(np.ascontiguousarray(a, dtype=np.float64), np.ascontiguousarray(c, dtype=np.float64),
-                                np.ascontiguousarray(n, dtype=np.float64), np.asarray(factor, dtype=np.float64),
-                                np.asarray(rates, dtype=np.float64))  # fmt: skip
+    return _ratio_stderr_kernel(
+        np.ascontiguousarray(a, dtype=np.float64),
+        np.ascontiguousarray(c, dtype=np.float64),
+        np.ascontiguousarray(n, dtype=np.float64),
+        np.asarray(factor, dtype=np.float64),
+        np.asarray(rates, dtype=np.float64),
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -126,8 +147,13 @@ def _ratio_stderr_kernel(a, c, n, factor, rates):
     return np.sqrt(out * groups / (groups - 1)) / denominator
 
 
-def working_set_bounds(curve: HitRateCurve, target: float, mode: TargetMode = "coverage", unit: Unit = "blocks",
-                       z: float = ERROR_Z) -> tuple[int | None, int | None]:  # fmt: skip
+def working_set_bounds(
+    curve: HitRateCurve,
+    target: float,
+    mode: TargetMode = "coverage",
+    unit: Unit = "blocks",
+    z: float = ERROR_Z,
+) -> tuple[int | None, int | None]:
     """For an estimated curve: the smallest capacities at which the hit rate (absolute targets) or the
     coverage (coverage targets) z standard errors above and below the estimate reaches `target`
     (low, high; None where not reached). (ws, ws) for a measured curve."""

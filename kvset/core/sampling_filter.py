@@ -17,7 +17,9 @@ from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 
 CHUNK = 64  # accesses tested into one mask word
-PREFETCH_KEYS = 512  # keys are requested this far ahead: the hardware's prefetch fell behind (1.12 -> 0.85 ns)
+PREFETCH_KEYS = (
+    512  # keys are requested this far ahead: the hardware's prefetch fell behind (1.12 -> 0.85 ns)
+)
 
 
 @njit(inline="always")
@@ -88,7 +90,9 @@ def request_base(r, starts, nstarts, n, reverse, carry):
 
 
 @njit(nogil=True, cache=True)
-def gather_batch(keys, stamps, check, bound, starts, reverse, carry, salt, thresholds, found, found_band, found_key):
+def gather_batch(
+    keys, stamps, check, bound, starts, reverse, carry, salt, thresholds, found, found_band, found_key
+):
     """The sampled accesses of a whole batch, in order: their indices, position bands and keys in
     found, found_band, found_key (as long as the batch); returns (how many, every timestamp within
     +-bound, the timestamps never decrease). The timestamps are checked (when `check`: one per
@@ -109,8 +113,24 @@ def gather_batch(keys, stamps, check, bound, starts, reverse, carry, salt, thres
             r += 1
         seg_end = starts[r + 1] if r + 1 < nstarts else n
         back, base = request_base(r, starts, nstarts, n, reverse, carry)
-        m, g = gather_segment(keys, stamps, check, bound, state, g, seg_end, base, back, salt, thresholds, head,
-                              found, found_band, found_key, m)  # fmt: skip
+        m, g = gather_segment(
+            keys,
+            stamps,
+            check,
+            bound,
+            state,
+            g,
+            seg_end,
+            base,
+            back,
+            salt,
+            thresholds,
+            head,
+            found,
+            found_band,
+            found_key,
+            m,
+        )
     return m, state[0] == 0, state[1] == 0
 
 
@@ -126,8 +146,24 @@ def refilter(found, found_band, found_key, lo, m, salt, thresholds):
 
 
 @njit(inline="always")
-def gather_segment(keys, stamps, check, bound, state, a, e, base, back, salt, thresholds, head, found, found_band,
-                   found_key, m):  # fmt: skip
+def gather_segment(
+    keys,
+    stamps,
+    check,
+    bound,
+    state,
+    a,
+    e,
+    base,
+    back,
+    salt,
+    thresholds,
+    head,
+    found,
+    found_band,
+    found_key,
+    m,
+):
     """Append the sampled accesses among keys[a:e] (one request's, at positions x - base, or base - x
     when back) to found, found_band and found_key from index m, in order, and check the timestamps
     of [a, e) when `check` (gather_batch). Chunks are aligned to positions (multiples of CHUNK), so
@@ -186,10 +222,14 @@ def gather_segment(keys, stamps, check, bound, state, a, e, base, back, salt, th
             uf = np.uint64(first)
             if full and first + CHUNK <= head.shape[0]:
                 for j in range(CHUNK):
-                    bits |= np.uint64(priority_hash(keys[uc + np.uint64(j)], salt) <= head[uf + np.uint64(j)]) << np.uint64(j)
+                    bits |= np.uint64(
+                        priority_hash(keys[uc + np.uint64(j)], salt) <= head[uf + np.uint64(j)]
+                    ) << np.uint64(j)
             else:
                 for j in range(w):
-                    bits |= np.uint64(priority_hash(keys[uc + np.uint64(j)], salt) <= head[uf + np.uint64(j)]) << np.uint64(j)
+                    bits |= np.uint64(
+                        priority_hash(keys[uc + np.uint64(j)], salt) <= head[uf + np.uint64(j)]
+                    ) << np.uint64(j)
         if w < CHUNK:
             bits &= (np.uint64(1) << np.uint64(w)) - np.uint64(1)
         while bits:

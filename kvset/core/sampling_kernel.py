@@ -101,7 +101,9 @@ GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
 
 
 @njit(inline="always")
-def _ring_add(ring, slot, bucket_blocks, bucket_tokens, token_planes, counts, meta, current_at, first_req, starts, x):
+def _ring_add(
+    ring, slot, bucket_blocks, bucket_tokens, token_planes, counts, meta, current_at, first_req, starts, x
+):
     """SlotRing.advance then SlotRing.add, for the kernel: `slot` becomes the ring's newest (a row
     whose slot id is not the slot is cleared first) unless it is older, then the run's tallies are
     added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids). Without token
@@ -133,12 +135,41 @@ def _ring_add(ring, slot, bucket_blocks, bucket_tokens, token_planes, counts, me
 
 @njit(nogil=True, cache=True)
 def sampled_feed_kernel(
-    keys, tokens, stamps, per_access, ordered, slot_width, starts, reverse, start, stop,
-    found_all, band_all, key_all, n_found, salt, weights, fixed_weights,
-    table, mask, slot_key, slot, fen, meta,
-    band_counts, sampled, hist, ghist, token_planes, bucket_blocks, bucket_tokens, counts,
-    fine, coarse_width, coarse,
-):  # fmt: skip
+    keys,
+    tokens,
+    stamps,
+    per_access,
+    ordered,
+    slot_width,
+    starts,
+    reverse,
+    start,
+    stop,
+    found_all,
+    band_all,
+    key_all,
+    n_found,
+    salt,
+    weights,
+    fixed_weights,
+    table,
+    mask,
+    slot_key,
+    slot,
+    fen,
+    meta,
+    band_counts,
+    sampled,
+    hist,
+    ghist,
+    token_planes,
+    bucket_blocks,
+    bucket_tokens,
+    counts,
+    fine,
+    coarse_width,
+    coarse,
+):
     """Process keys[start:stop], from the time slot meta[S_SLOT] on; return the index reached.
 
     per_access: stamps has a timestamp per access (ordered: non-decreasing ones), else the whole
@@ -354,10 +385,32 @@ def sampled_feed_kernel(
         # the run is over (the slot ends, or the batch): its tallies go to the rings
         first_req = np.searchsorted(starts, meta[S_RUN_START], side="left")
         meta[S_REQUESTS] += np.searchsorted(starts, x, side="left") - first_req
-        _ring_add(fine, tslot, bucket_blocks, bucket_tokens, token_planes, counts, meta, S_FINE_CURRENT, first_req,
-                  starts, x)  # fmt: skip
-        _ring_add(coarse, np.int64(np.floor(tslot * slot_width / coarse_width)), bucket_blocks, bucket_tokens,
-                  token_planes, counts, meta, S_COARSE_CURRENT, first_req, starts, x)  # fmt: skip
+        _ring_add(
+            fine,
+            tslot,
+            bucket_blocks,
+            bucket_tokens,
+            token_planes,
+            counts,
+            meta,
+            S_FINE_CURRENT,
+            first_req,
+            starts,
+            x,
+        )
+        _ring_add(
+            coarse,
+            np.int64(np.floor(tslot * slot_width / coarse_width)),
+            bucket_blocks,
+            bucket_tokens,
+            token_planes,
+            counts,
+            meta,
+            S_COARSE_CURRENT,
+            first_req,
+            starts,
+            x,
+        )
         for q in range(bucket_blocks.shape[0]):
             bucket_blocks[np.uint64(q)] = 0
         if token_planes:

@@ -50,7 +50,9 @@ class SlotRing:
             self.current = slot
         return self.current % self.n_slots
 
-    def add(self, row: int, blocks: np.ndarray, tokens: np.ndarray, counts: np.ndarray, requests: int) -> None:
+    def add(
+        self, row: int, blocks: np.ndarray, tokens: np.ndarray, counts: np.ndarray, requests: int
+    ) -> None:
         self.blocks[row] += blocks
         self.tokens[row] += tokens
         self.counts[row] += counts
@@ -85,8 +87,14 @@ class SlotRing:
         """The grid curve of the slots inside the last `window` seconds."""
         n = max(1, math.ceil(window / self.width))
         rows = self.rows_between(self.current - n + 1, self.current) if self.current is not None else []
-        return grid_curve(grid, horizon, self.blocks[rows].sum(axis=0), self.tokens[rows].sum(axis=0),
-                          self.counts[rows].sum(axis=0), window)  # fmt: skip
+        return grid_curve(
+            grid,
+            horizon,
+            self.blocks[rows].sum(axis=0),
+            self.tokens[rows].sum(axis=0),
+            self.counts[rows].sum(axis=0),
+            window,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,9 +143,14 @@ class SlotSeries:
 
     def curve(self, first: int, last: int) -> HitRateCurve:
         """The grid curve of slots [first, last)."""
-        return grid_curve(self.grid, self.horizon, self.blocks[first:last].sum(axis=0),
-                          self.tokens[first:last].sum(axis=0), self.counts[first:last].sum(axis=0),
-                          (last - first) * self.width)  # fmt: skip
+        return grid_curve(
+            self.grid,
+            self.horizon,
+            self.blocks[first:last].sum(axis=0),
+            self.tokens[first:last].sum(axis=0),
+            self.counts[first:last].sum(axis=0),
+            (last - first) * self.width,
+        )
 
 
 class TimeSlotViews:
@@ -169,8 +182,9 @@ class TimeSlotViews:
         return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)  # type: ignore[attr-defined]
 
 
-def consecutive_window_curves(fine: SlotRing, coarse: SlotRing, series: Callable[..., SlotSeries], seconds: float,
-                              points: int) -> list[HitRateCurve]:  # fmt: skip
+def consecutive_window_curves(
+    fine: SlotRing, coarse: SlotRing, series: Callable[..., SlotSeries], seconds: float, points: int
+) -> list[HitRateCurve]:
     """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first, from the
     ring that holds them (series(seconds, coarse=...) gives a ring's slot series).
 

@@ -105,19 +105,29 @@ def plan_tiers(
     for i, (cap, reach) in enumerate(zip(capacities, reaches, strict=True)):
         blocks, tokens = curve.hits(reach, "blocks"), curve.hits(reach, "tokens")
         hits, token_hits = blocks - below_blocks, tokens - below_tokens
-        tiers.append(Tier(
-            index=i + 1, capacity_blocks=int(cap), reach_blocks=reach, block_hits=hits, token_hits=token_hits,
-            block_hit_rate=hits / curve.accesses if curve.accesses else 0.0,
-            token_hit_rate=token_hits / curve.tokens if curve.tokens else 0.0,
-            exact=reach <= curve.horizon,
-        ))  # fmt: skip
+        tiers.append(
+            Tier(
+                index=i + 1,
+                capacity_blocks=int(cap),
+                reach_blocks=reach,
+                block_hits=hits,
+                token_hits=token_hits,
+                block_hit_rate=hits / curve.accesses if curve.accesses else 0.0,
+                token_hit_rate=token_hits / curve.tokens if curve.tokens else 0.0,
+                exact=reach <= curve.horizon,
+            )
+        )
         below_blocks, below_tokens = blocks, tokens
     nxt = None if next_target is None else next_tier(curve, capacities, mode, next_target, target_mode)
     return TierPlan(mode=mode, tiers=tuple(tiers), next_tier=nxt)
 
 
 def next_tier(
-    curve: HitRateCurve, capacities: Sequence[int], mode: str, target: float, target_mode: TargetMode = "coverage"
+    curve: HitRateCurve,
+    capacities: Sequence[int],
+    mode: str,
+    target: float,
+    target_mode: TargetMode = "coverage",
 ) -> NextTier:
     """The smallest tier behind `capacities` with which the tiers reach `target`.
 
@@ -134,7 +144,12 @@ def next_tier(
     else:
         size, new_reach = (ws - reach if mode == "exclusive" else ws), ws
     return NextTier(
-        target, target_mode, size, new_reach, curve.hit_rate(new_reach, "blocks"), curve.hit_rate(new_reach, "tokens")
+        target,
+        target_mode,
+        size,
+        new_reach,
+        curve.hit_rate(new_reach, "blocks"),
+        curve.hit_rate(new_reach, "tokens"),
     )
 
 

@@ -119,7 +119,9 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         details.append(("resets", f"{restarts} engine restarts, {tracker.clears} AllBlocksCleared"))
     # Whether hits are reported is a question only once something was stored: before the first
     # event the curve is not "of the engine's misses", it is of nothing yet.
-    return HealthParts(notes=tuple(notes), details=tuple(details), reports_hits=hits_reported if stored else None)
+    return HealthParts(
+        notes=tuple(notes), details=tuple(details), reports_hits=hits_reported if stored else None
+    )
 
 
 def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
@@ -162,6 +164,13 @@ def _requests(c: dict[str, int]) -> str:
             f"of waiting requests dropped ({c.get('not_admitted_blocks', 0)} blocks), "
             f"{c.get('admitted_without_store', 0)} admitted without storing a block"
         )
-    extra = [f"{c[k]} {name}" for k, name in (("readmissions", "readmissions after preemption"),
-             ("decode_blocks", "output blocks"), ("unknown_prefix", "without a known cached prefix")) if c.get(k)]  # fmt: skip
+    extra = [
+        f"{c[k]} {name}"
+        for k, name in (
+            ("readmissions", "readmissions after preemption"),
+            ("decode_blocks", "output blocks"),
+            ("unknown_prefix", "without a known cached prefix"),
+        )
+        if c.get(k)
+    ]
     return text + ("; " + ", ".join(extra) if extra else "")

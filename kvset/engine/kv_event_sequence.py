@@ -109,8 +109,10 @@ class GapClosed:
     def describe(self, label: str) -> str:
         span = f"seq {self.start}..{self.stop - 1}"
         if self.not_asked:
-            return (f"{label}: {plural(self.missing, 'batch', 'batches')} lost ({span}); found while the "
-                    "replay endpoint did not answer, so not asked again")  # fmt: skip
+            return (
+                f"{label}: {plural(self.missing, 'batch', 'batches')} lost ({span}); found while the "
+                "replay endpoint did not answer, so not asked again"
+            )
         if not self.replayed:
             return f"{label}: {plural(self.missing, 'batch', 'batches')} lost ({span}); no replay endpoint"
         why = ""
@@ -242,7 +244,11 @@ class KvEventSequence:
         seq = decode_seq(seq_frame)
         if seq is None:
             self.rejects.reject("replay: sequence frame is not 8 bytes", str(self.replay_address))
-        elif replay.start <= seq < (replay.stop if replay.stop is not None else replay.start + TAIL_PROBE_BATCHES):
+        elif (
+            replay.start
+            <= seq
+            < (replay.stop if replay.stop is not None else replay.start + TAIL_PROBE_BATCHES)
+        ):
             replay.got.setdefault(seq, payload)
         return []
 
@@ -310,7 +316,8 @@ class KvEventSequence:
         self._suspect = None
         self.refused += 1
         self.rejects.reject(
-            IMPLAUSIBLE_REASON, f"{self.replay_address or 'publisher'}: seq {suspect_seq} after {self.last_seq}"
+            IMPLAUSIBLE_REASON,
+            f"{self.replay_address or 'publisher'}: seq {suspect_seq} after {self.last_seq}",
         )
         return self._place(seq, batch, now)
 

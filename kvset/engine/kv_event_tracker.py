@@ -189,7 +189,10 @@ class KvEventTracker:
         out: list[tuple[int, ReplayStep]] = []
         for index, publisher in enumerate(self.publishers):
             steps = publisher.sequence.tick(now)
-            quiet = publisher.last_batch_now is not None and now - publisher.last_batch_now >= self.tail_probe_seconds
+            quiet = (
+                publisher.last_batch_now is not None
+                and now - publisher.last_batch_now >= self.tail_probe_seconds
+            )
             if quiet and not publisher.tail_asked:
                 publisher.tail_asked = True
                 steps += publisher.sequence.probe_tail(now)
@@ -373,10 +376,16 @@ class KvEventTracker:
             parts += replay.take_model()
         model = None
         if any(p.batches for p in self.publishers):
-            tail = ((block_size or self.fallback_block_tokens) - 1) / 2  # the mean tokens past a prompt's last full block
+            tail = (
+                (block_size or self.fallback_block_tokens) - 1
+            ) / 2  # the mean tokens past a prompt's last full block
             model = merge_model(parts, tail, self.request_counts(), self.replay_state())
-        return SourceUpdate(accesses=self._pending.take(block_size), engine=self.reading(at), events=events,
-                            engine_model=model)  # fmt: skip
+        return SourceUpdate(
+            accesses=self._pending.take(block_size),
+            engine=self.reading(at),
+            events=events,
+            engine_model=model,
+        )
 
     def request_counts(self) -> dict[str, int]:
         """The grouping's and the dedupe's counters, summed over the publishers."""

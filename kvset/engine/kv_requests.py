@@ -143,7 +143,9 @@ class RequestReplay:
         # step after step), or a first store after the lookup (the prompt was cached but its last part)
         previous = request.last_store if request.last_store >= 0 else request.reported
         since = None if request.last_store_ts is None else self._ts[b] - request.last_store_ts
-        later = b > previous + 1 or bool(since is not None and self.step_seconds and since > 1.5 * self.step_seconds)
+        later = b > previous + 1 or bool(
+            since is not None and self.step_seconds and since > 1.5 * self.step_seconds
+        )
         decode = request.decode_from is not None or (len(keys) == 1 and later)
         if decode and request.decode_from is None:
             request.decode_from = request.blocks
@@ -185,7 +187,11 @@ class RequestReplay:
         n = len(keys)
         for other_last, other in list(self._reports.items()):
             m = min(n, len(other.keys))
-            if other.batch < self._batch and len(other.keys) != n and int(other.keys[m - 1]) == int(keys[m - 1]):
+            if (
+                other.batch < self._batch
+                and len(other.keys) != n
+                and int(other.keys[m - 1]) == int(keys[m - 1])
+            ):
                 del self._reports[other_last]  # the same waiting request, its cached prefix changed
                 self.counts.superseded += other.count
                 self._drop(other_last, other)
@@ -334,7 +340,11 @@ class RequestReplay:
         cause = np.zeros(n, dtype=np.int8)
         absent = np.flatnonzero(pos == ABSENT)
         for i in absent.tolist():
-            cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten_recent or int(keys[i]) in self._forgotten_older else CAUSE_FIRST_TIME
+            cause[i] = (
+                CAUSE_BEYOND_HORIZON
+                if int(keys[i]) in self._forgotten_recent or int(keys[i]) in self._forgotten_older
+                else CAUSE_FIRST_TIME
+            )
         if recomputed:
             dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
             self.counts.recomputed_blocks += n
@@ -403,7 +413,9 @@ class RequestReplay:
             return rid
         theirs = self._finished_sets.get(rid)
         if theirs is None:
-            theirs = self._finished_sets[rid] = {k for arr in self._finished_keys[rid][1] for k in arr.tolist()}
+            theirs = self._finished_sets[rid] = {
+                k for arr in self._finished_keys[rid][1] for k in arr.tolist()
+            }
         return rid if all(k in theirs for arr in prefill for k in arr.tolist()) else None
 
     def _hand_out(self, request: OpenRequest, batch: int) -> None:
@@ -426,8 +438,13 @@ class RequestReplay:
             return  # its cached prefix is unknown: its hit rate too
         if request.dt:
             self._out_model.append(
-                (np.concatenate(request.dt), np.concatenate(request.dq), np.concatenate(request.cause),
-                 np.concatenate(request.qtokens), ts)  # fmt: skip
+                (
+                    np.concatenate(request.dt),
+                    np.concatenate(request.dq),
+                    np.concatenate(request.cause),
+                    np.concatenate(request.qtokens),
+                    ts,
+                )
             )
         else:
             empty = np.empty(0, np.int64)
@@ -459,5 +476,9 @@ class RequestReplay:
         return out
 
     def state(self) -> dict[str, int]:
-        return {"pinned": self.queue.pinned, "queued": self.queue.queued, "running": len(self._running),
-                "finish_lag": self.finish_lag}  # fmt: skip
+        return {
+            "pinned": self.queue.pinned,
+            "queued": self.queue.queued,
+            "running": len(self._running),
+            "finish_lag": self.finish_lag,
+        }

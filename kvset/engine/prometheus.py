@@ -199,7 +199,9 @@ def _vllm(samples: dict) -> CacheCounters:
         raw_bs, raw_nb = lb.get("block_size", ""), lb.get("num_gpu_blocks", "")
         bs = _label_int(raw_bs)
         if bs is None or bs < 1:
-            notes.append(f"cache_config_info block_size={raw_bs[:20]!r} unusable: that engine's capacity ignored")
+            notes.append(
+                f"cache_config_info block_size={raw_bs[:20]!r} unusable: that engine's capacity ignored"
+            )
             engines[lb.get("engine", "")] = (None, None)
             continue
         nb = _label_int(raw_nb)

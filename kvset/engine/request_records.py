@@ -88,10 +88,15 @@ class RequestCounts:
     finished_by_lag: int = 0
 
 
-def merge_model(parts: list[tuple], partial_tail_per_request: float, counts: dict, state: dict) -> EngineModelDelta:
+def merge_model(
+    parts: list[tuple], partial_tail_per_request: float, counts: dict, state: dict
+) -> EngineModelDelta:
     """One EngineModelDelta from the finished requests of every rank's replay."""
+
     def cat(i, dtype):
-        return np.concatenate([p[i] for p in parts]).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+        return (
+            np.concatenate([p[i] for p in parts]).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+        )
 
     return EngineModelDelta(
         distance=cat(0, np.int64),

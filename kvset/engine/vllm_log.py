@@ -445,7 +445,10 @@ class PromptTruncationJudge:
 
 
 def prompt_block_keys(
-    token_ids: np.ndarray, block_size: int = 16, hash_algo: str = "sha256", python_hash_seed: str | None = None
+    token_ids: np.ndarray,
+    block_size: int = 16,
+    hash_algo: str = "sha256",
+    python_hash_seed: str | None = None,
 ) -> np.ndarray:
     """uint64 keys of the prompt's full blocks, exactly as vLLM's prefix cache hashes them."""
     return block_keys(token_ids.tolist(), block_size, hash_algo, python_hash_seed=python_hash_seed)

@@ -17,16 +17,26 @@ from kvset.exporter.serve import MetricsServer
 from kvset.exporter.textfile import TextfileWriter, check_textfile_target, write_textfile
 from kvset.snapshot import Snapshot
 
-__all__ = ["Exporter", "MetricsServer", "SnapshotCollector", "check_textfile_target", "snapshot_families",
-           "write_textfile"]  # fmt: skip
+__all__ = [
+    "Exporter",
+    "MetricsServer",
+    "SnapshotCollector",
+    "check_textfile_target",
+    "snapshot_families",
+    "write_textfile",
+]
 
 
 class Exporter:
     """A collector on its own registry (not prometheus_client's global one: no process or Python
     metrics of this process), with an HTTP endpoint and/or a textfile writer."""
 
-    def __init__(self, capacities: Sequence[int] = (), listen: tuple[str, int] | None = None,
-                 textfile: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        capacities: Sequence[int] = (),
+        listen: tuple[str, int] | None = None,
+        textfile: Path | None = None,
+    ) -> None:
         """Raises OSError when the address cannot be bound, ValueError when the textfile cannot be written."""
         self.collector = SnapshotCollector(capacities)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -34,7 +44,9 @@ class Exporter:
         if textfile is not None:
             check_textfile_target(textfile)
         self.server = MetricsServer(self.registry, *listen) if listen is not None else None
-        self.textfile = TextfileWriter(textfile, self.registry, self.collector) if textfile is not None else None
+        self.textfile = (
+            TextfileWriter(textfile, self.registry, self.collector) if textfile is not None else None
+        )
 
     def publish(self, snapshot: Snapshot) -> None:
         self.collector.publish(snapshot)

@@ -60,11 +60,21 @@ def _unique(names: Iterable[str]) -> list[str]:
 
 
 def _hit_rates(snap: Snapshot, capacities: Sequence[int]) -> Iterator[Metric]:
-    hit = GaugeMetricFamily("kvset_hit_rate", "LRU hit rate at a capacity (share of accesses or tokens); "
-                            "windowed curves are lower bounds between grid points", labels=["capacity_blocks", "unit", "window"])  # fmt: skip
-    attainable = GaugeMetricFamily("kvset_attainable_hit_rate", "hit rate of an infinite cache inside the horizon",
-                                   labels=["unit", "window"])  # fmt: skip
-    caps = sorted({int(c) for c in capacities} | ({snap.engine_capacity_blocks} if snap.engine_capacity_blocks else set()))
+    hit = GaugeMetricFamily(
+        "kvset_hit_rate",
+        "LRU hit rate at a capacity (share of accesses or tokens); "
+        "windowed curves are lower bounds between grid points",
+        labels=["capacity_blocks", "unit", "window"],
+    )
+    attainable = GaugeMetricFamily(
+        "kvset_attainable_hit_rate",
+        "hit rate of an infinite cache inside the horizon",
+        labels=["unit", "window"],
+    )
+    caps = sorted(
+        {int(c) for c in capacities}
+        | ({snap.engine_capacity_blocks} if snap.engine_capacity_blocks else set())
+    )
     for window, curve in snap.curves.items():
         if not curve.accesses:
             continue
@@ -78,10 +88,14 @@ def _hit_rates(snap: Snapshot, capacities: Sequence[int]) -> Iterator[Metric]:
 
 def _working_sets(snap: Snapshot) -> Iterator[Metric]:
     labels = ["target", "mode", "window"]
-    blocks = GaugeMetricFamily("kvset_working_set_blocks", "smallest LRU capacity reaching the target (absent "
-                               "while not reached inside the horizon)", labels=labels)  # fmt: skip
-    in_bytes = GaugeMetricFamily("kvset_working_set_bytes", "the working set in full-attention KV bytes of the model",
-                                 labels=labels)  # fmt: skip
+    blocks = GaugeMetricFamily(
+        "kvset_working_set_blocks",
+        "smallest LRU capacity reaching the target (absent while not reached inside the horizon)",
+        labels=labels,
+    )
+    in_bytes = GaugeMetricFamily(
+        "kvset_working_set_bytes", "the working set in full-attention KV bytes of the model", labels=labels
+    )
     for row in snap.working_sets:
         if row.capacity_blocks is None:
             continue
@@ -94,7 +108,9 @@ def _working_sets(snap: Snapshot) -> Iterator[Metric]:
         yield in_bytes
 
 
-def add_stack_distances(histogram: HistogramMetricFamily, labels: list[str], curve: HitRateCurve, horizon: int) -> None:
+def add_stack_distances(
+    histogram: HistogramMetricFamily, labels: list[str], curve: HitRateCurve, horizon: int
+) -> None:
     """The curve's stack distances as one histogram series: bucket le=C is hits(C), +Inf every access."""
     buckets = [(floatToGoString(c), curve.hits(c)) for c in stack_distance_edges(horizon)]
     buckets.append(("+Inf", curve.accesses))
@@ -113,21 +129,35 @@ def _stack_distances(curve: HitRateCurve, horizon: int) -> Metric:
 
 def _engine(snap: Snapshot) -> Iterator[Metric]:
     if snap.engine_capacity_blocks:
-        yield GaugeMetricFamily("kvset_engine_capacity_blocks", "the engine's KV pool, in the analyzed stream's blocks",
-                                value=snap.engine_capacity_blocks)  # fmt: skip
+        yield GaugeMetricFamily(
+            "kvset_engine_capacity_blocks",
+            "the engine's KV pool, in the analyzed stream's blocks",
+            value=snap.engine_capacity_blocks,
+        )
     engine = snap.engine
     if engine is not None and engine.token_hit_rate is not None and not engine.stale:
-        yield GaugeMetricFamily("kvset_engine_token_hit_rate", "the prefix-cache token hit rate the engine measures",
-                                value=engine.token_hit_rate)  # fmt: skip
+        yield GaugeMetricFamily(
+            "kvset_engine_token_hit_rate",
+            "the prefix-cache token hit rate the engine measures",
+            value=engine.token_hit_rate,
+        )
     op = snap.operating_point
     if op is not None and op.comparable and op.predicted("all") is not None:
-        yield GaugeMetricFamily("kvset_predicted_token_hit_rate", "the predicted token hit rate at the engine's "
-                                "pool: the engine model's, else the all-time LRU curve's", value=op.predicted("all"))  # fmt: skip
+        yield GaugeMetricFamily(
+            "kvset_predicted_token_hit_rate",
+            "the predicted token hit rate at the engine's "
+            "pool: the engine model's, else the all-time LRU curve's",
+            value=op.predicted("all"),
+        )
 
 
 def _sources(snap: Snapshot) -> Iterator[Metric]:
-    up = GaugeMetricFamily("kvset_source_up", "1 while the source is connected and delivering", labels=["source"])
-    rejected = CounterMetricFamily("kvset_rejected", "input refused, by source and reason", labels=["source", "reason"])
+    up = GaugeMetricFamily(
+        "kvset_source_up", "1 while the source is connected and delivering", labels=["source"]
+    )
+    rejected = CounterMetricFamily(
+        "kvset_rejected", "input refused, by source and reason", labels=["source", "reason"]
+    )
     names = _unique(label_value(h.source) for h in snap.sources)
     for name, health in zip(names, snap.sources, strict=True):
         up.add_metric([name], 1.0 if health.connected else 0.0)
@@ -145,8 +175,11 @@ def _tiers(snap: Snapshot) -> Iterator[Metric]:
     plan = snap.tiers
     if plan is None:
         return
-    rate = GaugeMetricFamily("kvset_tier_hit_rate", f"share of all accesses each cache tier serves ({plan.mode} "
-                             "tiers, all-time curve, blocks)", labels=["tier"])  # fmt: skip
+    rate = GaugeMetricFamily(
+        "kvset_tier_hit_rate",
+        f"share of all accesses each cache tier serves ({plan.mode} tiers, all-time curve, blocks)",
+        labels=["tier"],
+    )
     size = GaugeMetricFamily("kvset_tier_capacity_blocks", "the size of each cache tier", labels=["tier"])
     for t in plan.tiers:
         rate.add_metric([str(t.index)], t.block_hit_rate)
@@ -160,17 +193,33 @@ def _ranks(snap: Snapshot, capacities: Sequence[int]) -> Iterator[Metric]:
     merged stream's metrics would make every sum over them count each access twice."""
     if not snap.ranks:
         return
-    accesses = CounterMetricFamily("kvset_rank_accesses", "block accesses of each data-parallel rank", labels=["rank"])
-    ws = GaugeMetricFamily("kvset_rank_working_set_blocks", "smallest LRU capacity reaching the target on the "
-                           "rank's own accesses (all time; absent while not reached)", labels=["rank", "target", "mode"])  # fmt: skip
-    ws_bytes = GaugeMetricFamily("kvset_rank_working_set_bytes", "the rank's working set in full-attention KV bytes",
-                                 labels=["rank", "target", "mode"])  # fmt: skip
-    hit = GaugeMetricFamily("kvset_rank_hit_rate", "LRU hit rate of the rank's own accesses at a capacity (all time)",
-                            labels=["rank", "capacity_blocks", "unit"])  # fmt: skip
-    pool = GaugeMetricFamily("kvset_rank_capacity_blocks", "each rank's own pool the pooling gain assumes",
-                             labels=["rank"])  # fmt: skip
-    distances = HistogramMetricFamily("kvset_rank_stack_distance_blocks", "LRU stack distances of the rank's own "
-                                      "accesses (all time), as kvset_stack_distance_blocks", labels=["rank"])  # fmt: skip
+    accesses = CounterMetricFamily(
+        "kvset_rank_accesses", "block accesses of each data-parallel rank", labels=["rank"]
+    )
+    ws = GaugeMetricFamily(
+        "kvset_rank_working_set_blocks",
+        "smallest LRU capacity reaching the target on the "
+        "rank's own accesses (all time; absent while not reached)",
+        labels=["rank", "target", "mode"],
+    )
+    ws_bytes = GaugeMetricFamily(
+        "kvset_rank_working_set_bytes",
+        "the rank's working set in full-attention KV bytes",
+        labels=["rank", "target", "mode"],
+    )
+    hit = GaugeMetricFamily(
+        "kvset_rank_hit_rate",
+        "LRU hit rate of the rank's own accesses at a capacity (all time)",
+        labels=["rank", "capacity_blocks", "unit"],
+    )
+    pool = GaugeMetricFamily(
+        "kvset_rank_capacity_blocks", "each rank's own pool the pooling gain assumes", labels=["rank"]
+    )
+    distances = HistogramMetricFamily(
+        "kvset_rank_stack_distance_blocks",
+        "LRU stack distances of the rank's own accesses (all time), as kvset_stack_distance_blocks",
+        labels=["rank"],
+    )
     for view in snap.ranks:
         rank = str(view.rank)
         accesses.add_metric([rank], view.accesses)
@@ -193,28 +242,44 @@ def _ranks(snap: Snapshot, capacities: Sequence[int]) -> Iterator[Metric]:
     p = snap.pooling
     if p is None:
         return
-    shared = GaugeMetricFamily("kvset_pooling_shared_hit_rate", "hit rate of one shared LRU pool of the ranks' pools "
-                               "added up, on the merged stream (all time)", labels=["unit"])  # fmt: skip
-    separate = GaugeMetricFamily("kvset_pooling_separate_hit_rate", "hit rate of the ranks each on its own pool, their "
-                                 "hits added up over all accesses (all time)", labels=["unit"])  # fmt: skip
-    gain = GaugeMetricFamily("kvset_pooling_gain", "shared minus separate hit rate at the same total capacity",
-                             labels=["unit"])  # fmt: skip
+    shared = GaugeMetricFamily(
+        "kvset_pooling_shared_hit_rate",
+        "hit rate of one shared LRU pool of the ranks' pools added up, on the merged stream (all time)",
+        labels=["unit"],
+    )
+    separate = GaugeMetricFamily(
+        "kvset_pooling_separate_hit_rate",
+        "hit rate of the ranks each on its own pool, their hits added up over all accesses (all time)",
+        labels=["unit"],
+    )
+    gain = GaugeMetricFamily(
+        "kvset_pooling_gain", "shared minus separate hit rate at the same total capacity", labels=["unit"]
+    )
     for unit in UNITS:
         shared.add_metric([unit], p.shared_hit_rate[unit])
         separate.add_metric([unit], p.separate_hit_rate[unit])
         gain.add_metric([unit], p.gain(unit))
     yield from (shared, separate, gain)
-    yield GaugeMetricFamily("kvset_pooling_capacity_blocks", "the shared pool the gain is computed at: the ranks' "
-                            "pools added up", value=p.capacity_blocks)  # fmt: skip
+    yield GaugeMetricFamily(
+        "kvset_pooling_capacity_blocks",
+        "the shared pool the gain is computed at: the ranks' pools added up",
+        value=p.capacity_blocks,
+    )
 
 
 def _sample(snap: Snapshot) -> Iterator[Metric]:
     """A sampled analyzer's sample: then every other kvset_ metric but kvset_accesses is an estimate."""
     if snap.sample is None:
         return
-    yield GaugeMetricFamily("kvset_sample_rate", "present when the numbers are estimates from a spatial sample of "
-                            "the blocks: the rate blocks past the request heads are kept at", value=snap.sample.rate)  # fmt: skip
-    yield GaugeMetricFamily("kvset_sample_tracked_blocks", "blocks in the sample", value=snap.sample.tracked_blocks)
+    yield GaugeMetricFamily(
+        "kvset_sample_rate",
+        "present when the numbers are estimates from a spatial sample of "
+        "the blocks: the rate blocks past the request heads are kept at",
+        value=snap.sample.rate,
+    )
+    yield GaugeMetricFamily(
+        "kvset_sample_tracked_blocks", "blocks in the sample", value=snap.sample.tracked_blocks
+    )
 
 
 def snapshot_families(snap: Snapshot, capacities: Sequence[int] = ()) -> list[Metric]:
@@ -222,9 +287,12 @@ def snapshot_families(snap: Snapshot, capacities: Sequence[int] = ()) -> list[Me
     t = snap.totals
     families: list[Metric] = [
         CounterMetricFamily("kvset_accesses", "block accesses analyzed", value=t.accesses),
-        CounterMetricFamily("kvset_first_time_blocks", "accesses to blocks never seen before", value=t.first_time),
-        CounterMetricFamily("kvset_beyond_horizon", "re-references of blocks forgotten at the horizon",
-                            value=t.beyond_horizon),  # fmt: skip
+        CounterMetricFamily(
+            "kvset_first_time_blocks", "accesses to blocks never seen before", value=t.first_time
+        ),
+        CounterMetricFamily(
+            "kvset_beyond_horizon", "re-references of blocks forgotten at the horizon", value=t.beyond_horizon
+        ),
     ]
     families += _working_sets(snap)
     families += _hit_rates(snap, capacities)

@@ -40,7 +40,9 @@ def check_textfile_target(path: Path) -> None:
     """Raises ValueError when the textfile cannot be written where asked."""
     folder = Path(path).parent
     if Path(path).is_dir():
-        raise ValueError(f"--textfile {path}: is a folder; give a file name such as {Path(path) / 'kvset.prom'}")
+        raise ValueError(
+            f"--textfile {path}: is a folder; give a file name such as {Path(path) / 'kvset.prom'}"
+        )
     if not folder.is_dir():
         raise ValueError(f"--textfile {path}: no such folder {folder}")
     if not os.access(folder, os.W_OK):

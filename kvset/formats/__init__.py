@@ -10,4 +10,12 @@ from kvset.formats.traces import (
     read_trace,
 )
 
-__all__ = ["FORMATS", "ParsedRequests", "Trace", "TraceError", "TraceLineParser", "detect_format", "read_trace"]
+__all__ = [
+    "FORMATS",
+    "ParsedRequests",
+    "Trace",
+    "TraceError",
+    "TraceLineParser",
+    "detect_format",
+    "read_trace",
+]

@@ -38,8 +38,10 @@ class BlockSizeCheck:
         return self.wrong and self.best != self.block_tokens and self.best_fit >= FITS_WELL
 
     def describe(self) -> str:
-        return (f"{self.block_tokens} tokens per block fits {self.fit:.1%} of {self.checked:,} requests "
-                f"(len(hash_ids) = ceil(input_length / block size)); {self.best} fits {self.best_fit:.1%}")  # fmt: skip
+        return (
+            f"{self.block_tokens} tokens per block fits {self.fit:.1%} of {self.checked:,} requests "
+            f"(len(hash_ids) = ceil(input_length / block size)); {self.best} fits {self.best_fit:.1%}"
+        )
 
 
 def fit_share(input_lengths: np.ndarray, counts: np.ndarray, block: int) -> float:

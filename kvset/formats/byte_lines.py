@@ -77,8 +77,9 @@ class _Run:
         )
 
 
-def feed_bytes(parser: TraceLineParser, data: bytes | memoryview, first_lineno: int,
-               scratch: _Run | None = None) -> tuple[ParsedRequests, int]:  # fmt: skip
+def feed_bytes(
+    parser: TraceLineParser, data: bytes | memoryview, first_lineno: int, scratch: _Run | None = None
+) -> tuple[ParsedRequests, int]:
     """Parse whole lines (the last may lack its newline); line i of data has number first_lineno + i.
     Returns the requests and the number of lines. scratch: arrays of an earlier call to reuse."""
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -99,8 +100,20 @@ def feed_bytes(parser: TraceLineParser, data: bytes | memoryview, first_lineno: 
     pending_first = 0
     n_keys = n_req = 0
     while pos < end:
-        reason, stop, lines, k1, r1 = scan_lines(buf, pos, end, units, lineno, run.keys, n_keys, run.counts,
-                                                 run.input_lengths, run.stamps, run.lines, n_req)  # fmt: skip
+        reason, stop, lines, k1, r1 = scan_lines(
+            buf,
+            pos,
+            end,
+            units,
+            lineno,
+            run.keys,
+            n_keys,
+            run.counts,
+            run.input_lengths,
+            run.stamps,
+            run.lines,
+            n_req,
+        )
         if pending and lines:  # the msgspec lines came first
             parts.append(parser.feed_lines(pending, pending_first))
             pending = []
@@ -183,7 +196,9 @@ class _Chunks:
                 return
 
 
-def read_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int | None = None) -> Iterator[tuple[ParsedRequests, int]]:
+def read_chunks(
+    stream: BinaryIO, parser: TraceLineParser, chunk_bytes: int | None = None
+) -> Iterator[tuple[ParsedRequests, int]]:
     """(requests, lines read so far) per chunk of about chunk_bytes of whole lines.
 
     A truncated or corrupt gzip tail ends the input visibly, after the whole lines before it.

@@ -47,7 +47,9 @@ class RecordTargetError(ValueError):
     """A recording target that must not be written: its one line says why and what to do."""
 
 
-def check_record_target(target: str | Path, inputs: Iterable[str | Path] = (), overwrite: bool = False) -> Path:
+def check_record_target(
+    target: str | Path, inputs: Iterable[str | Path] = (), overwrite: bool = False
+) -> Path:
     """The path to record to, or RecordTargetError: not onto an input, not over a file unless asked,
     not into a folder that does not exist."""
     path = Path(target)
@@ -85,7 +87,9 @@ class TraceRecorder:
             self._tmp = Path(tmp)
             os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp makes it private; a trace is a plain file
             raw = os.fdopen(fd, "wb")
-            self._file: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if self.path.suffix == ".gz" else raw
+            self._file: IO[bytes] = (
+                gzip.GzipFile(fileobj=raw, mode="wb") if self.path.suffix == ".gz" else raw
+            )
             self._raw: IO[bytes] | None = raw if self.path.suffix == ".gz" else None
             self._owned = True
         else:

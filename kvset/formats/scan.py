@@ -19,8 +19,17 @@ import numpy as np
 from numba import njit
 
 # Field names the scanner knows; the index is the field's bit in the "seen" mask.
-FIELDS = ("timestamp", "input_length", "output_length", "hash_ids", "chat_id", "parent_chat_id", "type", "turn",
-          "session_id")  # fmt: skip
+FIELDS = (
+    "timestamp",
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "chat_id",
+    "parent_chat_id",
+    "type",
+    "turn",
+    "session_id",
+)
 F_TIMESTAMP, F_INPUT_LENGTH, F_HASH_IDS = 0, 1, 3
 _NAMES = np.frombuffer("".join(FIELDS).encode(), dtype=np.uint8).copy()
 _OFFSETS = np.cumsum([0] + [len(f) for f in FIELDS]).astype(np.int64)
@@ -225,7 +234,9 @@ def _line_end(buf, i, end):
 
 
 @njit(nogil=True, cache=True)
-def scan_lines(buf, pos, end, units, first_line, keys, n_keys, counts, input_lengths, stamps, line_numbers, n_req):
+def scan_lines(
+    buf, pos, end, units, first_line, keys, n_keys, counts, input_lengths, stamps, line_numbers, n_req
+):
     """Scan whole lines of buf[pos:end] until one it cannot take or the end.
 
     Appends to keys[n_keys:] and to the per-request arrays at n_req (the caller sizes them:
@@ -279,7 +290,13 @@ def scan_lines(buf, pos, end, units, first_line, keys, n_keys, counts, input_len
                         break
                     input_length = np.int64(v)
                 elif f == F_TIMESTAMP:
-                    if end - i >= 4 and buf[i] == 110 and buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108:
+                    if (
+                        end - i >= 4
+                        and buf[i] == 110
+                        and buf[i + 1] == 117
+                        and buf[i + 2] == 108
+                        and buf[i + 3] == 108
+                    ):
                         i += 4  # null: no timestamp
                     else:
                         stamp, i = _number(buf, i, end)

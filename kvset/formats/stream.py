@@ -49,12 +49,19 @@ class _Fits:
         """check_block_size's answer for every request seen (fit shares as it computes them)."""
         shares = self.fits / self.checked if self.checked else np.ones(len(self.sizes))
         i = int(np.argmax(shares[:-1]))  # ties: the smallest candidate
-        return BlockSizeCheck(int(self.sizes[-1]), float(shares[-1]), CANDIDATES[i], float(shares[i]), self.checked)
+        return BlockSizeCheck(
+            int(self.sizes[-1]), float(shares[-1]), CANDIDATES[i], float(shares[i]), self.checked
+        )
 
 
 def _stamped(parsed: ParsedRequests, stamps: np.ndarray, block_tokens: int) -> AccessBatch:
-    return AccessBatch(keys=parsed.keys, tokens=parsed.tokens, request_starts=parsed.request_starts,
-                       timestamps=np.repeat(stamps, parsed.request_lengths()), block_tokens=block_tokens)  # fmt: skip
+    return AccessBatch(
+        keys=parsed.keys,
+        tokens=parsed.tokens,
+        request_starts=parsed.request_starts,
+        timestamps=np.repeat(stamps, parsed.request_lengths()),
+        block_tokens=block_tokens,
+    )
 
 
 def _split(parsed: ParsedRequests, k: int) -> tuple[ParsedRequests, ParsedRequests]:
@@ -62,9 +69,14 @@ def _split(parsed: ParsedRequests, k: int) -> tuple[ParsedRequests, ParsedReques
     cut = int(parsed.request_starts[k]) if k < parsed.requests else parsed.accesses
 
     def part(lo: int, hi: int, a0: int, a1: int) -> ParsedRequests:
-        return ParsedRequests(parsed.keys[a0:a1], parsed.tokens[a0:a1], parsed.request_starts[lo:hi] - a0,
-                              parsed.request_timestamps[lo:hi], parsed.request_lines[lo:hi],
-                              parsed.request_input_lengths[lo:hi])  # fmt: skip
+        return ParsedRequests(
+            parsed.keys[a0:a1],
+            parsed.tokens[a0:a1],
+            parsed.request_starts[lo:hi] - a0,
+            parsed.request_timestamps[lo:hi],
+            parsed.request_lines[lo:hi],
+            parsed.request_input_lengths[lo:hi],
+        )
 
     return part(0, k, 0, cut), part(k, parsed.requests, cut, parsed.accesses)
 
@@ -73,9 +85,16 @@ class TraceStream:
     """Iterate to get AccessBatches in read_trace's order; then `lines`, `rejects`, `warnings`,
     `notes`, `requests`, `format` and `block_tokens` say what was read."""
 
-    def __init__(self, path: str | Path, format: str | None = None, block_size: int | None = None,
-                 strict: bool = False, hash_algo: str = "sha256", python_hash_seed: str | None = None,
-                 exact: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str | Path,
+        format: str | None = None,
+        block_size: int | None = None,
+        strict: bool = False,
+        hash_algo: str = "sha256",
+        python_hash_seed: str | None = None,
+        exact: bool = True,
+    ) -> None:
         """exact=False (a live replay): where read_trace would have read otherwise, go on and say so
         in the notes instead of raising NeedsWholeTrace."""
         self.path = path
@@ -240,26 +259,33 @@ class TraceStream:
             raise no_request_error(str(self.path) if str(self.path) != "-" else "stdin", self.lines, p)
         fits = getattr(self, "_fits", None)
         check = fits.check() if p.format != "tokens" and fits is not None else None
-        if check is not None and self._switched != (check.best if check.better_known and self.given_block is None else None):
+        if check is not None and self._switched != (
+            check.best if check.better_known and self.given_block is None else None
+        ):
             self._inexact("the block size the whole trace keeps is not the one its first lines keep")
         notes = list(p.notes)
         if self.given_format is not None:
             notes.insert(0, f"format {self.given_format} (given)")
         if check is not None:
             if check.wrong and self.given_block is not None and check.better_known:
-                raise TraceError(f"--block-size {check.block_tokens} does not fit this trace: {check.describe()}: "
-                                 f"give --block-size {check.best}")  # fmt: skip
+                raise TraceError(
+                    f"--block-size {check.block_tokens} does not fit this trace: {check.describe()}: "
+                    f"give --block-size {check.best}"
+                )
             if check.better_known:
-                notes.append(f"block size inferred from the lines: {check.describe()}; read with {check.best} "
-                             f"(give --block-size to override)")  # fmt: skip
+                notes.append(
+                    f"block size inferred from the lines: {check.describe()}; read with {check.best} "
+                    f"(give --block-size to override)"
+                )
             elif check.wrong:
                 notes.append(f"block size doubtful: {check.describe()}; check --block-size")
         notes.append(f"{p.block_tokens} tokens per block")
         if self._filled:
-            notes.append(f"{self._filled} requests had no timestamp; each takes its predecessor's time (line order)")
+            notes.append(
+                f"{self._filled} requests had no timestamp; each takes its predecessor's time (line order)"
+            )
         if self.sorted_in_window:
             notes.append("requests were not in timestamp order; sorted by timestamp (stable)")
         self.warnings = p.warnings
         notes += warning_notes(self.warnings)
         self.notes = notes
-

@@ -42,6 +42,7 @@ def _time_out_of_range(timestamp: float | None, units_per_second: float) -> bool
         math.isfinite(timestamp) and abs(timestamp / units_per_second) <= MAX_TIMESTAMP_SECONDS
     )
 
+
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 # Token counts the arrays can hold (int32 per access); a request of 2^31 tokens is garbage anyway.
 MAX_TOKENS = (1 << 31) - 1
@@ -122,9 +123,13 @@ class ParsedRequests(RequestArrays):
     @staticmethod
     def empty() -> ParsedRequests:
         return ParsedRequests(
-            np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.int64),
-            np.empty(0, np.float64), np.empty(0, np.int64), np.empty(0, np.int64),
-        )  # fmt: skip
+            np.empty(0, np.uint64),
+            np.empty(0, np.int32),
+            np.empty(0, np.int64),
+            np.empty(0, np.float64),
+            np.empty(0, np.int64),
+            np.empty(0, np.int64),
+        )
 
     @staticmethod
     def concat(parts: list[ParsedRequests]) -> ParsedRequests:
@@ -137,7 +142,9 @@ class ParsedRequests(RequestArrays):
         return ParsedRequests(
             keys=np.concatenate([p.keys for p in parts]),
             tokens=np.concatenate([p.tokens for p in parts]),
-            request_starts=np.concatenate([p.request_starts + off for p, off in zip(parts, offsets, strict=True)]),
+            request_starts=np.concatenate(
+                [p.request_starts + off for p, off in zip(parts, offsets, strict=True)]
+            ),
             request_timestamps=np.concatenate([p.request_timestamps for p in parts]),
             request_lines=np.concatenate([p.request_lines for p in parts]),
             request_input_lengths=np.concatenate([p.request_input_lengths for p in parts]),
@@ -149,7 +156,9 @@ class ParsedRequests(RequestArrays):
         new_starts = np.zeros(len(order), dtype=np.int64)
         np.cumsum(lengths[:-1], out=new_starts[1:])
         # Access i of the new layout comes from old position i - (new start - old start) of its request.
-        source = np.arange(self.accesses, dtype=np.int64) + np.repeat(self.request_starts[order] - new_starts, lengths)
+        source = np.arange(self.accesses, dtype=np.int64) + np.repeat(
+            self.request_starts[order] - new_starts, lengths
+        )
         return ParsedRequests(
             keys=self.keys[source],
             tokens=self.tokens[source],
@@ -256,7 +265,9 @@ class TraceLineParser:
     def _mismatch_reason(block: int) -> str:
         return f"hash_ids count is not ceil(input_length / {block}); request kept"
 
-    def warn_mismatch(self, block: int, lineno: int, ids: int, input_length: int, strict: bool = True) -> None:
+    def warn_mismatch(
+        self, block: int, lineno: int, ids: int, input_length: int, strict: bool = True
+    ) -> None:
         """A request kept although its hash_ids count does not fit input_length and the block size.
 
         strict=False: counted even in strict mode (a block size inferred afterwards rechecks them)."""
@@ -290,8 +301,9 @@ class TraceLineParser:
             if isinstance(obj, dict):
                 self._reject(
                     "unrecognised object (no hash_ids, token_ids or prompt_token_ids)",
-                    lineno, "no hash_ids, token_ids or prompt_token_ids",
-                )  # fmt: skip
+                    lineno,
+                    "no hash_ids, token_ids or prompt_token_ids",
+                )
             else:
                 self._reject("not a JSON object", lineno, f"expected an object, got {type(obj).__name__}")
             return False
@@ -364,8 +376,11 @@ class TraceLineParser:
                 self.line_block_size = req.block_size
             if req.block_tokens is not None:
                 if len(req.block_tokens) != n:
-                    self._reject("block_tokens and hash_ids differ in length", lineno,
-                                 f"{len(req.block_tokens)} block_tokens for {n} hash_ids")  # fmt: skip
+                    self._reject(
+                        "block_tokens and hash_ids differ in length",
+                        lineno,
+                        f"{len(req.block_tokens)} block_tokens for {n} hash_ids",
+                    )
                     continue
                 explicit[len(id_lists)] = req.block_tokens
             elif n != -(-req.input_length // b):
@@ -376,7 +391,9 @@ class TraceLineParser:
             implied.append(req.input_length if req.block_size is None and req.block_tokens is None else -1)
             stamps.append(nan if req.timestamp is None else req.timestamp)
             linenos.append(lineno)
-        keys = self._hash_ids_to_keys(id_lists, input_lengths, stamps, linenos, line_blocks, implied, explicit)
+        keys = self._hash_ids_to_keys(
+            id_lists, input_lengths, stamps, linenos, line_blocks, implied, explicit
+        )
         if not id_lists:
             return ParsedRequests.empty()
         counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
@@ -389,7 +406,8 @@ class TraceLineParser:
             keys=keys,
             tokens=tokens,
             request_starts=starts,
-            request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND[self.format or "mooncake"],
+            request_timestamps=np.asarray(stamps, dtype=np.float64)
+            / TIME_UNITS_PER_SECOND[self.format or "mooncake"],
             request_lines=np.asarray(linenos, dtype=np.int64),
             request_input_lengths=np.asarray(implied, dtype=np.int64),
         )
@@ -451,8 +469,9 @@ class TraceLineParser:
             if len(token_ids) < block:
                 self._reject(
                     f"prompt shorter than one block of {block} tokens (no full block to hash)",
-                    lineno, f"{len(token_ids)} tokens",
-                )  # fmt: skip
+                    lineno,
+                    f"{len(token_ids)} tokens",
+                )
                 continue
             try:
                 keys = block_keys(token_ids, block, self.hash_algo, self.python_hash_seed)

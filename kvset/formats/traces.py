@@ -28,7 +28,15 @@ from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch
 
-__all__ = ["FORMATS", "ParsedRequests", "Trace", "TraceError", "TraceLineParser", "detect_format", "read_trace"]
+__all__ = [
+    "FORMATS",
+    "ParsedRequests",
+    "Trace",
+    "TraceError",
+    "TraceLineParser",
+    "detect_format",
+    "read_trace",
+]
 
 CHUNK_LINES = 8192
 _BOM = b"\xef\xbb\xbf"
@@ -77,7 +85,9 @@ class Trace(RequestArrays):
             first = end_request
 
 
-def _iter_chunks(stream: BinaryIO, parser: TraceLineParser, chunk_lines: int) -> Iterator[tuple[list[bytes], int]]:
+def _iter_chunks(
+    stream: BinaryIO, parser: TraceLineParser, chunk_lines: int
+) -> Iterator[tuple[list[bytes], int]]:
     """(lines, number of the first) per chunk. A truncated or corrupt gzip tail ends the input visibly."""
     lines_iter = iter(stream)
     lineno = 1
@@ -203,7 +213,13 @@ def read_trace(
 
 
 def no_request_error(name: str, lines: int, parser: TraceLineParser) -> TraceError:
-    why = parser.rejects.describe() if parser.rejects else "the input is empty" if lines == 0 else "no line is a request"
+    why = (
+        parser.rejects.describe()
+        if parser.rejects
+        else "the input is empty"
+        if lines == 0
+        else "no line is a request"
+    )
     return TraceError(f"no valid request in {name} ({plural(lines, 'line')} read)\n{why}")
 
 
@@ -229,19 +245,25 @@ def _settle_block_size(
         notes.append(f"block size doubtful: {check.describe()}; check --block-size")
         return parsed, block, parser.warnings
     if given:
-        raise TraceError(f"--block-size {block} does not fit this trace: {check.describe()}: "
-                         f"give --block-size {check.best}")  # fmt: skip
+        raise TraceError(
+            f"--block-size {block} does not fit this trace: {check.describe()}: "
+            f"give --block-size {check.best}"
+        )
     best = check.best
     implied = parsed.request_input_lengths >= 0
     counts = parsed.request_lengths()
-    notes.append(f"block size inferred from the lines: {check.describe()}; read with {best} "
-                 f"(give --block-size to override)")  # fmt: skip
+    notes.append(
+        f"block size inferred from the lines: {check.describe()}; read with {best} "
+        f"(give --block-size to override)"
+    )
     warnings = RejectCounter()
     lengths = parsed.request_input_lengths
     broken = np.flatnonzero(implied & (-(-lengths // best) != counts))
     for i in broken:
-        warnings.reject(f"hash_ids count is not ceil(input_length / {best}); request kept",
-                        f"line {parsed.request_lines[i]}: {counts[i]} hash_ids for input_length {lengths[i]}")  # fmt: skip
+        warnings.reject(
+            f"hash_ids count is not ceil(input_length / {best}); request kept",
+            f"line {parsed.request_lines[i]}: {counts[i]} hash_ids for input_length {lengths[i]}",
+        )
     return with_block_size(parsed, best), best, warnings
 
 

@@ -16,13 +16,26 @@ from collections.abc import Iterable
 
 from kvset.report.tables import report_curve_rows
 
-COLUMNS = ("window", "capacity_blocks", "capacity_tokens", "capacity_bytes", "capacity_gib", "block_hit_rate",
-           "token_hit_rate", "knee", "estimate", "block_hit_rate_error", "token_hit_rate_error",
-           "opt_block_hit_rate", "opt_token_hit_rate")  # fmt: skip
+COLUMNS = (
+    "window",
+    "capacity_blocks",
+    "capacity_tokens",
+    "capacity_bytes",
+    "capacity_gib",
+    "block_hit_rate",
+    "token_hit_rate",
+    "knee",
+    "estimate",
+    "block_hit_rate_error",
+    "token_hit_rate_error",
+    "opt_block_hit_rate",
+    "opt_token_hit_rate",
+)
 
 
-def curve_rows_csv(rows: Iterable[dict], knee: int | None, window: str = "all", header: bool = True,
-                   estimate: bool = False) -> str:  # fmt: skip
+def curve_rows_csv(
+    rows: Iterable[dict], knee: int | None, window: str = "all", header: bool = True, estimate: bool = False
+) -> str:
     """Curve rows (kvset.report.tables.curve_rows) as CSV text, with a header line unless asked not to;
     `estimate`: the rows are a sampled analyzer's."""
     out = io.StringIO()

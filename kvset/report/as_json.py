@@ -101,9 +101,12 @@ def analysis_json(
         "bytes_per_block": bytes_per_block,
         "curve": curve_rows(c, capacities, bt, bytes_per_block, opt),
         "knee": knee,
-        "working_sets": working_set_rows(c, targets, mode, bt, bytes_per_block,
-                                         opt_gaps=gap.for_mode(mode) if gap is not None else None),  # fmt: skip
-        "opt": opt_json(opt, result.opt.histogram.distinct_blocks, result.opt.seconds) if result.opt else None,
+        "working_sets": working_set_rows(
+            c, targets, mode, bt, bytes_per_block, opt_gaps=gap.for_mode(mode) if gap is not None else None
+        ),
+        "opt": opt_json(opt, result.opt.histogram.distinct_blocks, result.opt.seconds)
+        if result.opt
+        else None,
         "policy_gap": policy_gap_json(gap) if gap is not None else None,
         "rejected_lines": s.rejects.total,
         "rejections": _rejections(s.rejects.summary()),
@@ -120,7 +123,11 @@ def analysis_json(
             "full_attention_bytes_per_block": bytes_per_block,
             "notes": list(geometry.notes),
         }
-        out["hybrid_reserve"] = {**reserve.to_dict(), "context_from": context_from, "summary": reserve.summary()}
+        out["hybrid_reserve"] = {
+            **reserve.to_dict(),
+            "context_from": context_from,
+            "summary": reserve.summary(),
+        }
         out["hybrid_reserve_bytes"] = reserve.total_bytes
     if tiers is not None:
         out.update(tiers_json(tiers, bt, bytes_per_block))
@@ -176,7 +183,9 @@ def snapshot_json(snapshot) -> dict:
             "tokens": c.tokens,
             "attainable_hit_rate": c.attainable("blocks"),
             "attainable_token_hit_rate": c.attainable("tokens"),
-            "curve": report_curve_rows(c, bt, bpb, knee=None if knee is None else knee["capacity_blocks"], opt=opt),
+            "curve": report_curve_rows(
+                c, bt, bpb, knee=None if knee is None else knee["capacity_blocks"], opt=opt
+            ),
             "knee": knee,
         }
     churn = s.churn
@@ -210,12 +219,16 @@ def snapshot_json(snapshot) -> dict:
         "working_sets": [snapshot_working_set_json(r) for r in s.working_sets],
         "thrashing": {
             label: {
-                "capacity_blocks": t.capacity_blocks, "capacity_source": t.capacity_source, "hit_rate": t.hit_rate,
-                "gain_10pct": t.gain_10pct, "gain_25pct": t.gain_25pct, "near_miss_share": t.near_miss_share,
+                "capacity_blocks": t.capacity_blocks,
+                "capacity_source": t.capacity_source,
+                "hit_rate": t.hit_rate,
+                "gain_10pct": t.gain_10pct,
+                "gain_25pct": t.gain_25pct,
+                "near_miss_share": t.near_miss_share,
                 "level": t.level,
             }
             for label, t in s.thrashing.items()
-        },  # fmt: skip
+        },
         "churn": {
             "slot_seconds": churn.slot_seconds,
             "end_time": churn.end_time,
@@ -232,19 +245,33 @@ def snapshot_json(snapshot) -> dict:
         "engine": None,
         "operating_point": operating_point_json(s),
         "engine_history": [
-            {"at": r.at, "token_hit_rate": r.token_hit_rate, "kv_usage": r.kv_usage, "label": r.label, "stale": r.stale}
+            {
+                "at": r.at,
+                "token_hit_rate": r.token_hit_rate,
+                "kv_usage": r.kv_usage,
+                "label": r.label,
+                "stale": r.stale,
+            }
             for r in s.engine_history
             if r.token_hit_rate is not None or r.kv_usage is not None
         ],
         "sources": [
             {
-                "source": h.source, "kind": h.kind, "connected": h.connected, "state": h.state,
-                "last_data_at": h.last_data_at, "received": h.received, "accesses": h.accesses,
-                "rejected": h.rejected_total, "rejections": _rejections(h.rejected), "notes": list(h.notes),
-                "finished": h.finished, "details": dict(h.details),
+                "source": h.source,
+                "kind": h.kind,
+                "connected": h.connected,
+                "state": h.state,
+                "last_data_at": h.last_data_at,
+                "received": h.received,
+                "accesses": h.accesses,
+                "rejected": h.rejected_total,
+                "rejections": _rejections(h.rejected),
+                "notes": list(h.notes),
+                "finished": h.finished,
+                "details": dict(h.details),
             }
             for h in s.sources
-        ],  # fmt: skip
+        ],
         "rejected_total": s.rejected_total,
         "events": [{"at": e.at, "kind": e.kind, "text": e.text} for e in s.events],
         "opt": opt_json(s.opt_curve, s.opt_curve.horizon) if s.opt_curve is not None else None,
@@ -255,13 +282,18 @@ def snapshot_json(snapshot) -> dict:
     if s.reserve is not None:
         r = s.reserve
         out["reserve"] = {
-            "model": r.model, "full_attention_bytes_per_token": r.full_attention_bytes_per_token,
+            "model": r.model,
+            "full_attention_bytes_per_token": r.full_attention_bytes_per_token,
             "full_attention_bytes_per_block": r.full_attention_bytes_per_block,
-            "working_set_target": r.working_set_target, "working_set_bytes": r.working_set_bytes,
-            "hybrid_reserve_bytes": r.hybrid_reserve_bytes, "total_bytes": r.total_bytes,
-            "concurrency": r.concurrency, "concurrency_source": r.concurrency_source,
-            "pool_bytes": r.pool_bytes, "notes": list(r.notes),
-        }  # fmt: skip
+            "working_set_target": r.working_set_target,
+            "working_set_bytes": r.working_set_bytes,
+            "hybrid_reserve_bytes": r.hybrid_reserve_bytes,
+            "total_bytes": r.total_bytes,
+            "concurrency": r.concurrency,
+            "concurrency_source": r.concurrency_source,
+            "pool_bytes": r.pool_bytes,
+            "notes": list(r.notes),
+        }
     if s.engine is not None:
         out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
     if s.tiers is not None:

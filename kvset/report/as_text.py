@@ -86,12 +86,16 @@ def analysis_text(r: dict) -> str:
         lines += ["", *policy_gap_lines(r["policy_gap"])]
     if "hybrid_reserve" in r:
         m, hr = r["model"], r["hybrid_reserve"]
-        lines.append(f"  capacities in GiB for {m['name']}: {m['full_attention_bytes_per_token']:,} B of full-attention "
-                     f"KV per token ({m['kv_dtype']}), {m['full_attention_bytes_per_block']:,} B per {bt}-token block")  # fmt: skip
+        lines.append(
+            f"  capacities in GiB for {m['name']}: {m['full_attention_bytes_per_token']:,} B of full-attention "
+            f"KV per token ({m['kv_dtype']}), {m['full_attention_bytes_per_block']:,} B per {bt}-token block"
+        )
         if r["hybrid_reserve_bytes"]:
-            lines.append(f"  hybrid-layer reserve, NOT in the working sets above: {gib_cell(r['hybrid_reserve_bytes'])}"
-                         f" for {hr['concurrency']:,} running requests at {hr['context_tokens']:,} tokens of context "
-                         f"({hr['summary']}); add it to a working set to size the pool")  # fmt: skip
+            lines.append(
+                f"  hybrid-layer reserve, NOT in the working sets above: {gib_cell(r['hybrid_reserve_bytes'])}"
+                f" for {hr['concurrency']:,} running requests at {hr['context_tokens']:,} tokens of context "
+                f"({hr['summary']}); add it to a working set to size the pool"
+            )
         else:
             lines.append(f"  hybrid-layer reserve: 0 ({hr['summary']})")
     if "tiers" in r:
@@ -100,7 +104,10 @@ def analysis_text(r: dict) -> str:
         lines.append("")
         for rej in r["rejections"]:
             shown = "; ".join(rej["examples"][:3])
-            lines.append(f"  {plural(rej['count'], 'line')} rejected: {rej['reason']}" + (f" ({shown})" if shown else ""))
+            lines.append(
+                f"  {plural(rej['count'], 'line')} rejected: {rej['reason']}"
+                + (f" ({shown})" if shown else "")
+            )
         for w in r["warnings"]:
             lines.append(f"  {plural(w['count'], 'request')} kept with a warning: {w['reason']}")
     for note in r["notes"]:
@@ -112,7 +119,8 @@ def analysis_text(r: dict) -> str:
     lines += [
         "",
         f"took {took:.2f} s (read {sec['read']:.2f} s, analyze {sec['analyze']:.2f} s, {rate:.1f} M accesses/s"
-        + (f"; Belady MIN {opt_seconds:.2f} s" if opt_seconds is not None else "") + ")",
+        + (f"; Belady MIN {opt_seconds:.2f} s" if opt_seconds is not None else "")
+        + ")",
         _caveats(),
     ]
     return "\n".join(lines)
@@ -123,11 +131,15 @@ def _no_accesses_advice(sources) -> str:
     kinds = {h.kind for h in sources}
     given = [flag for kind, flag in CURVE_SOURCES.items() if kind in kinds]
     if given:
-        return (f"no block accesses received from {' or '.join(given)}: no curve (see the source lines "
-                "above for why)")  # fmt: skip
+        return (
+            f"no block accesses received from {' or '.join(given)}: no curve (see the source lines "
+            "above for why)"
+        )
     if "metrics" in kinds:
-        return ("no block accesses received: no curve (a metrics endpoint alone gives the engine's operating "
-                "point only; add --events or --log for the curve)")  # fmt: skip
+        return (
+            "no block accesses received: no curve (a metrics endpoint alone gives the engine's operating "
+            "point only; add --events or --log for the curve)"
+        )
     return "no block accesses received: no curve"
 
 
@@ -143,29 +155,43 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
     lines += estimate_text(estimate_json(s.sample))
     for h in s.sources:
         flag = "connected" if h.connected else "not connected"
-        lines.append(f"  source: {h.source}: {h.state} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
-                     f"{h.rejected_total:,} rejected")  # fmt: skip
+        lines.append(
+            f"  source: {h.source}: {h.state} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
+            f"{h.rejected_total:,} rejected"
+        )
         for r in h.rejected[:3]:
-            lines.append(f"    rejected {r.count:,}: {r.reason}" + (f" ({'; '.join(r.examples[:2])})" if r.examples else ""))
+            lines.append(
+                f"    rejected {r.count:,}: {r.reason}"
+                + (f" ({'; '.join(r.examples[:2])})" if r.examples else "")
+            )
         backlog = dict(h.details).get("backlog")
         if backlog:
             lines.append(f"    backlog: {backlog}")
         for note in h.notes:
             lines.append(f"    note: {note}")
     t = s.totals
-    lines.append(f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time:,}   "
-                 f"tokens {t.tokens:,}" + (f" ({bt} per block)" if bt else ""))  # fmt: skip
-    horizon = (f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon:,} re-references beyond it"
-               if t.beyond_horizon else f"horizon {s.horizon:,} blocks, not reached")  # fmt: skip
+    lines.append(
+        f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time:,}   "
+        f"tokens {t.tokens:,}" + (f" ({bt} per block)" if bt else "")
+    )
+    horizon = (
+        f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon:,} re-references beyond it"
+        if t.beyond_horizon
+        else f"horizon {s.horizon:,} blocks, not reached"
+    )
     lines.append(f"  {horizon}; order {s.order}")
     span = "all time" if c.window_seconds is None else f"last {duration(c.window_seconds)}"
     if s.curve_scope == MISSES_ONLY and t.accesses:
-        lines.append("  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
-                     "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
-                     "vllm_xargs {\"kv_cache_report_mode\": \"full\"}")  # fmt: skip
+        lines.append(
+            "  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
+            "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
+            'vllm_xargs {"kv_cache_report_mode": "full"}'
+        )
     if t.accesses:
-        lines.append(f"  attainable hit rate ({span}): {percent_cell(c.attainable())} of blocks, "
-                     f"{percent_cell(c.attainable('tokens'))} of tokens")  # fmt: skip
+        lines.append(
+            f"  attainable hit rate ({span}): {percent_cell(c.attainable())} of blocks, "
+            f"{percent_cell(c.attainable('tokens'))} of tokens"
+        )
     else:
         lines.append(f"  {_no_accesses_advice(s.sources)}")
     if c.accesses:
@@ -176,13 +202,30 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         knee = knee_row(c, bt, bpb, opt)
         at = knee and knee["capacity_blocks"]
         rows = report_curve_rows(c, bt, bpb, knee=at, opt=opt)
-        lines += ["", f"hit-rate curve ({span}{grid}):", curve_table(rows, bool(bpb), at), f"  {knee_line(knee)}"]
+        lines += [
+            "",
+            f"hit-rate curve ({span}{grid}):",
+            curve_table(rows, bool(bpb), at),
+            f"  {knee_line(knee)}",
+        ]
     ws_rows = s.working_set_rows(window, mode) if t.accesses else ()
     if ws_rows:
-        rows = [{"target": r.target, "capacity_blocks": r.capacity_blocks, "capacity_tokens": r.capacity_tokens,
-                 "capacity_bytes": r.capacity_bytes} for r in ws_rows]  # fmt: skip
-        extra = [[{True: "yes", False: "NO", None: NOT_KNOWN}[r.fits_pool],
-                  " ".join(NOT_KNOWN if v is None else f"{v:,}" for v in r.trend_blocks)] for r in ws_rows]  # fmt: skip
+        rows = [
+            {
+                "target": r.target,
+                "capacity_blocks": r.capacity_blocks,
+                "capacity_tokens": r.capacity_tokens,
+                "capacity_bytes": r.capacity_bytes,
+            }
+            for r in ws_rows
+        ]
+        extra = [
+            [
+                {True: "yes", False: "NO", None: NOT_KNOWN}[r.fits_pool],
+                " ".join(NOT_KNOWN if v is None else f"{v:,}" for v in r.trend_blocks),
+            ]
+            for r in ws_rows
+        ]
         table = working_set_table(rows, bool(bpb), ["fits pool", "trend (blocks)"], extra)
         lines += ["", f"working sets ({mode}, {span}):", table]
     if s.policy_gap is not None and window == "all":
@@ -191,25 +234,37 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         lines += ["", s.opt_note]
     th = s.thrashing.get(window)
     if th is not None:
-        lines += ["", f"thrashing at {th.capacity_blocks:,} blocks ({th.capacity_source}, {span}): "
-                      f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
-                      f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
-                      f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]"]  # fmt: skip
-    elif t.accesses and (all_time := s.thrashing.get("all")) is not None and all_time.capacity_source == RANK_POOL_SOURCE:
+        lines += [
+            "",
+            f"thrashing at {th.capacity_blocks:,} blocks ({th.capacity_source}, {span}): "
+            f"hit rate {percent_cell(th.hit_rate)}, +10 % capacity {points(th.gain_10pct, 2, NOT_KNOWN)}, "
+            f"+25 % capacity {points(th.gain_25pct, 2, NOT_KNOWN)}, near misses "
+            f"{percent_cell(th.near_miss_share, 1)} of misses [{th.level.upper()}]",
+        ]
+    elif (
+        t.accesses
+        and (all_time := s.thrashing.get("all")) is not None
+        and all_time.capacity_source == RANK_POOL_SOURCE
+    ):
         lines += ["", "thrashing: judged over all time only (each data-parallel rank has its own pool)"]
     elif t.accesses:
-        lines += ["", "thrashing: not judged (no cache capacity: give --capacity BLOCKS, or --metrics/--events "
-                      "of an engine that reports its pool)"]  # fmt: skip
+        lines += [
+            "",
+            "thrashing: not judged (no cache capacity: give --capacity BLOCKS, or --metrics/--events "
+            "of an engine that reports its pool)",
+        ]
     op = s.operating_point
     if op is not None:
         lines += operating_point_lines(op, window)
     if s.reserve is not None:
         r = s.reserve
         ws = gib_cell(r.working_set_bytes) if r.working_set_bytes is not None else "not reached"
-        lines.append(f"memory for {r.model}: working set ({target_label(r.working_set_target)}) {ws} + hybrid reserve "
-                     f"{gib_cell(r.hybrid_reserve_bytes)} ({r.concurrency} running, {r.concurrency_source})"
-                     + (f" = {gib_cell(r.total_bytes)}" if r.total_bytes is not None else "")
-                     + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else ""))  # fmt: skip
+        lines.append(
+            f"memory for {r.model}: working set ({target_label(r.working_set_target)}) {ws} + hybrid reserve "
+            f"{gib_cell(r.hybrid_reserve_bytes)} ({r.concurrency} running, {r.concurrency_source})"
+            + (f" = {gib_cell(r.total_bytes)}" if r.total_bytes is not None else "")
+            + (f"; pool {gib_cell(r.pool_bytes)}" if r.pool_bytes else "")
+        )
     if s.tiers is not None:
         lines += ["", *tier_lines(tiers_json(s.tiers, bt, bpb))]
     if s.ranks:
@@ -222,14 +277,22 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
 
 def operating_point_lines(op, window: str) -> list[str]:
     """The engine's operating point: measured, the exact LRU curve there, the model and its inputs."""
-    measured = percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
-    lines = [f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, measured token hit "
-             f"rate {measured}" + (" (stale)" if op.stale else "")]  # fmt: skip
+    measured = (
+        percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
+    )
+    lines = [
+        f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, measured token hit "
+        f"rate {measured}" + (" (stale)" if op.stale else "")
+    ]
     lines.append(f"  exact LRU curve of the accesses seen, at the pool: {percent_cell(op.lru(window))}")
     if op.model is not None:
-        eff = NOT_KNOWN if op.effective_capacity_blocks is None else f"{op.effective_capacity_blocks:,} blocks"
-        lines.append(f"  predicted (a MODEL: {op.model}, whole stream): {percent_cell(op.predicted_token_hit_rate)}; "
-                     f"the pool acts as an LRU of {eff} (effective capacity)")  # fmt: skip
+        eff = (
+            NOT_KNOWN if op.effective_capacity_blocks is None else f"{op.effective_capacity_blocks:,} blocks"
+        )
+        lines.append(
+            f"  predicted (a MODEL: {op.model}, whole stream): {percent_cell(op.predicted_token_hit_rate)}; "
+            f"the pool acts as an LRU of {eff} (effective capacity)"
+        )
         lines += [f"    {k}: {v}" for k, v in op.model_inputs]
         if op.miss_breakdown:
             parts = ", ".join(f"{k.replace('_', ' ')} {percent_cell(v)}" for k, v in op.miss_breakdown)

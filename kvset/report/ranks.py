@@ -20,12 +20,18 @@ def pooling_how(p: Pooling) -> str:
     """How the pooling figures were computed, in one sentence."""
     caps = sorted(set(p.rank_capacity_blocks.values()))
     each = f"{caps[0]:,} blocks each" if len(caps) == 1 else "their own pools"
-    scope = (" The curves are of the ranks' misses (their KV events report no hits): this is a shared tier "
-             "behind the ranks' own caches." if p.curve_scope == MISSES_ONLY else "")  # fmt: skip
-    return (f"shared: the merged stream of all {p.ranks} ranks on one LRU pool of {p.capacity_blocks:,} blocks "
-            f"(the sum of the ranks' pools); separate: each rank on its own LRU pool ({each}: "
-            f"{RANK_POOL_SOURCES[p.capacity_source]}), its hits added up over all accesses; gain = shared - "
-            f"separate.{scope}")  # fmt: skip
+    scope = (
+        " The curves are of the ranks' misses (their KV events report no hits): this is a shared tier "
+        "behind the ranks' own caches."
+        if p.curve_scope == MISSES_ONLY
+        else ""
+    )
+    return (
+        f"shared: the merged stream of all {p.ranks} ranks on one LRU pool of {p.capacity_blocks:,} blocks "
+        f"(the sum of the ranks' pools); separate: each rank on its own LRU pool ({each}: "
+        f"{RANK_POOL_SOURCES[p.capacity_source]}), its hits added up over all accesses; gain = shared - "
+        f"separate.{scope}"
+    )
 
 
 def pooling_json(snapshot: Snapshot) -> dict:
@@ -66,16 +72,27 @@ def ranks_json(snapshot: Snapshot) -> dict:
         c = v.curve
         pool = None
         if v.pool_blocks is not None:
-            pool = {"capacity_blocks": v.pool_blocks, "capacity_tokens": v.pool_blocks * bt if bt else None,
-                    "source": v.pool_source, "block_hit_rate": c.hit_rate(v.pool_blocks, "blocks"),
-                    "token_hit_rate": c.hit_rate(v.pool_blocks, "tokens")}  # fmt: skip
-        ranks.append({
-            "rank": v.rank, "accesses": v.accesses, "tokens": c.tokens, "share_of_accesses": v.accesses / total if total else None,
-            "distinct_blocks": v.distinct_blocks, "attainable_hit_rate": c.attainable("blocks"),
-            "attainable_token_hit_rate": c.attainable("tokens"), "pool": pool,
-            "curve": curve_rows(c, caps, bt, bpb) if c.accesses else [],
-            "working_sets": [snapshot_working_set_json(r) for r in v.working_sets],
-        })  # fmt: skip
+            pool = {
+                "capacity_blocks": v.pool_blocks,
+                "capacity_tokens": v.pool_blocks * bt if bt else None,
+                "source": v.pool_source,
+                "block_hit_rate": c.hit_rate(v.pool_blocks, "blocks"),
+                "token_hit_rate": c.hit_rate(v.pool_blocks, "tokens"),
+            }
+        ranks.append(
+            {
+                "rank": v.rank,
+                "accesses": v.accesses,
+                "tokens": c.tokens,
+                "share_of_accesses": v.accesses / total if total else None,
+                "distinct_blocks": v.distinct_blocks,
+                "attainable_hit_rate": c.attainable("blocks"),
+                "attainable_token_hit_rate": c.attainable("tokens"),
+                "pool": pool,
+                "curve": curve_rows(c, caps, bt, bpb) if c.accesses else [],
+                "working_sets": [snapshot_working_set_json(r) for r in v.working_sets],
+            }
+        )
     return {"ranks": ranks, "pooling": pooling_json(s)}
 
 
@@ -84,18 +101,33 @@ def rank_lines(report: dict, mode: str) -> list[str]:
     pooling gain."""
     ranks = report["ranks"]
     targets = [w["target"] for w in ranks[0]["working_sets"] if w["mode"] == mode]
-    headers = ["rank", "accesses", "share", "attainable"] + [target_label(t) for t in targets] + ["pool", "hit at pool"]
+    headers = (
+        ["rank", "accesses", "share", "attainable"]
+        + [target_label(t) for t in targets]
+        + ["pool", "hit at pool"]
+    )
     cells = []
     for r in ranks:
         ws = {w["target"]: w["capacity_blocks"] for w in r["working_sets"] if w["mode"] == mode}
         pool = r["pool"]
-        cells.append([str(r["rank"]), f"{r['accesses']:,}", percent_cell(r["share_of_accesses"], 1),
-                      percent_cell(r["attainable_hit_rate"])]
-                     + ["not reached" if ws[t] is None else f"{ws[t]:,}" for t in targets]
-                     + ([f"{pool['capacity_blocks']:,}", percent_cell(pool["block_hit_rate"])] if pool
-                        else [NOT_KNOWN, NOT_KNOWN]))  # fmt: skip
-    lines = [f"ranks (data-parallel, each its own cache; all time; working sets in blocks, {mode}):",
-             format_table(headers, cells)]  # fmt: skip
+        cells.append(
+            [
+                str(r["rank"]),
+                f"{r['accesses']:,}",
+                percent_cell(r["share_of_accesses"], 1),
+                percent_cell(r["attainable_hit_rate"]),
+            ]
+            + ["not reached" if ws[t] is None else f"{ws[t]:,}" for t in targets]
+            + (
+                [f"{pool['capacity_blocks']:,}", percent_cell(pool["block_hit_rate"])]
+                if pool
+                else [NOT_KNOWN, NOT_KNOWN]
+            )
+        )
+    lines = [
+        f"ranks (data-parallel, each its own cache; all time; working sets in blocks, {mode}):",
+        format_table(headers, cells),
+    ]
     p = report["pooling"]
     if not p["computed"]:
         lines.append(f"pooling: not computed: {p['reason']}")
@@ -105,6 +137,6 @@ def rank_lines(report: dict, mode: str) -> list[str]:
         f"blocks, the {p['ranks']} ranks' own pools together {percent_cell(p['separate_block_hit_rate'])}: gain "
         f"{points(p['block_gain'], 2, NOT_KNOWN)} (tokens {percent_cell(p['shared_token_hit_rate'])} against "
         f"{percent_cell(p['separate_token_hit_rate'])}: {points(p['token_gain'], 2, NOT_KNOWN)})"
-    )  # fmt: skip
+    )
     lines.append(f"  {p['how']}")
     return lines

@@ -94,11 +94,18 @@ def working_set_rows(
 def snapshot_working_set_json(r) -> dict:
     """One of a snapshot's working-set rows (kvset.snapshot.WorkingSetRow) as JSON."""
     return {
-        "target": r.target, "mode": r.mode, "window": r.window, "capacity_blocks": r.capacity_blocks,
-        "capacity_tokens": r.capacity_tokens, "capacity_bytes": r.capacity_bytes, "reached": r.reached,
-        "trend_blocks": list(r.trend_blocks), "fits_pool": r.fits_pool, "exact": r.exact,
+        "target": r.target,
+        "mode": r.mode,
+        "window": r.window,
+        "capacity_blocks": r.capacity_blocks,
+        "capacity_tokens": r.capacity_tokens,
+        "capacity_bytes": r.capacity_bytes,
+        "reached": r.reached,
+        "trend_blocks": list(r.trend_blocks),
+        "fits_pool": r.fits_pool,
+        "exact": r.exact,
         "opt_capacity_blocks": r.opt_capacity_blocks,
-    }  # fmt: skip
+    }
 
 
 def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None) -> np.ndarray:
@@ -107,8 +114,13 @@ def default_capacities(curve: HitRateCurve, n: int = 16, knee: int | None = None
     return caps if knee is None else np.union1d(caps, [knee])
 
 
-def report_curve_rows(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None,
-                      knee: int | None = None, opt: HitRateCurve | None = None) -> list[dict]:  # fmt: skip
+def report_curve_rows(
+    curve: HitRateCurve,
+    block_tokens: int | None,
+    bytes_per_block: int | None = None,
+    knee: int | None = None,
+    opt: HitRateCurve | None = None,
+) -> list[dict]:
     """The curve rows every report shows of a curve (text, JSON and CSV alike): the default capacities
     with the knee among them; with `opt`, Belady MIN's hit rates beside LRU's."""
     if not curve.accesses:
@@ -116,11 +128,17 @@ def report_curve_rows(curve: HitRateCurve, block_tokens: int | None, bytes_per_b
     return curve_rows(curve, default_capacities(curve, knee=knee), block_tokens, bytes_per_block, opt)
 
 
-KNEE_MEANING = f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
+KNEE_MEANING = (
+    f"past it, doubling the capacity gains less than {points(KNEE_MIN_GAIN, 0).lstrip('+')} of block hit rate"
+)
 
 
-def knee_row(curve: HitRateCurve, block_tokens: int | None, bytes_per_block: int | None = None,
-             opt: HitRateCurve | None = None) -> dict | None:  # fmt: skip
+def knee_row(
+    curve: HitRateCurve,
+    block_tokens: int | None,
+    bytes_per_block: int | None = None,
+    opt: HitRateCurve | None = None,
+) -> dict | None:
     """The curve's knee (HitRateCurve.knee) as a curve row with what it means, or None."""
     knee = curve.knee()
     if knee is None:
@@ -134,8 +152,10 @@ def knee_line(knee: dict | None) -> str:
     if knee is None:
         return f"knee: none (no doubling of the capacity gains {points(KNEE_MIN_GAIN, 0).lstrip('+')})"
     gib = f", {gib_cell(knee['capacity_bytes'])}" if knee.get("capacity_bytes") is not None else ""
-    return (f"knee at {knee['capacity_blocks']:,} blocks{gib} ({percent_cell(knee['block_hit_rate'])} block hit "
-            f"rate): {knee['meaning']}")  # fmt: skip
+    return (
+        f"knee at {knee['capacity_blocks']:,} blocks{gib} ({percent_cell(knee['block_hit_rate'])} block hit "
+        f"rate): {knee['meaning']}"
+    )
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
@@ -144,7 +164,9 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: s
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True)).rstrip()
+        return "  ".join(
+            c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align, strict=True)
+        ).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
 
@@ -167,7 +189,7 @@ def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -
     at the `knee` capacity marked."""
     errors = bool(rows) and "block_hit_rate_error" in rows[0]
     opt = bool(rows) and "opt_block_hit_rate" in rows[0]
-    rates = (["block hit rate", "±", "token hit rate", "±"] if errors else ["block hit rate", "token hit rate"])
+    rates = ["block hit rate", "±", "token hit rate", "±"] if errors else ["block hit rate", "token hit rate"]
     rates += ["MIN block hit rate", "MIN token hit rate"] if opt else []
     headers = ["capacity (blocks)", "tokens"] + (["GiB"] if with_gib else []) + rates
     cells = []
@@ -184,7 +206,11 @@ def curve_table(rows: Sequence[dict], with_gib: bool, knee: int | None = None) -
         if knee is not None:
             line.append("<- knee" if row["capacity_blocks"] == knee else "")
         cells.append(line)
-    return format_table(headers + ([""] if knee is not None else []), cells, None if knee is None else "l" + "r" * (len(headers) - 1) + "l")
+    return format_table(
+        headers + ([""] if knee is not None else []),
+        cells,
+        None if knee is None else "l" + "r" * (len(headers) - 1) + "l",
+    )
 
 
 def working_set_table(
@@ -196,8 +222,12 @@ def working_set_table(
     """Working-set rows (dicts with target, capacity_blocks, capacity_tokens, capacity_bytes) as a
     table; `extra_cells` holds, per row, the cells of the `extra_headers` columns after them."""
     ranges = bool(rows) and "capacity_blocks_low" in rows[0]
-    headers = (["target", "blocks", "tokens"] + (["GiB"] if with_gib else []) + (["range (blocks)"] if ranges else [])
-               + list(extra_headers))  # fmt: skip
+    headers = (
+        ["target", "blocks", "tokens"]
+        + (["GiB"] if with_gib else [])
+        + (["range (blocks)"] if ranges else [])
+        + list(extra_headers)
+    )
     cells = []
     for i, row in enumerate(rows):
         if row["capacity_blocks"] is None:
@@ -205,11 +235,17 @@ def working_set_table(
         elif row["capacity_blocks"] == 0:  # a coverage target of no hits at all: nothing is re-read
             line = [target_label(row["target"]), "0 (no re-references)", "0"] + (["0"] if with_gib else [])
         else:
-            line = [target_label(row["target"]), f"{row['capacity_blocks']:,}", _count_cell(row["capacity_tokens"])]
+            line = [
+                target_label(row["target"]),
+                f"{row['capacity_blocks']:,}",
+                _count_cell(row["capacity_tokens"]),
+            ]
             if with_gib:
                 line.append(gib_cell(row.get("capacity_bytes")))
         if ranges:
             low, high = row["capacity_blocks_low"], row["capacity_blocks_high"]
-            line.append(f"{'not reached' if low is None else f'{low:,}'} - {'not reached' if high is None else f'{high:,}'}")
+            line.append(
+                f"{'not reached' if low is None else f'{low:,}'} - {'not reached' if high is None else f'{high:,}'}"
+            )
         cells.append(line + list(extra_cells[i] if extra_cells else ()))
     return format_table(headers, cells)

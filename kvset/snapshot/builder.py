@@ -103,7 +103,9 @@ class SnapshotBuilder:
         pool = engine.capacity_in_blocks(bt) if engine is not None else None
         capacity, capacity_source = self._capacity(pool)
         self._sample_all_time(curves["all"], analyzer)
-        reserve = self._reserve(curves["all"], bt, pool, engine.running_requests if engine is not None else None)
+        reserve = self._reserve(
+            curves["all"], bt, pool, engine.running_requests if engine is not None else None
+        )
         target_sets = {"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets}
         gap = None
         if opt_curve is not None:
@@ -117,11 +119,15 @@ class SnapshotBuilder:
                 if gap is not None and label == "all":
                     opt_blocks = [g.opt_blocks for g in gap.for_mode(mode)]
                 for t, trend, opt in zip(targets, trends, opt_blocks, strict=True):
-                    rows.append(self._row(curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend,
-                                          opt))  # fmt: skip
+                    rows.append(
+                        self._row(
+                            curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend, opt
+                        )
+                    )
         curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
-        rank_views, pooled, pooling_note, rank_split = self._ranks(ranks or {}, curves["all"], bt, bytes_per_block,
-                                                                   pool, curve_scope)  # fmt: skip
+        rank_views, pooled, pooling_note, rank_split = self._ranks(
+            ranks or {}, curves["all"], bt, bytes_per_block, pool, curve_scope
+        )
         thrashing = {}
         if rank_split is not None:
             # each rank's own pool: judged on the ranks' own curves, which are kept for all time only
@@ -165,8 +171,9 @@ class SnapshotBuilder:
             engine_history=engine_history,
             curve_scope=curve_scope,
             engine_capacity_blocks=pool,
-            operating_point=operating_point(engine, pool, bt, curves, curve_scope, engine_model,
-                                            rank_split if pool else None),
+            operating_point=operating_point(
+                engine, pool, bt, curves, curve_scope, engine_model, rank_split if pool else None
+            ),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
             tiers=self._tiers(curves["all"], bytes_per_block),
@@ -194,9 +201,15 @@ class SnapshotBuilder:
             return None
         return plan_tiers(curve, blocks, cfg.tier_mode, cfg.next_tier_target, cfg.main_mode)
 
-    def _ranks(self, ranks: Mapping[int, Analyzer], merged: HitRateCurve, bt: int | None,
-               bytes_per_block: int | None, engine_pool: int | None, curve_scope: str
-               ) -> tuple[tuple[RankView, ...], Pooling | None, str | None, RankSplit | None]:  # fmt: skip
+    def _ranks(
+        self,
+        ranks: Mapping[int, Analyzer],
+        merged: HitRateCurve,
+        bt: int | None,
+        bytes_per_block: int | None,
+        engine_pool: int | None,
+        curve_scope: str,
+    ) -> tuple[tuple[RankView, ...], Pooling | None, str | None, RankSplit | None]:
         """Each rank's all-time view, the pooling figures (or why there are none), and (each rank's pool,
         the curve of one LRU per rank) when every access is some rank's and the pool is known."""
         if len(ranks) < 2:
@@ -211,16 +224,25 @@ class SnapshotBuilder:
                 self._row(curve, "all", t, mode, bt, bytes_per_block, per_rank, None, ())
                 for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
                 for t in targets
-            )  # fmt: skip
+            )
             views.append(RankView(rank, curve, rows, a.first_time, per_rank, source))
         unranked = merged.accesses - sum(c.accesses for c in curves.values())
         if unranked:
-            note = (f"{unranked:,} accesses of the merged stream belong to no rank (another source): the shared "
-                    "pool would see them too, so there is no like-for-like pooling figure")  # fmt: skip
+            note = (
+                f"{unranked:,} accesses of the merged stream belong to no rank (another source): the shared "
+                "pool would see them too, so there is no like-for-like pooling figure"
+            )
             return tuple(views), None, note, None
         if per_rank is None:
-            return tuple(views), None, ("no rank pool to compare at: give --capacity BLOCKS (each rank's pool) "
-                                        "or --metrics of the engine"), None  # fmt: skip
+            return (
+                tuple(views),
+                None,
+                (
+                    "no rank pool to compare at: give --capacity BLOCKS (each rank's pool) "
+                    "or --metrics of the engine"
+                ),
+                None,
+            )
         pools = dict.fromkeys(curves, per_rank)
         split = RankSplit(len(curves), per_rank, separate_pools(list(curves.values())))
         return tuple(views), pooling(merged, curves, pools, source, curve_scope), None, split
@@ -235,8 +257,19 @@ class SnapshotBuilder:
             return int(self.config.capacity_blocks), "chosen"
         return None, "none"
 
-    def _row(self, curve, window, target, mode, bt, bytes_per_block, pool, reserve, trend,
-             opt_blocks: int | None = None) -> WorkingSetRow:  # fmt: skip
+    def _row(
+        self,
+        curve,
+        window,
+        target,
+        mode,
+        bt,
+        bytes_per_block,
+        pool,
+        reserve,
+        trend,
+        opt_blocks: int | None = None,
+    ) -> WorkingSetRow:
         ws = curve.working_set(target, mode=mode)
         tokens = ws * bt if ws is not None and bt else None
         ws_bytes = ws * bytes_per_block if ws is not None and bytes_per_block else None
@@ -312,8 +345,9 @@ class SnapshotBuilder:
             working_set_step_seconds=coarse.width,
         )
 
-    def _reserve(self, curve: HitRateCurve, bt: int | None, pool: int | None, running: int | None
-                 ) -> Reserve | None:  # fmt: skip
+    def _reserve(
+        self, curve: HitRateCurve, bt: int | None, pool: int | None, running: int | None
+    ) -> Reserve | None:
         cfg = self.config
         g = cfg.geometry
         if g is None:
@@ -346,7 +380,10 @@ class SnapshotBuilder:
 def thrashing_at(curve: HitRateCurve, capacity: int, source: str, window: str) -> Thrashing:
     """The thrashing figures of `curve` at `capacity` blocks."""
     hr = curve.hit_rate(capacity)
-    plus_10, plus_25 = -(-capacity * 110 // 100), -(-capacity * 125 // 100)  # integer ceilings: 50 -> 55, not 56
+    plus_10, plus_25 = (
+        -(-capacity * 110 // 100),
+        -(-capacity * 125 // 100),
+    )  # integer ceilings: 50 -> 55, not 56
     return Thrashing(
         capacity_blocks=capacity,
         capacity_source=source,

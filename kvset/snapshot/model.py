@@ -40,7 +40,9 @@ def fits_in_pool(working_set: int | None, pool: int | None, reserve: int = 0) ->
         return None
     return working_set + reserve <= pool
 
+
 RANK_POOL_SOURCE = "rank"  # a Thrashing capacity that is each data-parallel rank's own pool
+
 
 @dataclass(frozen=True)
 class WorkingSetRow:
@@ -86,7 +88,9 @@ class Thrashing:
     """Near misses at the engine's (or a chosen) capacity: the signature of a cache that thrashes."""
 
     capacity_blocks: int
-    capacity_source: str  # engine (its pool) | chosen (--capacity) | rank (each data-parallel rank's own pool)
+    capacity_source: (
+        str  # engine (its pool) | chosen (--capacity) | rank (each data-parallel rank's own pool)
+    )
     window: str
     hit_rate: float
     gain_10pct: float  # hit-rate gain from +10 % capacity (absolute, 0..1)
@@ -188,7 +192,10 @@ class OperatingPoint:
 
 # Where each data-parallel rank's pool comes from: the engine's pool (summed over its ranks, as its
 # /metrics reports it) split evenly, or --capacity given as each rank's pool.
-RANK_POOL_SOURCES = {"engine": "the engine's pool split evenly over the ranks", "chosen": "--capacity, each rank's pool"}
+RANK_POOL_SOURCES = {
+    "engine": "the engine's pool split evenly over the ranks",
+    "chosen": "--capacity, each rank's pool",
+}
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,9 @@ def operating_point(
         rank_notes: tuple[str, ...] = (RANKS_NOTE.format(ranks=ranks, pool=rank_pool),)
     else:
         rank_pool, lru_curve, ranks = pool, curves["all"], 1
-        lru_by_window = {label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()}
+        lru_by_window = {
+            label: c.hit_rate(pool, "tokens") if c.tokens else None for label, c in curves.items()
+        }
         rank_notes = ()
     base = OperatingPoint(
         capacity_blocks=pool,
@@ -112,25 +114,47 @@ def effective_capacity(curve: HitRateCurve, model: EngineModel, hit_tokens: int)
     return curve.working_set(need / curve.tokens, mode="absolute", unit="tokens")
 
 
-def _inputs(engine: EngineReading, pool: int, usable: int, model: EngineModel,
-            ranks: int) -> tuple[tuple[str, str], ...]:  # fmt: skip
+def _inputs(
+    engine: EngineReading, pool: int, usable: int, model: EngineModel, ranks: int
+) -> tuple[tuple[str, str], ...]:
     counts, state = model.counts, model.state
-    where = f"{pool:,} blocks, {usable:,} usable" if ranks == 1 else f"{pool:,} blocks over {ranks} ranks, {usable:,} usable in each"
+    where = (
+        f"{pool:,} blocks, {usable:,} usable"
+        if ranks == 1
+        else f"{pool:,} blocks over {ranks} ranks, {usable:,} usable in each"
+    )
     out = [
         ("pool", f"{where} (vLLM keeps a null block)"),
-        ("admissions", f"{counts.get('admitted', 0):,} lookups admitted; {counts.get('not_admitted', 0):,} "
-                       f"re-reports of waiting requests dropped"),
-        ("finishes", f"estimated: {state.get('finish_lag', 0)} event batches after a request's last stored block, "
-                     f"or when a later request holds its blocks ({counts.get('finished_by_evidence', 0):,} "
-                     f"of {counts.get('requests', 0):,})"),
-        ("pinned now", f"model {state.get('pinned', 0):,} blocks by {state.get('running', 0):,} running requests"
-                       + (f"; engine {round(engine.kv_usage * pool):,} blocks in use (kv_cache_usage_perc)"
-                          if engine.kv_usage is not None else "")),
+        (
+            "admissions",
+            f"{counts.get('admitted', 0):,} lookups admitted; {counts.get('not_admitted', 0):,} "
+            f"re-reports of waiting requests dropped",
+        ),
+        (
+            "finishes",
+            f"estimated: {state.get('finish_lag', 0)} event batches after a request's last stored block, "
+            f"or when a later request holds its blocks ({counts.get('finished_by_evidence', 0):,} "
+            f"of {counts.get('requests', 0):,})",
+        ),
+        (
+            "pinned now",
+            f"model {state.get('pinned', 0):,} blocks by {state.get('running', 0):,} running requests"
+            + (
+                f"; engine {round(engine.kv_usage * pool):,} blocks in use (kv_cache_usage_perc)"
+                if engine.kv_usage is not None
+                else ""
+            ),
+        ),
         ("readmissions", f"{counts.get('readmissions', 0):,} after preemptions, kept out as vLLM does"),
-        ("partial last blocks", f"{model.partial_tail_tokens:,.0f} tokens, estimated (half a block a request)"),
-    ]  # fmt: skip
+        (
+            "partial last blocks",
+            f"{model.partial_tail_tokens:,.0f} tokens, estimated (half a block a request)",
+        ),
+    ]
     if engine.waiting_requests is not None or engine.running_requests is not None:
-        out.append(("engine now", f"{engine.running_requests} running, {engine.waiting_requests} waiting (/metrics)"))
+        out.append(
+            ("engine now", f"{engine.running_requests} running, {engine.waiting_requests} waiting (/metrics)")
+        )
     return tuple(out)
 
 

@@ -52,10 +52,14 @@ def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
     if all(c.exact for c in curves):  # capacities 1..n each: pad with the last value (no more hits past n)
         n = max(len(c.capacities) for c in curves)
         capacities = np.arange(1, n + 1, dtype=np.int64)
-        block_hits, token_hits = (sum(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits"))
+        block_hits, token_hits = (
+            sum(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits")
+        )
     else:
         capacities = np.unique(np.concatenate([c.capacities for c in curves]))
-        block_hits, token_hits = (sum(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens"))
+        block_hits, token_hits = (
+            sum(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens")
+        )
     return HitRateCurve(
         capacities=capacities,
         block_hits=block_hits,
@@ -83,8 +87,13 @@ def _hits_at(curve: HitRateCurve, capacities: np.ndarray, unit: str) -> np.ndarr
     return np.where(i >= 0, arr[np.maximum(i, 0)] if len(arr) else 0, 0).astype(np.int64)
 
 
-def pooling(merged: HitRateCurve, ranks: Mapping[int, HitRateCurve], pools: Mapping[int, int],
-            source: str, curve_scope: str) -> Pooling:  # fmt: skip
+def pooling(
+    merged: HitRateCurve,
+    ranks: Mapping[int, HitRateCurve],
+    pools: Mapping[int, int],
+    source: str,
+    curve_scope: str,
+) -> Pooling:
     """The pooling figures of `ranks` (each rank's all-time curve) at their `pools` against the merged
     stream's curve at their sum. Every access of `merged` must be one of some rank (the caller checks)."""
     shared_at = sum(pools.values())

@@ -15,11 +15,15 @@ DEMO_POOL_BLOCKS = 10_240
 DEMO_CYCLE_SECONDS = 480.0
 
 
-def repeating_phases(phases: tuple[Phase, ...] = DEMO_PHASES, cycle: float = DEMO_CYCLE_SECONDS,
-                     cycles: int = 200) -> tuple[Phase, ...]:  # fmt: skip
+def repeating_phases(
+    phases: tuple[Phase, ...] = DEMO_PHASES, cycle: float = DEMO_CYCLE_SECONDS, cycles: int = 200
+) -> tuple[Phase, ...]:
     """The demo's phases, repeated every `cycle` seconds of trace time."""
-    return tuple(Phase(p.at + k * cycle, p.name, p.concurrency, p.compact_histories)
-                 for k in range(cycles) for p in phases)  # fmt: skip
+    return tuple(
+        Phase(p.at + k * cycle, p.name, p.concurrency, p.compact_histories)
+        for k in range(cycles)
+        for p in phases
+    )
 
 
 class DemoSource(Source):
@@ -62,9 +66,12 @@ class DemoSource(Source):
         engine = None
         if self.pool_blocks:
             engine = EngineReading(
-                at=time.time(), capacity_blocks=self.pool_blocks, block_size=self.config.block_tokens,
-                capacity_tokens=self.pool_blocks * self.config.block_tokens, label="demo pool (pretend)",
-            )  # fmt: skip
+                at=time.time(),
+                capacity_blocks=self.pool_blocks,
+                block_size=self.config.block_tokens,
+                capacity_tokens=self.pool_blocks * self.config.block_tokens,
+                label="demo pool (pretend)",
+            )
         yield SourceUpdate(health=self._health(wl, 0), engine=engine)
         start = time.monotonic()
         phase = None
@@ -85,6 +92,7 @@ class DemoSource(Source):
                 phase = wl.phase_name
                 events = (TimelineEvent(time.time(), "phase", f"demo phase: {phase}"),)
             delivered += len(batch)
-            yield SourceUpdate(accesses=batch if len(batch) else None, health=self._health(wl, delivered),
-                               events=events)  # fmt: skip
+            yield SourceUpdate(
+                accesses=batch if len(batch) else None, health=self._health(wl, delivered), events=events
+            )
         yield SourceUpdate(health=self._health(wl, delivered, finished=True))

@@ -306,8 +306,15 @@ class KvEventsSource(Source):
             received=self.received,
             accesses=self.tracker.accesses,
             rejected=self.rejects.summary(),
-            notes=parts.notes + ((f"{plural(self.unread_at_stop, 'message')} still waiting in the socket when kvset "
-                                  "stopped: not analysed",) if self.unread_at_stop else ()),
+            notes=parts.notes
+            + (
+                (
+                    f"{plural(self.unread_at_stop, 'message')} still waiting in the socket when kvset "
+                    "stopped: not analysed",
+                )
+                if self.unread_at_stop
+                else ()
+            ),
             details=details,
             reports_hits=parts.reports_hits,
         )

@@ -106,7 +106,9 @@ class BodyTooLarge(Exception):
 
     def __init__(self, limit: int, size: int | None = None) -> None:
         said = f" (it announced {format_bytes(size)})" if size is not None else ""
-        super().__init__(f"response larger than {format_bytes(limit, 0)}{said}: not read (see --metrics-max-bytes)")
+        super().__init__(
+            f"response larger than {format_bytes(limit, 0)}{said}: not read (see --metrics-max-bytes)"
+        )
 
 
 class _Poll:
@@ -127,7 +129,9 @@ class _Poll:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.deadline = time.monotonic() + timeout
-        self._thread = threading.Thread(target=self._run, args=(client, url), daemon=True, name="kvset-metrics")
+        self._thread = threading.Thread(
+            target=self._run, args=(client, url), daemon=True, name="kvset-metrics"
+        )
         self._thread.start()
 
     @property
@@ -142,7 +146,9 @@ class _Poll:
             with client.stream("GET", url) as resp:
                 resp.raise_for_status()
                 if "html" in resp.headers.get("content-type", "").lower():
-                    raise MetricsError(f"not a Prometheus metrics page (the server sent HTML): {NOT_METRICS_HINT}")
+                    raise MetricsError(
+                        f"not a Prometheus metrics page (the server sent HTML): {NOT_METRICS_HINT}"
+                    )
                 announced = resp.headers.get("content-length", "")
                 if announced.isdigit() and int(announced) > self.max_bytes:
                     raise BodyTooLarge(self.max_bytes, int(announced))
@@ -225,8 +231,11 @@ class MetricsSource(Source):
                     if self._abandoned.parsing:  # the body came, its parse is what took too long
                         yield self._failed(TOO_SLOW_TO_PARSE, time.time(), counted=True)
                     else:
-                        yield self._failed(describe_http_error(PollDeadlineExceeded(self.timeout)), time.time(),
-                                           counted=False)  # fmt: skip
+                        yield self._failed(
+                            describe_http_error(PollDeadlineExceeded(self.timeout)),
+                            time.time(),
+                            counted=False,
+                        )
                     continue
                 yield SourceUpdate(health=self.health(waiting_for_response=True))
             else:
@@ -280,7 +289,9 @@ class MetricsSource(Source):
     def _failed(self, reason: str, at: float, counted: bool) -> SourceUpdate:
         """Back off, keep the last good reading marked stale, and say why."""
         if counted:
-            self.rejects.reject(reason, f"poll {self.polls} at {time.strftime('%H:%M:%S', time.localtime(at))}")
+            self.rejects.reject(
+                reason, f"poll {self.polls} at {time.strftime('%H:%M:%S', time.localtime(at))}"
+            )
         self.failures += 1
         self.last_error = reason
         self._next_at = at + self.backoff()

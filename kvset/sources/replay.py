@@ -67,8 +67,14 @@ class ReplaySource(Source):
             return
         yield SourceUpdate(health=self._health("reading trace", 0))
         # a stream: the first batches play while the rest of the file is still being read
-        trace = TraceStream(self.path, format=self.format, block_size=self.block_size, hash_algo=self.hash_algo,
-                            python_hash_seed=self.python_hash_seed, exact=False)  # fmt: skip
+        trace = TraceStream(
+            self.path,
+            format=self.format,
+            block_size=self.block_size,
+            hash_algo=self.hash_algo,
+            python_hash_seed=self.python_hash_seed,
+            exact=False,
+        )
         delivered = 0
         t0 = wall0 = None
         try:
@@ -83,8 +89,11 @@ class ReplaySource(Source):
                         while not stop.is_set() and time.monotonic() < due:
                             stop.wait(min(0.25, due - time.monotonic()))
                             if time.monotonic() < due:  # stay visible while waiting for the next request
-                                yield SourceUpdate(health=self._health("replaying: waiting for the next request",
-                                                                       delivered, trace))  # fmt: skip
+                                yield SourceUpdate(
+                                    health=self._health(
+                                        "replaying: waiting for the next request", delivered, trace
+                                    )
+                                )
                     delivered += len(batch)
                     yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
         except (TraceError, OSError) as exc:
@@ -96,12 +105,23 @@ class ReplaySource(Source):
                 events=(TimelineEvent(time.time(), "source-failed", f"{self.name}: {first}"),),
             )
             return
-        yield SourceUpdate(health=self._health(f"finished: {plural(delivered, 'access', 'accesses')} replayed",
-                                               delivered, trace, finished=True, connected=False))  # fmt: skip
+        yield SourceUpdate(
+            health=self._health(
+                f"finished: {plural(delivered, 'access', 'accesses')} replayed",
+                delivered,
+                trace,
+                finished=True,
+                connected=False,
+            )
+        )
 
     def _follow(self, stop: threading.Event) -> Iterator[SourceUpdate]:
-        parser = TraceLineParser(self.format, block_size=self.block_size, hash_algo=self.hash_algo,
-                                 python_hash_seed=self.python_hash_seed)  # fmt: skip
+        parser = TraceLineParser(
+            self.format,
+            block_size=self.block_size,
+            hash_algo=self.hash_algo,
+            python_hash_seed=self.python_hash_seed,
+        )
         tailer = FileTailer(self.path, follow=True)
         delivered = lines = 0
         last_data = None
@@ -121,10 +141,16 @@ class ReplaySource(Source):
                     last_data = now
                 state = "waiting for the file" if read.waiting else "following"
                 health = SourceHealth(
-                    source=self.name, kind=self.kind, connected=not read.waiting, state=state,
-                    last_data_at=last_data, received=lines, accesses=delivered,
-                    rejected=parser.rejects.summary(), notes=tuple(parser.notes),
-                )  # fmt: skip
+                    source=self.name,
+                    kind=self.kind,
+                    connected=not read.waiting,
+                    state=state,
+                    last_data_at=last_data,
+                    received=lines,
+                    accesses=delivered,
+                    rejected=parser.rejects.summary(),
+                    notes=tuple(parser.notes),
+                )
                 if not batches:
                     yield SourceUpdate(health=health, events=events)
                 for i, b in enumerate(batches):
@@ -133,7 +159,9 @@ class ReplaySource(Source):
             tailer.close()
 
     @staticmethod
-    def _parse_runs(parser: TraceLineParser, numbered: list[tuple[int, bytes]], now: float) -> list[AccessBatch]:
+    def _parse_runs(
+        parser: TraceLineParser, numbered: list[tuple[int, bytes]], now: float
+    ) -> list[AccessBatch]:
         """Parse runs of consecutive line numbers (a rotation restarts the numbering)."""
         out = []
         i = 0
@@ -148,10 +176,15 @@ class ReplaySource(Source):
                 parsed = None
             if parsed is not None and parsed.requests:
                 stamps = np.where(np.isnan(parsed.request_timestamps), now, parsed.request_timestamps)
-                out.append(AccessBatch(
-                    keys=parsed.keys, tokens=parsed.tokens, request_starts=parsed.request_starts,
-                    timestamps=np.repeat(stamps, parsed.request_lengths()), block_tokens=parser.block_tokens,
-                ))  # fmt: skip
+                out.append(
+                    AccessBatch(
+                        keys=parsed.keys,
+                        tokens=parsed.tokens,
+                        request_starts=parsed.request_starts,
+                        timestamps=np.repeat(stamps, parsed.request_lengths()),
+                        block_tokens=parser.block_tokens,
+                    )
+                )
             i = j
         return out
 
@@ -163,9 +196,15 @@ def _pieces(batch: AccessBatch, max_accesses: int) -> Iterator[AccessBatch]:
     first = 0
     while first < len(starts):
         begin = int(bounds[first])
-        last = min(max(int(np.searchsorted(bounds, begin + max_accesses, side="right")) - 1, first + 1), len(starts))
+        last = min(
+            max(int(np.searchsorted(bounds, begin + max_accesses, side="right")) - 1, first + 1), len(starts)
+        )
         end = int(bounds[last])
-        yield AccessBatch(keys=batch.keys[begin:end], tokens=batch.tokens[begin:end],  # type: ignore[index]
-                          request_starts=starts[first:last] - begin, timestamps=batch.timestamps[begin:end],  # type: ignore[index]
-                          block_tokens=batch.block_tokens)  # fmt: skip
+        yield AccessBatch(
+            keys=batch.keys[begin:end],
+            tokens=batch.tokens[begin:end],  # type: ignore[index]
+            request_starts=starts[first:last] - begin,
+            timestamps=batch.timestamps[begin:end],  # type: ignore[index]
+            block_tokens=batch.block_tokens,
+        )
         first = last

@@ -292,7 +292,8 @@ class FileTailer:
             self.rotations += 1
             self._missing_reported = False
             self._event(
-                "log-rotated", f"{self.path} was rotated after {plural(old_lines, 'line')}; reading the new file"
+                "log-rotated",
+                f"{self.path} was rotated after {plural(old_lines, 'line')}; reading the new file",
             )
             if self._open(announce=False):
                 assert self._fh is not None
@@ -316,7 +317,9 @@ class FileTailer:
             return
         n = len(self._last_bytes)
         if os.pread(self._fh.fileno(), n, self._pos - n) != self._last_bytes:
-            self._restart(f"was truncated and rewritten (the {n} bytes before read position {self._pos} changed)")
+            self._restart(
+                f"was truncated and rewritten (the {n} bytes before read position {self._pos} changed)"
+            )
 
     def _restart(self, why: str) -> None:
         """Read the same file again from its start, and say so."""
@@ -326,7 +329,8 @@ class FileTailer:
         self.truncations += 1
         self._event(
             "log-truncated",
-            f"{self.path} {why}; reading from 0" + (f", dropped a {lost}-byte unfinished line" if lost else ""),
+            f"{self.path} {why}; reading from 0"
+            + (f", dropped a {lost}-byte unfinished line" if lost else ""),
         )
         self._pos = 0
         self._line_no = 0

@@ -78,8 +78,14 @@ def churn_rows(snapshot: Snapshot, unit: str) -> list[ChurnRow]:
     if c.capacity_blocks:
         cap = capacity_text(c.capacity_blocks, snapshot, unit)
         last_hit = _last_finite(hit)
-        rows.append(ChurnRow(f"hit/{fmt.duration(c.slot_seconds)} @ {cap}", "hit/slot", hit,
-                             fmt.percent(last_hit) if last_hit is not None else "–"))  # fmt: skip
+        rows.append(
+            ChurnRow(
+                f"hit/{fmt.duration(c.slot_seconds)} @ {cap}",
+                "hit/slot",
+                hit,
+                fmt.percent(last_hit) if last_hit is not None else "–",
+            )
+        )
     rows.append(ChurnRow(f"WS{main}/{ws_slot}", "WS/slot", ws, ws_latest))
     return [*rows, *engine_rows(snapshot)]
 

@@ -94,7 +94,9 @@ def nice_floor(x: float) -> float:
     return max(m * 10.0**e for m in (1, 2, 5) if m * 10.0**e <= x)
 
 
-def axis_range(curves: list[HitRateCurve], must_show: list[int], log_x: bool, horizon: int) -> tuple[int, int]:
+def axis_range(
+    curves: list[HitRateCurve], must_show: list[int], log_x: bool, horizon: int
+) -> tuple[int, int]:
     """(first, last) capacity in blocks the x axis spans; see MOVES_AT and SETTLES_AT."""
     moves = [c for c in (capacity_reaching(curve, MOVES_AT) for curve in curves) if c]
     top = max([2, *(saturation_capacity(c) for c in curves), *must_show])
@@ -164,7 +166,10 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     low_blocks, top = axis_range(shown, must_show, view.log_x, snapshot.horizon)
     caps = sample_capacities(top, view.log_x, low=low_blocks)
     markers = tuple(
-        (fmt.target_label(r.target, r.mode).split(" % ")[0], float(to_unit(r.capacity_blocks, snapshot, unit) or 0))
+        (
+            fmt.target_label(r.target, r.mode).split(" % ")[0],
+            float(to_unit(r.capacity_blocks, snapshot, unit) or 0),
+        )
         for r in rows
         if r.reached and r.capacity_blocks
     )
@@ -176,7 +181,10 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     if op is not None and op.effective_capacity_blocks and op.predicted_token_hit_rate is not None:
         x = to_unit(op.effective_capacity_blocks, snapshot, unit)
         if x:
-            effective = (float(x), 100.0 * float(all_time.hit_rate(op.effective_capacity_blocks, hit_unit(unit))))
+            effective = (
+                float(x),
+                100.0 * float(all_time.hit_rate(op.effective_capacity_blocks, hit_unit(unit))),
+            )
     return PlotData(
         unit=unit,
         hit_unit=hit_unit(unit),
@@ -245,7 +253,9 @@ PLOT_LEFT_COLUMNS = 6  # the y-axis tick labels and the frame ("100%┤")
 PLOT_FRAME_ROWS = 3  # the frame above, the frame and the x tick labels below
 
 
-def line_labels(d: PlotData, log_x: bool, width: int, height: int) -> list[tuple[str, float, float, str, str]]:
+def line_labels(
+    d: PlotData, log_x: bool, width: int, height: int
+) -> list[tuple[str, float, float, str, str]]:
     """(text, x, y, theme colour, alignment) of a label at the top of each vertical line: the working
     sets' targets and "pool". A label that would run into the one before it on a row drops to the next
     row; one that would run past the right edge ends at its line instead of starting there."""
@@ -330,7 +340,9 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         scale = "log" if self.view.log_x else "linear"
         rank = self.view.rank_label(self.snapshot)
         policies = "LRU and MIN" if d.opt is not None else "LRU"
-        self.border_title = (f"{rank} · " if rank else "") + f"{policies} {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
+        self.border_title = (
+            f"{rank} · " if rank else ""
+        ) + f"{policies} {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
         if d.all_time is not None:
@@ -348,7 +360,10 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         if d.engine is not None:
             legend.append("  ◆ engine", style=p.rich("engine"))
         elif d.engine_capacity is not None:
-            legend.append("  │ rank pool" if self.view.rank_view(self.snapshot) else "  │ engine pool", style=p.rich("engine"))
+            legend.append(
+                "  │ rank pool" if self.view.rank_view(self.snapshot) else "  │ engine pool",
+                style=p.rich("engine"),
+            )
         if d.effective is not None:
             legend.append("  ◇ model", style=p.rich("engine"))  # at the pool's effective LRU capacity
         self.border_subtitle = legend

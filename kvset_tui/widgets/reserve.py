@@ -64,7 +64,9 @@ class ReservePanel(SnapshotView, Widget):
         if r is None:
             out = Text(NO_MODEL, style=p.rich("warn"))
             if not self.compact:
-                out.append("\nGiB, the hybrid reserve and the pool need the KV geometry", style=p.rich("muted"))
+                out.append(
+                    "\nGiB, the hybrid reserve and the pool need the KV geometry", style=p.rich("muted")
+                )
             return out
         if self.compact or self.crowded:  # two lines: a short screen, or the tiers panel beside it
             return self._render_compact(r, snap)
@@ -73,9 +75,15 @@ class ReservePanel(SnapshotView, Widget):
         table.add_column("part", style=p.rich("muted"), no_wrap=True, overflow="ellipsis")
         table.add_column("bytes", justify="right", no_wrap=True)
         table.add_row(f"full-attention WS {target}, all time", working_set_text(r, snap))
-        conc = f"{r.concurrency} req, {r.concurrency_source}" if r.concurrency_source != "none" else "no concurrency"
-        table.add_row(f"+ hybrid reserve ({conc})",
-                      fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS))  # fmt: skip
+        conc = (
+            f"{r.concurrency} req, {r.concurrency_source}"
+            if r.concurrency_source != "none"
+            else "no concurrency"
+        )
+        table.add_row(
+            f"+ hybrid reserve ({conc})",
+            fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS),
+        )
         total = r.total_bytes
         verdict = Text("–")
         if total is not None:
@@ -101,14 +109,18 @@ class ReservePanel(SnapshotView, Widget):
         """Two lines for a short terminal: the parts, then the sum against the pool."""
         p = self.palette
         out = Text(no_wrap=True, overflow="ellipsis")
-        target = fmt.target_label(r.working_set_target, snap.main_mode).replace(" % cov", "%").replace(" % ", "% ")
+        target = (
+            fmt.target_label(r.working_set_target, snap.main_mode).replace(" % cov", "%").replace(" % ", "% ")
+        )
         out.append(working_set_text(r, snap))
         out.append(f" WS {target} all + ", style=p.rich("muted"))
         out.append(fmt.format_bytes(r.hybrid_reserve_bytes, significant=fmt.SHORT_DIGITS))
         out.append(" hybrid", style=p.rich("muted"))
         total = r.total_bytes
         out.append("\n= ", style=p.rich("muted"))
-        out.append(fmt.format_bytes(total, significant=fmt.SHORT_DIGITS), style="bold")  # None: the missing mark
+        out.append(
+            fmt.format_bytes(total, significant=fmt.SHORT_DIGITS), style="bold"
+        )  # None: the missing mark
         fits = r.fits
         if r.pool_bytes and total is not None and fits is not None:
             colour = p.rich("ok" if fits else "bad")

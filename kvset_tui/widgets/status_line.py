@@ -51,7 +51,9 @@ def source_lines(
     if n:
         top = health.rejected[0]
         facts.append(f" · {fmt.count(n)} rejected", style=f"bold {p.rich('warn')}")
-        facts.append(f" ({one_line(top.reason)}{', …' if len(health.rejected) > 1 else ''})", style=p.rich("warn"))
+        facts.append(
+            f" ({one_line(top.reason)}{', …' if len(health.rejected) > 1 else ''})", style=p.rich("warn")
+        )
     else:
         facts.append(" · 0 rejected", style=p.rich("muted"))
     if health.accesses:
@@ -141,7 +143,9 @@ class StatusLine(SnapshotView, Widget):
             out.append("ingest ", style=p.rich("muted"))
             out.append(fmt.rate(snap.accesses_per_second, " acc/s"), style="bold")
             out.append(" wall clock" if not self.narrow else " wall", style=p.rich("muted"))
-        out.append(f" · window {view.window} · {view.effective_unit(snap)} · {'log' if view.log_x else 'linear'}")
+        out.append(
+            f" · window {view.window} · {view.effective_unit(snap)} · {'log' if view.log_x else 'linear'}"
+        )
         out.append(f" · {view.target_mode}")
         rank = view.rank_label(snap)
         if rank:

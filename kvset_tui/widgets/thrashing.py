@@ -62,7 +62,9 @@ class ThrashingPanel(SnapshotView, Widget):
             if all_time is not None and all_time.capacity_source == RANK_POOL_SOURCE:
                 return Text(ALL_TIME_ONLY, style=p.rich("muted"))
             out = Text(NOT_JUDGED, style=p.rich("muted"))
-            out.append("\n" + (NOT_JUDGED_HOW_SHORT if self.narrow else NOT_JUDGED_HOW), style=p.rich("muted"))
+            out.append(
+                "\n" + (NOT_JUDGED_HOW_SHORT if self.narrow else NOT_JUDGED_HOW), style=p.rich("muted")
+            )
             return out
         unit = self.view.effective_unit(snap)
         level = t.level
@@ -78,7 +80,9 @@ class ThrashingPanel(SnapshotView, Widget):
         names = CAPACITY_SOURCE_SHORT if self.narrow else CAPACITY_SOURCE
         out.append(f" ({names.get(t.capacity_source, t.capacity_source)})", style=p.rich("muted"))
         # the hit rate over the chosen window (the churn panel's is per time slot)
-        out.append(f" · {window} hit " if self.narrow else f" · block hit over {window} ", style=p.rich("muted"))
+        out.append(
+            f" · {window} hit " if self.narrow else f" · block hit over {window} ", style=p.rich("muted")
+        )
         out.append(fmt.percent(t.hit_rate), style="bold")
         out.append("\n+10 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
@@ -87,7 +91,9 @@ class ThrashingPanel(SnapshotView, Widget):
         op = snap.operating_point
         if snap.curve_scope == MISSES_ONLY:
             # the engine's KV events show its misses only: this curve is not the engine's own
-            out.append("\ncurve of the engine's misses only (no hits reported)", style=f"bold {p.rich('warn')}")
+            out.append(
+                "\ncurve of the engine's misses only (no hits reported)", style=f"bold {p.rich('warn')}"
+            )
         elif op is not None and op.measured_token_hit_rate is not None:
             out.append("\nengine " if self.narrow else "\nengine measured ", style=p.rich("muted"))
             out.append(fmt.percent(op.measured_token_hit_rate), style=f"bold {p.rich('engine')}")
@@ -108,8 +114,14 @@ class ThrashingPanel(SnapshotView, Widget):
         return out
 
 
-MISS_LABELS = (("first_time", "new"), ("capacity", "cap"), ("pinned", "pinned"), ("partial_tail", "tail"),
-               ("recomputed_last_block", "last"), ("beyond_horizon", "horizon"))  # fmt: skip
+MISS_LABELS = (
+    ("first_time", "new"),
+    ("capacity", "cap"),
+    ("pinned", "pinned"),
+    ("partial_tail", "tail"),
+    ("recomputed_last_block", "last"),
+    ("beyond_horizon", "horizon"),
+)
 
 
 def miss_line(breakdown: dict[str, float]) -> str:

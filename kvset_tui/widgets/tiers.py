@@ -56,7 +56,9 @@ class TiersPanel(SnapshotView, Widget):
     def on_data(self) -> None:
         plan = self.snapshot.tiers if self.snapshot is not None else None
         # the misses in the title: a short screen has no row for them
-        self.border_title = "Tiers" if plan is None else f"Tiers · {plan.mode} · miss {fmt.percent(plan.miss_block_rate)}"
+        self.border_title = (
+            "Tiers" if plan is None else f"Tiers · {plan.mode} · miss {fmt.percent(plan.miss_block_rate)}"
+        )
 
     def render(self) -> RenderResult:
         p = self.palette
@@ -74,14 +76,24 @@ class TiersPanel(SnapshotView, Widget):
         table.add_column("of blocks", justify="right", no_wrap=True)
         table.add_column("of tokens", justify="right", no_wrap=True)
         for t in plan.tiers:
-            table.add_row(str(t.index), capacity_text(t.capacity_blocks, snap, unit),
-                          share_text(t.block_hit_rate, t.exact), share_text(t.token_hit_rate, t.exact))  # fmt: skip
+            table.add_row(
+                str(t.index),
+                capacity_text(t.capacity_blocks, snap, unit),
+                share_text(t.block_hit_rate, t.exact),
+                share_text(t.token_hit_rate, t.exact),
+            )
         miss = p.rich("warn")
-        table.add_row(Text("miss", style=miss), "", Text(fmt.percent(plan.miss_block_rate), style=miss),
-                      Text(fmt.percent(plan.miss_token_rate), style=miss))  # fmt: skip
+        table.add_row(
+            Text("miss", style=miss),
+            "",
+            Text(fmt.percent(plan.miss_block_rate), style=miss),
+            Text(fmt.percent(plan.miss_token_rate), style=miss),
+        )
         if plan.next_tier is None:
             return table
-        line = Text(next_tier_text(plan.next_tier, snap, unit), style="bold", no_wrap=True, overflow="ellipsis")
+        line = Text(
+            next_tier_text(plan.next_tier, snap, unit), style="bold", no_wrap=True, overflow="ellipsis"
+        )
         return Group(table, line)
 
     def _render_compact(self, plan: TierPlan, snap: Snapshot, unit: str) -> Text:

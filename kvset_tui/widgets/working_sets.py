@@ -80,9 +80,17 @@ def opt_gap_text(snapshot: Snapshot, unit: str, narrow: bool = False) -> str:
         return snapshot.opt_note or ""
     at = gap.at_capacity()
     if at is None:
-        return "MIN: give --capacity for its gap at a pool" if narrow else "MIN beside LRU: give --capacity BLOCKS for the gap at a pool"
+        return (
+            "MIN: give --capacity for its gap at a pool"
+            if narrow
+            else "MIN beside LRU: give --capacity BLOCKS for the gap at a pool"
+        )
     tokens = hit_unit(unit) == "tokens"
-    opt, lru = (at.opt_token_hit_rate, at.lru_token_hit_rate) if tokens else (at.opt_block_hit_rate, at.lru_block_hit_rate)
+    opt, lru = (
+        (at.opt_token_hit_rate, at.lru_token_hit_rate)
+        if tokens
+        else (at.opt_block_hit_rate, at.lru_block_hit_rate)
+    )
     where = capacity_text(at.capacity_blocks, snapshot, unit)
     if narrow:
         return f"MIN {fmt.percent(opt)} · LRU {fmt.percent(lru)} @ {where}"
@@ -101,7 +109,9 @@ def ranks_subtitle(snapshot: Snapshot, view: ViewState) -> str:
     p = snapshot.pooling
     if p is None:
         return f"{len(snapshot.ranks)} ranks · pooling gain not computed"
-    return f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {p.ranks} rank pools"
+    return (
+        f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {p.ranks} rank pools"
+    )
 
 
 class WorkingSetTable(SnapshotView, Widget):
@@ -173,15 +183,20 @@ class WorkingSetTable(SnapshotView, Widget):
         for row in rows:
             target = fmt.target_label(row.target, row.mode)
             if not row.reached:
-                miss = Text(NO_DATA, style=p.rich("muted")) if empty else Text(NOT_REACHED, style=p.rich("warn"))
+                miss = (
+                    Text(NO_DATA, style=p.rich("muted")) if empty else Text(NOT_REACHED, style=p.rich("warn"))
+                )
                 cells = [miss, Text("–"), Text("–")] if full else [miss]
             else:
                 prefix = "" if row.exact else "≤"
                 if not row.exact:
                     bound = "≤: upper bound within the windowed curve's grid step"
                 if full:
-                    gib = (fmt.format_gib(row.capacity_bytes, significant=fmt.SHORT_DIGITS, with_unit=False)
-                           if row.capacity_bytes is not None else None)  # fmt: skip
+                    gib = (
+                        fmt.format_gib(row.capacity_bytes, significant=fmt.SHORT_DIGITS, with_unit=False)
+                        if row.capacity_bytes is not None
+                        else None
+                    )
                     tokens = fmt.count(row.capacity_tokens) if row.capacity_tokens is not None else None
                     cells = [
                         Text(prefix + fmt.count(row.capacity_blocks)),

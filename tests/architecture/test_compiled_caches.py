@@ -47,9 +47,13 @@ def caches(copy: Path) -> list[str]:
 
 def test_a_change_to_any_compiled_module_drops_every_modules_cache(package_copy):
     assert jit_cache.drop_stale_caches()  # no stamp yet: the caches may be from any source
-    assert caches(package_copy) == [] and (package_copy / "core/__pycache__/analyzer.cpython-311.pyc").exists()
+    assert (
+        caches(package_copy) == [] and (package_copy / "core/__pycache__/analyzer.cpython-311.pyc").exists()
+    )
     for name in jit_cache.COMPILED_MODULES:  # numba writes its caches again
-        (package_copy / name.rsplit("/", 1)[0] / "__pycache__" / f"{Path(name).stem}.f-1.py311.nbi").write_bytes(b"x")
+        (
+            package_copy / name.rsplit("/", 1)[0] / "__pycache__" / f"{Path(name).stem}.f-1.py311.nbi"
+        ).write_bytes(b"x")
     assert not jit_cache.drop_stale_caches()  # nothing changed: kept
     assert len(caches(package_copy)) == len(jit_cache.COMPILED_MODULES)
     kernel = package_copy / "core" / "kernel.py"  # only the module the others inline changes

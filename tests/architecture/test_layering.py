@@ -27,7 +27,9 @@ def _ui(modules: set[str]) -> set[str]:
 
 
 def test_importing_every_kvset_module_loads_no_ui_package_of_its_own():
-    names = ["kvset"] + [m.name for m in pkgutil.walk_packages(kvset.__path__, "kvset.") if not m.name.endswith("__main__")]
+    names = ["kvset"] + [
+        m.name for m in pkgutil.walk_packages(kvset.__path__, "kvset.") if not m.name.endswith("__main__")
+    ]
     loaded = _modules_loaded_by("; ".join(f"import {n}" for n in names))
     assert set(names) <= loaded  # every module really was imported
     baseline = _modules_loaded_by("; ".join(f"import {n}" for n in THIRD_PARTY))

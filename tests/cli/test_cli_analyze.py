@@ -55,8 +55,18 @@ def test_analyze_text_report_and_model(capsys):
 
 
 def test_analyze_model_with_hybrid_layers_shows_reserve_separately(capsys):
-    code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--model", "gemma-3-27b", "--concurrency", "8",
-                           "--context", "32768", "--json")  # fmt: skip
+    code, out, _ = run_cli(
+        capsys,
+        "analyze",
+        str(MOONCAKE_TRACE),
+        "--model",
+        "gemma-3-27b",
+        "--concurrency",
+        "8",
+        "--context",
+        "32768",
+        "--json",
+    )
     r = json.loads(out)
     assert r["hybrid_reserve_bytes"] > 0
     per_block = r["model"]["full_attention_bytes_per_block"]
@@ -66,21 +76,28 @@ def test_analyze_model_with_hybrid_layers_shows_reserve_separately(capsys):
 
 
 def test_absolute_targets_and_not_reached(capsys):
-    code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--json", "--target-mode", "absolute",
-                           "--targets", "0.5,0.9")  # fmt: skip
+    code, out, _ = run_cli(
+        capsys, "analyze", str(MOONCAKE_TRACE), "--json", "--target-mode", "absolute", "--targets", "0.5,0.9"
+    )
     r = json.loads(out)
     reached, unreached = r["working_sets"]
     assert reached["capacity_blocks"] and reached["reached"]
     assert unreached["capacity_blocks"] is None and not unreached["reached"]  # 0.9 > attainable 0.64
-    code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--target-mode", "absolute", "--targets", "0.9")
+    code, out, _ = run_cli(
+        capsys, "analyze", str(MOONCAKE_TRACE), "--target-mode", "absolute", "--targets", "0.9"
+    )
     assert "not reached" in out
 
 
 def test_gzip_and_stdin(tmp_path):
     gz = tmp_path / "t.jsonl.gz"
     gz.write_bytes(gzip.compress(MOONCAKE_TRACE.read_bytes()))
-    out = subprocess.run([sys.executable, "-m", "kvset", "analyze", "-", "--json"], input=gz.read_bytes(),
-                         capture_output=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "kvset", "analyze", "-", "--json"],
+        input=gz.read_bytes(),
+        capture_output=True,
+        check=True,
+    )
     assert json.loads(out.stdout)["accesses"] == 121_877
 
 
@@ -117,7 +134,9 @@ def test_verify_says_identical_and_exit_0(capsys):
 
 
 def test_verify_reverse_order_and_small_horizon(capsys):
-    code, out, _ = run_cli(capsys, "verify", str(MOONCAKE_TRACE), "--order", "reverse", "--horizon", "5000", "--json")
+    code, out, _ = run_cli(
+        capsys, "verify", str(MOONCAKE_TRACE), "--order", "reverse", "--horizon", "5000", "--json"
+    )
     r = json.loads(out)
     assert code == 0 and r["identical"]
     assert max(c["capacity_blocks"] for c in r["capacities"]) <= 5000

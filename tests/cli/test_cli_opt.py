@@ -45,8 +45,9 @@ def mooncake_naive_min():
 
 def test_analyze_opt_equals_min_replayed_per_capacity_on_the_mooncake_trace(capsys, mooncake_naive_min):
     accesses, tokens, caps, naive = mooncake_naive_min
-    code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json",
-                           "--capacities", ",".join(map(str, caps)))  # fmt: skip
+    code, out, _ = run_cli(
+        capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json", "--capacities", ",".join(map(str, caps))
+    )
     assert code == 0
     r = json.loads(out)
     assert r["accesses"] == accesses and r["tokens"] == tokens and len(caps) == len(r["curve"]) >= 18
@@ -58,24 +59,35 @@ def test_analyze_opt_equals_min_replayed_per_capacity_on_the_mooncake_trace(caps
     assert r["opt"]["exact"] and r["opt"]["distinct_blocks"] == r["distinct_blocks"]
 
 
-@pytest.mark.parametrize("mode, targets", [("coverage", "0.5,0.9,0.95,0.99,0.999"), ("absolute", "0.3,0.5,0.6")])
+@pytest.mark.parametrize(
+    "mode, targets", [("coverage", "0.5,0.9,0.95,0.99,0.999"), ("absolute", "0.3,0.5,0.6")]
+)
 def test_min_never_needs_more_capacity_than_lru_for_any_target(capsys, mode, targets):
-    code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json", "--target-mode", mode,
-                           "--targets", targets)  # fmt: skip
+    code, out, _ = run_cli(
+        capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json", "--target-mode", mode, "--targets", targets
+    )
     assert code == 0
     r = json.loads(out)
     gaps = r["policy_gap"]["working_sets"]
-    assert [w["target"] for w in r["working_sets"]] == [g["target"] for g in gaps] == [float(t) for t in targets.split(",")]
+    assert (
+        [w["target"] for w in r["working_sets"]]
+        == [g["target"] for g in gaps]
+        == [float(t) for t in targets.split(",")]
+    )
     for w, g in zip(r["working_sets"], gaps, strict=True):
         assert w["opt_capacity_blocks"] is not None and w["opt_capacity_blocks"] <= w["capacity_blocks"]
-        assert g["opt_capacity_blocks"] == w["opt_capacity_blocks"] and g["lru_capacity_blocks"] == w["capacity_blocks"]
+        assert (
+            g["opt_capacity_blocks"] == w["opt_capacity_blocks"]
+            and g["lru_capacity_blocks"] == w["capacity_blocks"]
+        )
         assert g["capacity_gap_blocks"] == w["capacity_blocks"] - w["opt_capacity_blocks"] >= 0
         assert g["capacity_ratio"] == pytest.approx(w["capacity_blocks"] / w["opt_capacity_blocks"])
     # the smallest capacity: the curve reaches the target there and not one block below
     rows = {w["opt_capacity_blocks"]: w for w in r["working_sets"]}
     caps = sorted({c for c in rows} | {c - 1 for c in rows})
-    _, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json", "--capacities",
-                        ",".join(map(str, caps)))  # fmt: skip
+    _, out, _ = run_cli(
+        capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json", "--capacities", ",".join(map(str, caps))
+    )
     rate = {row["capacity_blocks"]: row["opt_block_hit_rate"] for row in json.loads(out)["curve"]}
     for c, w in rows.items():
         need = w["target"] * (r["attainable_hit_rate"] if mode == "coverage" else 1.0)
@@ -88,8 +100,10 @@ def test_the_text_shows_the_gap_at_the_capacity_and_the_knee(capsys):
     _, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--capacity", "10000", "--json")
     r = json.loads(out)
     lines = text.splitlines()
-    start = lines.index("policy gap: LRU against Belady MIN (a policy with foresight) on the same accesses:") + 3
-    for w, line in zip(r["working_sets"], lines[start:start + 3], strict=True):
+    start = (
+        lines.index("policy gap: LRU against Belady MIN (a policy with foresight) on the same accesses:") + 3
+    )
+    for w, line in zip(r["working_sets"], lines[start : start + 3], strict=True):
         cells = [c.strip() for c in line.split("  ") if c.strip()]
         lru, opt = w["capacity_blocks"], w["opt_capacity_blocks"]
         assert cells[1:] == [f"{lru:,}", f"{opt:,}", f"{lru - opt:,}", f"{lru / opt:.2f}x"]
@@ -98,7 +112,10 @@ def test_the_text_shows_the_gap_at_the_capacity_and_the_knee(capsys):
     assert knee["capacity_blocks"] == r["knee"]["capacity_blocks"]
     pool_line = next(line for line in lines if line.startswith("  at 10,000 blocks (--capacity):"))
     gain = 100 * (pool["opt_block_hit_rate"] - pool["lru_block_hit_rate"])
-    assert f"LRU {100 * pool['lru_block_hit_rate']:.2f} %, MIN {100 * pool['opt_block_hit_rate']:.2f} % ({gain:+.2f} pt)" in pool_line
+    assert (
+        f"LRU {100 * pool['lru_block_hit_rate']:.2f} %, MIN {100 * pool['opt_block_hit_rate']:.2f} % ({gain:+.2f} pt)"
+        in pool_line
+    )
     assert gain > 10  # on this trace the policy, not the size, is most of the gap at 10,000 blocks
     assert any(line.startswith(f"  at the knee, {knee['capacity_blocks']:,} blocks:") for line in lines)
     header = next(line for line in lines if line.startswith("capacity (blocks)"))
@@ -119,8 +136,10 @@ def test_csv_has_min_columns_filled_only_with_opt(capsys):
 
 
 def test_opt_flags_that_do_not_fit_are_one_line_errors(capsys):
-    for argv, words in (((str(MOONCAKE_TRACE), "--capacity", "100"), "--capacity needs --opt"),
-                        ((str(MOONCAKE_TRACE), "--opt", "--sample", "0.1"), "not with --sample")):  # fmt: skip
+    for argv, words in (
+        ((str(MOONCAKE_TRACE), "--capacity", "100"), "--capacity needs --opt"),
+        ((str(MOONCAKE_TRACE), "--opt", "--sample", "0.1"), "not with --sample"),
+    ):
         code, _, err = run_cli(capsys, "analyze", *argv)
         assert code == 2 and len(err.splitlines()) == 1 and words in err
 
@@ -174,16 +193,27 @@ def test_kvset_top_once_opt_gives_what_analyze_opt_gives(capsys):
     offline = json.loads(out)
     assert snap["curve"] == offline["curve"]  # LRU and MIN rows alike
     assert snap["opt"]["max_stack_distance"] == offline["opt"]["max_stack_distance"]
-    live = {w["target"]: w["opt_capacity_blocks"] for w in snap["working_sets"] if w["window"] == "all"
-            and w["mode"] == "coverage"}  # fmt: skip
+    live = {
+        w["target"]: w["opt_capacity_blocks"]
+        for w in snap["working_sets"]
+        if w["window"] == "all" and w["mode"] == "coverage"
+    }
     assert live == {w["target"]: w["opt_capacity_blocks"] for w in offline["working_sets"]}
     assert all(w["opt_capacity_blocks"] is None for w in snap["working_sets"] if w["window"] != "all")
     pool = next(h for h in snap["policy_gap"]["hit_rates"] if h["where"] == "chosen")
     assert pool == offline["policy_gap"]["hit_rates"][0]
 
 
-@pytest.mark.parametrize("argv", [["--events", "tcp://127.0.0.1:5557"], ["--demo"], ["--replay", "t.jsonl", "--follow"],
-                                  ["--metrics", "http://127.0.0.1:8000/metrics"], []])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--events", "tcp://127.0.0.1:5557"],
+        ["--demo"],
+        ["--replay", "t.jsonl", "--follow"],
+        ["--metrics", "http://127.0.0.1:8000/metrics"],
+        [],
+    ],
+)
 def test_kvset_top_refuses_opt_without_a_whole_file(capsys, argv):
     with pytest.raises(SystemExit) as exit_:
         top_main(["--once", "--opt", *argv])
@@ -200,4 +230,6 @@ def test_demo_input_min_at_least_lru_and_alike_with_an_infinite_cache(capsys):
     assert code == 0
     for row in r["curve"]:
         assert row["opt_block_hit_rate"] >= row["block_hit_rate"]
-    assert math.isclose(r["opt"]["attainable_hit_rate"], r["attainable_hit_rate"])  # an infinite cache is one cache
+    assert math.isclose(
+        r["opt"]["attainable_hit_rate"], r["attainable_hit_rate"]
+    )  # an infinite cache is one cache

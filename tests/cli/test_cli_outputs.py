@@ -28,8 +28,9 @@ def run_cli(capsys, *argv):
 
 
 def script(*argv: str) -> str:
-    return subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, check=True,
-                          timeout=60).stdout  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
 
 
 def complete(completion_script: str, prog: str, line: str) -> list[str]:
@@ -42,7 +43,9 @@ def complete(completion_script: str, prog: str, line: str) -> list[str]:
         f"fn=$(complete -p {prog} | sed -E 's/.* -F ([^ ]+) .*/\\1/'); $fn\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
-    out = subprocess.run([BASH, "--norc", "--noprofile"], input=probe, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [BASH, "--norc", "--noprofile"], input=probe, capture_output=True, text=True, check=True
+    )
     return [w for w in out.stdout.splitlines() if w]
 
 
@@ -83,21 +86,39 @@ def test_analyze_csv_holds_the_json_curve_and_marks_the_knee(capsys):
     report = json.loads(js)
     assert [int(r["capacity_blocks"]) for r in rows] == [p["capacity_blocks"] for p in report["curve"]]
     assert [float(r["block_hit_rate"]) for r in rows] == [p["block_hit_rate"] for p in report["curve"]]
-    assert [int(r["capacity_blocks"]) for r in rows if r["knee"] == "1"] == [report["knee"]["capacity_blocks"]]
+    assert [int(r["capacity_blocks"]) for r in rows if r["knee"] == "1"] == [
+        report["knee"]["capacity_blocks"]
+    ]
     assert all(r["capacity_gib"] == "" for r in rows)  # no model: no sizes
 
 
 def test_once_csv_has_the_same_rows_as_analyze_csv(capsys):
     _, offline, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--csv")
-    live = subprocess.run([sys.executable, "-m", "kvset_tui", "--once", "--csv", "--replay", str(MOONCAKE_TRACE)],
-                          cwd=ROOT, capture_output=True, text=True, check=True, timeout=120).stdout  # fmt: skip
+    live = subprocess.run(
+        [sys.executable, "-m", "kvset_tui", "--once", "--csv", "--replay", str(MOONCAKE_TRACE)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     assert live == offline
 
 
 def test_capacities_in_gib_with_a_model_are_the_blocks_that_fit(capsys):
-    per_block = load_model("llama-3.1-70b").full_attention_bytes_per_token() * 512  # Mooncake: 512 tokens a block
-    code, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--model", "llama-3.1-70b",
-                           "--capacities", "80GiB,40GiB", "--json")  # fmt: skip
+    per_block = (
+        load_model("llama-3.1-70b").full_attention_bytes_per_token() * 512
+    )  # Mooncake: 512 tokens a block
+    code, out, _ = run_cli(
+        capsys,
+        "analyze",
+        str(MOONCAKE_TRACE),
+        "--model",
+        "llama-3.1-70b",
+        "--capacities",
+        "80GiB,40GiB",
+        "--json",
+    )
     assert code == 0
     rows = json.loads(out)["curve"]
     assert [r["capacity_blocks"] for r in rows] == [40 * GIB // per_block, 80 * GIB // per_block]
@@ -117,12 +138,17 @@ def test_verify_prints_percentages_as_analyze_does(capsys):
     assert code == 0
     lines = verify_text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("capacity (blocks)")) + 2
-    rows = [[c.strip() for c in line.split("  ") if c.strip()] for line in lines[start:] if line[:1].isdigit()]
+    rows = [
+        [c.strip() for c in line.split("  ") if c.strip()] for line in lines[start:] if line[:1].isdigit()
+    ]
     capacities = [r[0].replace(",", "") for r in rows]
     _, analyze_text, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--capacities", ",".join(capacities))
     a_lines = analyze_text.splitlines()
     a_start = next(i for i, line in enumerate(a_lines) if line.startswith("capacity (blocks)")) + 2
-    analyze_rates = [[c.strip() for c in line.split("  ") if c.strip()][2] for line in a_lines[a_start:a_start + len(rows)]]
+    analyze_rates = [
+        [c.strip() for c in line.split("  ") if c.strip()][2]
+        for line in a_lines[a_start : a_start + len(rows)]
+    ]
     assert [r[1] for r in rows] == analyze_rates  # one-pass block hit rate, as analyze prints it
     assert [r[2] for r in rows] == analyze_rates  # the naive replay agrees
     assert all(rate.endswith(" %") for rate in analyze_rates)
@@ -140,14 +166,23 @@ def test_with_the_horizon_reached_the_coverage_base_is_an_infinite_caches_hit_ra
     assert small["infinite_cache_hit_rate"] == pytest.approx(unbounded["attainable_hit_rate"], abs=1e-3)
     assert unbounded["infinite_cache_hit_rate"] == unbounded["attainable_hit_rate"]
     _, text, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--horizon", "10000")
-    assert (f"an infinite cache: {100 * small['infinite_cache_hit_rate']:.2f} % of blocks" in text
-            and "working sets (coverage: share of an infinite cache's hit rate)" in text)  # fmt: skip
+    assert (
+        f"an infinite cache: {100 * small['infinite_cache_hit_rate']:.2f} % of blocks" in text
+        and "working sets (coverage: share of an infinite cache's hit rate)" in text
+    )
 
 
 def test_a_trace_that_rereads_nothing_says_so_instead_of_a_zero_block_working_set(capsys, tmp_path):
     trace = tmp_path / "t.jsonl"
-    trace.write_text("".join(json.dumps({"timestamp": i, "input_length": 32, "output_length": 1,
-                                         "hash_ids": [2 * i, 2 * i + 1]}) + "\n" for i in range(50)))  # fmt: skip
+    trace.write_text(
+        "".join(
+            json.dumps(
+                {"timestamp": i, "input_length": 32, "output_length": 1, "hash_ids": [2 * i, 2 * i + 1]}
+            )
+            + "\n"
+            for i in range(50)
+        )
+    )
     code, out, _ = run_cli(capsys, "analyze", str(trace), "--block-size", "16")
     assert code == 0 and "attainable hit rate (infinite cache): 0.00 %" in out
     assert out.count("0 (no re-references)") == 3  # the three coverage targets

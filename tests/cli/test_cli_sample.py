@@ -16,17 +16,33 @@ def run(capsys, *argv):
 
 
 def test_analyze_json_of_a_sample_carries_the_estimate_and_its_error_bounds(capsys):
-    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "10%", "--seed", "4", "--json",
-                       "--capacities", "1000,10000,40000")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "analyze",
+        str(MOONCAKE_TRACE),
+        "--sample",
+        "10%",
+        "--seed",
+        "4",
+        "--json",
+        "--capacities",
+        "1000,10000,40000",
+    )
     assert code == 0
     r = json.loads(out)
     est = r["estimate"]
     assert (est["sample_rate"], est["seed"], est["sample_size"]) == (0.1, 4, None)
-    assert est["tracked_blocks"] > 0 and 0.1 < est["tracked_share"] < 1 and "standard errors" in est["error_bound"]
+    assert (
+        est["tracked_blocks"] > 0
+        and 0.1 < est["tracked_share"] < 1
+        and "standard errors" in est["error_bound"]
+    )
     assert r["accesses"] == 121_877 and r["requests"] == 3_993  # counted, not estimated
     for row in r["curve"]:
         assert 0 < row["block_hit_rate_error"] < 0.1 and 0 < row["token_hit_rate_error"] < 0.1
-    exact = json.loads(run(capsys, "analyze", str(MOONCAKE_TRACE), "--json", "--capacities", "1000,10000,40000")[1])
+    exact = json.loads(
+        run(capsys, "analyze", str(MOONCAKE_TRACE), "--json", "--capacities", "1000,10000,40000")[1]
+    )
     assert exact["estimate"] is None and "block_hit_rate_error" not in exact["curve"][0]
     for sampled, measured in zip(r["curve"], exact["curve"], strict=True):
         assert abs(sampled["block_hit_rate"] - measured["block_hit_rate"]) < 0.03
@@ -41,8 +57,16 @@ def test_analyze_text_of_a_fixed_size_sample_says_estimate(capsys):
     assert "range (blocks)" in out and "exact at every capacity" not in out
 
 
-@pytest.mark.parametrize("flags", [["--sample", "0"], ["--sample", "1.5"], ["--sample", "0.1,0.2"],
-                                   ["--sample", "0.1", "--sample-size", "10"], ["--sample-size", "0"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--sample", "0"],
+        ["--sample", "1.5"],
+        ["--sample", "0.1,0.2"],
+        ["--sample", "0.1", "--sample-size", "10"],
+        ["--sample-size", "0"],
+    ],
+)
 def test_bad_sampling_flags_are_one_line_usage_errors(capsys, flags):
     with pytest.raises(SystemExit) as exc:
         main(["analyze", str(MOONCAKE_TRACE), *flags])
@@ -52,7 +76,9 @@ def test_bad_sampling_flags_are_one_line_usage_errors(capsys, flags):
 
 
 def test_kvset_top_once_json_of_a_sample_labels_the_snapshot(capsys):
-    assert top_main(["--once", "--json", "--replay", str(MOONCAKE_TRACE), "--sample", "0.1", "--seed", "2"]) == 0
+    assert (
+        top_main(["--once", "--json", "--replay", str(MOONCAKE_TRACE), "--sample", "0.1", "--seed", "2"]) == 0
+    )
     snap = json.loads(capsys.readouterr().out)
     assert snap["estimate"]["sample_rate"] == 0.1 and snap["estimate"]["seed"] == 2
     assert all(w["estimate"] for w in snap["windows"].values())
@@ -68,5 +94,7 @@ def test_analyze_csv_of_a_sample_marks_every_row_an_estimate(capsys):
     header, *rows = [line.split(",") for line in out.splitlines()]
     est, err = header.index("estimate"), header.index("block_hit_rate_error")
     assert rows and all(r[est] == "1" and float(r[err]) >= 0 for r in rows)
-    exact = [line.split(",") for line in run(capsys, "analyze", str(MOONCAKE_TRACE), "--csv")[1].splitlines()[1:]]
+    exact = [
+        line.split(",") for line in run(capsys, "analyze", str(MOONCAKE_TRACE), "--csv")[1].splitlines()[1:]
+    ]
     assert all(r[est] == "0" and r[err] == "" for r in exact)

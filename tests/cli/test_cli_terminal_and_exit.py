@@ -19,8 +19,9 @@ from tests.support.paths import MOONCAKE_TRACE, ROOT
 
 def run(module: str, *argv: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
     kw.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, **kw)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw
+    )
 
 
 def kvset_top(*argv: str, **kw) -> subprocess.CompletedProcess:
@@ -108,8 +109,15 @@ def test_once_exits_2_when_no_publisher_ever_answered():
 
 
 def test_once_exits_0_when_one_source_delivered_and_another_failed():
-    done = kvset_top("--once", "--replay", str(MOONCAKE_TRACE), "--metrics", f"http://127.0.0.1:{free_port()}/",
-                     "--duration", "3")  # fmt: skip
+    done = kvset_top(
+        "--once",
+        "--replay",
+        str(MOONCAKE_TRACE),
+        "--metrics",
+        f"http://127.0.0.1:{free_port()}/",
+        "--duration",
+        "3",
+    )
     assert done.returncode == 0, done.stderr
     assert "no data" not in done.stderr
 
@@ -129,13 +137,29 @@ def test_version_of_both_commands():
         ("kvset_tui", ["--speed", "-1"], "kvset-top: error: argument --speed: speed must be positive"),
         ("kvset_tui", ["--no-such-flag"], "kvset-top: error: unrecognized arguments: --no-such-flag"),
         # --once reads a replay whole and plays a fixed stretch of the demo: a speed given would be ignored
-        ("kvset_tui", ["--once", "--demo", "--speed", "5"], "kvset-top: error: --speed does not apply to --once"),
-        ("kvset", ["analyze", "--demo", "--log-from-end"], "kvset analyze: error: unrecognized arguments: --log-from"),
+        (
+            "kvset_tui",
+            ["--once", "--demo", "--speed", "5"],
+            "kvset-top: error: --speed does not apply to --once",
+        ),
+        (
+            "kvset",
+            ["analyze", "--demo", "--log-from-end"],
+            "kvset analyze: error: unrecognized arguments: --log-from",
+        ),
         ("kvset", ["analyze", "--horizon", "x"], "kvset analyze: error: argument --horizon: "),
         ("kvset", ["frobnicate"], "kvset: error: argument COMMAND: invalid choice"),
         # an unknown flag of a subcommand names the subcommand, whose --help lists its flags
-        ("kvset", ["analyze", "--demo", "--no-such-flag"], "kvset analyze: error: unrecognized arguments: --no-such-flag"),
-        ("kvset", ["verify", "--demo", "--no-such-flag"], "kvset verify: error: unrecognized arguments: --no-such-flag"),
+        (
+            "kvset",
+            ["analyze", "--demo", "--no-such-flag"],
+            "kvset analyze: error: unrecognized arguments: --no-such-flag",
+        ),
+        (
+            "kvset",
+            ["verify", "--demo", "--no-such-flag"],
+            "kvset verify: error: unrecognized arguments: --no-such-flag",
+        ),
         ("kvset", ["--no-such-flag"], "kvset: error: unrecognized arguments: --no-such-flag"),
     ],
 )
@@ -169,7 +193,9 @@ def test_an_existing_record_target_needs_force_and_a_missing_folder_is_one_line(
     forced = kvset_top("--once", "--replay", str(MOONCAKE_TRACE), "--record", str(out), "--force")
     assert forced.returncode == 0, forced.stderr
     assert out.read_text().count("\n") == MOONCAKE_TRACE.read_text().count("\n")  # every request recorded
-    missing = kvset_top("--once", "--replay", str(MOONCAKE_TRACE), "--record", str(tmp_path / "no" / "r.jsonl"))
+    missing = kvset_top(
+        "--once", "--replay", str(MOONCAKE_TRACE), "--record", str(tmp_path / "no" / "r.jsonl")
+    )
     assert missing.returncode == 2
     [line] = missing.stderr.splitlines()
     assert "the folder" in line and "does not exist" in line
@@ -184,7 +210,9 @@ def test_kvset_record_onto_an_existing_file_is_one_line_not_a_traceback(tmp_path
     [line] = done.stderr.splitlines()
     assert line.startswith("kvset record: ") and "exists: give --force" in line
     assert out.read_text() == "keep me\n"
-    forced = kvset("record", "--events", endpoint, "--out", str(out), "--seconds", "0.5", "--force", "--quiet")
+    forced = kvset(
+        "record", "--events", endpoint, "--out", str(out), "--seconds", "0.5", "--force", "--quiet"
+    )
     assert forced.returncode == 1 and "Traceback" not in forced.stderr  # ran, and recorded nothing
     assert "nothing recorded" in forced.stderr
 

@@ -23,17 +23,30 @@ def run(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.parametrize(("text", "address"), [
-    ("9477", ("127.0.0.1", 9477)), ("0", ("127.0.0.1", 0)), (":9477", ("127.0.0.1", 9477)),
-    ("0.0.0.0:9477", ("0.0.0.0", 9477)), ("[::1]:9477", ("::1", 9477)), ("gpu-node-01:80", ("gpu-node-01", 80)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("9477", ("127.0.0.1", 9477)),
+        ("0", ("127.0.0.1", 0)),
+        (":9477", ("127.0.0.1", 9477)),
+        ("0.0.0.0:9477", ("0.0.0.0", 9477)),
+        ("[::1]:9477", ("::1", 9477)),
+        ("gpu-node-01:80", ("gpu-node-01", 80)),
+    ],
+)
 def test_listen_address_host_defaults_to_loopback(text, address):
     assert listen_address(text) == address
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("http", "not \\[HOST:\\]PORT"), ("::1:9477", "brackets"), ("70000", "0..65535"), ("host:", "not \\[HOST"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("http", "not \\[HOST:\\]PORT"),
+        ("::1:9477", "brackets"),
+        ("70000", "0..65535"),
+        ("host:", "not \\[HOST"),
+    ],
+)
 def test_listen_address_refuses_what_is_no_address(text, message):
     with pytest.raises(argparse.ArgumentTypeError, match=message):
         listen_address(text)
@@ -56,18 +69,23 @@ def test_serve_says_when_the_port_is_taken(capsys):
 
 
 def test_serve_refuses_a_textfile_it_cannot_write(capsys, tmp_path):
-    code, _, err = run(capsys, "serve", "--replay", TRACE, "--textfile", str(tmp_path / "missing" / "kvset.prom"))
+    code, _, err = run(
+        capsys, "serve", "--replay", TRACE, "--textfile", str(tmp_path / "missing" / "kvset.prom")
+    )
     assert code == 2 and "no such folder" in err
     code, _, err = run(capsys, "serve", "--replay", TRACE, "--textfile", str(tmp_path))
     assert code == 2 and "is a folder" in err
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--once", "--serve-metrics", "9477"], "--once exits after one report"),
-    (["--capacities", "1000"], "needs --serve-metrics"),
-    (["--serve-metrics", "0"], "needs a port"),
-    (["--tiers", "80GiB"], "sizes in bytes need the KV bytes per block; give --model"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--once", "--serve-metrics", "9477"], "--once exits after one report"),
+        (["--capacities", "1000"], "needs --serve-metrics"),
+        (["--serve-metrics", "0"], "needs a port"),
+        (["--tiers", "80GiB"], "sizes in bytes need the KV bytes per block; give --model"),
+    ],
+)
 def test_kvset_top_refuses_exporter_flags_that_cannot_work(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         top_main(["--replay", TRACE, *argv])
@@ -75,12 +93,25 @@ def test_kvset_top_refuses_exporter_flags_that_cannot_work(capsys, argv, message
 
 
 def test_analyze_tiers_json_follows_the_curve_and_sizes_the_next_tier(capsys):
-    code, out, _ = run(capsys, "analyze", TRACE, "--json", "--capacities", "5000,25000", "--tiers", "5000,20000",
-                       "--size-next-tier", "0.95")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "analyze",
+        TRACE,
+        "--json",
+        "--capacities",
+        "5000,25000",
+        "--tiers",
+        "5000,20000",
+        "--size-next-tier",
+        "0.95",
+    )
     r = json.loads(out)
     curve = {p["capacity_blocks"]: p for p in r["curve"]}
     assert r["tier_mode"] == "exclusive"
-    assert [(t["tier"], t["capacity_blocks"], t["reach_blocks"]) for t in r["tiers"]] == [(1, 5000, 5000), (2, 20000, 25000)]
+    assert [(t["tier"], t["capacity_blocks"], t["reach_blocks"]) for t in r["tiers"]] == [
+        (1, 5000, 5000),
+        (2, 20000, 25000),
+    ]
     for unit in ("block", "token"):
         key = f"{unit}_hit_rate"
         assert r["tiers"][0][key] == pytest.approx(curve[5000][key])
@@ -91,28 +122,57 @@ def test_analyze_tiers_json_follows_the_curve_and_sizes_the_next_tier(capsys):
 
 
 def test_analyze_tiers_in_bytes_with_a_model_and_inclusive_text(capsys):
-    code, out, _ = run(capsys, "analyze", TRACE, "--json", "--model", "llama-3.1-70b", "--tiers", "80GiB,512GiB",
-                       "--tier-mode", "inclusive", "--size-next-tier", "99%")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "analyze",
+        TRACE,
+        "--json",
+        "--model",
+        "llama-3.1-70b",
+        "--tiers",
+        "80GiB,512GiB",
+        "--tier-mode",
+        "inclusive",
+        "--size-next-tier",
+        "99%",
+    )
     r = json.loads(out)
     per_block = 512 * 327_680  # Mooncake blocks of 512 tokens, Llama-3.1-70B's bytes per token
     assert [t["capacity_blocks"] for t in r["tiers"]] == [80 * 2**30 // per_block, 512 * 2**30 // per_block]
     assert [t["capacity_gib"] for t in r["tiers"]] == pytest.approx([80, 512], abs=0.2)
     ws99 = next(w for w in r["working_sets"] if w["target"] == 0.99)["capacity_blocks"]
     assert r["next_tier"]["capacity_blocks"] == ws99  # inclusive: the next tier holds the whole working set
-    code, out, _ = run(capsys, "analyze", TRACE, "--model", "llama-3.1-70b", "--tiers", "80GiB,512GiB",
-                       "--tier-mode", "inclusive", "--size-next-tier", "99%")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "analyze",
+        TRACE,
+        "--model",
+        "llama-3.1-70b",
+        "--tiers",
+        "80GiB,512GiB",
+        "--tier-mode",
+        "inclusive",
+        "--size-next-tier",
+        "99%",
+    )
     assert "tiers (inclusive: each tier holds a copy of the tiers above it" in out
     assert f"smallest next tier for 99 % (coverage): {ws99:,} blocks (" in out and "GiB)" in out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--tiers", "80GiB"], "need the KV bytes per block; give --model or --bytes-per-token"),
-    (["--tiers", "5000,1000", "--tier-mode", "inclusive"], "tier 2 (1,000 blocks) must be at least as large"),
-    (["--tiers", "80GiB,1000", "--model", "llama-3.1-70b"], "not both"),
-    (["--size-next-tier", "0.9"], "--size-next-tier needs --tiers"),
-    (["--tiers", "1000", "--size-next-tier", "0.9,0.95"], "takes one target"),
-    (["--tiers", "1KiB", "--model", "llama-3.1-70b"], "at least one block of 167,772,160 B"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tiers", "80GiB"], "need the KV bytes per block; give --model or --bytes-per-token"),
+        (
+            ["--tiers", "5000,1000", "--tier-mode", "inclusive"],
+            "tier 2 (1,000 blocks) must be at least as large",
+        ),
+        (["--tiers", "80GiB,1000", "--model", "llama-3.1-70b"], "not both"),
+        (["--size-next-tier", "0.9"], "--size-next-tier needs --tiers"),
+        (["--tiers", "1000", "--size-next-tier", "0.9,0.95"], "takes one target"),
+        (["--tiers", "1KiB", "--model", "llama-3.1-70b"], "at least one block of 167,772,160 B"),
+    ],
+)
 def test_analyze_refuses_tiers_it_cannot_size(capsys, argv, message):
     code, _, err = run(capsys, "analyze", TRACE, *argv)
     assert code == 2 and message in err and err.count("\n") == 1

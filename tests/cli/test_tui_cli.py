@@ -26,12 +26,25 @@ def test_parser_has_the_display_flags_beside_the_monitor_flags():
     args = build_parser().parse_args(
         ["--theme", "ansi", "--no-mouse", "--window", "1h", "--units", "GiB", "--linear", "--export-dir", "x"]
     )
-    assert (args.theme, args.no_mouse, args.window, args.units, args.linear) == ("ansi", True, "1h", "GiB", True)
+    assert (args.theme, args.no_mouse, args.window, args.units, args.linear) == (
+        "ansi",
+        True,
+        "1h",
+        "GiB",
+        True,
+    )
     assert args.export_dir == Path("x")
     assert args.interval == 1.0 and args.once is False  # from kvset.cli.flags
     defaults = build_parser().parse_args([])
-    assert (defaults.theme, initial_window(defaults), defaults.units, defaults.linear) == (None, "5m", "blocks", False)
-    assert initial_window(build_parser().parse_args(["--replay", "t.jsonl", "--opt"])) == "all"  # MIN's window
+    assert (defaults.theme, initial_window(defaults), defaults.units, defaults.linear) == (
+        None,
+        "5m",
+        "blocks",
+        False,
+    )
+    assert (
+        initial_window(build_parser().parse_args(["--replay", "t.jsonl", "--opt"])) == "all"
+    )  # MIN's window
     assert set(WINDOW_LABELS) == {"1m", "5m", "1h", "all"} and UNITS == ("blocks", "tokens", "GiB")
 
 
@@ -52,7 +65,12 @@ def test_json_without_once_is_a_usage_error(capsys):
 def test_once_prints_the_text_report_without_a_terminal():
     out = subprocess.run(
         [sys.executable, "-m", "kvset_tui", "--once", "--replay", str(TRACE)],
-        cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
     ).stdout
     assert out.startswith("kvset-top report")
     assert f"{trace_blocks():,} accesses" in out  # every block of the fixture trace
@@ -62,7 +80,12 @@ def test_once_prints_the_text_report_without_a_terminal():
 def test_once_json_prints_the_snapshot_json():
     out = subprocess.run(
         [sys.executable, "-m", "kvset_tui", "--once", "--json", "--replay", str(TRACE)],
-        cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
     ).stdout
     data = json.loads(out)
     assert data["accesses"] == trace_blocks() and data["block_tokens"] == 512
@@ -92,11 +115,31 @@ def test_main_starts_the_app_with_the_display_flags(monkeypatch, tmp_path):
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setattr(KvsetTopApp, "run", fake_run)
     monkeypatch.setattr("kvset_tui.cli.has_terminal", lambda: True)  # as in a terminal
-    code = main(["--demo", "--no-mouse", "--theme", "light", "--window", "1h", "--units", "tokens", "--linear",
-                 "--target-mode", "absolute", "--export-dir", str(tmp_path)])  # fmt: skip
+    code = main(
+        [
+            "--demo",
+            "--no-mouse",
+            "--theme",
+            "light",
+            "--window",
+            "1h",
+            "--units",
+            "tokens",
+            "--linear",
+            "--target-mode",
+            "absolute",
+            "--export-dir",
+            str(tmp_path),
+        ]
+    )
     app = seen["app"]
     assert code == 0 and seen["mouse"] is False
     assert app.palette.name == "light" and app.export_dir == tmp_path
-    assert (app.view.window, app.view.unit, app.view.log_x, app.view.target_mode) == ("1h", "tokens", False, "absolute")
+    assert (app.view.window, app.view.unit, app.view.log_x, app.view.target_mode) == (
+        "1h",
+        "tokens",
+        False,
+        "absolute",
+    )
     assert app.monitor is not None and app.monitor.interval == 1.0
     assert app.monitor.builder.config.main_mode == "absolute"  # the snapshot carries it to the churn panel

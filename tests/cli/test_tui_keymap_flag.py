@@ -42,14 +42,17 @@ def test_without_the_flag_the_default_keys_stay(started):
     assert "keymap" not in started and "app" in started
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('"kvset.nope" = "x"\n', "unknown binding 'kvset.nope'"),
-    ('"kvset.pause" = 3\n', "kvset.pause needs a key"),
-    ("kvset.pause = \n", "is not valid TOML"),
-    ('"kvset.pause" = "q"\n', "'q' would be both kvset.pause and kvset.quit"),  # Quit would be lost
-    ('"kvset.pause" = "space"\n"kvset.window" = "x,space"\n', "'space' would be both"),
-    (None, "cannot read key map"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('"kvset.nope" = "x"\n', "unknown binding 'kvset.nope'"),
+        ('"kvset.pause" = 3\n', "kvset.pause needs a key"),
+        ("kvset.pause = \n", "is not valid TOML"),
+        ('"kvset.pause" = "q"\n', "'q' would be both kvset.pause and kvset.quit"),  # Quit would be lost
+        ('"kvset.pause" = "space"\n"kvset.window" = "x,space"\n', "'space' would be both"),
+        (None, "cannot read key map"),
+    ],
+)
 def test_a_bad_key_map_is_a_usage_error_naming_the_file(started, tmp_path, capsys, content, message):
     keys = tmp_path / "keys.toml"
     if content is not None:

@@ -27,8 +27,23 @@ def test_the_generated_trace_is_mooncake_jsonl_with_arrays_that_match_it(tmp_pat
 
 def test_the_whole_run_checks_equality_with_the_msgspec_path(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["--accesses", "20000", "--data", str(tmp_path), "--c-distinct", "20000", "--repeat", "1",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--accesses",
+                "20000",
+                "--data",
+                str(tmp_path),
+                "--c-distinct",
+                "20000",
+                "--repeat",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "identical to the msgspec path at" in printed and ": yes" in printed
     report = json.loads(out.read_text())

@@ -113,8 +113,22 @@ def test_whole_benchmark_end_to_end(tmp_path):
 
     out = tmp_path / "r.json"
     # the sampling section has its own smoke test (test_sampling_bench_smoke.py): it would generate 10M-access traces
-    rc = main(["--accesses", "6000", "--python-prefix", "2000", "--repeat", "1", "--no-parse", "--no-sampling",
-               "--capacities", "4", "--json", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "--accesses",
+            "6000",
+            "--python-prefix",
+            "2000",
+            "--repeat",
+            "1",
+            "--no-parse",
+            "--no-sampling",
+            "--capacities",
+            "4",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     report = json.loads(out.read_text())
     assert report["checks"]["python_histogram_equals_analyzer"] is True

@@ -21,8 +21,13 @@ from tests.support.vllm_publisher import FakeVllmPublisher
 
 
 def start_kvset_top(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kvset_tui", "--once", "--json", *argv], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "kvset_tui", "--once", "--json", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc: subprocess.Popen) -> dict:
@@ -59,8 +64,16 @@ def test_kv_events_once_json_is_the_exact_curve_of_the_requests_seen(tmp_path):
     batches = engine.run(requests)
     record = tmp_path / "seen.jsonl"
     with FakeVllmPublisher() as pub:
-        proc = start_kvset_top("--events", pub.endpoint, "--replay-endpoint", pub.replay_endpoint, "--duration", "6",
-                               "--record", str(record))  # fmt: skip
+        proc = start_kvset_top(
+            "--events",
+            pub.endpoint,
+            "--replay-endpoint",
+            pub.replay_endpoint,
+            "--duration",
+            "6",
+            "--record",
+            str(record),
+        )
         pub.wait_for_subscriber(timeout=20)
         publish_engine(pub, batches)
         report = finish(proc)
@@ -100,9 +113,20 @@ def test_kv_events_and_metrics_predict_the_engines_own_hit_rate():
     metrics.queries, metrics.hits = 0.0, 0.0
     try:
         with FakeVllmPublisher() as pub:
-            proc = start_kvset_top("--events", pub.endpoint, "--replay-endpoint", pub.replay_endpoint,
-                                   "--metrics", metrics.url, "--metrics-interval", "0.3", "--metrics-window", "600",
-                                   "--duration", "8")  # fmt: skip
+            proc = start_kvset_top(
+                "--events",
+                pub.endpoint,
+                "--replay-endpoint",
+                pub.replay_endpoint,
+                "--metrics",
+                metrics.url,
+                "--metrics-interval",
+                "0.3",
+                "--metrics-window",
+                "600",
+                "--duration",
+                "8",
+            )
             pub.wait_for_subscriber(timeout=20)
             deadline = time.monotonic() + 30
             while not metrics.requests and time.monotonic() < deadline:
@@ -132,8 +156,10 @@ def test_kv_events_and_metrics_predict_the_engines_own_hit_rate():
 
 
 def vllm_request_line(i: int, ids: list[int], second: int) -> str:
-    return (f"(APIServer pid=2311) DEBUG 03-14 09:{second // 60:02d}:{second % 60:02d} [logger.py:48] Request "
-            f"chatcmpl-{i:08x} details: prompt: None, prompt_token_ids: {ids}, prompt_embeds shape: None.\n")  # fmt: skip
+    return (
+        f"(APIServer pid=2311) DEBUG 03-14 09:{second // 60:02d}:{second % 60:02d} [logger.py:48] Request "
+        f"chatcmpl-{i:08x} details: prompt: None, prompt_token_ids: {ids}, prompt_embeds shape: None.\n"
+    )
 
 
 def test_growing_log_and_metrics_once_json_equal_offline(tmp_path):
@@ -149,8 +175,9 @@ def test_growing_log_and_metrics_once_json_equal_offline(tmp_path):
     engine = FakeEngine()
     try:
         engine.queries, engine.hits = 1000.0, 0.0
-        proc = start_kvset_top("--log", str(log), "--metrics", engine.url, "--metrics-interval", "0.3",
-                               "--duration", "6")  # fmt: skip
+        proc = start_kvset_top(
+            "--log", str(log), "--metrics", engine.url, "--metrics-interval", "0.3", "--duration", "6"
+        )
         deadline = time.monotonic() + 30  # a loaded machine starts kvset-top slowly: wait for its first poll
         while not engine.requests and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -43,10 +43,25 @@ def _check_consistent(s) -> None:
 
 
 def test_scrapes_during_and_after_a_replay_equal_kvset_analyze():
-    args = ["--replay", TRACE, "--speed", "250", "--listen", "127.0.0.1:0", "--interval", "0.2",
-            "--capacities", CAPACITIES, "--tiers", "5000,20000"]  # fmt: skip
+    args = [
+        "--replay",
+        TRACE,
+        "--speed",
+        "250",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "0.2",
+        "--capacities",
+        CAPACITIES,
+        "--tiers",
+        "5000,20000",
+    ]
     with KvsetServe(*args) as serve:
-        finished = lambda s: sample(s, "kvset_accesses_total") == ACCESSES and series(s, "kvset_source_up")[0][1] == 0  # noqa: E731
+
+        def finished(s):
+            return sample(s, "kvset_accesses_total") == ACCESSES and series(s, "kvset_source_up")[0][1] == 0
+
         scrapes = [s for s in serve.scrape_until(finished, timeout=90) if s]
         final = serve.scrape()
     during = [s for s in scrapes if 0 < sample(s, "kvset_accesses_total") < ACCESSES]
@@ -57,36 +72,52 @@ def test_scrapes_during_and_after_a_replay_equal_kvset_analyze():
         _check_consistent(s)
 
     edges = stack_distance_edges(DEFAULT_HORIZON)
-    offline = analyze_json(TRACE, "--capacities", ",".join(str(e) for e in edges) + "," + CAPACITIES,
-                           "--tiers", "5000,20000")  # fmt: skip
+    offline = analyze_json(
+        TRACE, "--capacities", ",".join(str(e) for e in edges) + "," + CAPACITIES, "--tiers", "5000,20000"
+    )
     assert sample(final, "kvset_accesses_total") == offline["accesses"] == ACCESSES
     assert sample(final, "kvset_first_time_blocks_total") == offline["distinct_blocks"]
     assert sample(final, "kvset_beyond_horizon_total") == offline["beyond_horizon"]
     curve = {p["capacity_blocks"]: p for p in offline["curve"]}
     for edge in edges:  # the histogram is the curve: bucket le=C holds the hits at C blocks
-        le = next(lab["le"] for lab, _ in series(final, "kvset_stack_distance_blocks_bucket") if float(lab["le"]) == edge)
-        assert sample(final, "kvset_stack_distance_blocks_bucket", le=le) == round(curve[edge]["block_hit_rate"] * ACCESSES)
+        le = next(
+            lab["le"]
+            for lab, _ in series(final, "kvset_stack_distance_blocks_bucket")
+            if float(lab["le"]) == edge
+        )
+        assert sample(final, "kvset_stack_distance_blocks_bucket", le=le) == round(
+            curve[edge]["block_hit_rate"] * ACCESSES
+        )
     for cap in (100, 1000, 10000):
         for unit in ("blocks", "tokens"):
             got = sample(final, "kvset_hit_rate", capacity_blocks=str(cap), unit=unit, window="all")
             assert got == pytest.approx(curve[cap][f"{unit[:-1]}_hit_rate"], rel=1e-12), (cap, unit)
-    assert sample(final, "kvset_attainable_hit_rate", unit="blocks", window="all") == pytest.approx(offline["attainable_hit_rate"])
+    assert sample(final, "kvset_attainable_hit_rate", unit="blocks", window="all") == pytest.approx(
+        offline["attainable_hit_rate"]
+    )
     assert sample(final, "kvset_attainable_hit_rate", unit="tokens", window="all") == pytest.approx(
-        offline["attainable_token_hit_rate"])  # fmt: skip
+        offline["attainable_token_hit_rate"]
+    )
     absolute = analyze_json(TRACE, "--target-mode", "absolute", "--targets", "0.5,0.7,0.9")
     for report in (offline, absolute):
         for ws in report["working_sets"]:
-            got = sample(final, "kvset_working_set_blocks", target=repr(ws["target"]), mode=ws["mode"], window="all")
+            got = sample(
+                final, "kvset_working_set_blocks", target=repr(ws["target"]), mode=ws["mode"], window="all"
+            )
             assert got == ws["capacity_blocks"], ws  # None both ways where not reached
     for tier in offline["tiers"]:
-        assert sample(final, "kvset_tier_hit_rate", tier=str(tier["tier"])) == pytest.approx(tier["block_hit_rate"])
+        assert sample(final, "kvset_tier_hit_rate", tier=str(tier["tier"])) == pytest.approx(
+            tier["block_hit_rate"]
+        )
     assert serve.proc.returncode == 0  # SIGTERM stops it cleanly
 
 
 def test_only_the_address_asked_for_listens_and_its_host_defaults_to_loopback():
     engine = FakeEngine()  # a /metrics source: kvset polls it as a client, it must not listen for it
     try:
-        with KvsetServe("--replay", TRACE, "--speed", "max", "--metrics", engine.url, "--listen", "0") as serve:
+        with KvsetServe(
+            "--replay", TRACE, "--speed", "max", "--metrics", engine.url, "--listen", "0"
+        ) as serve:
             port = int(serve.url.rsplit(":", 1)[1].split("/")[0])
             assert serve.url == f"http://127.0.0.1:{port}/metrics"
             serve.scrape_until(lambda s: sample(s, "kvset_accesses_total") == ACCESSES)
@@ -97,8 +128,17 @@ def test_only_the_address_asked_for_listens_and_its_host_defaults_to_loopback():
 
 def test_textfile_only_listens_nowhere_and_is_always_whole(tmp_path):
     target = tmp_path / "kvset.prom"
-    with KvsetServe("--replay", TRACE, "--speed", "250", "--textfile", str(target), "--interval", "0.2",
-                    wait_for_url=False) as serve:  # fmt: skip
+    with KvsetServe(
+        "--replay",
+        TRACE,
+        "--speed",
+        "250",
+        "--textfile",
+        str(target),
+        "--interval",
+        "0.2",
+        wait_for_url=False,
+    ) as serve:
         serve.wait_for_stderr("writing .* every refresh")
         deadline, reads, last = time.monotonic() + 90, 0, None
         while time.monotonic() < deadline:
@@ -121,19 +161,30 @@ def test_input_text_in_labels_is_escaped_and_prometheus_openmetrics_parses_it(tm
     raw_name = b'odd"name\\ with\nnewline \x1b[31m red \xff.jsonl'
     trace = tmp_path / os.fsdecode(raw_name)
     trace.write_text("".join(MOONCAKE_TRACE.read_text().splitlines(keepends=True)[:200]) + "{not json\n")
-    with KvsetServe("--replay", os.fsdecode(os.fsencode(tmp_path) + b"/" + raw_name), "--speed", "max",
-                    "--listen", "127.0.0.1:0", "--interval", "0.2") as serve:  # fmt: skip
+    with KvsetServe(
+        "--replay",
+        os.fsdecode(os.fsencode(tmp_path) + b"/" + raw_name),
+        "--speed",
+        "max",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "0.2",
+    ) as serve:
         finished = lambda s: series(s, "kvset_rejected_total") and series(s, "kvset_source_up")[0][1] == 0  # noqa: E731
         serve.scrape_until(finished)  # then every scrape is of the same final snapshot
         body = httpx.get(serve.url, timeout=5).content
         openmetrics = httpx.get(serve.url, timeout=5, headers={"Accept": "application/openmetrics-text"}).text
     text = body.decode("utf-8")  # valid UTF-8 whatever the input held
     assert "\x1b" not in text and "\r" not in text
-    (labels, up), = series(parse_exposition(text), "kvset_source_up")
+    ((labels, up),) = series(parse_exposition(text), "kvset_source_up")
     assert labels["source"].startswith('replay odd"name\\ with\\nnewline \\x1b[31m red \\udcff.jsonl')
-    (rej_labels, count), = series(parse_exposition(text), "kvset_rejected_total")
+    ((rej_labels, count),) = series(parse_exposition(text), "kvset_rejected_total")
     assert rej_labels["source"] == labels["source"] and count == 1
-    strict = {(s.name, tuple(sorted(s.labels.items()))): s.value
-              for f in openmetrics_families(openmetrics) for s in f.samples}  # fmt: skip
+    strict = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in openmetrics_families(openmetrics)
+        for s in f.samples
+    }
     assert strict[("kvset_source_up", (("source", labels["source"]),))] == up
     assert strict[("kvset_accesses_total", ())] == sample(parse_exposition(text), "kvset_accesses_total")

@@ -52,8 +52,18 @@ def ranks_scrape():
     with (
         FakeVllmPublisher(rank=0) as rank0,
         FakeVllmPublisher(rank=1) as rank1,
-        KvsetServe("--events", rank0.endpoint, "--events", rank1.endpoint, "--capacity", "4", "--interval", "0.2",
-                   "--listen", "127.0.0.1:0") as serve,  # fmt: skip
+        KvsetServe(
+            "--events",
+            rank0.endpoint,
+            "--events",
+            rank1.endpoint,
+            "--capacity",
+            "4",
+            "--interval",
+            "0.2",
+            "--listen",
+            "127.0.0.1:0",
+        ) as serve,
     ):
         for p in (rank0, rank1):
             p.wait_for_subscriber(timeout=30)
@@ -69,13 +79,33 @@ def test_every_metric_and_label_the_dashboard_queries_is_exported(tmp_path):
     engine = FakeEngine()
     engine.queries, engine.hits = 1000.0, 0.0
     try:
-        with KvsetServe("--replay", str(damaged), "--speed", "max", "--metrics", engine.url, "--metrics-interval",
-                        "0.2", "--model", "llama-3.1-70b", "--tiers", "80GiB,512GiB", "--capacities", "1000,10000",
-                        "--interval", "0.2", "--listen", "127.0.0.1:0") as serve:  # fmt: skip
+        with KvsetServe(
+            "--replay",
+            str(damaged),
+            "--speed",
+            "max",
+            "--metrics",
+            engine.url,
+            "--metrics-interval",
+            "0.2",
+            "--model",
+            "llama-3.1-70b",
+            "--tiers",
+            "80GiB,512GiB",
+            "--capacities",
+            "1000,10000",
+            "--interval",
+            "0.2",
+            "--listen",
+            "127.0.0.1:0",
+        ) as serve:
             serve.scrape_until(lambda s: sample(s, "kvset_engine_capacity_blocks") is not None)
             engine.queries, engine.hits = 3000.0, 1500.0  # the engine hits 75 % of what came since
-            s = serve.scrape_until(lambda s: sample(s, "kvset_engine_token_hit_rate") is not None
-                                   and series(s, "kvset_rejected_total"))[-1]  # fmt: skip
+            s = serve.scrape_until(
+                lambda s: (
+                    sample(s, "kvset_engine_token_hit_rate") is not None and series(s, "kvset_rejected_total")
+                )
+            )[-1]
     finally:
         engine.stop()
     assert sample(s, "kvset_engine_token_hit_rate") == pytest.approx(0.75)

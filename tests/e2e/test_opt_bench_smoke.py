@@ -32,7 +32,10 @@ def test_measure_runs_every_contender_and_its_replays_agree_with_the_curve():
 
 def test_main_writes_its_figures_and_exits_0_when_the_replays_agree(tmp_path, capsys):
     out = tmp_path / "opt.json"
-    assert main(["--sizes", f"{TINY},{2 * TINY}", "--heap-up-to", str(TINY), "--no-pin", "--json", str(out)]) == 0
+    assert (
+        main(["--sizes", f"{TINY},{2 * TINY}", "--heap-up-to", str(TINY), "--no-pin", "--json", str(out)])
+        == 0
+    )
     figures = json.loads(out.read_text())
     assert [len(f["replays"]) for f in figures] == [len(COVERAGE), 0]
     assert "MIN heap replay" in capsys.readouterr().out

@@ -64,9 +64,24 @@ def publishers():
 
 def test_once_json_has_each_ranks_own_curve_and_the_pooling_gain(publishers):
     requests = traffic()
-    proc = subprocess.Popen([sys.executable, "-m", "kvset_tui", "--once", "--json", *endpoints(publishers),
-                             "--capacity", str(RANK_POOL), "--duration", "5"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kvset_tui",
+            "--once",
+            "--json",
+            *endpoints(publishers),
+            "--capacity",
+            str(RANK_POOL),
+            "--duration",
+            "5",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     publish(publishers, requests)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -100,11 +115,25 @@ def test_kvset_serve_exports_each_rank_and_the_pooling_gain(publishers):
     requests = traffic(seed=22)
     sent = per_rank(requests)
     total = sum(len(k) for k in sent.values())
-    with KvsetServe(*endpoints(publishers), "--capacity", str(RANK_POOL), "--capacities", "8,64",
-                    "--interval", "0.2", "--listen", "127.0.0.1:0") as serve:  # fmt: skip
+    with KvsetServe(
+        *endpoints(publishers),
+        "--capacity",
+        str(RANK_POOL),
+        "--capacities",
+        "8,64",
+        "--interval",
+        "0.2",
+        "--listen",
+        "127.0.0.1:0",
+    ) as serve:
         publish(publishers, requests)
-        s = serve.scrape_until(lambda s: sum(v for _, v in series(s, "kvset_rank_accesses_total")) == total
-                               and sample(s, "kvset_accesses_total") == total, timeout=30)[-1]  # fmt: skip
+        s = serve.scrape_until(
+            lambda s: (
+                sum(v for _, v in series(s, "kvset_rank_accesses_total")) == total
+                and sample(s, "kvset_accesses_total") == total
+            ),
+            timeout=30,
+        )[-1]
     separate = 0
     for rank, keys in sent.items():
         r = str(rank)
@@ -114,11 +143,16 @@ def test_kvset_serve_exports_each_rank_and_the_pooling_gain(publishers):
         assert sample(s, "kvset_rank_accesses_total", rank=r) == len(keys)
         assert sample(s, "kvset_rank_capacity_blocks", rank=r) == RANK_POOL
         for cap in (8, 64, RANK_POOL):
-            assert sample(s, "kvset_rank_hit_rate", rank=r, capacity_blocks=str(cap), unit="blocks") == pytest.approx(
-                c.hit_rate(cap))
-        assert sample(s, "kvset_rank_working_set_blocks", rank=r, target="0.95", mode="coverage") == c.working_set(0.95)
+            assert sample(
+                s, "kvset_rank_hit_rate", rank=r, capacity_blocks=str(cap), unit="blocks"
+            ) == pytest.approx(c.hit_rate(cap))
+        assert sample(
+            s, "kvset_rank_working_set_blocks", rank=r, target="0.95", mode="coverage"
+        ) == c.working_set(0.95)
         for edge in stack_distance_edges(1 << 22)[:12]:
-            assert sample(s, "kvset_rank_stack_distance_blocks_bucket", rank=r, le=f"{float(edge)}") == c.hits(edge)
+            assert sample(
+                s, "kvset_rank_stack_distance_blocks_bucket", rank=r, le=f"{float(edge)}"
+            ) == c.hits(edge)
         separate += simulate_lru(keys, RANK_POOL)[0]
     assert sample(s, "kvset_pooling_capacity_blocks") == RANKS * RANK_POOL
     assert sample(s, "kvset_pooling_separate_hit_rate", unit="blocks") == pytest.approx(separate / total)

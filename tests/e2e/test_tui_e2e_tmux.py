@@ -76,7 +76,9 @@ def test_exits_when_its_terminal_goes_away_even_if_sighup_never_arrives():
     try:
         pid = int(tmux(socket, "display-message", "-p", "-t", "top", "#{pane_pid}").strip())
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "accesses" not in tmux(socket, "capture-pane", "-p", "-t", "top"):
+        while time.monotonic() < deadline and "accesses" not in tmux(
+            socket, "capture-pane", "-p", "-t", "top"
+        ):
             time.sleep(0.3)
         tmux(socket, "kill-session", "-t", "top")  # the pane's tty hangs up
         for _ in range(100):
@@ -104,7 +106,9 @@ def test_kill_restores_the_terminal_as_q_does(tmp_path, signame):
         line = f"sh -c 'echo $$ > {pidfile}; exec {sys.executable} -m kvset_tui --demo'; echo EXIT=$?"
         tmux(socket, "send-keys", "-t", "top", line, "Enter")
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "accesses" not in tmux(socket, "capture-pane", "-p", "-t", "top"):
+        while time.monotonic() < deadline and "accesses" not in tmux(
+            socket, "capture-pane", "-p", "-t", "top"
+        ):
             time.sleep(0.3)
         running = tmux(socket, "display-message", "-p", "-t", "top", flags).split()
         assert running == ["1", "0", "1"], running  # the app owns the screen: alternate, no cursor, mouse

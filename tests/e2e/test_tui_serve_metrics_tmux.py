@@ -24,8 +24,9 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 def _tmux(server: str, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return subprocess.run([TMUX, "-L", server, *args], capture_output=True, text=True, timeout=10, check=True,
-                          env=env).stdout  # fmt: skip
+    return subprocess.run(
+        [TMUX, "-L", server, *args], capture_output=True, text=True, timeout=10, check=True, env=env
+    ).stdout
 
 
 def _free_port() -> int:
@@ -37,8 +38,10 @@ def _free_port() -> int:
 def test_kvset_top_serves_metrics_beside_the_app_and_stops_with_it():
     server, port = f"kvset-serve-{os.getpid()}", _free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    command = (f"exec {sys.executable} -m kvset_tui --replay {MOONCAKE_TRACE} --speed max --no-mouse "
-               f"--serve-metrics {port} --capacities 1000")  # fmt: skip
+    command = (
+        f"exec {sys.executable} -m kvset_tui --replay {MOONCAKE_TRACE} --speed max --no-mouse "
+        f"--serve-metrics {port} --capacities 1000"
+    )
     _tmux(server, "new-session", "-d", "-s", "top", "-x", "120", "-y", "40", "-c", str(ROOT), command)
     try:
         pid = int(_tmux(server, "display-message", "-p", "-t", "top", "#{pane_pid}").strip())

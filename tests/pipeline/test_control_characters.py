@@ -59,10 +59,14 @@ def nasty_events(pub: FakeVllmPublisher) -> None:
 
 def nasty_log(tmp_path):
     log = tmp_path / "vllm.log"
-    good = ("(APIServer pid=1) DEBUG 03-14 09:00:01 [logger.py:48] Request chatcmpl-1 details: prompt: "
-            f"'{NASTY}', prompt_token_ids: {list(range(40))}, prompt_embeds shape: None.\n")  # fmt: skip
-    bad = ("(APIServer pid=1) DEBUG 03-14 09:00:02 [logger.py:48] Request chatcmpl-2 details: prompt: None, "
-           f"prompt_token_ids: [1, 2, {NASTY}], prompt_embeds shape: None.\n")  # fmt: skip
+    good = (
+        "(APIServer pid=1) DEBUG 03-14 09:00:01 [logger.py:48] Request chatcmpl-1 details: prompt: "
+        f"'{NASTY}', prompt_token_ids: {list(range(40))}, prompt_embeds shape: None.\n"
+    )
+    bad = (
+        "(APIServer pid=1) DEBUG 03-14 09:00:02 [logger.py:48] Request chatcmpl-2 details: prompt: None, "
+        f"prompt_token_ids: [1, 2, {NASTY}], prompt_embeds shape: None.\n"
+    )
     log.write_text(good + bad + NASTY + "\n")
     return log
 
@@ -71,7 +75,9 @@ def nasty_trace(tmp_path):
     trace = tmp_path / f"trace{NASTY.replace(chr(0), '')}.jsonl"  # a file name can hold all but NUL and /
     lines = [
         json.dumps({"timestamp": 0, "input_length": 1024, "output_length": 0, "hash_ids": [1, 2]}),
-        '{"timestamp": 1, "input_length": "' + NASTY.replace("\n", "").replace("\r", "") + '", "hash_ids": [1]}',
+        '{"timestamp": 1, "input_length": "'
+        + NASTY.replace("\n", "").replace("\r", "")
+        + '", "hash_ids": [1]}',
         NASTY.replace("\n", " ").replace("\r", " "),
         json.dumps({"timestamp": 2, "input_length": 1024, "output_length": 0, "hash_ids": [1, 3]}),
     ]
@@ -85,7 +91,9 @@ def nasty_metrics_engines() -> tuple[FakeEngine, FakeEngine]:
     first = vllm_exposition(1000, 100)
     # two model series: their names are listed in a note; a cache_config_info label that is no number
     lines = [line for line in second.splitlines() if line.startswith("vllm:prefix_cache_")]
-    labels.body = (first + "\n".join(lines) + "\n").replace('block_size="16"', f'block_size="{NASTY[:6]}"').encode()
+    labels.body = (
+        (first + "\n".join(lines) + "\n").replace('block_size="16"', f'block_size="{NASTY[:6]}"').encode()
+    )
     broken = FakeEngine()
     broken.body = f"vllm:kv_cache_usage_perc{{x=1}} {NASTY}\n".encode()  # unparsable: the parser quotes it
     return labels, broken
@@ -146,7 +154,9 @@ def test_what_arrived_is_still_readable_escaped(snapshot):
 
 
 def test_the_contract_types_escape_when_built():
-    h = SourceHealth(source=NASTY, kind="log", connected=True, state=NASTY, notes=(NASTY,), details=((NASTY, NASTY),))
+    h = SourceHealth(
+        source=NASTY, kind="log", connected=True, state=NASTY, notes=(NASTY,), details=((NASTY, NASTY),)
+    )
     assert not [s for s in health_strings(h) if unsafe(s)]
     assert h.state == r"\x1b[31mRED\x1b]0;pwned\x07\x00\r\n\x9b2J\u202eevil\x7f"
     assert not unsafe(TimelineEvent(0.0, NASTY, NASTY).text)

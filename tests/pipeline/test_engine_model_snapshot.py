@@ -26,16 +26,29 @@ def replayed(report_hits: bool = True):
     tracker = KvEventTracker(["tcp://e"], [None], RejectCounter())
     analyzer, model = Analyzer(), EngineModel()
     for i, (step, events) in enumerate(batches):
-        frames = message(i, [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
-                         1000.0 + step / 1000)  # fmt: skip
+        frames = message(
+            i,
+            [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
+            1000.0 + step / 1000,
+        )
         tracker.published(0, frames, now=0.0, at=0.0)
     update = tracker.take(at=0.0, final=True)
     analyzer.feed_batch(update.accesses)
     model.add(0, update.engine_model)
-    reading = EngineReading(at=0.0, capacity_blocks=USABLE + 1, block_size=16, token_hit_rate=engine.measured_token_hit_rate,
-                            kv_usage=0.8, running_requests=8, waiting_requests=3, label="vllm /metrics")  # fmt: skip
+    reading = EngineReading(
+        at=0.0,
+        capacity_blocks=USABLE + 1,
+        block_size=16,
+        token_hit_rate=engine.measured_token_hit_rate,
+        kv_usage=0.8,
+        running_requests=8,
+        waiting_requests=3,
+        label="vllm /metrics",
+    )
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
-    snap = SnapshotBuilder(SnapshotConfig()).build(analyzer, (health,), reading, (), 0.0, now=0.0, engine_model=model)
+    snap = SnapshotBuilder(SnapshotConfig()).build(
+        analyzer, (health,), reading, (), 0.0, now=0.0, engine_model=model
+    )
     return engine, snap
 
 
@@ -50,10 +63,14 @@ def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause(
     assert breakdown["hit"] == pytest.approx(op.predicted_token_hit_rate)
     # the effective capacity is where the exact LRU curve has the model's hits
     curve = snap.curve("all")
-    assert curve.hit_rate(op.effective_capacity_blocks, "tokens") >= curve.hit_rate(op.effective_capacity_blocks - 1, "tokens")
+    assert curve.hit_rate(op.effective_capacity_blocks, "tokens") >= curve.hit_rate(
+        op.effective_capacity_blocks - 1, "tokens"
+    )
     assert op.effective_capacity_blocks < USABLE
     inputs = dict(op.model_inputs)
-    assert "250 usable" in inputs["pool"] and "201 blocks in use (kv_cache_usage_perc)" in inputs["pinned now"]
+    assert (
+        "250 usable" in inputs["pool"] and "201 blocks in use (kv_cache_usage_perc)" in inputs["pinned now"]
+    )
     assert inputs["engine now"] == "8 running, 3 waiting (/metrics)"
     js = snapshot_json(snap)["operating_point"]
     assert js["predicted_by"] == MODEL_NAME and js["predicted_token_hit_rate"] == op.predicted_token_hit_rate
@@ -77,12 +94,17 @@ def test_misses_only_says_what_cannot_be_predicted():
 def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     # two ranks, each its own engine with its own pool; /metrics gives the pool of both and their hit rate
     engines = [SimEngine(USABLE), SimEngine(USABLE)]
-    runs = [e.run(agentic_requests(8, 10, sessions=3, seed=seed)) for e, seed in zip(engines, (5, 6), strict=True)]
+    runs = [
+        e.run(agentic_requests(8, 10, sessions=3, seed=seed)) for e, seed in zip(engines, (5, 6), strict=True)
+    ]
     tracker = KvEventTracker(["tcp://a", "tcp://b"], [None, None], RejectCounter())
     for rank, batches in enumerate(runs):
         for i, (step, events) in enumerate(batches):
-            frames = message(i, [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
-                             1000.0 + step / 1000)  # fmt: skip
+            frames = message(
+                i,
+                [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
+                1000.0 + step / 1000,
+            )
             tracker.published(rank, frames, now=0.0, at=0.0)
     update = tracker.take(at=0.0, final=True)
     merged, per_rank, model = Analyzer(), {0: Analyzer(), 1: Analyzer()}, EngineModel()
@@ -92,10 +114,13 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     model.add(0, update.engine_model)
     measured = sum(e.hit_tokens for e in engines) / sum(e.query_tokens for e in engines)
     pool = 2 * (USABLE + 1)
-    reading = EngineReading(at=0.0, capacity_blocks=pool, block_size=16, token_hit_rate=measured, label="vllm /metrics")
+    reading = EngineReading(
+        at=0.0, capacity_blocks=pool, block_size=16, token_hit_rate=measured, label="vllm /metrics"
+    )
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
-    snap = SnapshotBuilder(SnapshotConfig()).build(merged, (health,), reading, (), 0.0, now=0.0, engine_model=model,
-                                                   ranks=per_rank)  # fmt: skip
+    snap = SnapshotBuilder(SnapshotConfig()).build(
+        merged, (health,), reading, (), 0.0, now=0.0, engine_model=model, ranks=per_rank
+    )
     op = snap.operating_point
     # each rank's block pool is replayed at its own size: read at the merged pool it would be far too high
     assert op.predicted_token_hit_rate == pytest.approx(measured, abs=0.02)

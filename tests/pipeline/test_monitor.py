@@ -37,7 +37,9 @@ class ListSource(Source):
 
 
 def _monitor(*sources, **config):
-    return Monitor(list(sources), Analyzer(horizon=1000), SnapshotBuilder(SnapshotConfig(**config)), interval=0.05)
+    return Monitor(
+        list(sources), Analyzer(horizon=1000), SnapshotBuilder(SnapshotConfig(**config)), interval=0.05
+    )
 
 
 def test_collect_gives_the_same_curve_as_feeding_directly():
@@ -86,7 +88,9 @@ def test_engine_capacity_drives_thrashing_and_fits_pool():
     th = snap.thrashing["all"]
     assert th.capacity_blocks == 36 and th.capacity_source == "engine"
     assert th.hit_rate == 0.0 and th.gain_25pct > 0.9
-    assert th.near_miss_share == pytest.approx(760 / 800) and th.level == "thrashing"  # first accesses are far misses
+    assert (
+        th.near_miss_share == pytest.approx(760 / 800) and th.level == "thrashing"
+    )  # first accesses are far misses
     row = snap.working_set_rows("all", "coverage")[0]
     assert row.capacity_blocks == 40 and row.fits_pool is False
 
@@ -197,8 +201,10 @@ class LiveListSource(ListSource):
         self.reports_hits = reports_hits
 
     def updates(self, stop):
-        yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected",
-                                               reports_hits=self.reports_hits), engine=self.engine)  # fmt: skip
+        yield SourceUpdate(
+            health=SourceHealth(self.name, self.kind, True, "connected", reports_hits=self.reports_hits),
+            engine=self.engine,
+        )
         for b in self.batches:
             yield SourceUpdate(accesses=b)
 
@@ -227,8 +233,12 @@ def test_only_the_accesses_with_unusable_timestamps_are_refused():
 
 
 def test_a_batch_subset_keeps_whole_requests_where_they_survive():
-    batch = AccessBatch(np.arange(8, dtype=np.uint64), tokens=np.arange(8), request_starts=np.array([2, 5]),
-                        timestamps=np.arange(8.0))  # fmt: skip
+    batch = AccessBatch(
+        np.arange(8, dtype=np.uint64),
+        tokens=np.arange(8),
+        request_starts=np.array([2, 5]),
+        timestamps=np.arange(8.0),
+    )
     keep = np.array([True, False, False, True, True, False, False, False])
     part = batch.subset(keep)
     assert part.keys.tolist() == [0, 3, 4] and part.tokens.tolist() == [0, 3, 4]

@@ -64,7 +64,9 @@ def test_replayed_file_gets_the_min_curve_of_exactly_what_was_analyzed(order):
 
 def test_min_waits_for_the_whole_file_then_every_snapshot_has_it():
     rng = np.random.default_rng(3)
-    batches = [AccessBatch(rng.integers(0, 400, 500).astype(np.uint64), timestamps=float(i)) for i in range(6)]
+    batches = [
+        AccessBatch(rng.integers(0, 400, 500).astype(np.uint64), timestamps=float(i)) for i in range(6)
+    ]
     source = GatedSource(batches)
     monitor = _monitor([source], capacity_blocks=100)
     seen, stop = [], threading.Event()
@@ -90,7 +92,12 @@ def test_min_waits_for_the_whole_file_then_every_snapshot_has_it():
     assert np.array_equal(final.opt_curve.block_hits, opt_histogram(keys).curve().block_hits)
     gap = final.policy_gap.at_capacity()
     assert (gap.capacity_blocks, gap.where) == (100, "chosen")
-    assert gap.opt_block_hit_rate == final.opt_curve.hit_rate(100) >= gap.lru_block_hit_rate == final.curve().hit_rate(100)
+    assert (
+        gap.opt_block_hit_rate
+        == final.opt_curve.hit_rate(100)
+        >= gap.lru_block_hit_rate
+        == final.curve().hit_rate(100)
+    )
     rows = final.working_set_rows("all", "coverage")
     assert [r.opt_capacity_blocks for r in rows] == [final.opt_curve.working_set(r.target) for r in rows]
     assert all(r.opt_capacity_blocks is None for r in final.working_set_rows("5m", "coverage"))
@@ -103,6 +110,8 @@ def test_a_replay_cut_short_gets_no_min_curve_and_says_why():
 
 
 def test_without_opt_nothing_is_kept_and_nothing_is_said():
-    monitor = Monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], Analyzer(), SnapshotBuilder(SnapshotConfig()))
+    monitor = Monitor(
+        [ReplaySource(str(MOONCAKE_TRACE), speed=None)], Analyzer(), SnapshotBuilder(SnapshotConfig())
+    )
     snap = monitor.collect()
     assert snap.opt_curve is None and snap.opt_note is None and snap.policy_gap is None

@@ -123,7 +123,9 @@ def test_each_ranks_curve_is_the_offline_analysis_of_what_it_published(ranked):
         assert view.accesses == len(keys) and view.distinct_blocks == len(set(keys))
         np.testing.assert_array_equal(view.curve.block_hits, expected.block_hits)
         np.testing.assert_array_equal(view.curve.token_hits, expected.token_hits)
-        assert (view.curve.hits(RANK_POOL), view.curve.hits(RANK_POOL, "tokens")) == simulate_lru(keys, RANK_POOL, tokens)
+        assert (view.curve.hits(RANK_POOL), view.curve.hits(RANK_POOL, "tokens")) == simulate_lru(
+            keys, RANK_POOL, tokens
+        )
         for row in view.working_set_rows("coverage"):
             assert row.window == "all" and row.capacity_blocks == expected.working_set(row.target)
             assert row.fits_pool == (row.capacity_blocks <= RANK_POOL)
@@ -164,11 +166,15 @@ def test_once_json_and_text_carry_the_ranks_and_the_pooling_gain(ranked):
         assert r["pool"]["capacity_blocks"] == RANK_POOL and r["pool"]["source"] == "chosen"
         assert r["pool"]["block_hit_rate"] == pytest.approx(c.hit_rate(RANK_POOL))
         # one capacity grid for every rank and the merged curve, so the rows line up
-        assert [row["capacity_blocks"] for row in r["curve"]] == [row["capacity_blocks"] for row in out["curve"]]
+        assert [row["capacity_blocks"] for row in r["curve"]] == [
+            row["capacity_blocks"] for row in out["curve"]
+        ]
         for row in r["curve"]:
             assert row["token_hit_rate"] == pytest.approx(c.hit_rate(row["capacity_blocks"], "tokens"))
         ws = {(w["target"], w["mode"]): w["capacity_blocks"] for w in r["working_sets"]}
-        assert ws[(0.95, "coverage")] == c.working_set(0.95) and ws[(0.5, "absolute")] == c.working_set(0.5, "absolute")
+        assert ws[(0.95, "coverage")] == c.working_set(0.95) and ws[(0.5, "absolute")] == c.working_set(
+            0.5, "absolute"
+        )
     pooling = out["pooling"]
     assert pooling["computed"] and pooling["capacity_blocks"] == RANKS * RANK_POOL
     assert pooling["rank_capacity_blocks"] == {str(r): RANK_POOL for r in range(RANKS)}

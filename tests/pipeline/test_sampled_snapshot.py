@@ -12,7 +12,9 @@ from tests.support.paths import MOONCAKE_TRACE
 
 
 def _snapshot(analyzer):
-    return Monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], analyzer, SnapshotBuilder(SnapshotConfig())).collect()
+    return Monitor(
+        [ReplaySource(str(MOONCAKE_TRACE), speed=None)], analyzer, SnapshotBuilder(SnapshotConfig())
+    ).collect()
 
 
 def test_snapshot_of_a_sample_carries_it_into_json_and_metrics():
@@ -35,7 +37,9 @@ def test_snapshot_of_every_block_says_nothing_of_a_sample():
 
 def test_a_ranks_analyzer_samples_as_the_merged_one_does():
     for merged in (Analyzer(sample_rate=0.05, seed=4), Analyzer(sample_size=700, seed=2), Analyzer()):
-        monitor = Monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], merged, SnapshotBuilder(SnapshotConfig()))
+        monitor = Monitor(
+            [ReplaySource(str(MOONCAKE_TRACE), speed=None)], merged, SnapshotBuilder(SnapshotConfig())
+        )
         rank = monitor._rank_analyzer(1)
         if merged.sampling is None:
             assert rank.sampling is None

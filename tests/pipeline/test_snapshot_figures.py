@@ -28,8 +28,13 @@ def build(config: SnapshotConfig, engine: EngineReading | None = None, batch: Ac
 
 
 def pool(blocks: int, running: int | None = None) -> EngineReading:
-    return EngineReading(at=1000.0, capacity_blocks=blocks, block_size=BLOCK, capacity_tokens=blocks * BLOCK,
-                         running_requests=running)  # fmt: skip
+    return EngineReading(
+        at=1000.0,
+        capacity_blocks=blocks,
+        block_size=BLOCK,
+        capacity_tokens=blocks * BLOCK,
+        running_requests=running,
+    )
 
 
 def test_without_an_engine_pool_or_a_chosen_capacity_thrashing_is_not_judged():
@@ -84,7 +89,9 @@ def test_a_model_without_hybrid_layers_fits_as_blocks_do():
     assert snap.reserve.hybrid_reserve_bytes == 0 and row.fits_pool is True is snap.reserve.fits
 
 
-@pytest.mark.parametrize(("working_set", "pool_size", "reserve", "fits"),
-                         [(None, 10, 0, None), (5, None, 0, None), (5, 10, 5, True), (5, 10, 6, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("working_set", "pool_size", "reserve", "fits"),
+    [(None, 10, 0, None), (5, None, 0, None), (5, 10, 5, True), (5, 10, 6, False)],
+)
 def test_fits_in_pool(working_set, pool_size, reserve, fits):
     assert fits_in_pool(working_set, pool_size, reserve) is fits

@@ -38,8 +38,15 @@ def two_ranks(seed: int = 2, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
 
 
 def batches(keys, ranks, per_batch=250, rank=True):
-    return [AccessBatch(keys[i : i + per_batch], timestamps=float(i), block_tokens=BLOCK_TOKENS,
-                        rank=ranks[i : i + per_batch] if rank else None) for i in range(0, len(keys), per_batch)]  # fmt: skip
+    return [
+        AccessBatch(
+            keys[i : i + per_batch],
+            timestamps=float(i),
+            block_tokens=BLOCK_TOKENS,
+            rank=ranks[i : i + per_batch] if rank else None,
+        )
+        for i in range(0, len(keys), per_batch)
+    ]
 
 
 def collect(*sources, **config):
@@ -48,11 +55,18 @@ def collect(*sources, **config):
 
 def test_the_engines_pool_is_split_evenly_over_the_ranks():
     keys, ranks = two_ranks()
-    monitor = Monitor([ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig(capacity_blocks=7)))
+    monitor = Monitor(
+        [ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig(capacity_blocks=7))
+    )
     monitor.collect()
-    engine = EngineReading(at=0.0, capacity_blocks=101, block_size=BLOCK_TOKENS)  # /metrics: summed over the ranks
+    engine = EngineReading(
+        at=0.0, capacity_blocks=101, block_size=BLOCK_TOKENS
+    )  # /metrics: summed over the ranks
     snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
-    assert [(v.pool_blocks, v.pool_source) for v in snap.ranks] == [(50, "engine"), (50, "engine")]  # beats --capacity
+    assert [(v.pool_blocks, v.pool_source) for v in snap.ranks] == [
+        (50, "engine"),
+        (50, "engine"),
+    ]  # beats --capacity
     p = snap.pooling
     assert p.capacity_blocks == 100 and p.capacity_source == "engine"
     separate = sum(simulate_lru(keys[ranks == r].tolist(), 50)[0] for r in (0, 1))
@@ -75,7 +89,9 @@ def test_without_a_pool_the_ranks_are_shown_and_the_pooling_says_what_to_give():
 
 def test_accesses_of_no_rank_beside_the_ranks_leave_no_like_for_like_pooling():
     keys, ranks = two_ranks()
-    other = AccessBatch(np.arange(9000, 9100, dtype=np.uint64), timestamps=0.0)  # e.g. a --log beside --events
+    other = AccessBatch(
+        np.arange(9000, 9100, dtype=np.uint64), timestamps=0.0
+    )  # e.g. a --log beside --events
     snap = collect(ListSource(batches(keys, ranks)), ListSource([other], name="log"), capacity_blocks=30)
     assert len(snap.ranks) == 2 and snap.pooling is None
     assert snap.pooling_note.startswith("100 accesses of the merged stream belong to no rank")
@@ -83,7 +99,9 @@ def test_accesses_of_no_rank_beside_the_ranks_leave_no_like_for_like_pooling():
 
 def test_a_stream_of_one_rank_or_none_has_no_rank_views():
     keys, ranks = two_ranks()
-    unranked = Monitor([ListSource(batches(keys, ranks, rank=False))], Analyzer(), SnapshotBuilder(SnapshotConfig()))
+    unranked = Monitor(
+        [ListSource(batches(keys, ranks, rank=False))], Analyzer(), SnapshotBuilder(SnapshotConfig())
+    )
     snap = unranked.collect()
     assert unranked.rank_analyzers == {} and snap.ranks == () and "ranks" not in snapshot_json(snap)
     one = collect(ListSource(batches(keys, np.zeros_like(ranks))), capacity_blocks=30)
@@ -96,11 +114,16 @@ def test_thrashing_and_the_lru_at_the_pool_are_each_ranks_own_cache():
     monitor.collect()
     engine = EngineReading(at=0.0, capacity_blocks=100, block_size=BLOCK_TOKENS, token_hit_rate=0.5)
     snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
-    own = {c: sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1)) / len(keys) for c in (50, 55, 63)}
+    own = {
+        c: sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1)) / len(keys)
+        for c in (50, 55, 63)
+    }
     th = snap.thrashing["all"]
     assert (th.capacity_blocks, th.capacity_source) == (50, "rank")
     assert th.hit_rate == pytest.approx(own[50])
-    assert th.gain_10pct == pytest.approx(own[55] - own[50]) and th.gain_25pct == pytest.approx(own[63] - own[50])
+    assert th.gain_10pct == pytest.approx(own[55] - own[50]) and th.gain_25pct == pytest.approx(
+        own[63] - own[50]
+    )
     assert set(snap.thrashing) == {"all"}  # the ranks' own curves are kept for all time only
     op = snap.operating_point
     assert op.lru("all") == pytest.approx(own[50])  # every access 16 tokens: tokens and blocks agree

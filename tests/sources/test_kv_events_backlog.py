@@ -34,7 +34,9 @@ def test_a_source_behind_its_socket_shows_the_backlog_and_counts_what_it_left_un
     last = rest[-1].health
     assert src.unread_at_stop > 0
     assert last.received + src.unread_at_stop == sent  # every message read or counted
-    assert f"{src.unread_at_stop:,} messages still waiting in the socket when kvset stopped" in " ".join(last.notes)
+    assert f"{src.unread_at_stop:,} messages still waiting in the socket when kvset stopped" in " ".join(
+        last.notes
+    )
     assert f"{src.unread_at_stop:,} messages unread at stop" in dict(last.details)["backlog"]
 
 

@@ -55,7 +55,9 @@ def collect(*publishers: FakeVllmPublisher) -> Collected:
 
 def test_each_access_carries_the_rank_of_the_publisher_that_stored_it():
     rng = np.random.default_rng(4)
-    publishers = [FakeVllmPublisher(rank=r) for r in (3, 4, 5)]  # ranks 3..5: a port range past the first rank
+    publishers = [
+        FakeVllmPublisher(rank=r) for r in (3, 4, 5)
+    ]  # ranks 3..5: a port range past the first rank
     sent: dict[int, list[int]] = {3: [], 4: [], 5: []}
     try:
         run = collect(*publishers)

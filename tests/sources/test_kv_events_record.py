@@ -170,8 +170,15 @@ def test_recorded_trace_reads_back_with_read_trace(tmp_path: Path) -> None:
     rec = TraceRecorder(out)
     keys = np.array([2**64 - 1, 5, 7, 5, 9, 11], dtype=np.uint64)
     rec.write(AccessBatch(keys[:3], request_starts=np.array([0, 2]), timestamps=10.0, block_tokens=16))
-    rec.write(AccessBatch(keys[3:], tokens=np.array([16, 16, 3]), request_starts=np.array([0]), timestamps=10.5,
-                          block_tokens=16))  # fmt: skip
+    rec.write(
+        AccessBatch(
+            keys[3:],
+            tokens=np.array([16, 16, 3]),
+            request_starts=np.array([0]),
+            timestamps=10.5,
+            block_tokens=16,
+        )
+    )
     rec.close()
     trace = read_trace(out)
     assert trace.keys.tolist() == keys.tolist()

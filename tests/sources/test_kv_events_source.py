@@ -120,8 +120,12 @@ def test_accesses_arrive_in_order_with_keys_tokens_and_timestamps(fake: FakeVllm
         )
         fake.publish([fake.removed([2])], ts=102.0)
         run.wait_for(
-            lambda r: r.health.received == 3 and r.engine is not None and r.engine.evictions_total == 1
-            and len(r.keys) == 6
+            lambda r: (
+                r.health.received == 3
+                and r.engine is not None
+                and r.engine.evictions_total == 1
+                and len(r.keys) == 6
+            )
         )
         assert run.keys == [U64, 2, 3, 4, 5, 6]
         assert run.tokens == [16, 16, 16, 16, 16, 4]  # the last block of the second request is partial
@@ -551,7 +555,9 @@ def test_two_data_parallel_ranks_merge_into_one_stream() -> None:
         assert run.health.source == f"events {rank0.endpoint} (+1)"
 
 
-def test_a_batch_lost_at_the_end_of_the_stream_is_asked_for_when_the_stream_goes_quiet(fake: FakeVllmPublisher) -> None:
+def test_a_batch_lost_at_the_end_of_the_stream_is_asked_for_when_the_stream_goes_quiet(
+    fake: FakeVllmPublisher,
+) -> None:
     with running(source_for(fake, tail_probe_seconds=0.3), fake) as run:
         fake.publish([fake.stored([1, 2])], ts=1.0)
         fake.publish([fake.stored([3], parent=2)], ts=1.1, deliver=False)  # the last batch, lost on the way

@@ -219,7 +219,14 @@ def test_command_line_options_build_the_sources() -> None:
     add_log_arguments(p)
     add_metrics_arguments(p)
     args = p.parse_args(
-        ["--log", str(FIXTURES / "vllm_0_13_debug.log"), "--log-block-size", "32", "--log-hash-algo", "sha256_cbor"]
+        [
+            "--log",
+            str(FIXTURES / "vllm_0_13_debug.log"),
+            "--log-block-size",
+            "32",
+            "--log-hash-algo",
+            "sha256_cbor",
+        ]
     )
     src = log_source_from_args(args, follow=False)
     assert (src.block_size, src.hash_algo, src.follow) == (32, "sha256_cbor", False)

@@ -20,7 +20,9 @@ REQUESTS = json.loads((FIXTURES / "expected.json").read_text())["vllm_0_13_debug
 
 
 def request_lines() -> list[str]:
-    return [ln for ln in LINES if " details: prompt: " in ln and "chatcmpl-" in ln and "interleaved" not in ln]
+    return [
+        ln for ln in LINES if " details: prompt: " in ln and "chatcmpl-" in ln and "interleaved" not in ln
+    ]
 
 
 def collect(src: LogSource, want_keys: int, timeout: float = 8.0):

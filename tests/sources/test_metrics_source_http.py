@@ -22,7 +22,9 @@ def engine():
     e.stop()
 
 
-def drive(src: MetricsSource, until: Callable[[SourceUpdate], bool], timeout: float = 5.0) -> list[SourceUpdate]:
+def drive(
+    src: MetricsSource, until: Callable[[SourceUpdate], bool], timeout: float = 5.0
+) -> list[SourceUpdate]:
     """Iterate the source here until `until(update)` holds; fail on timeout."""
     stop = threading.Event()
     seen: list[SourceUpdate] = []
@@ -123,8 +125,12 @@ def test_slow_engine_times_out_and_the_source_keeps_ticking(engine: FakeEngine) 
     src.close()
 
 
-@pytest.mark.parametrize(("mode", "reason"), [("cut", "connection closed"), ("cut_close", "truncated response")])
-def test_a_half_written_response_is_rejected_and_the_last_values_kept(engine: FakeEngine, mode, reason) -> None:
+@pytest.mark.parametrize(
+    ("mode", "reason"), [("cut", "connection closed"), ("cut_close", "truncated response")]
+)
+def test_a_half_written_response_is_rejected_and_the_last_values_kept(
+    engine: FakeEngine, mode, reason
+) -> None:
     src = source(engine.url)
     good = drive(src, lambda u: u.engine is not None)[-1].engine
     engine.mode = mode
@@ -190,7 +196,9 @@ def test_a_trickling_body_hits_the_overall_deadline_without_piling_up_polls(
     src.close()
 
 
-def test_an_unexpected_error_reading_a_body_costs_one_poll_not_the_source(engine: FakeEngine, monkeypatch) -> None:
+def test_an_unexpected_error_reading_a_body_costs_one_poll_not_the_source(
+    engine: FakeEngine, monkeypatch
+) -> None:
     src = source(engine.url)
     drive(src, lambda u: u.engine is not None)
     real = src.tracker.update_counters

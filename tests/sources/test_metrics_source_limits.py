@@ -56,7 +56,9 @@ def test_an_endless_body_without_a_length_is_cut_at_the_limit():
     def handler(request):
         return httpx.Response(200, content=endless())  # streamed: no Content-Length
 
-    src = MetricsSource("http://engine/metrics", transport=mock(handler), max_body_bytes=1 * MIB, timeout=30.0)
+    src = MetricsSource(
+        "http://engine/metrics", transport=mock(handler), max_body_bytes=1 * MIB, timeout=30.0
+    )
     reason, took = first_rejection(src)
     assert reason.startswith("response larger than 1 MiB") and took < 10
     assert pieces["sent"] * 10 * 1024 < 2 * MIB  # it stopped reading right after the limit
@@ -94,10 +96,14 @@ def test_an_html_page_is_said_to_be_not_metrics(content_type):
 
 
 def test_a_url_without_scheme_or_path_is_completed_and_said_so():
-    assert metrics_url("127.0.0.1:8000") == ("http://127.0.0.1:8000/metrics",
-                                             "--metrics 127.0.0.1:8000 read as http://127.0.0.1:8000/metrics")  # fmt: skip
-    assert metrics_url("https://gpu-1:8443/") == ("https://gpu-1:8443/metrics",
-                                                  "--metrics https://gpu-1:8443/ read as https://gpu-1:8443/metrics")  # fmt: skip
+    assert metrics_url("127.0.0.1:8000") == (
+        "http://127.0.0.1:8000/metrics",
+        "--metrics 127.0.0.1:8000 read as http://127.0.0.1:8000/metrics",
+    )
+    assert metrics_url("https://gpu-1:8443/") == (
+        "https://gpu-1:8443/metrics",
+        "--metrics https://gpu-1:8443/ read as https://gpu-1:8443/metrics",
+    )
     assert metrics_url("http://h:8000/v1/metrics") == ("http://h:8000/v1/metrics", None)
     for bad in ("ftp://h/metrics", "http://:8000/metrics", "http://h:port/metrics"):
         with pytest.raises(ValueError) as exc:
@@ -118,5 +124,7 @@ def test_a_url_without_scheme_is_polled_over_http():
     finally:
         engine.stop()
     assert health.connected and health.source == f"metrics http://127.0.0.1:{engine.port}/metrics"
-    assert health.notes[0] == f"--metrics 127.0.0.1:{engine.port} read as http://127.0.0.1:{engine.port}/metrics"
+    assert (
+        health.notes[0] == f"--metrics 127.0.0.1:{engine.port} read as http://127.0.0.1:{engine.port}/metrics"
+    )
     src.close()

@@ -16,9 +16,15 @@ def test_the_first_batches_arrive_before_the_file_is_read_and_all_arrive_in_orde
     monkeypatch.setattr(byte_lines, "CHUNK_BYTES", 4096)
     rng = np.random.default_rng(0)
     path = tmp_path / "t.jsonl"
-    path.write_text("".join(json.dumps({"timestamp": 10 * i, "input_length": 512 * 4,
-                                        "hash_ids": rng.integers(0, 5000, 4).tolist()}) + "\n"
-                            for i in range(3000)))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"timestamp": 10 * i, "input_length": 512 * 4, "hash_ids": rng.integers(0, 5000, 4).tolist()}
+            )
+            + "\n"
+            for i in range(3000)
+        )
+    )
     source = ReplaySource(str(path), speed=None)
     seen_lines_at_first_data = None
     keys = []

@@ -12,7 +12,9 @@ from tests.support.paths import FIXTURES
 TEMPLATE = (FIXTURES / "metrics" / "vllm_0_13.prom").read_text()
 
 
-def vllm_exposition(queries: float, hits: float, usage: float = 0.25, num_gpu_blocks: int | None = None) -> str:
+def vllm_exposition(
+    queries: float, hits: float, usage: float = 0.25, num_gpu_blocks: int | None = None
+) -> str:
     """The vLLM 0.13 fixture with its prefix-cache counters and usage set (and its pool, if given)."""
     body = TEMPLATE
     if num_gpu_blocks is not None:
@@ -59,8 +61,15 @@ class FakeEngine:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 engine.requests.append(time.monotonic())
-                body = engine.body if engine.body is not None else (
-                    vllm_exposition(engine.queries, engine.hits, engine.usage, engine.num_gpu_blocks).encode())
+                body = (
+                    engine.body
+                    if engine.body is not None
+                    else (
+                        vllm_exposition(
+                            engine.queries, engine.hits, engine.usage, engine.num_gpu_blocks
+                        ).encode()
+                    )
+                )
                 mode = engine.mode
                 if mode == "slow":
                     time.sleep(engine.delay)
@@ -112,7 +121,9 @@ class FakeEngine:
 
         self._server = Server(("127.0.0.1", self.port), Handler)
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
 
     def stop(self) -> None:
         if self._server is not None:

@@ -22,7 +22,11 @@ Samples = dict[tuple[str, frozenset], float]  # (sample name, its labels) -> val
 
 
 def parse_exposition(text: str) -> Samples:
-    return {(s.name, frozenset(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
 
 
 def sample(samples: Samples, name: str, **labels: str) -> float | None:
@@ -37,8 +41,12 @@ class KvsetServe:
     """`kvset serve ARGS` as a child process; `url` is read from its stderr ("metrics on URL")."""
 
     def __init__(self, *argv: str | bytes, wait_for_url: bool = True) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "kvset", "serve", *argv], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kvset", "serve", *argv],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.stderr_lines: list[str] = []
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
@@ -95,8 +103,13 @@ class KvsetServe:
 
 
 def analyze_json(*argv: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "kvset", "analyze", "--json", *argv], cwd=ROOT,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "kvset", "analyze", "--json", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 

@@ -58,8 +58,9 @@ TRACE_NAME = "agent.jsonl"
 
 
 # -- feeding the analyzer ------------------------------------------------------------------------
-def workload_batches(wl: AgenticWorkload, seconds: float, offset: float = 0.0, step: float = 5.0
-                     ) -> Iterator[AccessBatch]:  # fmt: skip
+def workload_batches(
+    wl: AgenticWorkload, seconds: float, offset: float = 0.0, step: float = 5.0
+) -> Iterator[AccessBatch]:
     """The workload's requests up to `seconds` of its own time, in batches of `step` seconds, with
     `offset` added to every timestamp (0: trace time; else a live engine's wall clock)."""
     until = 0.0
@@ -92,11 +93,13 @@ def fed_snapshot(
         analyzer.feed_batch(batch)
         t = float(batch.timestamps[-1])
         if built_at is None or t - built_at >= build_every:
-            builder.build(analyzer, sources, engine, events, accesses_per_second, now=now,
-                          engine_history=engine_history)  # fmt: skip
+            builder.build(
+                analyzer, sources, engine, events, accesses_per_second, now=now, engine_history=engine_history
+            )
             built_at = t
-    return builder.build(analyzer, sources, engine, events, accesses_per_second, now=now,
-                         engine_history=engine_history)  # fmt: skip
+    return builder.build(
+        analyzer, sources, engine, events, accesses_per_second, now=now, engine_history=engine_history
+    )
 
 
 def misses_only(batches: list[AccessBatch], pool: int) -> list[AccessBatch]:
@@ -114,8 +117,9 @@ def engine_exposition(queries: float, hits: float, usage: float) -> str:
     """vLLM 0.13's real /metrics body, for this engine's pool, block size and running requests."""
     body = vllm_exposition(queries, hits, usage)
     body = re.sub(r'num_gpu_blocks="\d+"', f'num_gpu_blocks="{ENGINE_POOL_BLOCKS}"', body)
-    return re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\g<1> {float(ENGINE_RUNNING)!r}", body,
-                  flags=re.M)  # fmt: skip
+    return re.sub(
+        r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\g<1> {float(ENGINE_RUNNING)!r}", body, flags=re.M
+    )
 
 
 def metrics_readings(start: float, end: float, tokens_per_second: float) -> list[EngineReading]:
@@ -145,10 +149,13 @@ def metrics_down_health(last_good_at: float) -> SourceHealth:
         last_data_at=last_good_at,
         received=31,
         rejected=(
-            Rejection("truncated response (the body does not end with a newline)", 3,
-                      ("poll 12 at 23:57:10", "poll 19 at 23:58:20", "poll 25 at 23:59:20")),
+            Rejection(
+                "truncated response (the body does not end with a newline)",
+                3,
+                ("poll 12 at 23:57:10", "poll 19 at 23:58:20", "poll 25 at 23:59:20"),
+            ),
             Rejection("no vllm: or sglang: metrics in the response", 1, ("poll 27 at 23:59:40",)),
-        ),  # fmt: skip
+        ),
         notes=("showing the last good values (stale)",),
     )
 
@@ -185,20 +192,34 @@ def _demo() -> Snapshot:
     accesses = sum(len(b) for b in batches)
     wall = DEMO_SECONDS / DEMO_SPEED  # the demo source plays trace time at DEMO_SPEED
     health = SourceHealth(
-        source=f"demo: built-in agentic workload at {DEMO_SPEED:g}x", kind="demo", connected=True,
-        state=f"running: {wl.phase_name}", last_data_at=NOW - 0.4, received=wl.requests_made, accesses=accesses,
+        source=f"demo: built-in agentic workload at {DEMO_SPEED:g}x",
+        kind="demo",
+        connected=True,
+        state=f"running: {wl.phase_name}",
+        last_data_at=NOW - 0.4,
+        received=wl.requests_made,
+        accesses=accesses,
         notes=("DEMO: synthetic agent sessions, not an engine; the pool is a pretend one",),
         details=(("phase", wl.phase_name), ("sessions", str(wl.concurrency))),
-    )  # fmt: skip
+    )
     pool = EngineReading(
-        at=NOW - wall, capacity_blocks=DEMO_POOL_BLOCKS, block_size=BLOCK_TOKENS,
-        capacity_tokens=DEMO_POOL_BLOCKS * BLOCK_TOKENS, label="demo pool (pretend)",
-    )  # fmt: skip
+        at=NOW - wall,
+        capacity_blocks=DEMO_POOL_BLOCKS,
+        block_size=BLOCK_TOKENS,
+        capacity_tokens=DEMO_POOL_BLOCKS * BLOCK_TOKENS,
+        label="demo pool (pretend)",
+    )
     timeline = tuple(
         TimelineEvent(NOW - wall + at / DEMO_SPEED, "phase", f"demo phase: {name}") for at, name in phases
     )
-    return fed_snapshot(batches, SnapshotConfig(demo=True), (health,), engine=pool, events=timeline,
-                        accesses_per_second=accesses / wall)  # fmt: skip
+    return fed_snapshot(
+        batches,
+        SnapshotConfig(demo=True),
+        (health,),
+        engine=pool,
+        events=timeline,
+        accesses_per_second=accesses / wall,
+    )
 
 
 def demo_snapshot(seq: int | None = None) -> Snapshot:
@@ -208,7 +229,9 @@ def demo_snapshot(seq: int | None = None) -> Snapshot:
 
 def _engine_run(hits_reported: bool, config: SnapshotConfig | None = None) -> Snapshot:
     offset = ENGINE_LAST_ACCESS - ENGINE_SECONDS
-    batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=3)), ENGINE_SECONDS, offset=offset, step=1.0))
+    batches = list(
+        workload_batches(AgenticWorkload(WorkloadConfig(seed=3)), ENGINE_SECONDS, offset=offset, step=1.0)
+    )
     tokens = sum(len(b) for b in batches) * BLOCK_TOKENS
     readings = metrics_readings(offset, METRICS_DOWN_SINCE, tokens / ENGINE_SECONDS)
     engine = dataclasses.replace(readings[-1], stale=True)  # the poller repeats its last good reading
@@ -216,10 +239,19 @@ def _engine_run(hits_reported: bool, config: SnapshotConfig | None = None) -> Sn
         batches = misses_only(batches, ENGINE_POOL_BLOCKS)
     delivered = sum(len(b) for b in batches)
     sources = (events_health(delivered, len(batches), hits_reported), metrics_down_health(readings[-1].at))
-    down = TimelineEvent(METRICS_DOWN_SINCE + METRICS_POLL_SECONDS, "source-down", f"{METRICS_URL}: connection refused")
+    down = TimelineEvent(
+        METRICS_DOWN_SINCE + METRICS_POLL_SECONDS, "source-down", f"{METRICS_URL}: connection refused"
+    )
     config = config or SnapshotConfig(geometry=load_model(ENGINE_MODEL))
-    return fed_snapshot(batches, config, sources, engine=engine, events=(down,), engine_history=tuple(readings),
-                        accesses_per_second=delivered / ENGINE_SECONDS)  # fmt: skip
+    return fed_snapshot(
+        batches,
+        config,
+        sources,
+        engine=engine,
+        events=(down,),
+        engine_history=tuple(readings),
+        accesses_per_second=delivered / ENGINE_SECONDS,
+    )
 
 
 @functools.cache
@@ -249,8 +281,12 @@ NEXT_TIER_TARGET = 0.99
 def _tiers() -> Snapshot:
     from kvset.quantities import parse_bytes
 
-    config = SnapshotConfig(geometry=load_model(ENGINE_MODEL), tier_sizes=tuple(parse_bytes(t) for t in TIER_SIZES),
-                            tier_unit="bytes", next_tier_target=NEXT_TIER_TARGET)  # fmt: skip
+    config = SnapshotConfig(
+        geometry=load_model(ENGINE_MODEL),
+        tier_sizes=tuple(parse_bytes(t) for t in TIER_SIZES),
+        tier_unit="bytes",
+        next_tier_target=NEXT_TIER_TARGET,
+    )
     return _engine_run(True, config)
 
 
@@ -302,17 +338,28 @@ def _ranks() -> Snapshot:
     accesses = sum(len(b) for b in batches)
     endpoints = ", ".join(f"tcp://127.0.0.1:{5557 + r}" for r in range(RANKS))
     health = SourceHealth(
-        source=f"events {EVENTS_URL} (+{RANKS - 1})", kind="events", connected=True, state="connected",
-        last_data_at=NOW - 1.0, received=len(batches) * RANKS, accesses=accesses, notes=(HITS_REPORTED_NOTE,),
-        details=(("endpoints", endpoints),), reports_hits=True,
-    )  # fmt: skip
+        source=f"events {EVENTS_URL} (+{RANKS - 1})",
+        kind="events",
+        connected=True,
+        state="connected",
+        last_data_at=NOW - 1.0,
+        received=len(batches) * RANKS,
+        accesses=accesses,
+        notes=(HITS_REPORTED_NOTE,),
+        details=(("endpoints", endpoints),),
+        reports_hits=True,
+    )
     config = SnapshotConfig(capacity_blocks=RANK_POOL_BLOCKS)
     # the monitor's own feeding: the merged analyzer and one per rank
-    monitor = Monitor([ListSource(health.source, [SourceUpdate(accesses=b) for b in batches])], Analyzer(),
-                      SnapshotBuilder(config))  # fmt: skip
+    monitor = Monitor(
+        [ListSource(health.source, [SourceUpdate(accesses=b) for b in batches])],
+        Analyzer(),
+        SnapshotBuilder(config),
+    )
     monitor.collect()
-    return monitor.builder.build(monitor.analyzer, (health,), None, (), accesses / RANK_SECONDS, now=NOW,
-                                 ranks=monitor.rank_analyzers)  # fmt: skip
+    return monitor.builder.build(
+        monitor.analyzer, (health,), None, (), accesses / RANK_SECONDS, now=NOW, ranks=monitor.rank_analyzers
+    )
 
 
 def ranks_snapshot(seq: int | None = None) -> Snapshot:
@@ -325,10 +372,15 @@ def _replay() -> Snapshot:
     batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=5)), 240.0))
     accesses = sum(len(b) for b in batches)
     health = SourceHealth(
-        source=f"replay {TRACE_NAME} (as fast as possible)", kind="replay", connected=False,
-        state=f"finished: {accesses:,} accesses replayed", last_data_at=NOW - 3.0, received=len(batches),
-        accesses=accesses, finished=True,
-    )  # fmt: skip
+        source=f"replay {TRACE_NAME} (as fast as possible)",
+        kind="replay",
+        connected=False,
+        state=f"finished: {accesses:,} accesses replayed",
+        last_data_at=NOW - 3.0,
+        received=len(batches),
+        accesses=accesses,
+        finished=True,
+    )
     return fed_snapshot(batches, SnapshotConfig(), (health,))
 
 
@@ -340,10 +392,16 @@ def replay_snapshot(seq: int | None = None) -> Snapshot:
 def _mooncake_replayed(trace) -> SourceHealth:
     """The replay source's health at the end of the Mooncake trace."""
     return SourceHealth(
-        source=f"replay {MOONCAKE_TRACE.name} (as fast as possible)", kind="replay", connected=False,
-        state=f"finished: {trace.accesses:,} accesses replayed", last_data_at=NOW - 1.0, received=trace.lines,
-        accesses=trace.accesses, notes=tuple(trace.notes), finished=True,
-    )  # fmt: skip
+        source=f"replay {MOONCAKE_TRACE.name} (as fast as possible)",
+        kind="replay",
+        connected=False,
+        state=f"finished: {trace.accesses:,} accesses replayed",
+        last_data_at=NOW - 1.0,
+        received=trace.lines,
+        accesses=trace.accesses,
+        notes=tuple(trace.notes),
+        finished=True,
+    )
 
 
 @functools.cache
@@ -352,7 +410,9 @@ def _mooncake() -> Snapshot:
     analyzer = Analyzer()
     for batch in trace.batches(1 << 16):
         analyzer.feed_batch(batch)
-    return SnapshotBuilder(SnapshotConfig()).build(analyzer, (_mooncake_replayed(trace),), None, (), 0.0, now=NOW)
+    return SnapshotBuilder(SnapshotConfig()).build(
+        analyzer, (_mooncake_replayed(trace),), None, (), 0.0, now=NOW
+    )
 
 
 def mooncake_snapshot(seq: int | None = None) -> Snapshot:
@@ -383,7 +443,9 @@ def mooncake_opt_snapshot(seq: int | None = None) -> Snapshot:
 
 def empty_snapshot(seq: int = 0) -> Snapshot:
     """Right after start: a replay that is still reading its trace and has delivered nothing."""
-    health = SourceHealth(source=f"replay {TRACE_NAME} (1x)", kind="replay", connected=True, state="reading trace")
+    health = SourceHealth(
+        source=f"replay {TRACE_NAME} (1x)", kind="replay", connected=True, state="reading trace"
+    )
     snap = fed_snapshot((), SnapshotConfig(), (health,))
     return dataclasses.replace(snap, seq=seq)
 
@@ -392,9 +454,13 @@ def metrics_only_snapshot(seq: int = 3) -> Snapshot:
     """Only the engine's /metrics: no block accesses, just its operating point and history."""
     readings = metrics_readings(NOW - 400.0, NOW - 3.0, 40_000.0)
     health = SourceHealth(
-        source=f"metrics {METRICS_URL}", kind="metrics", connected=True, state="connected",
-        last_data_at=readings[-1].at, received=len(readings),
-    )  # fmt: skip
+        source=f"metrics {METRICS_URL}",
+        kind="metrics",
+        connected=True,
+        state="connected",
+        last_data_at=readings[-1].at,
+        received=len(readings),
+    )
     snap = fed_snapshot((), SnapshotConfig(), (health,), engine=readings[-1], engine_history=tuple(readings))
     return dataclasses.replace(snap, seq=seq)
 
@@ -416,9 +482,17 @@ def panel_app(panel_type: type, snapshot: Snapshot | None, view=None, theme: str
     from kvset_tui.widgets.status_line import StatusLine
 
     palette = load_theme(theme)
-    ids = {"HitRateCurvePlot": "curve", "ThrashingPanel": "thrashing", "WorkingSetTable": "working-sets",
-           "ReservePanel": "reserve", "TiersPanel": "tiers", "EventsPanel": "events", "ChurnPanel": "churn", "StatusLine": "status",
-           "DemoBanner": "banner"}  # fmt: skip
+    ids = {
+        "HitRateCurvePlot": "curve",
+        "ThrashingPanel": "thrashing",
+        "WorkingSetTable": "working-sets",
+        "ReservePanel": "reserve",
+        "TiersPanel": "tiers",
+        "EventsPanel": "events",
+        "ChurnPanel": "churn",
+        "StatusLine": "status",
+        "DemoBanner": "banner",
+    }
 
     class PanelApp(App[int]):
         CSS = APP_CSS
@@ -523,8 +597,14 @@ def screen_text(app) -> str:
 
     width, height = app.size
     console = Console(
-        width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
-        record=True, legacy_windows=False, safe_box=False,
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        record=True,
+        legacy_windows=False,
+        safe_box=False,
     )
     console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
     return console.export_text(styles=False)

@@ -136,7 +136,7 @@ class SimEngine:
     def _admit(self, running: list, waiting: deque, events: list, step: int) -> None:
         while waiting and len(running) < self.max_running:
             r = waiting[0]
-            chain = r.prompt + r.hashes[len(r.prompt):] if r.admissions else list(r.prompt)
+            chain = r.prompt + r.hashes[len(r.prompt) :] if r.admissions else list(r.prompt)
             n_tokens = r.tokens
             hit = self.pool.lookup(chain)
             if hit * BLOCK >= n_tokens:  # the last token is always computed
@@ -174,8 +174,9 @@ class SimEngine:
             running.append(r)
 
 
-def agentic_requests(agents: int, turns: int, sessions: int = 1, seed: int = 0, system_blocks: int = 8
-                     ) -> list[SimRequest]:  # fmt: skip
+def agentic_requests(
+    agents: int, turns: int, sessions: int = 1, seed: int = 0, system_blocks: int = 8
+) -> list[SimRequest]:
     """Agent sessions: each turn re-sends the conversation so far plus a tool output, and is sent a few
     steps after the previous turn's answer (closed loop); each agent runs `sessions` sessions of
     `turns` turns in a row, all with the same system prompt; the agents start at random steps."""
@@ -191,8 +192,13 @@ def agentic_requests(agents: int, turns: int, sessions: int = 1, seed: int = 0, 
             context = list(system)
             for _ in range(turns):
                 context = context + [next(ids) for _ in range(rng.randint(2, 12))]
-                r = SimRequest(list(context), rng.randrange(0, BLOCK), rng.randint(8, 60),
-                               arrival=rng.randrange(0, 40), think=rng.randint(1, 20))  # fmt: skip
+                r = SimRequest(
+                    list(context),
+                    rng.randrange(0, BLOCK),
+                    rng.randint(8, 60),
+                    arrival=rng.randrange(0, 40),
+                    think=rng.randint(1, 20),
+                )
                 if previous is not None:
                     previous.next_turn = r
                 out.append(r)

@@ -71,8 +71,19 @@ async def test_help_key_opens_panel_meanings_and_caveats_and_escape_closes():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one("#help-text", Static).render())
-        for must in ("LRU only", "Belady", "Full attention only", "reserve panel", "Today's trace", "drifts",
-                     "Thrashing", "Working sets", "Page churn", "Reserve", "Status line"):
+        for must in (
+            "LRU only",
+            "Belady",
+            "Full attention only",
+            "reserve panel",
+            "Today's trace",
+            "drifts",
+            "Thrashing",
+            "Working sets",
+            "Page churn",
+            "Reserve",
+            "Status line",
+        ):
             assert must in text, must
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
@@ -291,14 +302,29 @@ async def test_every_panel_shows_numbers_at_both_sizes(size):
         # a loaded machine may need more than one refresh before every panel has laid out
         await wait_until(pilot, lambda: "q Quit" in screen_text(app) and "Page churn" in screen_text(app))
         text = screen_text(app)
-        for must in ("LRU block hit rate", "Thrashing", "THRASHING", fmt.percent(t.near_miss_share), "near misses",
-                     "Working sets", "99.9 % cov", "Reserve", share, "Page churn",
-                     fmt.rate(snap.churn.accesses[-1]), fmt.percent(op.measured_token_hit_rate),
-                     "events tcp://127.0.0.1:5557", "? Help", "q Quit"):  # fmt: skip
+        for must in (
+            "LRU block hit rate",
+            "Thrashing",
+            "THRASHING",
+            fmt.percent(t.near_miss_share),
+            "near misses",
+            "Working sets",
+            "99.9 % cov",
+            "Reserve",
+            share,
+            "Page churn",
+            fmt.rate(snap.churn.accesses[-1]),
+            fmt.percent(op.measured_token_hit_rate),
+            "events tcp://127.0.0.1:5557",
+            "? Help",
+            "q Quit",
+        ):
             assert must in text, (size, must)
         assert ("Events" in text) == (size == (120, 40))  # the events panel collapses on short screens
         # a short screen puts two sparklines per line under short labels
-        assert ("re-refs/s" in text, "reref/s" in text) == ((True, False) if size == (120, 40) else (False, True))
+        assert ("re-refs/s" in text, "reref/s" in text) == (
+            (True, False) if size == (120, 40) else (False, True)
+        )
 
 
 async def test_a_narrow_terminal_keeps_quit_in_the_footer():
@@ -328,7 +354,9 @@ async def test_the_app_never_sets_term():
 
 
 def test_default_view_is_five_minutes_blocks_log_coverage():
-    assert ViewState() == ViewState(window="5m", unit="blocks", log_x=True, target_mode="coverage", paused=False)
+    assert ViewState() == ViewState(
+        window="5m", unit="blocks", log_x=True, target_mode="coverage", paused=False
+    )
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

@@ -44,7 +44,9 @@ def test_monochrome_view(snap_compare):
 
 def test_gib_linear_absolute_view(snap_compare):
     """After u u l t: GiB on a linear axis with the absolute targets."""
-    assert snap_compare(app_for(engine_snapshot(), "dark"), press=["u", "u", "l", "t"], terminal_size=(120, 40))
+    assert snap_compare(
+        app_for(engine_snapshot(), "dark"), press=["u", "u", "l", "t"], terminal_size=(120, 40)
+    )
 
 
 def test_narrow_terminal_keeps_quit(snap_compare):

@@ -15,8 +15,15 @@ from tests.support.tui_snapshots import ENGINE_POOL_BLOCKS, engine_snapshot, fix
 
 pytestmark = pytest.mark.anyio
 
-BREAKDOWN = (("hit", 0.512), ("first_time", 0.061), ("capacity", 0.219), ("pinned", 0.207),
-             ("partial_tail", 0.001), ("recomputed_last_block", 0.0), ("beyond_horizon", 0.0))  # fmt: skip
+BREAKDOWN = (
+    ("hit", 0.512),
+    ("first_time", 0.061),
+    ("capacity", 0.219),
+    ("pinned", 0.207),
+    ("partial_tail", 0.001),
+    ("recomputed_last_block", 0.0),
+    ("beyond_horizon", 0.0),
+)
 
 
 @pytest.fixture
@@ -63,6 +70,8 @@ async def test_the_thrashing_panel_names_the_model_and_the_misses_by_cause():
         await pilot.pause()
         text = screen_text(app)
     measured = modelled().operating_point.measured_token_hit_rate
-    assert f"engine measured {100 * measured:.1f} % · model 51.2 % · LRU 65.0 %" in text  # the LRU in the 5m window
+    assert (
+        f"engine measured {100 * measured:.1f} % · model 51.2 % · LRU 65.0 %" in text
+    )  # the LRU in the 5m window
     assert "misses %: new 6.1 cap 21.9 pinned 20.7 tail 0.1" in text
     assert "◇" in text  # the marker on the curve (its legend entry gives way when the legend is full)

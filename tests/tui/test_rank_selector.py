@@ -83,7 +83,10 @@ async def test_the_merged_view_gives_the_pooling_gain_under_the_working_sets():
     async with app.run_test(size=(120, 40)):
         subtitle = str(app.panel.border_subtitle)
     assert p.capacity_blocks == RANKS * RANK_POOL_BLOCKS
-    assert subtitle == f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {RANKS} rank pools"
+    assert (
+        subtitle
+        == f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {RANKS} rank pools"
+    )
 
 
 async def test_the_rank_key_is_in_the_footer_and_help_only_with_ranks():

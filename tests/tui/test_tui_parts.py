@@ -89,10 +89,21 @@ def test_numbers_carry_their_units():
     assert fmt.compact(10_000) == "10k" and fmt.compact(2_500_000) == "2.5M"
     assert fmt.format_gib(80 * 2**30, significant=3) == "80 GiB"
     assert fmt.format_gib(1.5 * 2**40, significant=3) == "1,536 GiB"
-    assert fmt.format_bytes(327_680, significant=3) == "320 KiB" and fmt.format_bytes(5 * 2**40, significant=3) == "5 TiB"
+    assert (
+        fmt.format_bytes(327_680, significant=3) == "320 KiB"
+        and fmt.format_bytes(5 * 2**40, significant=3) == "5 TiB"
+    )
     assert fmt.percent(0.6234) == "62.3 %" and fmt.points(0.041) == "+4.1 pt"
-    assert fmt.target_label(0.999, "coverage") == "99.9 % cov" and fmt.target_label(0.7, "absolute") == "70 % abs"
-    assert fmt.age(0.4) == "0.4 s" and fmt.age(94) == "94 s" and fmt.age(600) == "10 min" and fmt.age(None) == "never"
+    assert (
+        fmt.target_label(0.999, "coverage") == "99.9 % cov"
+        and fmt.target_label(0.7, "absolute") == "70 % abs"
+    )
+    assert (
+        fmt.age(0.4) == "0.4 s"
+        and fmt.age(94) == "94 s"
+        and fmt.age(600) == "10 min"
+        and fmt.age(None) == "never"
+    )
 
 
 def test_sparkline_scales_from_zero_and_keeps_gaps():
@@ -131,7 +142,9 @@ def test_windows_and_target_sets_cycle():
 def test_capacities_convert_with_the_snapshots_geometry():
     snap = engine_snapshot()
     per_block = snap.bytes_per_block
-    assert snap.block_tokens == 16 and per_block == 16 * 24_576  # Qwen3-Next: 24 KiB of full attention a token
+    assert (
+        snap.block_tokens == 16 and per_block == 16 * 24_576
+    )  # Qwen3-Next: 24 KiB of full attention a token
     assert to_unit(1000, snap, "tokens") == 16_000
     assert to_unit(1000, snap, "GiB") == pytest.approx(1000 * per_block / 2**30)
     assert capacity_text(snap.engine_capacity_blocks, snap, "blocks") == "12.0k blk"
@@ -166,4 +179,6 @@ def test_curve_csv_leaves_unknown_capacities_empty():
     assert by_window["all"] and by_window["1h"] and len(rows) == len(by_window["all"]) + len(by_window["1h"])
     assert lines.count(lines[0]) == 1  # one header for both windows
     gib = CSV_COLUMNS.index("capacity_gib")
-    assert all(row[gib] == "" for row in rows) and all(row[CSV_COLUMNS.index("capacity_tokens")] for row in rows)
+    assert all(row[gib] == "" for row in rows) and all(
+        row[CSV_COLUMNS.index("capacity_tokens")] for row in rows
+    )

@@ -60,7 +60,13 @@ def test_parse_sizes_keeps_the_order_and_one_unit():
     assert parse_sizes("5000,1000,1e5") == ((5000, 1000, 100000), "blocks")
     assert parse_sizes("80GiB, 512 GiB,4TiB") == ((80 * GIB, 512 * GIB, 4 * TIB), "bytes")
     assert parse_sizes("80GB") == ((80 * 10**9,), "bytes")
-    for bad, message in (("80GiB,1000", "not both"), ("", "no size"), ("0", "at least 1"), ("1.5", "whole"),
-                         ("0GiB", "at least 1 byte"), ("12 parsecs", "unit")):
+    for bad, message in (
+        ("80GiB,1000", "not both"),
+        ("", "no size"),
+        ("0", "at least 1"),
+        ("1.5", "whole"),
+        ("0GiB", "at least 1 byte"),
+        ("12 parsecs", "unit"),
+    ):
         with pytest.raises(ValueError, match=message):
             parse_sizes(bad)

@@ -38,7 +38,9 @@ def test_rows_show_the_snapshots_rates_per_second_and_say_what_they_are_per():
     rows = {r.label: r for r in churn_rows(snap, "blocks")}
     assert rows["accesses/s"].latest == fmt.rate(last(c.accesses))  # the snapshot's series are per second
     assert rows["re-refs/s"].latest == fmt.rate(last(c.rereferences))
-    hit = rows[f"hit/1 s @ {fmt.count(snap.engine_capacity_blocks)} blk"]  # each 1 s slot's hit rate at the pool
+    hit = rows[
+        f"hit/1 s @ {fmt.count(snap.engine_capacity_blocks)} blk"
+    ]  # each 1 s slot's hit rate at the pool
     assert hit.latest == fmt.percent(last(c.hit_rate_at_capacity))
     ws = rows["WS 95% cov/1 min"]  # the working set of each 1-minute slot, not of a longer window
     assert ws.latest == f"{fmt.count(last(c.working_set_main))} blk"
@@ -73,7 +75,9 @@ async def test_metrics_only_shows_the_engines_history():
         await pilot.pause()
         text = screen_text(app)
     latest = snap.engine_history[-1]
-    assert "Engine history" in text and "engine hit (tok)" in text and fmt.percent(latest.token_hit_rate) in text
+    assert (
+        "Engine history" in text and "engine hit (tok)" in text and fmt.percent(latest.token_hit_rate) in text
+    )
     assert "engine KV use" in text and fmt.percent(latest.kv_usage) in text
 
 

@@ -43,8 +43,9 @@ def test_plot_data_stops_where_the_curve_saturates_not_at_the_grid_horizon():
     assert [m for m, _ in data.markers] == ["95", "99", "99.9"]
 
 
-@pytest.mark.parametrize("snapshot", [demo_snapshot, engine_snapshot, mooncake_snapshot],
-                         ids=["demo", "engine", "mooncake"])  # fmt: skip
+@pytest.mark.parametrize(
+    "snapshot", [demo_snapshot, engine_snapshot, mooncake_snapshot], ids=["demo", "engine", "mooncake"]
+)
 def test_the_axis_starts_where_the_curve_moves_and_ends_past_every_line(snapshot):
     """From 1 block, a third of the width (and more) was a flat 0 %: at most a fifth is flat now."""
     snap = snapshot()
@@ -64,8 +65,10 @@ def test_plot_data_in_gib_uses_token_hit_rates_and_the_engine_point():
     data = plot_data(snap, ViewState(unit="GiB"))
     op = snap.operating_point
     assert data.hit_unit == "tokens"
-    assert data.engine == (pytest.approx(to_unit(op.capacity_blocks, snap, "GiB")),
-                           pytest.approx(100 * op.measured_token_hit_rate))  # fmt: skip
+    assert data.engine == (
+        pytest.approx(to_unit(op.capacity_blocks, snap, "GiB")),
+        pytest.approx(100 * op.measured_token_hit_rate),
+    )
 
 
 def test_nice_ticks():
@@ -112,7 +115,10 @@ async def test_metrics_only_shows_the_engine_point():
         plot = app.panel
         op = snap.operating_point
         assert plot.data is not None
-        assert plot.data.engine == (float(snap.engine_capacity_blocks), pytest.approx(100 * op.measured_token_hit_rate))
+        assert plot.data.engine == (
+            float(snap.engine_capacity_blocks),
+            pytest.approx(100 * op.measured_token_hit_rate),
+        )
         assert "engine's own point only" in str(plot.border_subtitle)
         assert "◆" in screen_text(app)
 
@@ -162,7 +168,9 @@ async def test_min_is_a_second_line_labelled_min_above_lru():
     assert d.opt is not None and d.opt.x == d.all_time.x
     assert d.opt.y == [100.0 * r for r in snap.opt_curve.hit_rates([int(x) for x in d.opt.x])]
     assert all(o >= a for o, a in zip(d.opt.y, d.all_time.y, strict=True))
-    assert sum(o > a for o, a in zip(d.opt.y, d.all_time.y, strict=True)) > len(d.opt.y) / 2  # a real gap here
+    assert (
+        sum(o > a for o, a in zip(d.opt.y, d.all_time.y, strict=True)) > len(d.opt.y) / 2
+    )  # a real gap here
     assert plot_data(mooncake_snapshot(), ViewState(window="all")).opt is None  # without --opt, no MIN
     for size in SIZES:
         app = panel_app(HitRateCurvePlot, snap, ViewState(window="all"))
@@ -178,4 +186,6 @@ async def test_min_is_a_second_line_labelled_min_above_lru():
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
 def test_curve_with_min_screenshot(snap_compare, size):
     """The Mooncake trace replayed with --opt: LRU's curve, MIN's dotted one to its left, the knee."""
-    assert snap_compare(panel_app(HitRateCurvePlot, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size)
+    assert snap_compare(
+        panel_app(HitRateCurvePlot, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size
+    )

@@ -25,7 +25,9 @@ SIZES = [(80, 24), (120, 40)]
 async def test_the_sum_against_the_pool_and_the_same_fits_as_the_working_set_row():
     snap = engine_snapshot()
     r = snap.reserve
-    main_row = next(row for row in snap.working_set_rows("all", snap.main_mode) if row.target == snap.main_target)
+    main_row = next(
+        row for row in snap.working_set_rows("all", snap.main_mode) if row.target == snap.main_target
+    )
     assert r.fits is main_row.fits_pool is False  # one definition: the reserve panel and the table agree
     app = panel_app(ReservePanel, snap)
     async with app.run_test(size=(120, 40)):

@@ -114,12 +114,26 @@ def test_a_backlog_is_shown_on_its_source_line_and_opens_its_second_line():
     from kvset_tui.theming import choose_theme
     from kvset_tui.widgets.status_line import source_lines
 
-    behind = SourceHealth("events tcp://127.0.0.1:5557", "events", True, "connected", last_data_at=NOW,
-                          accesses=10_000, details=(("backlog", "3 batches (900 accesses) waiting for the analyzer"),))  # fmt: skip
+    behind = SourceHealth(
+        "events tcp://127.0.0.1:5557",
+        "events",
+        True,
+        "connected",
+        last_data_at=NOW,
+        accesses=10_000,
+        details=(("backlog", "3 batches (900 accesses) waiting for the analyzer"),),
+    )
     lines = source_lines(behind, NOW, choose_theme("mono"), width=200, compact=True)
     text = " ".join(line.plain for line in lines)
     assert "backlog: 3 batches (900 accesses) waiting for the analyzer" in text
-    calm = source_lines(SourceHealth(behind.source, "events", True, "connected", last_data_at=NOW),
-                        NOW, choose_theme("mono"), width=40, compact=True)  # fmt: skip
+    calm = source_lines(
+        SourceHealth(behind.source, "events", True, "connected", last_data_at=NOW),
+        NOW,
+        choose_theme("mono"),
+        width=40,
+        compact=True,
+    )
     narrow = source_lines(behind, NOW, choose_theme("mono"), width=40, compact=True)
-    assert len(calm) == 1 and len(narrow) == 2  # a healthy source keeps to one line, a falling-behind one does not
+    assert (
+        len(calm) == 1 and len(narrow) == 2
+    )  # a healthy source keeps to one line, a falling-behind one does not

@@ -34,8 +34,10 @@ async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
     assert f"{fmt.percent(t.near_miss_share)} of misses are near misses" in text
     assert f"(engine pool) · block hit over {window} {fmt.percent(t.hit_rate)}" in text
     # the engine's own rate beside the curve's prediction at its pool, in the same window
-    assert (f"engine measured {fmt.percent(op.measured_token_hit_rate)} vs LRU {fmt.percent(op.lru(window))} "
-            f"(tokens, {window})") in text  # fmt: skip
+    assert (
+        f"engine measured {fmt.percent(op.measured_token_hit_rate)} vs LRU {fmt.percent(op.lru(window))} "
+        f"(tokens, {window})"
+    ) in text
 
 
 async def test_a_trace_without_a_capacity_is_not_judged_and_the_panel_says_what_to_give():
@@ -54,7 +56,10 @@ async def test_data_parallel_ranks_are_judged_at_each_ranks_own_pool_over_all_ti
     app = panel_app(ThrashingPanel, snap, ViewState(window="all"))
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
-    assert f"at {t.capacity_blocks:,} blk (each rank's own pool) · block hit over all {fmt.percent(t.hit_rate)}" in text
+    assert (
+        f"at {t.capacity_blocks:,} blk (each rank's own pool) · block hit over all {fmt.percent(t.hit_rate)}"
+        in text
+    )
     app = panel_app(ThrashingPanel, snap, ViewState(window="5m"))
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)

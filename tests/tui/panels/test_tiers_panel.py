@@ -66,7 +66,9 @@ async def test_a_short_screen_keeps_a_line_per_tier_and_the_next_tier():
     assert lines[0].startswith("─Tiers · exclusive · miss")
     for t, line in zip(snap.tiers.tiers, lines[1:3], strict=True):
         assert line.startswith(f"{t.index} ") and capacity_text(t.capacity_blocks, snap, "GiB") in line
-        assert f"{fmt.percent(t.block_hit_rate)} blk" in line and f"{fmt.percent(t.token_hit_rate)} tok" in line
+        assert (
+            f"{fmt.percent(t.block_hit_rate)} blk" in line and f"{fmt.percent(t.token_hit_rate)} tok" in line
+        )
     assert lines[3].startswith("next 99 % cov: ")
 
 
@@ -80,8 +82,11 @@ async def test_tiers_in_bytes_before_the_block_size_is_known_say_so():
 
 
 async def test_the_app_shows_the_tiers_only_when_asked_and_the_reserve_gives_way_on_short_screens():
-    for snap, size, shown in ((engine_snapshot(), (120, 40), ()), (tiers_snapshot(), (120, 40), ("tiers", "reserve")),
-                              (tiers_snapshot(), (80, 24), ("tiers",))):  # fmt: skip
+    for snap, size, shown in (
+        (engine_snapshot(), (120, 40), ()),
+        (tiers_snapshot(), (120, 40), ("tiers", "reserve")),
+        (tiers_snapshot(), (80, 24), ("tiers",)),
+    ):
         app = KvsetTopApp(snapshot=snap, clock=fixed_clock(), theme_name="dark")
         async with app.run_test(size=size) as pilot:
             await wait_until(pilot, lambda app=app, snap=snap: app.shown is snap)

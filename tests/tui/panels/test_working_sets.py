@@ -128,4 +128,6 @@ async def test_before_the_whole_file_is_known_the_border_says_what_min_waits_for
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
 def test_working_sets_with_min_screenshot(snap_compare, size):
     """The Mooncake trace replayed with --opt --capacity 10000: MIN's column and its gap to LRU."""
-    assert snap_compare(panel_app(WorkingSetTable, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size)
+    assert snap_compare(
+        panel_app(WorkingSetTable, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size
+    )

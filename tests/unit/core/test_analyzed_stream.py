@@ -17,9 +17,20 @@ def batches(draw):
         n = draw(st.integers(0, 12))
         keys = np.array(draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), dtype=np.uint64)
         starts = sorted(draw(st.sets(st.integers(0, max(0, n - 1)), max_size=4))) if n else []
-        tokens = None if draw(st.booleans()) else np.array(draw(st.lists(st.integers(1, 16), min_size=n, max_size=n)))
-        out.append(AccessBatch(keys, tokens=tokens, request_starts=np.array(starts, dtype=np.int64)
-                               if draw(st.booleans()) else None, timestamps=1.0, block_tokens=draw(st.sampled_from([None, 16]))))  # fmt: skip
+        tokens = (
+            None
+            if draw(st.booleans())
+            else np.array(draw(st.lists(st.integers(1, 16), min_size=n, max_size=n)))
+        )
+        out.append(
+            AccessBatch(
+                keys,
+                tokens=tokens,
+                request_starts=np.array(starts, dtype=np.int64) if draw(st.booleans()) else None,
+                timestamps=1.0,
+                block_tokens=draw(st.sampled_from([None, 16])),
+            )
+        )
     return out
 
 

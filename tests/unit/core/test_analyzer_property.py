@@ -19,7 +19,9 @@ def traces(draw):
     elif style == "skewed":
         keys = np.minimum(rng.zipf(1.3, n) - 1, alphabet * 4)
     else:  # arbitrary 64-bit keys incl. 0 and 2**64-1
-        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(
+            1
+        )
         pool[0] = np.uint64(0)
         if alphabet > 1:
             pool[1] = np.uint64(2**64 - 1)

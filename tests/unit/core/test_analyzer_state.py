@@ -133,5 +133,11 @@ def test_per_access_timestamps_land_in_their_own_slots():
     # 3 accesses in slot 10, 2 in slot 11, 1 in slot 13 (1 s slots), all in one feed
     a.feed(np.arange(6, dtype=np.uint64), timestamps=np.array([10.1, 10.5, 10.9, 11.0, 11.7, 13.2]))
     series = a.slot_series(6.0)
-    by_slot = dict(zip(range(series.end_slot - len(series) + 1, series.end_slot + 1), series.accesses.tolist(), strict=True))
+    by_slot = dict(
+        zip(
+            range(series.end_slot - len(series) + 1, series.end_slot + 1),
+            series.accesses.tolist(),
+            strict=True,
+        )
+    )
     assert {s: n for s, n in by_slot.items() if n} == {10: 3, 11: 2, 13: 1}

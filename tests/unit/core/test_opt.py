@@ -47,7 +47,9 @@ def small_traces(draw):
     elif style == "loops":  # a cycle longer than small caches: LRU's worst case
         keys = np.arange(n) % (alphabet + 1)
     else:  # arbitrary 64-bit keys, 0 and 2**64 - 1 among them
-        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(
+            1
+        )
         pool[0] = np.uint64(0)
         if alphabet > 1:
             pool[1] = np.uint64(2**64 - 1)

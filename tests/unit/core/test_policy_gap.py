@@ -23,7 +23,9 @@ def test_min_never_needs_more_capacity_and_never_hits_less(keys, mode):
     targets = (0.2, 0.5, 0.9, 1.0)
     gap = policy_gap(lru, opt, {mode: targets}, capacity=3, capacity_source="chosen")
     for g in gap.for_mode(mode):
-        assert g.lru_blocks == lru.working_set(g.target, mode=mode) and g.opt_blocks == opt.working_set(g.target, mode=mode)
+        assert g.lru_blocks == lru.working_set(g.target, mode=mode) and g.opt_blocks == opt.working_set(
+            g.target, mode=mode
+        )
         if g.lru_blocks is not None:  # MIN reaches whatever LRU reaches, with no more capacity
             assert g.opt_blocks is not None and 0 <= g.gap_blocks == g.lru_blocks - g.opt_blocks
             assert g.ratio is None if not g.opt_blocks else g.ratio >= 1
@@ -38,6 +40,8 @@ def test_toy_trace_gap_at_the_knee_and_without_a_capacity():
     gap = policy_gap(lru, opt, {"coverage": (0.95,)})
     assert gap.at_capacity() is None and [h.where for h in gap.hit_rates] == ["knee"]
     knee = gap.at("knee")
-    assert knee.capacity_blocks == lru.knee() and knee.lru_block_hit_rate == lru.hit_rate(knee.capacity_blocks)
+    assert knee.capacity_blocks == lru.knee() and knee.lru_block_hit_rate == lru.hit_rate(
+        knee.capacity_blocks
+    )
     [g] = gap.capacities
     assert g.opt_blocks < g.lru_blocks  # on the article's toy trace foresight saves capacity

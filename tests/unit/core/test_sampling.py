@@ -23,7 +23,9 @@ def traces(draw):
     if draw(st.booleans()):
         keys = rng.integers(0, alphabet, n).astype(np.uint64)
     else:
-        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+        pool = rng.integers(0, 2**63, alphabet, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(
+            1
+        )
         keys = pool[rng.integers(0, alphabet, n)]
     tokens = rng.integers(1, 600, n)
     starts = np.unique(np.concatenate([[0], np.flatnonzero(rng.random(n) < 0.2)])) if n else np.zeros(0, int)
@@ -109,7 +111,7 @@ def test_rate_one_token_hits_when_batches_give_one_token_count_then_another(trac
     for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         count = per_batch[i % len(per_batch)]
         tok = np.arange(lo, hi) % 7 + 1 if count is None else count
-        tokens += (list(tok) if count is None else [count] * (hi - lo))
+        tokens += list(tok) if count is None else [count] * (hi - lo)
         rel = starts[(starts >= lo) & (starts < hi)] - lo
         a.feed(keys[lo:hi], tokens=tok, request_starts=rel, timestamps=float(lo))
     c = a.curve()
@@ -128,7 +130,10 @@ def test_rate_one_equals_the_exact_analyzer_at_its_grid_on_the_workload():
     assert np.array_equal(e.hit_rates(s.capacities), s.hit_rates(s.capacities))
     assert np.array_equal(e.hit_rates(s.capacities, "tokens"), s.hit_rates(s.capacities, "tokens"))
     assert (sampled.first_time, sampled.rereferences, sampled.requests) == (
-        exact.first_time, exact.rereferences, exact.requests)  # fmt: skip
+        exact.first_time,
+        exact.rereferences,
+        exact.requests,
+    )
     assert s.working_set(0.95) >= e.working_set(0.95)  # the grid's step, never below
 
 
@@ -153,7 +158,6 @@ def test_rate_one_windows_equal_the_slots_of_the_true_distances():
     assert window.estimate
 
 
-
 def test_rate_one_window_tokens_equal_the_exact_windows_before_and_after_tokens_vary():
     # the first batches have the same tokens on every access (the rings' tokens are then left
     # unwritten and filled from the blocks when read); the last ones vary
@@ -170,9 +174,12 @@ def test_rate_one_window_tokens_equal_the_exact_windows_before_and_after_tokens_
             for window in (30.0, 600.0):
                 e, s = exact.curve(window=window), sampled.curve(window=window)
                 assert s.tokens == e.tokens
-                assert np.array_equal(s.hit_rates(s.capacities, "tokens"), e.hit_rates(s.capacities, "tokens"))
+                assert np.array_equal(
+                    s.hit_rates(s.capacities, "tokens"), e.hit_rates(s.capacities, "tokens")
+                )
             es, ss = exact.slot_series(60.0), sampled.slot_series(60.0)
             assert np.array_equal(ss.tokens, es.tokens)
+
 
 # -- fixed size ----------------------------------------------------------------------------------
 @given(st.integers(1, 300), st.integers(0, 2**32), st.sampled_from([64, 1000, 6000]))
@@ -192,7 +199,6 @@ def test_fixed_size_never_tracks_more_than_its_size(size, seed, alphabet):
         assert a.sample_rate < 1.0
 
 
-
 @given(st.integers(8, 200), st.integers(0, 2**32))
 def test_a_fixed_size_sample_holds_only_blocks_its_lowered_rates_keep(size, seed):
     # the limit falls in the middle of a batch whose sampled accesses were gathered at the old
@@ -203,7 +209,9 @@ def test_a_fixed_size_sample_holds_only_blocks_its_lowered_rates_keep(size, seed
     a = Analyzer(sample_size=size, seed=seed, initial_tracked=4)
     for _ in range(3):
         n = 5_000
-        a.feed(rng.integers(0, 50_000, n).astype(np.uint64), request_starts=np.arange(0, n, 40), timestamps=0.0)
+        a.feed(
+            rng.integers(0, 50_000, n).astype(np.uint64), request_starts=np.arange(0, n, 40), timestamps=0.0
+        )
     s = a._s
     priorities = live_priorities(a._salt, a._shifts, *s.slots(), int(s.meta[SK.S_NOW]))
     assert len(priorities) == a.tracked_blocks <= size
@@ -217,8 +225,11 @@ def test_fixed_size_rate_falls_as_the_stream_grows_and_the_curve_holds():
     a = Analyzer(sample_size=3000, seed=1)
     rates = []
     for lo in range(0, len(b), 50_000):
-        a.feed(b.keys[lo:lo + 50_000], request_starts=b.request_starts[(b.request_starts >= lo)
-               & (b.request_starts < lo + 50_000)] - lo, timestamps=float(lo))  # fmt: skip
+        a.feed(
+            b.keys[lo : lo + 50_000],
+            request_starts=b.request_starts[(b.request_starts >= lo) & (b.request_starts < lo + 50_000)] - lo,
+            timestamps=float(lo),
+        )
         rates.append(a.sample_rate)
         assert a.tracked_blocks <= 3000
     assert rates == sorted(rates, reverse=True) and rates[-1] < 0.2
@@ -261,13 +272,22 @@ def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
         with pytest.raises(ValueError) as sampled:
             Analyzer(sample_rate=0.5).feed(np.arange(3, dtype=np.uint64), **kwargs)
         assert str(exact.value) == str(sampled.value)
-    for bad in ({"sample_rate": 0.0}, {"sample_rate": 1.5}, {"sample_size": 0}, {"sample_rate": 0.1, "sample_size": 9}):
+    for bad in (
+        {"sample_rate": 0.0},
+        {"sample_rate": 1.5},
+        {"sample_size": 0},
+        {"sample_rate": 0.1, "sample_size": 9},
+    ):
         with pytest.raises(ValueError):
             Analyzer(**bad)
 
 
-@given(st.lists(st.floats(0, 50, allow_nan=False), max_size=300), st.floats(-1, 51), st.integers(0, 300),
-       st.integers(-10, 400))  # fmt: skip
+@given(
+    st.lists(st.floats(0, 50, allow_nan=False), max_size=300),
+    st.floats(-1, 51),
+    st.integers(0, 300),
+    st.integers(-10, 400),
+)
 def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted_from_any_guess(stamps, t_end, x, guess):
     from kvset.core.sampling_filter import first_at_or_after_sorted
 
@@ -277,8 +297,12 @@ def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted_from_any_guess(s
     assert first_at_or_after_sorted(stamps, x, len(stamps), t_end, guess) == expected
 
 
-@given(st.integers(1, 400), st.integers(0, 2**32 - 1), st.sampled_from(["sorted", "one step back", "nan", "huge"]),
-       st.booleans())  # fmt: skip
+@given(
+    st.integers(1, 400),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["sorted", "one step back", "nan", "huge"]),
+    st.booleans(),
+)
 def test_the_gathering_pass_checks_every_timestamp(n, seed, kind, reverse):
     # the check runs inside the filter's chunks (aligned to request positions); every timestamp,
     # whatever chunk it falls in, must count
@@ -299,8 +323,9 @@ def test_the_gathering_pass_checks_every_timestamp(n, seed, kind, reverse):
     keys = rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64)
     found, band, key = (np.empty(n, dtype=t) for t in (np.int64, np.int64, np.uint64))
     thresholds = band_thresholds(np.uint64(MAX_HASH), head_shifts(0))  # rate 1: every access is found
-    m, ok, ordered = gather_batch(keys, stamps, True, 1e12, starts, reverse, 0, seed_salt(seed), thresholds, found,
-                                  band, key)  # fmt: skip
+    m, ok, ordered = gather_batch(
+        keys, stamps, True, 1e12, starts, reverse, 0, seed_salt(seed), thresholds, found, band, key
+    )
     within = bool(np.all((stamps >= -1e12) & (stamps <= 1e12)))
     assert (m, ok) == (n, within)
     if within:

@@ -51,8 +51,13 @@ def test_inclusive_tiers_equal_one_lru_per_tier_fed_every_access(trace, caps):
     assert [(t.block_hits, t.token_hits) for t in plan.tiers] == naive
 
 
-@given(traces(), st.integers(0, 30), st.sampled_from(["exclusive", "inclusive"]),
-       st.sampled_from([0.5, 0.8, 0.95, 1.0]), st.sampled_from(["coverage", "absolute"]))  # fmt: skip
+@given(
+    traces(),
+    st.integers(0, 30),
+    st.sampled_from(["exclusive", "inclusive"]),
+    st.sampled_from([0.5, 0.8, 0.95, 1.0]),
+    st.sampled_from(["coverage", "absolute"]),
+)
 def test_next_tier_is_the_smallest_that_reaches_the_target(trace, first, mode, target, target_mode):
     keys, tokens = trace
     curve = _curve(keys, tokens)
@@ -96,7 +101,9 @@ def test_tiers_beyond_the_horizon_are_lower_bounds_and_say_so():
 
 
 def test_inclusive_tiers_must_grow_and_the_message_says_why():
-    with pytest.raises(ValueError, match=r"tier 2 \(1,000 blocks\) must be at least as large as tier 1 \(5,000"):
+    with pytest.raises(
+        ValueError, match=r"tier 2 \(1,000 blocks\) must be at least as large as tier 1 \(5,000"
+    ):
         tier_reaches([5000, 1000], "inclusive")
     assert tier_reaches([5000, 1000], "exclusive") == [5000, 6000]
     with pytest.raises(ValueError, match="tier mode"):

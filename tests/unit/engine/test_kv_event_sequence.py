@@ -228,7 +228,14 @@ def test_a_quiet_stream_is_asked_for_a_lost_last_batch_which_comes_back_as_a_rec
     assert seq.being_replayed == 0  # it waits for no batch it knows of
     seq.replay_reply(replayed(1, [stored([1])]), now=5.1)
     assert outline(seq.replay_reply(END_OF_REPLAY, now=5.2)) == [("accept", 1, [1]), ("gap", 1, 2, 1, 0)]
-    assert (seq.last_seq, seq.gaps, seq.missing, seq.recovered, seq.lost, seq.tail_probes) == (1, 1, 1, 1, 0, 1)
+    assert (seq.last_seq, seq.gaps, seq.missing, seq.recovered, seq.lost, seq.tail_probes) == (
+        1,
+        1,
+        1,
+        1,
+        0,
+        1,
+    )
 
 
 def test_a_tail_probe_that_finds_nothing_counts_nothing_and_one_cut_short_by_a_batch_gives_way() -> None:

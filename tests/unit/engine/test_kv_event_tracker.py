@@ -35,6 +35,7 @@ class Feed:
 
 QUIET = 100.0 + 2.0  # the publisher has been quiet long enough: its requests are finished
 
+
 def accessed(t: KvEventTracker) -> list[int]:
     batch = t.take(at=QUIET).accesses
     return [] if batch is None else batch.keys.tolist()
@@ -48,7 +49,11 @@ def test_a_request_is_its_chained_stores_handed_out_once_finished_with_its_token
     t = tracker()
     feed = Feed(t)
     feed(stored([1, 2, 3], block_size=16), ts=10.0)  # a request with no cached prefix: a new chain
-    feed(stored([4], block_size=16, parent=3), stored([5, 6], block_size=16, token_ids=list(range(20))), ts=11.5)
+    feed(
+        stored([4], block_size=16, parent=3),
+        stored([5, 6], block_size=16, token_ids=list(range(20))),
+        ts=11.5,
+    )
     assert t.take(at=100.0).accesses is None  # still running: it may store more
     update = t.take(at=QUIET)
     batch = update.accesses

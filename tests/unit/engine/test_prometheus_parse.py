@@ -84,15 +84,23 @@ def test_unusable_bodies_are_rejected_with_a_reason(body: str, reason: str) -> N
 def test_tracker_hit_rate_from_counter_deltas_over_a_window() -> None:
     base = text("vllm_0_13.prom")
     t = MetricsTracker(window_s=10)
-    r0 = t.update(with_values(base, vllm__prefix_cache_queries_total=1000.0, vllm__prefix_cache_hits_total=0.0), 0.0)
+    r0 = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=1000.0, vllm__prefix_cache_hits_total=0.0), 0.0
+    )
     assert r0.error is None and r0.reading.token_hit_rate is None  # one poll: no delta yet
     assert r0.reading.capacity_blocks == 61275 and r0.reading.label == "vllm metrics"
-    r1 = t.update(with_values(base, vllm__prefix_cache_queries_total=2000.0, vllm__prefix_cache_hits_total=800.0), 4.0)
+    r1 = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=2000.0, vllm__prefix_cache_hits_total=800.0), 4.0
+    )
     assert r1.reading.token_hit_rate == pytest.approx(0.8) and r1.reading.hit_rate_window_s == 4.0
-    r2 = t.update(with_values(base, vllm__prefix_cache_queries_total=4000.0, vllm__prefix_cache_hits_total=1000.0), 8.0)
+    r2 = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=4000.0, vllm__prefix_cache_hits_total=1000.0), 8.0
+    )
     assert r2.reading.token_hit_rate == pytest.approx(1000 / 3000)
     # at 15 s the first delta (0..4 s) ended before the 10 s window began
-    r3 = t.update(with_values(base, vllm__prefix_cache_queries_total=5000.0, vllm__prefix_cache_hits_total=1900.0), 15.0)
+    r3 = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=5000.0, vllm__prefix_cache_hits_total=1900.0), 15.0
+    )
     assert r3.reading.token_hit_rate == pytest.approx((200 + 900) / (2000 + 1000))
     assert r3.reading.hit_rate_window_s == 11.0
 
@@ -100,9 +108,15 @@ def test_tracker_hit_rate_from_counter_deltas_over_a_window() -> None:
 def test_tracker_idle_window_falls_back_to_the_rate_since_start() -> None:
     base = text("vllm_0_13.prom")
     t = MetricsTracker(window_s=5)
-    t.update(with_values(base, vllm__prefix_cache_queries_total=100.0, vllm__prefix_cache_hits_total=0.0), 0.0)
-    t.update(with_values(base, vllm__prefix_cache_queries_total=300.0, vllm__prefix_cache_hits_total=100.0), 1.0)
-    idle = t.update(with_values(base, vllm__prefix_cache_queries_total=300.0, vllm__prefix_cache_hits_total=100.0), 30.0)
+    t.update(
+        with_values(base, vllm__prefix_cache_queries_total=100.0, vllm__prefix_cache_hits_total=0.0), 0.0
+    )
+    t.update(
+        with_values(base, vllm__prefix_cache_queries_total=300.0, vllm__prefix_cache_hits_total=100.0), 1.0
+    )
+    idle = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=300.0, vllm__prefix_cache_hits_total=100.0), 30.0
+    )
     assert idle.reading.token_hit_rate == pytest.approx(0.5)
     assert idle.reading.hit_rate_window_s == 30.0
 
@@ -110,12 +124,21 @@ def test_tracker_idle_window_falls_back_to_the_rate_since_start() -> None:
 def test_counters_going_down_mean_an_engine_restart() -> None:
     base = text("vllm_0_13.prom")
     t = MetricsTracker(window_s=60)
-    t.update(with_values(base, vllm__prefix_cache_queries_total=10000.0, vllm__prefix_cache_hits_total=9000.0), 0.0)
-    t.update(with_values(base, vllm__prefix_cache_queries_total=20000.0, vllm__prefix_cache_hits_total=18000.0), 1.0)
-    r = t.update(with_values(base, vllm__prefix_cache_queries_total=50.0, vllm__prefix_cache_hits_total=0.0), 2.0)
+    t.update(
+        with_values(base, vllm__prefix_cache_queries_total=10000.0, vllm__prefix_cache_hits_total=9000.0), 0.0
+    )
+    t.update(
+        with_values(base, vllm__prefix_cache_queries_total=20000.0, vllm__prefix_cache_hits_total=18000.0),
+        1.0,
+    )
+    r = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=50.0, vllm__prefix_cache_hits_total=0.0), 2.0
+    )
     assert [e.kind for e in r.events] == ["engine-reset"]
     assert r.reading.token_hit_rate is None  # no negative deltas, no stale rate from before the restart
-    r = t.update(with_values(base, vllm__prefix_cache_queries_total=150.0, vllm__prefix_cache_hits_total=25.0), 3.0)
+    r = t.update(
+        with_values(base, vllm__prefix_cache_queries_total=150.0, vllm__prefix_cache_hits_total=25.0), 3.0
+    )
     assert r.reading.token_hit_rate == pytest.approx(0.25) and r.events == []
     assert t.resets == 1
 
@@ -137,10 +160,14 @@ def test_sglang_hit_rate_from_device_cached_tokens_over_prompt_tokens() -> None:
     t.update(base, 0.0)
 
     def bump(body: str, device: float, host: float, prompt: float) -> str:
-        body = body.replace('cache_source="device",model_name="meta-llama/Llama-3.1-8B-Instruct"} 900000.0',
-                            f'cache_source="device",model_name="meta-llama/Llama-3.1-8B-Instruct"}} {device!r}')
-        body = body.replace('cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"} 60000.0',
-                            f'cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"}} {host!r}')
+        body = body.replace(
+            'cache_source="device",model_name="meta-llama/Llama-3.1-8B-Instruct"} 900000.0',
+            f'cache_source="device",model_name="meta-llama/Llama-3.1-8B-Instruct"}} {device!r}',
+        )
+        body = body.replace(
+            'cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"} 60000.0',
+            f'cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"}} {host!r}',
+        )
         return with_values(body, sglang__prompt_tokens_total=prompt)
 
     r = t.update(bump(base, 900600.0, 61000.0, 1201000.0), 1.0)

@@ -81,7 +81,10 @@ def test_prefill_variants(msg, new, cached, usage, running) -> None:
 def test_prefill_without_cached_tokens_is_rejected_and_decode_lines_are_not_ours() -> None:
     with pytest.raises(LogLineError, match="#cached-token"):
         s.parse_message("Prefill batch. #new-seq: 1, #new-token: 12, token usage: 0.10, #queue-req: 0")
-    assert s.parse_message("Decode batch. #running-req: 1, #token: 74, token usage: 0.00, cuda graph: True") is None
+    assert (
+        s.parse_message("Decode batch. #running-req: 1, #token: 74, token usage: 0.00, cuda graph: True")
+        is None
+    )
 
 
 def test_pool_size_and_page_size() -> None:
@@ -89,7 +92,9 @@ def test_pool_size_and_page_size() -> None:
         "[2025-03-02 08:00:22 TP0] max_total_num_tokens=402713, chunked_prefill_size=8192, max_prefill_tokens=16384"
     )
     assert rec == s.PoolSize("TP0", max_total_tokens=402713)
-    _, rec = s.parse_line("[2025-03-02 08:00:01] server_args=ServerArgs(model_path='m', page_size=16, tp_size=2)")
+    _, rec = s.parse_line(
+        "[2025-03-02 08:00:01] server_args=ServerArgs(model_path='m', page_size=16, tp_size=2)"
+    )
     assert rec == s.PoolSize("", page_size=16)
 
 

@@ -31,9 +31,23 @@ def parse(line: str):
             (3, 14, 9, 12, 40, 0.0),
             "kv_cache_utils.py:1286",
         ),
-        ("DEBUG 11-02 17:40:12 [logger.py:41] msg", None, None, "DEBUG", (11, 2, 17, 40, 12, 0.0), "logger.py:41"),
+        (
+            "DEBUG 11-02 17:40:12 [logger.py:41] msg",
+            None,
+            None,
+            "DEBUG",
+            (11, 2, 17, 40, 12, 0.0),
+            "logger.py:41",
+        ),
         # early vLLM: no opening bracket before the file name
-        ("WARNING 04-12 10:00:00 config.py:123] msg", None, None, "WARNING", (4, 12, 10, 0, 0, 0.0), "config.py:123"),
+        (
+            "WARNING 04-12 10:00:00 config.py:123] msg",
+            None,
+            None,
+            "WARNING",
+            (4, 12, 10, 0, 0, 0.0),
+            "config.py:123",
+        ),
         # Ray workers, a VLLM_LOGGING_PREFIX, milliseconds, colours from a terminal
         (
             "(RayWorkerWrapper pid=77, ip=10.1.2.3) [node-7] INFO 01-05 08:00:01.250 [worker.py:9] msg",
@@ -72,7 +86,7 @@ def test_line_without_prefix_is_still_read() -> None:
 
 
 def test_prompt_repr_with_brackets_quotes_and_the_field_name_inside() -> None:
-    text = "say \"prompt_token_ids: [1, 2]\", it's [3, 4], C:\\new\n"
+    text = 'say "prompt_token_ids: [1, 2]", it\'s [3, 4], C:\\new\n'
     line = (
         f"(APIServer pid=1) DEBUG 03-14 09:13:05 [logger.py:48] Request chatcmpl-9 details: prompt: {text!r}, "
         "prompt_token_ids: [10, 20, 30], prompt_embeds shape: None."
@@ -95,7 +109,9 @@ def test_old_received_line_skips_params_that_mention_the_field() -> None:
 
 
 def test_newer_received_line_without_ids_and_with_an_info_preview() -> None:
-    plain = parse("INFO 03-14 09:13:05 [logger.py:62] Received request x: params: SamplingParams(n=1), lora_request: None.")
+    plain = parse(
+        "INFO 03-14 09:13:05 [logger.py:62] Received request x: params: SamplingParams(n=1), lora_request: None."
+    )
     assert plain == v.RequestWithoutIds("x")
     ids = list(range(100, 612))
     preview = parse(
@@ -160,7 +176,10 @@ def test_capacity_lines() -> None:
         "INFO 03-14 09:12:58 [loggers.py:147] Engine 001: vllm cache_config_info with initialization after "
         "num_gpu_blocks is: 61275"
     ) == v.CacheCapacity("Engine 001", blocks=61275)
-    assert parse("INFO 07-01 10:00:00 executor_base.py:92] # cuda blocks: 27306, # CPU blocks: 2048").blocks == 27306
+    assert (
+        parse("INFO 07-01 10:00:00 executor_base.py:92] # cuda blocks: 27306, # CPU blocks: 2048").blocks
+        == 27306
+    )
     assert parse("INFO 03-14 09:12:40 [gpu_worker.py:298] Available KV cache memory: 52.36 GiB") is None
 
 
@@ -172,7 +191,11 @@ def test_every_request_of_the_0_13_fixture_parses_to_its_ids_and_keys() -> None:
             rec = parse(line)
         except v.LogLineError:
             continue
-        if isinstance(rec, v.RequestPrompt) and rec.request_id.startswith("chatcmpl-") and rec.token_ids is not None:
+        if (
+            isinstance(rec, v.RequestPrompt)
+            and rec.request_id.startswith("chatcmpl-")
+            and rec.token_ids is not None
+        ):
             got.append(rec)
     assert [r.request_id for r in got] == [e["request_id"] for e in exp]
     for rec, e in zip(got, exp, strict=True):

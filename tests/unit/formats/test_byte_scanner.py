@@ -44,17 +44,30 @@ def assert_same(data: bytes, **kwargs) -> None:
         a, b = getattr(scanned, name), getattr(reference, name)
         assert a.dtype == b.dtype, name
         assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), name
-    assert (scanned.format, scanned.block_tokens, scanned.lines) == (reference.format, reference.block_tokens, reference.lines)
+    assert (scanned.format, scanned.block_tokens, scanned.lines) == (
+        reference.format,
+        reference.block_tokens,
+        reference.lines,
+    )
     # reasons, counts, examples; among reasons of equal count the order is not kept (the msgspec
     # path counted ids above 2^64-1 after the other reasons of its chunk)
-    assert sorted(map(tuple, map(vars, scanned.rejects.summary()))) == sorted(map(tuple, map(vars, reference.rejects.summary())))
-    assert sorted(map(tuple, map(vars, scanned.warnings.summary()))) == sorted(map(tuple, map(vars, reference.warnings.summary())))
+    assert sorted(map(tuple, map(vars, scanned.rejects.summary()))) == sorted(
+        map(tuple, map(vars, reference.rejects.summary()))
+    )
+    assert sorted(map(tuple, map(vars, scanned.warnings.summary()))) == sorted(
+        map(tuple, map(vars, reference.warnings.summary()))
+    )
     assert scanned.notes == reference.notes
 
 
 def moon(ts, ids, length=None, **extra) -> dict:
-    return {"timestamp": ts, "input_length": 512 * len(ids) if length is None else length,
-            "output_length": 3, "hash_ids": ids, **extra}  # fmt: skip
+    return {
+        "timestamp": ts,
+        "input_length": 512 * len(ids) if length is None else length,
+        "output_length": 3,
+        "hash_ids": ids,
+        **extra,
+    }
 
 
 def lines(*objs, sep=(", ", ": ")) -> bytes:
@@ -149,12 +162,30 @@ def test_every_odd_line_in_one_file_gives_the_same_counts_and_examples():
 
 
 def test_bailian_and_flattened_ragpulse_lines():
-    bailian = [{"chat_id": i, "parent_chat_id": i - 1 if i else -1, "timestamp": 61.114 + i, "input_length": 40,
-                "output_length": 20, "type": "text", "turn": 1 + i, "hash_ids": [1089 + i, 1090, 1091]}
-               for i in range(60)]  # fmt: skip
+    bailian = [
+        {
+            "chat_id": i,
+            "parent_chat_id": i - 1 if i else -1,
+            "timestamp": 61.114 + i,
+            "input_length": 40,
+            "output_length": 20,
+            "type": "text",
+            "turn": 1 + i,
+            "hash_ids": [1089 + i, 1090, 1091],
+        }
+        for i in range(60)
+    ]
     assert_same(lines(*bailian))
-    ragpulse = [{"timestamp": 27 + i, "input_length": 3861, "output_length": 127, "hash_ids": [8325, 8326, i],
-                 "session_id": f"1758081660427-xa8rbsd2uco{i}"} for i in range(60)]  # fmt: skip
+    ragpulse = [
+        {
+            "timestamp": 27 + i,
+            "input_length": 3861,
+            "output_length": 127,
+            "hash_ids": [8325, 8326, i],
+            "session_id": f"1758081660427-xa8rbsd2uco{i}",
+        }
+        for i in range(60)
+    ]
     assert_same(lines(*ragpulse), block_size=2048)
     assert_same(lines(*ragpulse))  # the block size inferred from the lines, the same way
 
@@ -168,7 +199,9 @@ def test_lines_that_carry_their_block_size_as_kvset_record_writes_them():
 def test_a_block_size_line_sets_the_block_of_the_lines_after_it():
     # The msgspec path took a line's block_size from its next chunk of 8,192 lines on; the byte
     # path takes it from the next line on, whatever the chunking.
-    data = lines(moon(0, [1, 2], length=1000), moon(1, [3], length=16, block_size=16), moon(2, [4, 5], length=20))
+    data = lines(
+        moon(0, [1, 2], length=1000), moon(1, [3], length=16, block_size=16), moon(2, [4, 5], length=20)
+    )
     trace = read_trace(io.BytesIO(data))
     assert trace.tokens.tolist() == [512, 488, 16, 16, 4]
 
@@ -189,8 +222,10 @@ def test_a_long_file_across_many_chunks(monkeypatch):
 
     monkeypatch.setattr(byte_lines, "CHUNK_BYTES", 4096)
     rng = np.random.default_rng(3)
-    objs = [moon(int(t), rng.integers(0, 1 << 40, int(rng.integers(1, 300))).tolist())
-            for t in np.cumsum(rng.integers(0, 5, 400))]  # fmt: skip
+    objs = [
+        moon(int(t), rng.integers(0, 1 << 40, int(rng.integers(1, 300))).tolist())
+        for t in np.cumsum(rng.integers(0, 5, 400))
+    ]
     objs[100] = ODD_LINES[0]
     data = lines(*objs)
     assert_same(data)
@@ -206,17 +241,28 @@ def test_a_long_file_across_many_chunks(monkeypatch):
 
 
 _ids = st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=40)
-_stamp = st.one_of(st.none(), st.integers(-(10**12), 10**14), st.floats(-1e9, 1e12, allow_nan=False),
-                   st.decimals(-1000, 10**9, places=6).map(float))  # fmt: skip
-_extra = st.dictionaries(st.sampled_from(["chat_id", "parent_chat_id", "turn", "type", "session_id", "output_length"]),
-                         st.one_of(st.integers(-(10**6), 10**9), st.text("abcXYZ-_0123", max_size=12)), max_size=3)  # fmt: skip
+_stamp = st.one_of(
+    st.none(),
+    st.integers(-(10**12), 10**14),
+    st.floats(-1e9, 1e12, allow_nan=False),
+    st.decimals(-1000, 10**9, places=6).map(float),
+)
+_extra = st.dictionaries(
+    st.sampled_from(["chat_id", "parent_chat_id", "turn", "type", "session_id", "output_length"]),
+    st.one_of(st.integers(-(10**6), 10**9), st.text("abcXYZ-_0123", max_size=12)),
+    max_size=3,
+)
 _line = st.builds(
     lambda ts, ids, length, extra, sep: json.dumps(
         {**({} if ts is False else {"timestamp": ts}), "input_length": length, "hash_ids": ids, **extra},
-        separators=sep),
-    st.one_of(st.just(False), _stamp), _ids, st.integers(0, 1 << 31), _extra,
+        separators=sep,
+    ),
+    st.one_of(st.just(False), _stamp),
+    _ids,
+    st.integers(0, 1 << 31),
+    _extra,
     st.sampled_from([(", ", ": "), (",", ":"), (" , ", " : ")]),
-)  # fmt: skip
+)
 
 
 @given(st.lists(_line, min_size=1, max_size=30), st.sampled_from([None, "mooncake", "bailian"]))

@@ -14,9 +14,15 @@ def jsonl(*objs) -> io.BytesIO:
 
 def bailian(chat_id, parent, ts, input_length, hash_ids, turn=1):
     return {
-        "chat_id": chat_id, "parent_chat_id": parent, "timestamp": ts, "input_length": input_length,
-        "output_length": 20, "type": "text", "turn": turn, "hash_ids": hash_ids,
-    }  # fmt: skip
+        "chat_id": chat_id,
+        "parent_chat_id": parent,
+        "timestamp": ts,
+        "input_length": input_length,
+        "output_length": 20,
+        "type": "text",
+        "turn": turn,
+        "hash_ids": hash_ids,
+    }
 
 
 def test_hand_written_bailian_is_detected_with_16_tokens_per_block():

@@ -13,7 +13,12 @@ from kvset.formats import TraceError, TraceLineParser, detect_format, read_trace
 
 
 def moon(ts, ids, input_length=None):
-    return {"timestamp": ts, "input_length": input_length or 512 * len(ids), "output_length": 1, "hash_ids": ids}
+    return {
+        "timestamp": ts,
+        "input_length": input_length or 512 * len(ids),
+        "output_length": 1,
+        "hash_ids": ids,
+    }
 
 
 def raw(*objs) -> bytes:
@@ -31,7 +36,9 @@ class ReadOnly:
 
 
 def test_detect_format():
-    assert detect_format({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}) == "mooncake"
+    assert (
+        detect_format({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}) == "mooncake"
+    )
     assert detect_format({"chat_id": 1, "parent_chat_id": -1, "hash_ids": [1]}) == "bailian"
     assert detect_format({"token_ids": [1, 2]}) == "tokens"
     assert detect_format({"prompt_token_ids": [1, 2]}) == "tokens"
@@ -84,7 +91,9 @@ def test_gzip_by_content_from_path_and_from_streams(tmp_path):
 
 def test_stdin_dash_reads_bytes_and_gzip(monkeypatch):
     for payload in (raw(moon(0, [7])), gzip.compress(raw(moon(0, [7])))):
-        monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BufferedReader(io.BytesIO(payload))))
+        monkeypatch.setattr(
+            sys, "stdin", types.SimpleNamespace(buffer=io.BufferedReader(io.BytesIO(payload)))
+        )
         trace = read_trace("-")
         assert trace.keys.tolist() == [7]
 
@@ -109,7 +118,12 @@ def test_unsorted_timestamps_are_sorted_stably():
 
 
 def test_missing_timestamp_takes_the_previous_requests_time():
-    lines = [{"input_length": 512, "hash_ids": [1]}, moon(2000, [2]), {"input_length": 512, "hash_ids": [3]}, moon(1000, [4])]
+    lines = [
+        {"input_length": 512, "hash_ids": [1]},
+        moon(2000, [2]),
+        {"input_length": 512, "hash_ids": [3]},
+        moon(1000, [4]),
+    ]
     trace = read_trace(io.BytesIO(raw(*lines)))
     # line 1 takes the first known time (2 s), line 3 its predecessor's (2 s); line 4 sorts first
     assert trace.keys.tolist() == [4, 1, 2, 3]
@@ -130,7 +144,13 @@ def test_malformed_lines_are_counted_with_line_numbers_and_blank_lines_skipped()
 
 
 def test_crlf_and_byte_order_mark_are_accepted():
-    data = b"\xef\xbb\xbf" + json.dumps(moon(0, [1])).encode() + b"\r\n" + json.dumps(moon(1, [2])).encode() + b"\r\n"
+    data = (
+        b"\xef\xbb\xbf"
+        + json.dumps(moon(0, [1])).encode()
+        + b"\r\n"
+        + json.dumps(moon(1, [2])).encode()
+        + b"\r\n"
+    )
     trace = read_trace(io.BytesIO(data))
     assert trace.keys.tolist() == [1, 2] and not trace.rejects
 
@@ -195,7 +215,9 @@ def test_line_parser_is_incremental_and_detects_on_the_first_valid_line():
     parser = TraceLineParser(None)
     first = parser.feed_lines([b"oops\n", b"\n"], first_lineno=1)
     assert first.requests == 0 and parser.format is None
-    second = parser.feed_lines(raw(moon(5000, [1, 2]), moon(1000, [3])).splitlines(keepends=True), first_lineno=3)
+    second = parser.feed_lines(
+        raw(moon(5000, [1, 2]), moon(1000, [3])).splitlines(keepends=True), first_lineno=3
+    )
     assert parser.format == "mooncake" and parser.block_tokens == 512
     assert second.keys.tolist() == [1, 2, 3]
     assert second.request_timestamps.tolist() == [5.0, 1.0]  # line order, not sorted

@@ -61,7 +61,9 @@ def test_hand_written_mooncake_keys_tokens_and_seconds():
 
 
 def test_block_size_override_changes_tokens_per_block():
-    trace = read_trace(jsonl({"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [1, 2]}), block_size=64)
+    trace = read_trace(
+        jsonl({"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [1, 2]}), block_size=64
+    )
     assert trace.block_tokens == 64
     assert trace.tokens.tolist() == [64, 36]
 
@@ -77,7 +79,10 @@ def test_hash_count_mismatch_is_a_visible_warning_and_the_request_is_kept():
     assert trace.tokens.tolist() == [512, 10, 0, 0]
     (warning,) = trace.warnings.summary()
     assert warning.count == 2
-    assert warning.examples == ("line 1: 1 hash_ids for input_length 600", "line 2: 3 hash_ids for input_length 10")
+    assert warning.examples == (
+        "line 1: 1 hash_ids for input_length 600",
+        "line 2: 3 hash_ids for input_length 10",
+    )
     assert any("request kept" in note and "line 1" in note for note in trace.notes)
     assert not trace.rejects
     data.seek(0)
@@ -170,7 +175,10 @@ def test_a_given_block_size_the_lines_break_is_refused_with_the_fix(tmp_path):
 
 def test_lines_that_fit_no_block_size_keep_the_default_and_say_it_is_doubtful(tmp_path):
     rng = np.random.default_rng(5)
-    lines = [{"timestamp": i, "input_length": int(rng.integers(1, 100_000)), "hash_ids": [1, 2, 3]} for i in range(100)]
+    lines = [
+        {"timestamp": i, "input_length": int(rng.integers(1, 100_000)), "hash_ids": [1, 2, 3]}
+        for i in range(100)
+    ]
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     trace = read_trace(path)

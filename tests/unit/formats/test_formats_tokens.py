@@ -31,7 +31,9 @@ def test_token_ids_1000_to_1031_give_the_keys_vllm_published(field):
 
 def test_partial_tail_is_not_an_access_and_keys_chain_across_requests():
     prompt = list(range(1000, 1032))
-    trace = read_trace(jsonl({"timestamp": 0, "token_ids": prompt + [1, 2, 3]}, {"timestamp": 1, "token_ids": prompt[:16]}))
+    trace = read_trace(
+        jsonl({"timestamp": 0, "token_ids": prompt + [1, 2, 3]}, {"timestamp": 1, "token_ids": prompt[:16]})
+    )
     first, second = 7322446309363477352, 17027874615116373601
     assert trace.keys.tolist() == [first, second, first]  # the 3-token tail is not a full block
     assert trace.request_starts.tolist() == [0, 2]
@@ -43,11 +45,16 @@ def test_block_size_hash_algorithm_and_seed_are_passed_to_vllm_hashing():
     for kwargs in ({"block_size": 32}, {"hash_algo": "sha256_cbor"}, {"python_hash_seed": "0"}):
         trace = read_trace(jsonl(line), **kwargs)
         expected = block_keys(
-            prompt, kwargs.get("block_size", 16), kwargs.get("hash_algo", "sha256"), kwargs.get("python_hash_seed")
+            prompt,
+            kwargs.get("block_size", 16),
+            kwargs.get("hash_algo", "sha256"),
+            kwargs.get("python_hash_seed"),
         )
         assert np.array_equal(trace.keys, expected)
         assert trace.block_tokens == kwargs.get("block_size", 16)
-    assert not np.array_equal(read_trace(jsonl(line), hash_algo="sha256_cbor").keys, read_trace(jsonl(line)).keys)
+    assert not np.array_equal(
+        read_trace(jsonl(line), hash_algo="sha256_cbor").keys, read_trace(jsonl(line)).keys
+    )
 
 
 def test_missing_timestamps_keep_line_order():
@@ -60,7 +67,12 @@ def test_missing_timestamps_keep_line_order():
 
 def test_short_or_empty_prompts_are_counted_not_silently_dropped():
     trace = read_trace(
-        jsonl({"token_ids": list(range(16))}, {"token_ids": list(range(15))}, {"token_ids": []}, {"timestamp": 3})
+        jsonl(
+            {"token_ids": list(range(16))},
+            {"token_ids": list(range(15))},
+            {"token_ids": []},
+            {"timestamp": 3},
+        )
     )
     assert trace.requests == 1
     reasons = {r.reason: r.examples for r in trace.rejects.summary()}

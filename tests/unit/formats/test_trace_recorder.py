@@ -15,8 +15,9 @@ from kvset.types import AccessBatch
 
 def batch(keys, ts) -> AccessBatch:
     keys = np.asarray(keys, dtype=np.uint64)
-    return AccessBatch(keys, tokens=np.full(len(keys), 16), request_starts=np.array([0]), timestamps=ts,
-                       block_tokens=16)  # fmt: skip
+    return AccessBatch(
+        keys, tokens=np.full(len(keys), 16), request_starts=np.array([0]), timestamps=ts, block_tokens=16
+    )
 
 
 def test_an_absurd_timestamp_mid_stream_is_clamped_and_everything_reads_back(tmp_path: Path):

@@ -42,7 +42,11 @@ def assert_stream_equals_read_trace(path, **kwargs):
     assert np.array_equal(keys, trace.keys) and np.array_equal(tokens, trace.tokens)
     assert np.array_equal(times, trace.access_timestamps())
     assert (stream.requests, stream.lines, stream.block_tokens, stream.format) == (
-        trace.requests, trace.lines, trace.block_tokens, trace.format)  # fmt: skip
+        trace.requests,
+        trace.lines,
+        trace.block_tokens,
+        trace.format,
+    )
     assert stream.rejects.summary() == trace.rejects.summary()
     assert stream.warnings.summary() == trace.warnings.summary()
     assert stream.notes == trace.notes
@@ -84,7 +88,10 @@ def test_requests_out_of_order_beyond_the_window_need_the_whole_trace(tmp_path, 
     whole = analyze_batches(trace.batches(), InputSummary(path, trace.format, trace.block_tokens))
     assert result.curve.block_hits.tolist() == whole.curve.block_hits.tolist()
     assert result.accesses == whole.accesses == trace.accesses
-    assert any(n.startswith("read whole, not as a stream: requests out of timestamp order") for n in result.input.notes)
+    assert any(
+        n.startswith("read whole, not as a stream: requests out of timestamp order")
+        for n in result.input.notes
+    )
     assert result.input.requests == trace.requests and result.input.block_tokens == 512
 
 
@@ -109,7 +116,9 @@ def test_a_wrong_default_block_size_is_replaced_as_read_trace_replaces_it(tmp_pa
         list(TraceStream(path, block_size=512))
 
 
-def test_a_block_size_the_first_lines_keep_but_the_trace_does_not_needs_the_whole_trace(tmp_path, small_chunks):
+def test_a_block_size_the_first_lines_keep_but_the_trace_does_not_needs_the_whole_trace(
+    tmp_path, small_chunks
+):
     first = [moon(t, list(range(t, t + 3)), 64 * 2 + 5) for t in range(80)]  # 64 tokens a block
     rest = [moon(80 + t, list(range(t, t + 3)), 512 * 2 + 5) for t in range(400)]  # 512
     path = write(tmp_path / "t.jsonl", first + rest)

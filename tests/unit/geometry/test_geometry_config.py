@@ -466,8 +466,10 @@ def test_nan_and_infinity_in_unrelated_fields_do_not_break_parsing(tmp_path):
 def test_a_config_folder_name_with_control_characters_is_shown_escaped(tmp_path):
     folder = tmp_path / "evil\x1b]0;pwned\x07model"
     folder.mkdir()
-    path = write_config(folder, {"model_type": "\x1b[31mllama", "num_hidden_layers": 2,
-                                 "num_attention_heads": 4, "hidden_size": 256})  # fmt: skip
+    path = write_config(
+        folder,
+        {"model_type": "\x1b[31mllama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256},
+    )
     g = geometry_from_file(path)
     shown = [g.name, *g.notes]
     assert not any(ch in text for text in shown for ch in "\x1b\x07")
