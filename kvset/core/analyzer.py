@@ -319,6 +319,13 @@ class Analyzer(TimeSlotViews):
     def forgotten_blocks(self) -> int:
         return int(self._t.meta[K.M_EVICTED])
 
+    def stack_keys(self) -> np.ndarray:
+        """The tracked blocks' keys in LRU stack order, most recent first (kvset.core.partial_stack)."""
+        t = self._t
+        lo, hi = int(t.meta[K.M_OLDEST]), int(t.meta[K.M_NOW])
+        bits = np.unpackbits(t.live.view(np.uint8), bitorder="little")[lo:hi].astype(bool)
+        return np.ascontiguousarray(t.slot_keys[lo:hi][bits][::-1])
+
     @property
     def first_time(self) -> int:
         return int(self.counts[K.C_FIRST_TIME])

@@ -1,0 +1,313 @@
+"""Exact LRU curves of a stream cut into consecutive partitions: partial stacks and their ordered merge.
+
+PARDA (Niu, Dinan, Lu, Sadayappan, IPDPS 2012; docs/method.md, section 14): each partition is
+analysed alone, from an empty stack, and keeps
+- its histogram of stack distances: a re-access whose previous access lies in the same partition
+  has the same distance in the whole stream (every block in between is in the partition);
+- its final LRU stack (most recent first, at most the horizon H of it);
+- its *firsts*: the blocks in the order of their first access in the partition, with that access's
+  tokens (the partition's "local infinities"), at most H of them.
+Merging an earlier A with a later B looks B's i-th first up in A's stack as if B were appended to A:
+found at position q (1-based), its distance in A then B is
+    d = i + q - c,    c = B's earlier firsts found in A above position q,
+the i blocks B touched before it lying above it, plus A's blocks above it that B has not moved. A
+distance within H is a hit; beyond H, or a first not in A's stack while A forgot blocks, is a miss
+at every capacity up to H. B's stack keeps A's blocks B did not touch under its own, B's firsts not
+found follow A's, both cut at H; histograms add. The merge is associative and ordered, so an
+ordered tree of them gives the one-process histogram bit for bit: a first at index >= H, or a block
+below position H of A, has a distance above H whatever comes before.
+
+What is not merged exactly: which misses were first accesses and which re-references beyond the
+horizon. One process tells them apart with a Bloom filter of the blocks it forgot; a partition
+knows only the blocks it forgot itself and those still in the earlier partitions' stacks, so a
+block forgotten in one partition and re-read in a later one counts as a first access here. Without
+a horizon reached (at most H distinct blocks), there is nothing forgotten and the split is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from kvset.core import fenwick
+from kvset.core import hash_table as HT
+from kvset.core.analyzer import Analyzer
+from kvset.core.curve import HitRateCurve
+from kvset.core.feed_args import reverse_within_requests, tokens_array
+from kvset.types import AccessBatch
+
+Keys = npt.NDArray[np.uint64]
+Ints = npt.NDArray[np.int64]
+
+# counts[] layout (int64): the partition's totals
+P_ACCESSES = 0
+P_TOKENS = 1
+P_FIRST_TIME = 2  # misses counted as first accesses (blocks, then tokens)
+P_FIRST_TIME_TOKENS = 3
+P_BEYOND = 4  # misses counted as re-references beyond the horizon
+P_BEYOND_TOKENS = 5
+P_HITS = 6  # re-references within the horizon: the histogram's sum
+P_REQUESTS = 7
+COUNTS_SIZE = 8
+
+
+@dataclass(frozen=True, eq=False)
+class PartialStack:
+    """The state of one run of consecutive accesses, analysed from an empty stack (see the module).
+
+    hist[d] = (blocks, tokens) of the accesses at stack distance d, 1 <= d <= H (row 0 unused);
+    stack: the blocks most recent first; firsts, first_tokens: the blocks by first access, with
+    that access's tokens; complete: every block of the run is in `stack` and `firsts` (at most H
+    distinct blocks), so `distinct` is their number; when not, both hold H blocks.
+    t_first, t_last: the run's first and last timestamps (NaN: none)."""
+
+    horizon: int
+    hist: Ints
+    counts: Ints
+    stack: Keys
+    firsts: Keys
+    first_tokens: Ints
+    complete: bool
+    t_first: float = float("nan")
+    t_last: float = float("nan")
+    extra: dict[str, Any] = field(default_factory=dict)  # the driver's notes about the run (its input)
+
+    @property
+    def distinct(self) -> int:
+        """Distinct blocks (exact when complete; H + 1 stands for 'more than H')."""
+        return len(self.firsts) if self.complete else self.horizon + 1
+
+    @property
+    def max_distance(self) -> int:
+        nz = np.flatnonzero(self.hist[:, 0])
+        return int(nz[-1]) if len(nz) else 0
+
+    @property
+    def misses(self) -> int:
+        """Accesses that are misses at every capacity up to H (first accesses and beyond the horizon)."""
+        return int(self.counts[P_FIRST_TIME] + self.counts[P_BEYOND])
+
+    @property
+    def forgotten_blocks(self) -> int:
+        """Blocks one process forgets at the horizon: every miss past the first H adds one to the stack."""
+        return max(0, self.misses - self.horizon)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.hist, self.counts, self.stack, self.firsts, self.first_tokens))
+
+    def curve(self) -> HitRateCurve:
+        """The exact all-time curve, as Analyzer.curve() gives it for the same accesses."""
+        maxd = self.max_distance
+        c = self.counts
+        return HitRateCurve(
+            capacities=np.arange(1, maxd + 1, dtype=np.int64),
+            block_hits=np.cumsum(self.hist[1 : maxd + 1, 0]),
+            token_hits=np.cumsum(self.hist[1 : maxd + 1, 1]),
+            accesses=int(c[P_ACCESSES]),
+            tokens=int(c[P_TOKENS]),
+            horizon=self.horizon,
+            exact=True,
+            window_seconds=None,
+            beyond_horizon_blocks=int(c[P_BEYOND]),
+            beyond_horizon_tokens=int(c[P_BEYOND_TOKENS]),
+        )
+
+
+def empty_stack(horizon: int) -> PartialStack:
+    return PartialStack(
+        horizon=int(horizon),
+        hist=np.zeros((1, 2), dtype=np.int64),
+        counts=np.zeros(COUNTS_SIZE, dtype=np.int64),
+        stack=np.zeros(0, dtype=np.uint64),
+        firsts=np.zeros(0, dtype=np.uint64),
+        first_tokens=np.zeros(0, dtype=np.int64),
+        complete=True,
+    )
+
+
+class PartitionAnalyzer:
+    """Feeds one partition's batches to an exact Analyzer and keeps its firsts; `state()` at the end.
+
+    The analyzer's per-access distances say which accesses found no earlier one (0): before its
+    first forgotten block, those are exactly the first accesses of distinct blocks, so its first H
+    are the partition's firsts."""
+
+    def __init__(self, horizon: int, order: str = "forward", block_tokens: int | None = None) -> None:
+        self.analyzer = Analyzer(horizon=horizon, order=order, block_tokens=block_tokens)  # type: ignore[arg-type]
+        self.horizon = int(horizon)
+        self._first_keys: list[Keys] = []
+        self._first_tokens: list[Ints] = []
+        self._firsts = 0
+
+    def feed_batch(self, batch: AccessBatch) -> None:
+        out = self.analyzer.feed_batch(batch, return_distances=True)
+        if out is None or self._firsts >= self.horizon:
+            return
+        n = len(batch.keys)
+        keys = np.ascontiguousarray(batch.keys, dtype=np.uint64)
+        given = batch.tokens if batch.tokens is not None else batch.block_tokens
+        tokens = tokens_array(given, n, self.analyzer.block_tokens or 1)
+        if tokens.shape[0] != n:
+            tokens = np.full(n, int(tokens[0]), dtype=np.int64)
+        starts = batch.request_starts
+        if self.analyzer.order == "reverse" and starts is not None and len(starts):
+            order = reverse_within_requests(np.asarray(starts, dtype=np.int64), n)
+            keys, tokens, out = keys[order], tokens[order], out[order]
+        at = np.flatnonzero(out == 0)[: self.horizon - self._firsts]
+        self._first_keys.append(keys[at])
+        self._first_tokens.append(tokens[at].astype(np.int64))
+        self._firsts += len(at)
+
+    def state(self) -> PartialStack:
+        a = self.analyzer
+        curve = a.curve()
+        maxd = len(curve.capacities)
+        hist = np.zeros((maxd + 1, 2), dtype=np.int64)
+        hist[1:, 0] = np.diff(curve.block_hits, prepend=0)
+        hist[1:, 1] = np.diff(curve.token_hits, prepend=0)
+        counts = np.zeros(COUNTS_SIZE, dtype=np.int64)
+        counts[P_ACCESSES] = a.accesses
+        counts[P_TOKENS] = a.tokens
+        counts[P_FIRST_TIME] = a.first_time
+        counts[P_BEYOND] = a.beyond_horizon
+        counts[P_BEYOND_TOKENS] = curve.beyond_horizon_tokens
+        counts[P_HITS] = a.rereferences
+        counts[P_FIRST_TIME_TOKENS] = a.tokens - int(hist[:, 1].sum()) - curve.beyond_horizon_tokens
+        counts[P_REQUESTS] = a.requests
+        firsts = np.concatenate([np.zeros(0, dtype=np.uint64), *self._first_keys])
+        return PartialStack(
+            horizon=self.horizon,
+            hist=hist,
+            counts=counts,
+            stack=a.stack_keys(),
+            firsts=firsts,
+            first_tokens=np.concatenate([np.zeros(0, dtype=np.int64), *self._first_tokens]),
+            complete=a.forgotten_blocks == 0 and len(firsts) < self.horizon + 1,
+            t_first=float("nan") if a.first_time_at is None else a.first_time_at,
+            t_last=float("nan") if a.last_time_at is None else a.last_time_at,
+        )
+
+
+def partial_stack(
+    keys: npt.ArrayLike,
+    tokens: npt.ArrayLike | int | None = None,
+    horizon: int = 1 << 22,
+    order: str = "forward",
+    request_starts: npt.ArrayLike | None = None,
+) -> PartialStack:
+    """The partial stack of one run of accesses given as arrays (one batch, at time 0)."""
+    p = PartitionAnalyzer(horizon, order)
+    k = np.ascontiguousarray(keys, dtype=np.uint64)
+    if len(k):
+        scalar = tokens is None or np.ndim(tokens) == 0
+        p.feed_batch(
+            AccessBatch(
+                keys=k,
+                tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
+                request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
+                timestamps=0.0,
+                block_tokens=int(tokens) if scalar and tokens is not None else None,  # type: ignore[arg-type]
+            )
+        )
+    return p.state()
+
+
+@njit(nogil=True, cache=True)
+def _resolve(stack_a, firsts_b, tokens_b, horizon, hist, distance, used_a):  # pragma: no cover - compiled
+    """B's firsts against A's stack: distance[i] = d (found at d <= H: a hit, added to hist), -1
+    (found deeper: a miss beyond the horizon) or 0 (not in A's stack); used_a[q] marks A's blocks B
+    touched. Returns the hits' count and tokens, and the largest hit distance."""
+    m = stack_a.shape[0]
+    cells = 1
+    while cells < 2 * m:
+        cells <<= 1
+    mask = cells - 1
+    table = np.empty(2 * cells, dtype=np.uint64)
+    for c in range(cells):
+        table[2 * c + 1] = HT.EMPTY
+    for q in range(m):
+        h = -HT.table_find(table, mask, stack_a[q]) - 1
+        table[2 * h] = stack_a[q]
+        table[2 * h + 1] = np.uint64(q)
+    fen = np.zeros(m + 1, dtype=np.int64)
+    hits = hit_tokens = max_d = 0
+    for i in range(firsts_b.shape[0]):
+        distance[i] = 0
+        if m == 0:
+            continue
+        h = HT.table_find(table, mask, firsts_b[i])
+        if h < 0:
+            continue
+        q = np.int64(table[2 * h + 1])
+        d = i + q + 1 - fenwick.prefix(fen, q - 1)
+        fenwick.add(fen, q, 1)
+        used_a[q] = True
+        if d <= horizon:
+            distance[i] = d
+            hist[d, 0] += 1
+            hist[d, 1] += tokens_b[i]
+            hits += 1
+            hit_tokens += tokens_b[i]
+            if d > max_d:
+                max_d = d
+        else:
+            distance[i] = -1
+    return hits, hit_tokens, max_d
+
+
+def merge(a: PartialStack, b: PartialStack) -> PartialStack:
+    """The state of A's accesses followed by B's (A earlier). Associative; not commutative."""
+    if a.horizon != b.horizon:
+        raise ValueError(
+            f"partial stacks of different horizons ({a.horizon:,} and {b.horizon:,}) do not merge"
+        )
+    horizon = a.horizon
+    rows = min(horizon + 1, max(len(a.hist), len(b.hist), len(b.firsts) + len(a.stack) + 1))
+    hist = np.zeros((rows, 2), dtype=np.int64)
+    hist[: len(a.hist)] += a.hist
+    hist[: len(b.hist)] += b.hist
+    distance = np.zeros(len(b.firsts), dtype=np.int64)
+    used_a = np.zeros(len(a.stack), dtype=np.bool_)
+    hits, hit_tokens, max_d = _resolve(a.stack, b.firsts, b.first_tokens, horizon, hist, distance, used_a)
+    hist = hist[: max(max_d, a.max_distance, b.max_distance) + 1]
+    beyond = distance < 0
+    counts = a.counts + b.counts
+    beyond_tokens = int(b.first_tokens[beyond].sum())
+    counts[P_HITS] += hits
+    counts[P_FIRST_TIME] -= hits + int(beyond.sum())
+    counts[P_FIRST_TIME_TOKENS] -= int(hit_tokens) + beyond_tokens
+    counts[P_BEYOND] += int(beyond.sum())
+    counts[P_BEYOND_TOKENS] += beyond_tokens
+    stack = np.concatenate([b.stack, a.stack[~used_a]])[:horizon] if b.complete else b.stack
+    new = distance == 0
+    if a.complete:
+        firsts = np.concatenate([a.firsts, b.firsts[new]])[:horizon]
+        first_tokens = np.concatenate([a.first_tokens, b.first_tokens[new]])[:horizon]
+    else:
+        firsts, first_tokens = a.firsts, a.first_tokens
+    return PartialStack(
+        horizon=horizon,
+        hist=hist,
+        counts=counts,
+        stack=np.ascontiguousarray(stack),
+        firsts=np.ascontiguousarray(firsts),
+        first_tokens=np.ascontiguousarray(first_tokens),
+        complete=a.complete and b.complete and len(a.firsts) + int(new.sum()) <= horizon,
+        t_first=a.t_first if a.t_first == a.t_first else b.t_first,
+        t_last=b.t_last if b.t_last == b.t_last else a.t_last,
+    )
+
+
+def merge_all(states: list[PartialStack]) -> PartialStack:
+    """The ordered merge of consecutive partitions' states, pairwise in rounds (as a tree reduction)."""
+    if not states:
+        raise ValueError("no partition to merge")
+    while len(states) > 1:
+        states = [
+            merge(*states[i : i + 2]) if i + 1 < len(states) else states[i] for i in range(0, len(states), 2)
+        ]
+    return states[0]

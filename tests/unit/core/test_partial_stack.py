@@ -1,0 +1,133 @@
+"""The ordered merge of partial stacks gives the one-process histogram bit for bit, however the stream is cut."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvset.core.analyzer import Analyzer
+from kvset.core.feed_args import reverse_within_requests
+from kvset.core.naive import naive_curve
+from kvset.core.partial_stack import (
+    P_BEYOND,
+    P_FIRST_TIME,
+    P_HITS,
+    P_REQUESTS,
+    empty_stack,
+    merge,
+    partial_stack,
+)
+
+
+@st.composite
+def cut_traces(draw):
+    """A random trace, its request starts, and random cut points (inside requests too)."""
+    alphabet = draw(st.sampled_from([1, 2, 3, 7, 20, 60, 300]))
+    n = draw(st.integers(0, 400))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    style = draw(st.sampled_from(["uniform", "skewed", "loop"]))
+    if style == "uniform":
+        keys = rng.integers(0, alphabet, n)
+    elif style == "skewed":
+        keys = np.minimum(rng.zipf(1.3, n) - 1, alphabet * 4)
+    else:  # a loop over the alphabet: every key spans every partition
+        keys = np.arange(n) % alphabet
+    keys = (np.asarray(keys, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
+    tokens = rng.integers(1, 600, n) if draw(st.booleans()) else np.full(n, 16)
+    starts = np.unique(np.concatenate([[0], np.flatnonzero(rng.random(n) < 0.2)])) if n else np.zeros(0, int)
+    k = draw(st.integers(0, 12))
+    cuts = sorted(set(rng.integers(0, n + 1, k).tolist())) if n else []
+    return keys, tokens, starts.astype(np.int64), [0, *cuts, n]
+
+
+def _tree(states, rng):
+    """Merge consecutive states in a random bracketing (every tree shape a reduction might take)."""
+    states = list(states)
+    while len(states) > 1:
+        i = int(rng.integers(0, len(states) - 1))
+        states[i : i + 2] = [merge(states[i], states[i + 1])]
+    return states[0]
+
+
+def _one_process(keys, tokens, horizon):
+    a = Analyzer(horizon=horizon)
+    if len(keys):
+        a.feed(keys, tokens=tokens, timestamps=0.0)
+    return a
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut_traces(), st.integers(1, 50), st.sampled_from(["forward", "reverse"]), st.integers(0, 2**32 - 1))
+def test_merged_histogram_equals_one_process_for_every_cut(trace, horizon, order, seed):
+    keys, tokens, starts, bounds = trace
+    if order == "reverse" and len(keys):  # cut the stream as analysed: a cut may fall inside a request
+        perm = reverse_within_requests(starts, len(keys))
+        keys, tokens = keys[perm], tokens[perm]
+    whole = _one_process(keys, tokens, horizon)
+    parts = [
+        partial_stack(keys[lo:hi], tokens[lo:hi], horizon)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    merged = _tree(parts, np.random.default_rng(seed))
+    c, m = whole.curve(), merged.curve()
+    assert np.array_equal(m.capacities, c.capacities)
+    assert np.array_equal(m.block_hits, c.block_hits)
+    assert np.array_equal(m.token_hits, c.token_hits)
+    assert (m.accesses, m.tokens) == (c.accesses, c.tokens)
+    assert merged.counts[P_HITS] == whole.rereferences
+    assert merged.misses == whole.first_time + whole.beyond_horizon
+    assert merged.forgotten_blocks == whole.forgotten_blocks
+    if whole.forgotten_blocks == 0:  # nothing forgotten: the split of the misses is exact too
+        assert merged.counts[P_FIRST_TIME] == whole.first_time == len(set(keys.tolist()))
+        assert merged.counts[P_BEYOND] == 0
+    # and against the independent reference, at every capacity up to the horizon
+    naive = naive_curve(keys.tolist(), range(1, horizon + 1), tokens.tolist())
+    for cap, (hb, ht) in naive.items():
+        assert (m.hits(cap), m.hits(cap, "tokens")) == (hb, ht)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cut_traces(), st.integers(1, 50))
+def test_requests_cut_at_their_starts_with_reverse_order(trace, horizon):
+    """Partitions of whole requests, each reversed by its own analyzer, merge to the one-process curve."""
+    keys, tokens, starts, _ = trace
+    n = len(keys)
+    whole = Analyzer(horizon=horizon, order="reverse")
+    if n:
+        whole.feed(keys, tokens=tokens, request_starts=starts, timestamps=0.0)
+    bounds = [0, *[int(s) for s in starts[1::3]], n]
+    merged = empty_stack(horizon)
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        rel = starts[(starts >= lo) & (starts < hi)] - lo
+        merged = merge(merged, partial_stack(keys[lo:hi], tokens[lo:hi], horizon, "reverse", rel))
+    c, m = whole.curve(), merged.curve()
+    assert np.array_equal(m.block_hits, c.block_hits) and np.array_equal(m.token_hits, c.token_hits)
+    assert merged.counts[P_REQUESTS] == whole.requests
+
+
+def test_merge_resolves_firsts_against_the_earlier_stack():
+    """A: a b c (stack c b a). B: x b: x is new, b sits under x and c, at distance 3."""
+    a = partial_stack(np.array([1, 2, 3], dtype=np.uint64), 1, horizon=10)
+    b = partial_stack(np.array([9, 2], dtype=np.uint64), 1, horizon=10)
+    assert a.stack.tolist() == [3, 2, 1] and b.firsts.tolist() == [9, 2]
+    m = merge(a, b)
+    assert m.hist[:, 0].tolist() == [0, 0, 0, 1]
+    assert m.stack.tolist() == [2, 9, 3, 1]
+    assert m.firsts.tolist() == [1, 2, 3, 9] and m.complete
+    with pytest.raises(ValueError, match="different horizons"):
+        merge(a, empty_stack(5))
+
+
+@given(st.lists(st.integers(0, 30), max_size=200), st.integers(1, 40))
+def test_stack_keys_are_the_lru_stack(keys, horizon):
+    """Analyzer.stack_keys: the tracked blocks most recent first, the horizon's worth (an explicit LRU list)."""
+    a = Analyzer(horizon=horizon, initial_tracked=2)
+    stack: list[int] = []
+    if keys:
+        a.feed(np.array(keys, dtype=np.uint64), timestamps=0.0)
+    for k in keys:
+        if k in stack:
+            stack.remove(k)
+        stack.insert(0, k)
+        del stack[horizon:]
+    assert a.stack_keys().tolist() == stack
