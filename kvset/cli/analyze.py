@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from kvset.cli.distributed_flags import add_distributed_arguments, analyze_from_args, distributed_requested
 from kvset.cli.flags import (
     add_analysis_arguments,
     add_capacities_argument,
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Exact LRU hit-rate curve and working sets of a trace, in one pass.",
     )
     add_input_arguments(p)
+    add_distributed_arguments(p)
     add_analysis_arguments(p)
     add_sampling_arguments(p)
     add_targets_argument(p)
@@ -91,20 +93,24 @@ def run(args: argparse.Namespace) -> int:
                 "give --model or --bytes-per-token"
             )
         tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
-        # MIN takes the stream a second time, so with --opt the trace is read whole, not streamed once
-        batches, summary = load_input(args, stream=not args.opt)
-        # a streamed trace is read while it is analysed: its read errors surface here
-        result = analyze_batches(
-            batches(),
-            summary,
-            horizon=args.horizon,
-            order=args.order,
-            sample_rate=args.sample,
-            sample_size=args.sample_size,
-            seed=args.seed,
-        )
-        if args.opt and result.accesses:
-            result.opt = opt_analysis(batches(), args.order)
+        if distributed_requested(args):
+            result = analyze_from_args(args)  # partitions on Dask workers, merged: the same result
+            summary = result.input
+        else:
+            # MIN takes the stream a second time, so with --opt the trace is read whole, not streamed once
+            batches, summary = load_input(args, stream=not args.opt)
+            # a streamed trace is read while it is analysed: its read errors surface here
+            result = analyze_batches(
+                batches(),
+                summary,
+                horizon=args.horizon,
+                order=args.order,
+                sample_rate=args.sample,
+                sample_size=args.sample_size,
+                seed=args.seed,
+            )
+            if args.opt and result.accesses:
+                result.opt = opt_analysis(batches(), args.order)
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2

@@ -81,6 +81,35 @@ class PartialStack:
         """Distinct blocks (exact when complete; H + 1 stands for 'more than H')."""
         return len(self.firsts) if self.complete else self.horizon + 1
 
+    # what the reports read off an analyzer (kvset.core.analyzer.Analyzer's names)
+    @property
+    def accesses(self) -> int:
+        return int(self.counts[P_ACCESSES])
+
+    @property
+    def tokens(self) -> int:
+        return int(self.counts[P_TOKENS])
+
+    @property
+    def first_time(self) -> int:
+        return int(self.counts[P_FIRST_TIME])
+
+    @property
+    def beyond_horizon(self) -> int:
+        return int(self.counts[P_BEYOND])
+
+    @property
+    def rereferences(self) -> int:
+        return int(self.counts[P_HITS])
+
+    @property
+    def requests(self) -> int:
+        return int(self.counts[P_REQUESTS])
+
+    @property
+    def sampling(self) -> None:
+        return None
+
     @property
     def max_distance(self) -> int:
         nz = np.flatnonzero(self.hist[:, 0])

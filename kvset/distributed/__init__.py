@@ -1,0 +1,6 @@
+"""Past one machine: a trace's exact curve computed in partitions on Dask workers and merged in order.
+
+The per-partition state and its ordered merge are kvset.core.partial_stack (exact) and
+kvset.core.partial_sample (--sample); this package reads the partitions where their bytes are
+(partitions, worker) and runs the tree of merges on Dask (driver), whose packages only it imports.
+"""

@@ -1,0 +1,203 @@
+"""`kvset analyze SHARDS... --workers N | --dask ADDRESS`: the partitions analysed on Dask workers, each
+reading its own bytes, their partial states merged by an ordered tree of merges (log2 p rounds), the
+root read as the one-process AnalysisResult.
+
+A LocalCluster of N single-threaded worker processes by default, its scheduler and workers bound to
+127.0.0.1 (they talk over the loopback), Dask's dashboard only when asked (--dashboard); or the
+scheduler of a cluster at --dask, whose workers must see the same paths. Dask moves the states
+between our own processes by pickling them; the input itself is only parsed, never executed or
+unpickled. Progress (partitions analysed, merges done by round) goes to stderr, and to the dashboard.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Any, TextIO
+
+from distributed import Client, LocalCluster, as_completed
+
+from kvset.core import partial_stack
+from kvset.core.partial_stack import PartialStack
+from kvset.distributed.partitions import Partition, PartitionError, plan_partitions
+from kvset.distributed.result import distributed_result
+from kvset.distributed.worker import ReadConfig, analyze_partition, settle_reading
+from kvset.offline import AnalysisResult
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where the work runs: `workers` local processes, or the scheduler at `address`."""
+
+    workers: int | None = None
+    address: str | None = None
+    dashboard: str | None = None  # host:port of the local cluster's dashboard; None: no dashboard
+
+    def describe(self, client: Client) -> str:
+        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        if self.address:
+            return f"{n} Dask workers of the scheduler at {self.address}"
+        return f"a local Dask cluster of {n} single-threaded worker processes"
+
+
+def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
+    if cluster.address:
+        return Client(cluster.address, timeout="20s"), None
+    local = LocalCluster(
+        n_workers=cluster.workers or 1,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=cluster.dashboard,
+        silence_logs=logging.ERROR,
+        memory_limit=0,  # a worker's state is what it is: no pausing or spilling to disk
+    )
+    return Client(local), local
+
+
+def _merge_core(a: Any, b: Any) -> Any:
+    if isinstance(a, PartialStack):
+        return partial_stack.merge(a, b)
+    from kvset.core import partial_sample
+
+    return partial_sample.merge(a, b)
+
+
+def merge_states(a: Any, b: Any) -> Any:
+    """One merge of the tree, on a worker: the core merge, the partitions' extras carried along (in
+    order) with the time the merge took and its round."""
+    t0 = time.perf_counter()
+    merged = _merge_core(a, b)
+    level = 1 + max(a.extra.get("round", 0), b.extra.get("round", 0))
+    merges = [*a.extra.get("merges", []), *b.extra.get("merges", [])]
+    merges.append({"round": level, "seconds": time.perf_counter() - t0, "bytes_in": a.nbytes() + b.nbytes()})
+    extra = {"parts": _parts(a) + _parts(b), "round": level, "merges": merges}
+    return replace(merged, extra=extra)
+
+
+def _parts(state: Any) -> list[dict[str, Any]]:
+    return state.extra.get("parts", [state.extra])
+
+
+class _Progress:
+    """Partitions analysed and merges done, on one line of stderr (rewritten on a terminal)."""
+
+    def __init__(self, partitions: int, rounds: int, out: TextIO | None) -> None:
+        self.partitions, self.merges, self.rounds = partitions, partitions - 1, rounds
+        self.done_parts = self.done_merges = self.round = 0
+        self.out = out
+        self._last = 0.0
+
+    def step(self, is_merge: bool, level: int) -> None:
+        if is_merge:
+            self.done_merges += 1
+            self.round = max(self.round, level)
+        else:
+            self.done_parts += 1
+        end = self.done_parts == self.partitions and self.done_merges == self.merges
+        now = time.monotonic()
+        if self.out is None or (now - self._last < 0.5 and not end):
+            return
+        self._last = now
+        line = (
+            f"kvset analyze: {self.done_parts}/{self.partitions} partitions analysed, "
+            f"{self.done_merges}/{self.merges} merges (round {self.round}/{self.rounds})"
+        )
+        tty = self.out.isatty()
+        self.out.write(("\r" + line + ("\n" if end else "")) if tty else line + "\n")
+        self.out.flush()
+
+
+def _rounds(p: int) -> int:
+    return max(0, (p - 1).bit_length())
+
+
+def _submit_tree(client: Client, leaves: list[Any]) -> tuple[list[Any], dict[str, tuple[int, list[str]]]]:
+    """The ordered tree of merges over the leaves' futures, pairs of neighbours round after round: the
+    merges' futures, and per merge's key its round and its inputs' keys (released once it is done)."""
+    merges: list[Any] = []
+    inputs: dict[str, tuple[int, list[str]]] = {}
+    level, round_no = list(leaves), 0
+    while len(level) > 1:
+        round_no += 1
+        nxt = []
+        for i in range(0, len(level), 2):
+            if i + 1 < len(level):
+                a, b = level[i], level[i + 1]
+                f = client.submit(merge_states, a, b, key=f"kvset-merge-r{round_no}-{i // 2}")
+                inputs[f.key] = (round_no, [a.key, b.key])
+                merges.append(f)
+                nxt.append(f)
+            else:
+                nxt.append(level[i])
+        level = nxt
+    return merges, inputs
+
+
+def _time_ordered(client: Client, parts: list[Partition], futures: list[Any]) -> list[Any]:
+    """The partitions' futures in the order of their first timestamps (stable: ties keep the order given)."""
+    starts = client.gather([client.submit(lambda s: s.t_first, f, pure=False) for f in futures])
+    order = sorted(range(len(futures)), key=lambda i: (starts[i] != starts[i], starts[i], i))
+    return [futures[i] for i in order]
+
+
+def analyze_distributed(
+    inputs: list[str],
+    config: ReadConfig,
+    cluster: Cluster,
+    partitions: int | None = None,
+    time_order: bool = False,
+    progress: TextIO | None = sys.stderr,
+) -> AnalysisResult:
+    """The analysis of `inputs` (files in stream order, a folder, or one file cut into byte ranges:
+    `partitions` of them, default the workers' count) on Dask, as kvset analyze's one-process result."""
+    t0 = time.perf_counter()
+    client, local = _open(cluster)
+    try:
+        n_workers = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
+        parts, cut = plan_partitions(inputs, partitions or n_workers)
+        settled, settle_notes = settle_reading(parts[0], config)
+        futures = [
+            client.submit(analyze_partition, p, settled, key=f"kvset-partition-{p.index}", pure=False)
+            for p in parts
+        ]
+        if time_order and len(parts) > 1:
+            futures = _time_ordered(client, parts, futures)
+            cut += ", ordered by their first timestamps"
+        merges, inputs_of = _submit_tree(client, futures)
+        held = {f.key: f for f in [*futures, *merges]}
+        root_key = merges[-1].key if merges else futures[0].key
+        bar = _Progress(len(parts), _rounds(len(parts)), progress)
+        del futures, merges
+        for f in as_completed(list(held.values())):
+            if f.status == "error":
+                f.result()  # raises the worker's exception here
+            merged = inputs_of.get(f.key)
+            bar.step(merged is not None, merged[0] if merged else 0)
+            for k in merged[1] if merged else ():
+                held.pop(k, None)  # a merged state's inputs leave the workers' memory
+        state = held[root_key].result()
+        how = (
+            f"computed on {cluster.describe(client)}: {cut}, analysed where their bytes are and merged "
+            f"in {_rounds(len(parts))} rounds of an ordered merge of partial stacks (docs/method.md, section 14)"
+        )
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+    all_parts = _parts(state)
+    if not any(p["requests"] for p in all_parts):
+        raise PartitionError(
+            f"no valid request in {', '.join(inputs)} ({sum(p['lines'] for p in all_parts)} lines read)"
+        )
+    name = inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more"
+    result = distributed_result(
+        name, state, all_parts, config.order, config.format, [*settle_notes, how], time.perf_counter() - t0
+    )
+    result.analyzer.computed.update(  # type: ignore[attr-defined]
+        partitions=all_parts, merges=state.extra.get("merges", []), workers=n_workers
+    )
+    return result
