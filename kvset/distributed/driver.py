@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+import dask
 from distributed import Client, LocalCluster, as_completed
 
 from kvset.core import partial_stack
@@ -45,16 +46,22 @@ class Cluster:
 def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     if cluster.address:
         return Client(cluster.address, timeout="20s"), None
-    local = LocalCluster(
-        n_workers=cluster.workers or 1,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        scheduler_port=0,
-        dashboard_address=cluster.dashboard,
-        silence_logs=logging.ERROR,
-        memory_limit=0,  # a worker's state is what it is: no pausing or spilling to disk
-    )
+    asked = cluster.dashboard is not None
+    # Dask's processes always start an HTTP server beside their TCP comms: on 127.0.0.1, a free port,
+    # and serving no route at all unless the dashboard was asked for
+    quiet = {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    with dask.config.set(quiet):
+        local = LocalCluster(
+            n_workers=cluster.workers or 1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            scheduler_port=0,
+            dashboard_address=cluster.dashboard if asked else "127.0.0.1:0",
+            scheduler_kwargs={"dashboard": asked},
+            silence_logs=logging.ERROR,
+            memory_limit=0,  # a worker's state is what it is: no pausing or spilling to disk
+        )
     return Client(local), local
 
 
@@ -150,7 +157,7 @@ def analyze_distributed(
     cluster: Cluster,
     partitions: int | None = None,
     time_order: bool = False,
-    progress: TextIO | None = sys.stderr,
+    progress: bool = True,
 ) -> AnalysisResult:
     """The analysis of `inputs` (files in stream order, a folder, or one file cut into byte ranges:
     `partitions` of them, default the workers' count) on Dask, as kvset analyze's one-process result."""
@@ -170,7 +177,7 @@ def analyze_distributed(
         merges, inputs_of = _submit_tree(client, futures)
         held = {f.key: f for f in [*futures, *merges]}
         root_key = merges[-1].key if merges else futures[0].key
-        bar = _Progress(len(parts), _rounds(len(parts)), progress)
+        bar = _Progress(len(parts), _rounds(len(parts)), sys.stderr if progress else None)
         del futures, merges
         for f in as_completed(list(held.values())):
             if f.status == "error":
