@@ -1,6 +1,6 @@
 """Exact LRU curves of a stream cut into consecutive partitions: partial stacks and their ordered merge.
 
-PARDA (Niu, Dinan, Lu, Sadayappan, IPDPS 2012; docs/method.md, section 14): each partition is
+PARDA (Niu, Dinan, Lu, Sadayappan, IPDPS 2012; docs/method.md, section 13): each partition is
 analysed alone, from an empty stack, and keeps
 - its histogram of stack distances: a re-access whose previous access lies in the same partition
   has the same distance in the whole stream (every block in between is in the partition);

@@ -189,7 +189,7 @@ def analyze_distributed(
         state = held[root_key].result()
         how = (
             f"computed on {cluster.describe(client)}: {cut}, analysed where their bytes are and merged "
-            f"in {_rounds(len(parts))} rounds of an ordered merge of partial stacks (docs/method.md, section 14)"
+            f"in {_rounds(len(parts))} rounds of an ordered merge of partial stacks (docs/method.md, section 13)"
         )
     finally:
         client.close()
