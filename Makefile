@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-large validate-vllm clean
+.PHONY: run test lint bench bench-large bench-dask validate-vllm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ bench: $(STAMP)
 bench-large: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks.large
+
+# The distributed analysis (kvset analyze --workers) on bench-large's 80M-access trace, read without gzip
+# (about 6 GB more in benchmarks/data/): one process against 1 and 2 Dask workers, the merge's cost
+# against the horizon and the partitions (about 15 min). Not part of `make test`.
+bench-dask: $(STAMP)
+	$(PY) -m benchmarks.distributed
 
 # The real engine: vLLM 0.33.0's scheduler, KV cache manager and publisher, without a GPU (about 20 min,
 # 3.2 GB of engine venv). Not part of `make test`. VALIDATE_ARGS passes options to run.py.

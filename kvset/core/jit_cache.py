@@ -26,6 +26,8 @@ COMPILED_MODULES = (
     "core/free_queue.py",
     "core/opt_kernel.py",
     "core/opt_rope.py",
+    "core/partial_sample.py",
+    "core/partial_stack.py",
     "core/sampling_curve.py",
     "core/sampling_filter.py",
     "core/sampling_kernel.py",

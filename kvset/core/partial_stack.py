@@ -38,6 +38,7 @@ from kvset.core import hash_table as HT
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests, tokens_array
+from kvset.core.intrinsics import prefetch
 from kvset.types import AccessBatch
 
 Keys = npt.NDArray[np.uint64]
@@ -112,8 +113,8 @@ class PartialStack:
 
     @property
     def max_distance(self) -> int:
-        nz = np.flatnonzero(self.hist[:, 0])
-        return int(nz[-1]) if len(nz) else 0
+        """The largest distance seen: hist is cut after its row (kept so by the analyzer and the merge)."""
+        return len(self.hist) - 1
 
     @property
     def misses(self) -> int:
@@ -245,12 +246,16 @@ def partial_stack(
     return p.state()
 
 
+PREFETCH = 16  # the hash cells of the key this far ahead are requested while the ones before are handled
+
+
 @njit(nogil=True, cache=True)
 def _resolve(stack_a, firsts_b, tokens_b, horizon, hist, distance, used_a):  # pragma: no cover - compiled
     """B's firsts against A's stack: distance[i] = d (found at d <= H: a hit, added to hist), -1
     (found deeper: a miss beyond the horizon) or 0 (not in A's stack); used_a[q] marks A's blocks B
     touched. Returns the hits' count and tokens, and the largest hit distance."""
     m = stack_a.shape[0]
+    n = firsts_b.shape[0]
     cells = 1
     while cells < 2 * m:
         cells <<= 1
@@ -259,15 +264,19 @@ def _resolve(stack_a, firsts_b, tokens_b, horizon, hist, distance, used_a):  # p
     for c in range(cells):
         table[2 * c + 1] = HT.EMPTY
     for q in range(m):
+        if q + PREFETCH < m:
+            prefetch(table, 2 * np.int64(HT.mix(stack_a[q + PREFETCH]) & np.uint64(mask)))
         h = -HT.table_find(table, mask, stack_a[q]) - 1
         table[2 * h] = stack_a[q]
         table[2 * h + 1] = np.uint64(q)
     fen = np.zeros(m + 1, dtype=np.int64)
     hits = hit_tokens = max_d = 0
-    for i in range(firsts_b.shape[0]):
+    for i in range(n):
         distance[i] = 0
         if m == 0:
             continue
+        if i + PREFETCH < n:
+            prefetch(table, 2 * np.int64(HT.mix(firsts_b[i + PREFETCH]) & np.uint64(mask)))
         h = HT.table_find(table, mask, firsts_b[i])
         if h < 0:
             continue
@@ -295,7 +304,7 @@ def merge(a: PartialStack, b: PartialStack) -> PartialStack:
             f"partial stacks of different horizons ({a.horizon:,} and {b.horizon:,}) do not merge"
         )
     horizon = a.horizon
-    rows = min(horizon + 1, max(len(a.hist), len(b.hist), len(b.firsts) + len(a.stack) + 1))
+    rows = max(len(a.hist), len(b.hist), min(horizon, len(b.firsts) + len(a.stack)) + 1)
     hist = np.zeros((rows, 2), dtype=np.int64)
     hist[: len(a.hist)] += a.hist
     hist[: len(b.hist)] += b.hist

@@ -1,0 +1,165 @@
+"""`make bench-dask`: the distributed analysis (kvset.distributed) measured on the large agentic trace.
+
+On this machine (2 cores, shared): the one-process `kvset analyze` (its parser and analyzer on two
+threads), one single-threaded Dask worker, two; each worker's peak memory; the ordered merge's cost
+with 64 partitions against the horizon C and against the partitions p; `--sample 1%` in one process
+and on two workers. Every distributed run's JSON is compared with the one-process JSON (all but the
+notes and the seconds). The load average is recorded before and after each run: other work on the
+machine slows every figure. Results in benchmarks/results/distributed.json; the README's projection
+of a month of a fleet reads its inputs from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.large import run_child_rusage
+from benchmarks.large_trace import ACCESSES, DATA, SEED, large_trace
+from kvset.core.feed_args import DEFAULT_HORIZON
+from kvset.distributed.driver import Cluster, analyze_distributed
+from kvset.distributed.worker import ReadConfig
+from kvset.offline import DEFAULT_TARGETS
+from kvset.report.as_json import analysis_json
+
+RESULTS = Path(__file__).resolve().parent / "results" / "distributed.json"
+UNCOMPARED = {"notes", "seconds", "input"}
+# what the histogram alone decides: every hit rate up to the horizon (the split of the misses into first
+# accesses and re-references beyond the horizon is not merged exactly once the horizon is reached)
+HISTOGRAM = ("accesses", "tokens", "rereferences", "max_stack_distance", "attainable_hit_rate")
+HISTOGRAM += ("attainable_token_hit_rate", "horizon_reached", "requests")
+
+
+def plain_trace(gz: Path) -> Path:
+    """The trace without gzip (a gzip file cannot be cut into byte ranges), made once beside it."""
+    plain = gz.with_suffix("")
+    if not plain.exists():
+        tmp = plain.with_suffix(".tmp")
+        with open(tmp, "wb") as out:
+            subprocess.run(["gzip", "-dc", str(gz)], stdout=out, check=True)
+        tmp.rename(plain)
+    return plain
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def one_process(path: Path, extra: list[str]) -> dict:
+    load = _load()
+    wall, rss, cpu, out = run_child_rusage(
+        [sys.executable, "-m", "kvset", "analyze", str(path), "--json", *extra]
+    )
+    return {"wall": wall, "cpu": cpu, "peak_rss": rss, "json": json.loads(out), "load": [load, _load()]}
+
+
+def distributed(path: Path, workers: int, partitions: int, horizon: int, sample: float | None) -> dict:
+    load = _load()
+    t0 = time.perf_counter()
+    result = analyze_distributed(
+        [str(path)],
+        ReadConfig(horizon=horizon, sample_rate=sample, seed=1 if sample else 0),
+        Cluster(workers=workers),
+        partitions,
+        progress=False,
+    )
+    wall = time.perf_counter() - t0
+    computed = result.analyzer.computed  # type: ignore[attr-defined]
+    parts, merges = computed["partitions"], computed["merges"]
+    report = analysis_json(result, DEFAULT_TARGETS, "coverage", None, None)
+    rounds: dict[int, float] = {}
+    for m in merges:
+        rounds[m["round"]] = max(rounds.get(m["round"], 0.0), m["seconds"])
+    return {
+        "workers": workers,
+        "partitions": partitions,
+        "horizon": horizon,
+        "sample": sample,
+        "wall": wall,
+        "worker_cpu": sum(p["cpu_seconds"] for p in parts),
+        "partition_seconds_max": max(p["seconds"] for p in parts),
+        "peak_rss_per_worker_max": max(p["peak_rss_bytes"] for p in parts),
+        "state_bytes_max": max(p["state_bytes"] for p in parts),
+        "state_bytes_sum": sum(p["state_bytes"] for p in parts),
+        "merge_seconds_sum": sum(m["seconds"] for m in merges),
+        "merge_seconds_critical_path": sum(rounds.values()),
+        "merge_bytes_in_sum": sum(m["bytes_in"] for m in merges),
+        "merge_seconds_max": max((m["seconds"] for m in merges), default=0.0),
+        "json": report,
+        "load": [load, _load()],
+    }
+
+
+def same(a: dict, b: dict) -> list[str]:
+    return sorted(k for k in a if k not in UNCOMPARED and a[k] != b.get(k))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--accesses", type=int, default=ACCESSES)
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--quick", action="store_true", help="only the one-process run, 1 and 2 workers")
+    args = p.parse_args(argv)
+    trace = large_trace(args.accesses, SEED, args.data, progress=lambda m: print(m, flush=True))
+    path = plain_trace(trace.path)
+    print(trace.describe(), f"; read here as {path.name} ({path.stat().st_size / 1e9:.1f} GB)", flush=True)
+    out: dict = {"trace": trace.describe(), "accesses": trace.accesses, "cpus": os.cpu_count(), "runs": {}}
+
+    def record(name: str, run: dict, reference: dict | None) -> None:
+        differs = same(reference, run["json"]) if reference is not None else []
+        run["identical_to_one_process"] = not differs
+        run["differs"] = differs
+        if reference is not None:
+            mine = run["json"]
+            rows = [{k: r[k] for k in r if "hit_rate" in k or k == "capacity_blocks"} for r in mine["curve"]]
+            ref_rows = [
+                {k: r[k] for k in r if "hit_rate" in k or k == "capacity_blocks"} for r in reference["curve"]
+            ]
+            run["histogram_identical"] = rows == ref_rows and all(mine[k] == reference[k] for k in HISTOGRAM)
+            run["beyond_horizon"] = {
+                "one_process": reference["beyond_horizon"],
+                "merged": mine["beyond_horizon"],
+            }
+        del run["json"]
+        out["runs"][name] = run
+        extra = f"  merges {run['merge_seconds_sum']:.2f} s" if "merge_seconds_sum" in run else ""
+        print(
+            f"{name:<28} wall {run['wall']:7.1f} s  {trace.accesses / run['wall'] / 1e6:6.2f} M acc/s{extra}"
+            f"  identical: {'yes' if not differs else 'histogram ' + ('yes' if run['histogram_identical'] else 'NO') + '; differ: ' + ', '.join(differs)}"
+            f"  load {run['load']}",
+            flush=True,
+        )
+
+    base = one_process(path, [])
+    reference = base["json"]
+    record("one process", base, None)
+    record("1 worker", distributed(path, 1, 1, DEFAULT_HORIZON, None), reference)
+    record("2 workers, 2 partitions", distributed(path, 2, 2, DEFAULT_HORIZON, None), reference)
+    if not args.quick:
+        record("2 workers, 8 partitions", distributed(path, 2, 8, DEFAULT_HORIZON, None), reference)
+        for bits in (16, 18, 20, 22):
+            horizon = 1 << bits
+            ref = (
+                reference
+                if horizon == DEFAULT_HORIZON
+                else one_process(path, ["--horizon", str(horizon)])["json"]
+            )
+            record(f"2 workers, 64 partitions, C=2^{bits}", distributed(path, 2, 64, horizon, None), ref)
+        sampled = one_process(path, ["--sample", "0.01", "--seed", "1"])
+        record("one process, --sample 1%", sampled, None)
+        record("2 workers, --sample 1%", distributed(path, 2, 2, DEFAULT_HORIZON, 0.01), sampled["json"])
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"written to {RESULTS}")
+    return 0 if all(r.get("histogram_identical", True) for r in out["runs"].values()) else 1
+
+
+if __name__ == "__main__":
+    shutil.which("gzip") or sys.exit("bench-dask needs gzip")
+    sys.exit(main())
