@@ -88,6 +88,7 @@ def distributed(path: Path, workers: int, partitions: int, horizon: int, sample:
         "state_bytes_max": max(p["state_bytes"] for p in parts),
         "state_bytes_sum": sum(p["state_bytes"] for p in parts),
         "merge_seconds_sum": sum(m["seconds"] for m in merges),
+        "merge_cpu_sum": sum(m["cpu_seconds"] for m in merges),
         "merge_seconds_critical_path": sum(rounds.values()),
         "merge_bytes_in_sum": sum(m["bytes_in"] for m in merges),
         "merge_seconds_max": max((m["seconds"] for m in merges), default=0.0),
@@ -100,12 +101,55 @@ def same(a: dict, b: dict) -> list[str]:
     return sorted(k for k in a if k not in UNCOMPARED and a[k] != b.get(k))
 
 
+MONTH = 5e12  # 200 nodes at 10 k accesses/s for 30 days
+NETWORK = 1.25e9  # bytes/s a worker sends or receives (10 Gbit/s), assumed: not measurable here
+
+
+def projection(out: dict) -> list[dict]:
+    """A month of a fleet on 64 and 512 workers, from this run's measurements: the one-worker rate (CPU
+    seconds, which the machine's load inflates less than wall time), the state's size and the merge's
+    seconds per byte of states merged at the default horizon C, and the workers' peak memory."""
+    runs = out["runs"]
+    one = runs["1 worker"]
+    rate = out["accesses"] / one["worker_cpu"]  # accesses a second of one single-threaded worker
+    sixty_four = runs[f"2 workers, 64 partitions, C=2^{DEFAULT_HORIZON.bit_length() - 1}"]
+    per_byte = sixty_four["merge_cpu_sum"] / sixty_four["merge_bytes_in_sum"]
+    state = 40 * DEFAULT_HORIZON  # at most C keys of stack (8 B), C firsts (16 B), C histogram rows (16 B)
+    rows = []
+    for workers in (64, 512):
+        rounds = (workers - 1).bit_length()
+        analyse = MONTH / workers / rate
+        merge_round = 2 * state * per_byte + state / NETWORK  # both inputs merged; one sent to the merger
+        rows.append(
+            {
+                "workers": workers,
+                "accesses_per_worker": MONTH / workers,
+                "analyse_seconds": analyse,
+                "merge_rounds": rounds,
+                "merge_seconds": rounds * merge_round,
+                "wall_seconds": analyse + rounds * merge_round,
+                "state_bytes": state,
+                "memory_per_worker_bytes": one["peak_rss_per_worker_max"] + 2 * state,
+                "bytes_moved": (workers - 1) * state + state,  # each merge's later input, and the root
+                "inputs": {"accesses_per_cpu_second": rate, "merge_seconds_per_byte": per_byte},
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--accesses", type=int, default=ACCESSES)
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--quick", action="store_true", help="only the one-process run, 1 and 2 workers")
+    p.add_argument(
+        "--project", action="store_true", help="only the projection, from the results written last"
+    )
     args = p.parse_args(argv)
+    if args.project:
+        for row in projection(json.loads(RESULTS.read_text())):
+            print(json.dumps(row))
+        return 0
     trace = large_trace(args.accesses, SEED, args.data, progress=lambda m: print(m, flush=True))
     path = plain_trace(trace.path)
     print(trace.describe(), f"; read here as {path.name} ({path.stat().st_size / 1e9:.1f} GB)", flush=True)
@@ -128,7 +172,12 @@ def main(argv: list[str] | None = None) -> int:
             }
         del run["json"]
         out["runs"][name] = run
-        extra = f"  merges {run['merge_seconds_sum']:.2f} s" if "merge_seconds_sum" in run else ""
+        extra = (
+            f"  merges {run['merge_seconds_sum']:.2f} s ({run['merge_cpu_sum']:.2f} CPU s; critical path "
+            f"{run['merge_seconds_critical_path']:.2f} s)  workers' CPU {run['worker_cpu']:.1f} s"
+            if "merge_seconds_sum" in run
+            else f"  CPU {run['cpu']:.1f} s"
+        )
         print(
             f"{name:<28} wall {run['wall']:7.1f} s  {trace.accesses / run['wall'] / 1e6:6.2f} M acc/s{extra}"
             f"  identical: {'yes' if not differs else 'histogram ' + ('yes' if run['histogram_identical'] else 'NO') + '; differ: ' + ', '.join(differs)}"
@@ -152,8 +201,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             record(f"2 workers, 64 partitions, C=2^{bits}", distributed(path, 2, 64, horizon, None), ref)
         sampled = one_process(path, ["--sample", "0.01", "--seed", "1"])
+        sampled_json = sampled["json"]
         record("one process, --sample 1%", sampled, None)
-        record("2 workers, --sample 1%", distributed(path, 2, 2, DEFAULT_HORIZON, 0.01), sampled["json"])
+        record("2 workers, --sample 1%", distributed(path, 2, 2, DEFAULT_HORIZON, 0.01), sampled_json)
+    if not args.quick:
+        out["projection"] = projection(out)
+        for row in out["projection"]:
+            print(
+                f"projection, {row['workers']} workers: {row['wall_seconds'] / 3600:.2f} h "
+                f"({row['analyse_seconds'] / 3600:.2f} h analysing, {row['merge_seconds']:.0f} s merging in "
+                f"{row['merge_rounds']} rounds), {row['memory_per_worker_bytes'] / 2**30:.1f} GiB a worker, "
+                f"{row['bytes_moved'] / 1e9:.0f} GB moved",
+                flush=True,
+            )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=2) + "\n")
     print(f"written to {RESULTS}")

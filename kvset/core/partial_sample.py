@@ -51,6 +51,7 @@ from kvset.core.sampling_filter import band_of, band_thresholds, priority_hash
 from kvset.types import AccessBatch
 
 Ints = npt.NDArray[np.int64]
+Keys = npt.NDArray[np.uint64]
 Floats = npt.NDArray[np.float64]
 
 FINE_EXACT_BITS, FINE_OCTAVE_BITS = FINE_GRID
@@ -190,7 +191,9 @@ def empty_sample(horizon: int, rate: float, seed: int = 0, scalar_tokens: int | 
 
 
 @njit(nogil=True, cache=True)
-def _count_firsts(firsts, weights, salt, sampled):  # pragma: no cover - compiled
+def _count_firsts(
+    firsts: Ints, weights: Floats, salt: np.uint64, sampled: Floats
+) -> None:  # pragma: no cover
     for i in range(firsts.shape[0]):
         key = np.uint64(firsts[i, S_KEY])
         b = firsts[i, S_BAND]
@@ -200,7 +203,16 @@ def _count_firsts(firsts, weights, salt, sampled):  # pragma: no cover - compile
 
 
 @njit(nogil=True, cache=True)
-def _filter(keys, tokens, positions, salt, thresholds, g0, band_counts, out):  # pragma: no cover - compiled
+def _filter(
+    keys: Keys,
+    tokens: Ints,
+    positions: Ints,
+    salt: np.uint64,
+    thresholds: Keys,
+    g0: int,
+    band_counts: Ints,
+    out: Ints,
+) -> int:  # pragma: no cover - compiled
     """Count every access by band; the sampled ones into out[m] = (key, 0, 0, index, band, 0, tokens)."""
     last = band_counts.shape[0] - 1
     per_access = tokens.shape[0] == keys.shape[0]
@@ -220,7 +232,17 @@ def _filter(keys, tokens, positions, salt, thresholds, g0, band_counts, out):  #
 
 
 @njit(inline="always")
-def _tally_hit(d, b, grp, w, wt, horizon, hist, ghist, sampled):
+def _tally_hit(
+    d: float,
+    b: int,
+    grp: int,
+    w: float,
+    wt: float,
+    horizon: int,
+    hist: Floats,
+    ghist: Floats,
+    sampled: Floats,
+) -> int:  # pragma: no cover - compiled
     """A re-access at estimated distance d: a hit in the histograms, or beyond the horizon. Returns d or 0."""
     di = np.int64(d + 0.5)
     if di > horizon:
@@ -236,7 +258,7 @@ def _tally_hit(d, b, grp, w, wt, horizon, hist, ghist, sampled):
 
 
 @njit(inline="always")
-def _distance(gap, between, after):
+def _distance(gap: int, between: int, after: int) -> float:  # pragma: no cover - compiled
     """The sampled kernel's estimate, the same operations on the same integers."""
     if between > 0:
         share = after / between
@@ -245,7 +267,7 @@ def _distance(gap, between, after):
 
 
 @njit(inline="always")
-def _new_table(m):
+def _new_table(m: int) -> tuple[Keys, int]:  # pragma: no cover - compiled
     cells = 1
     while cells < 2 * m:
         cells <<= 1
@@ -256,7 +278,17 @@ def _new_table(m):
 
 
 @njit(nogil=True, cache=True)
-def _local(found, weights, fixed, salt, horizon, hist, ghist, sampled, totals):  # pragma: no cover - compiled
+def _local(
+    found: Ints,
+    weights: Floats,
+    fixed: Ints,
+    salt: np.uint64,
+    horizon: int,
+    hist: Floats,
+    ghist: Floats,
+    sampled: Floats,
+    totals: Ints,
+) -> tuple[Ints, Ints]:  # pragma: no cover - compiled
     """The sampled kernel's weighted stack over one partition's sampled accesses (found rows, in order):
     hits tallied, firsts recorded (rows of `found` rewritten as firsts); returns (slots, firsts)."""
     m = found.shape[0]
@@ -408,8 +440,20 @@ def _positions(starts: Ints, n: int, carry: int, reverse: bool) -> Ints:
 
 @njit(nogil=True, cache=True)
 def _resolve(
-    a_slots, n_a, w_a, l_a, b_firsts, weights, salt, horizon, hist, ghist, sampled, claimed, new_firsts
-):  # pragma: no cover
+    a_slots: Ints,
+    n_a: int,
+    w_a: int,
+    l_a: int,
+    b_firsts: Ints,
+    weights: Floats,
+    salt: np.uint64,
+    horizon: int,
+    hist: Floats,
+    ghist: Floats,
+    sampled: Floats,
+    claimed: npt.NDArray[np.bool_],
+    new_firsts: Ints,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """B's firsts against A's slots (see the module); the unresolved ones into new_firsts in the merged
     state's coordinates. Returns (their count, the claimed slots' weight, the largest hit distance)."""
     m = a_slots.shape[0]

@@ -38,7 +38,7 @@ from kvset.core import hash_table as HT
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests, tokens_array
-from kvset.core.intrinsics import prefetch
+from kvset.core.intrinsics import popcount
 from kvset.types import AccessBatch
 
 Keys = npt.NDArray[np.uint64]
@@ -246,43 +246,119 @@ def partial_stack(
     return p.state()
 
 
-PREFETCH = 16  # the hash cells of the key this far ahead are requested while the ones before are handled
+# The merge's join of B's firsts with A's stack is radix-partitioned: both sides are scattered by the
+# top bits of their hash into buckets of about BUCKET of A's keys, and each bucket is joined through a
+# hash table that stays in the L2 cache (one table over a whole stack of millions of keys sent every
+# insert and probe to memory: 1.6x the time). The distances then take one pass in B's order, counting
+# A's positions already taken in a bitmap with a Fenwick tree over its superblocks of 512 positions.
+BUCKET = 2048
+SB_SHIFT = 9  # positions per superblock = 2**9
+SB_WORDS = 8
+
+
+@njit(inline="always")
+def _marked_below(marks: Keys, fen: Ints, q: int) -> int:  # pragma: no cover - compiled
+    """Marked positions in [0, q)."""
+    w = q >> 6
+    s = fenwick.prefix(fen, (q >> SB_SHIFT) - 1)
+    for k in range(w & ~(SB_WORDS - 1), w):
+        s += popcount(marks[k])
+    if q & 63:
+        s += popcount(marks[w] & ((np.uint64(1) << np.uint64(q & 63)) - np.uint64(1)))
+    return s
+
+
+@njit(inline="always")
+def _scatter(keys: Keys, shift: np.uint64, buckets: int) -> tuple[Ints, Keys, Ints]:  # pragma: no cover
+    """The keys grouped by bucket (the top bits of their hash): bucket starts, keys, their indices."""
+    n = keys.shape[0]
+    start = np.zeros(buckets + 1, dtype=np.int64)
+    hashes = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        x = HT.mix(keys[i])
+        hashes[i] = x
+        start[np.int64(x >> shift) + 1] += 1
+    for b in range(buckets):
+        start[b + 1] += start[b]
+    fill = start[:buckets].copy()
+    grouped = np.empty(n, dtype=np.uint64)
+    at = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        b = np.int64(hashes[i] >> shift)
+        j = fill[b]
+        grouped[j] = keys[i]
+        at[j] = i
+        fill[b] = j + 1
+    return start, grouped, at
 
 
 @njit(nogil=True, cache=True)
-def _resolve(stack_a, firsts_b, tokens_b, horizon, hist, distance, used_a):  # pragma: no cover - compiled
+def _positions_in(stack_a: Keys, firsts_b: Keys, found: Ints) -> None:  # pragma: no cover - compiled
+    """found[i] = the position of firsts_b[i] in stack_a, or -1."""
+    m = stack_a.shape[0]
+    found[:] = -1
+    if m == 0 or firsts_b.shape[0] == 0:
+        return
+    bits = 1
+    while (m >> bits) > BUCKET and bits < 20:
+        bits += 1
+    buckets = 1 << bits
+    shift = np.uint64(64 - bits)
+    sa, ka, qa = _scatter(stack_a, shift, buckets)
+    sb, kb, ib = _scatter(firsts_b, shift, buckets)
+    most = 1
+    for b in range(buckets):
+        while most < 2 * (sa[b + 1] - sa[b]):
+            most <<= 1
+    table = np.empty(2 * most, dtype=np.uint64)
+    for b in range(buckets):
+        count = sa[b + 1] - sa[b]
+        if count == 0 or sb[b + 1] == sb[b]:
+            continue
+        cells = 1
+        while cells < 2 * count:
+            cells <<= 1
+        mask = cells - 1
+        for c in range(cells):
+            table[2 * c + 1] = HT.EMPTY
+        for j in range(sa[b], sa[b + 1]):
+            h = -HT.table_find(table, mask, ka[j]) - 1
+            table[2 * h] = ka[j]
+            table[2 * h + 1] = np.uint64(qa[j])
+        for j in range(sb[b], sb[b + 1]):
+            h = HT.table_find(table, mask, kb[j])
+            if h >= 0:
+                found[ib[j]] = np.int64(table[2 * h + 1])
+
+
+@njit(nogil=True, cache=True)
+def _resolve(
+    stack_a: Keys,
+    firsts_b: Keys,
+    tokens_b: Ints,
+    horizon: int,
+    hist: Ints,
+    distance: Ints,
+    used_a: npt.NDArray[np.bool_],
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """B's firsts against A's stack: distance[i] = d (found at d <= H: a hit, added to hist), -1
     (found deeper: a miss beyond the horizon) or 0 (not in A's stack); used_a[q] marks A's blocks B
     touched. Returns the hits' count and tokens, and the largest hit distance."""
     m = stack_a.shape[0]
     n = firsts_b.shape[0]
-    cells = 1
-    while cells < 2 * m:
-        cells <<= 1
-    mask = cells - 1
-    table = np.empty(2 * cells, dtype=np.uint64)
-    for c in range(cells):
-        table[2 * c + 1] = HT.EMPTY
-    for q in range(m):
-        if q + PREFETCH < m:
-            prefetch(table, 2 * np.int64(HT.mix(stack_a[q + PREFETCH]) & np.uint64(mask)))
-        h = -HT.table_find(table, mask, stack_a[q]) - 1
-        table[2 * h] = stack_a[q]
-        table[2 * h + 1] = np.uint64(q)
-    fen = np.zeros(m + 1, dtype=np.int64)
+    found = np.empty(n, dtype=np.int64)
+    _positions_in(stack_a, firsts_b, found)
+    marks = np.zeros((m >> 6) + 1, dtype=np.uint64)
+    fen = np.zeros((m >> SB_SHIFT) + 2, dtype=np.int64)
     hits = hit_tokens = max_d = 0
     for i in range(n):
-        distance[i] = 0
-        if m == 0:
+        q = found[i]
+        if q < 0:
+            distance[i] = 0
             continue
-        if i + PREFETCH < n:
-            prefetch(table, 2 * np.int64(HT.mix(firsts_b[i + PREFETCH]) & np.uint64(mask)))
-        h = HT.table_find(table, mask, firsts_b[i])
-        if h < 0:
-            continue
-        q = np.int64(table[2 * h + 1])
-        d = i + q + 1 - fenwick.prefix(fen, q - 1)
-        fenwick.add(fen, q, 1)
+        d = i + q + 1 - _marked_below(marks, fen, q)
+        marks[q >> 6] |= np.uint64(1) << np.uint64(q & 63)
+        fenwick.add(fen, q >> SB_SHIFT, 1)
         used_a[q] = True
         if d <= horizon:
             distance[i] = d

@@ -11,6 +11,7 @@ unpickled. Progress (partitions analysed, merges done by round) goes to stderr, 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 import time
@@ -47,6 +48,8 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     if cluster.address:
         return Client(cluster.address, timeout="20s"), None
     asked = cluster.dashboard is not None
+    if asked and importlib.util.find_spec("bokeh") is None:
+        raise PartitionError("--dashboard needs bokeh (pip install 'kvset-top[dask]')")
     # Dask's processes always start an HTTP server beside their TCP comms: on 127.0.0.1, a free port,
     # and serving no route at all unless the dashboard was asked for
     quiet = {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
@@ -76,11 +79,12 @@ def _merge_core(a: Any, b: Any) -> Any:
 def merge_states(a: Any, b: Any) -> Any:
     """One merge of the tree, on a worker: the core merge, the partitions' extras carried along (in
     order) with the time the merge took and its round."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     merged = _merge_core(a, b)
     level = 1 + max(a.extra.get("round", 0), b.extra.get("round", 0))
     merges = [*a.extra.get("merges", []), *b.extra.get("merges", [])]
-    merges.append({"round": level, "seconds": time.perf_counter() - t0, "bytes_in": a.nbytes() + b.nbytes()})
+    took, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+    merges.append({"round": level, "seconds": took, "cpu_seconds": cpu, "bytes_in": a.nbytes() + b.nbytes()})
     extra = {"parts": _parts(a) + _parts(b), "round": level, "merges": merges}
     return replace(merged, extra=extra)
 

@@ -131,3 +131,18 @@ def test_stack_keys_are_the_lru_stack(keys, horizon):
         stack.insert(0, k)
         del stack[horizon:]
     assert a.stack_keys().tolist() == stack
+
+
+def test_large_states_merge_through_many_buckets():
+    """Stacks of tens of thousands of blocks: the join runs over many radix buckets."""
+    rng = np.random.default_rng(11)
+    keys = (rng.zipf(1.05, 120_000) % 40_000).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    tokens = rng.integers(1, 64, len(keys))
+    for horizon in (1 << 20, 9_000):
+        whole = _one_process(keys, tokens, horizon)
+        merged = empty_stack(horizon)
+        for lo in range(0, len(keys), 30_000):
+            merged = merge(merged, partial_stack(keys[lo : lo + 30_000], tokens[lo : lo + 30_000], horizon))
+        c, m = whole.curve(), merged.curve()
+        assert len(merged.stack) > min(horizon, 4 * 2048) and np.array_equal(m.block_hits, c.block_hits)
+        assert np.array_equal(m.token_hits, c.token_hits)
