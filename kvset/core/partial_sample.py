@@ -37,16 +37,19 @@ from kvset.core import sampling_kernel as SK
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import request_starts_array, reverse_within_requests, tokens_array
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
+from kvset.core.partial_stack import array_batch
 from kvset.core.sampling import (
     BANDS,
+    EstimatedCounts,
     band_rates,
+    estimated_count,
     head_for_rate,
     head_shifts,
     limit_rate,
     rate_limit,
     seed_salt,
 )
-from kvset.core.sampling_curve import band_factors, post_stratified_curve
+from kvset.core.sampling_curve import post_stratified_curve
 from kvset.core.sampling_filter import band_of, band_thresholds, priority_hash
 from kvset.types import AccessBatch
 
@@ -69,7 +72,7 @@ COLUMNS = 7
 
 
 @dataclass(frozen=True, eq=False)
-class PartialSample:
+class PartialSample(EstimatedCounts):
     """The sampled state of one run of consecutive accesses, analysed from an empty sample.
 
     slots[i] and firsts[i] rows by the S_ columns; totals: accesses n, weighted tracked accesses W and
@@ -126,26 +129,7 @@ class PartialSample:
         )
 
     def _estimated(self, kind: int) -> int:
-        """As SampledAnalyzer's: the post-stratified estimate of all accesses of a kind."""
-        t = self._tallies()
-        factor = band_factors(self.band_counts[:, 0], t[:, :, SK.T_ACCESSES, 0].sum(axis=0))
-        return round(float((factor * t[:, :, kind, 0].sum(axis=0)).sum()))
-
-    @property
-    def first_time(self) -> int:
-        return self._estimated(SK.T_FIRST_TIME)
-
-    @property
-    def beyond_horizon(self) -> int:
-        return self._estimated(SK.T_BEYOND)
-
-    @property
-    def forgotten_blocks(self) -> int:
-        return self.beyond_horizon
-
-    @property
-    def rereferences(self) -> int:
-        return max(0, self.accesses - self.first_time - self.beyond_horizon)
+        return estimated_count(self.band_counts, self._tallies(), kind)
 
     def curve(self) -> HitRateCurve:
         """The sampled analyzer's all-time estimate for the same accesses, rate and seed."""
@@ -573,15 +557,5 @@ def partial_sample(
     """The sampled partial state of one run of accesses given as arrays (one batch, at time 0); carry:
     the position of its first access when it continues a request begun before it."""
     p = SamplePartitionAnalyzer(horizon, order, rate, seed, carry)
-    k = np.ascontiguousarray(keys, dtype=np.uint64)
-    scalar = tokens is None or np.ndim(tokens) == 0
-    p.feed_batch(
-        AccessBatch(
-            keys=k,
-            tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
-            request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
-            timestamps=0.0,
-            block_tokens=int(tokens) if scalar and tokens is not None else None,  # type: ignore[arg-type]
-        )
-    )
+    p.feed_batch(array_batch(keys, tokens, request_starts))
     return p.state()

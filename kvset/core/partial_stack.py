@@ -233,17 +233,22 @@ def partial_stack(
     p = PartitionAnalyzer(horizon, order)
     k = np.ascontiguousarray(keys, dtype=np.uint64)
     if len(k):
-        scalar = tokens is None or np.ndim(tokens) == 0
-        p.feed_batch(
-            AccessBatch(
-                keys=k,
-                tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
-                request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
-                timestamps=0.0,
-                block_tokens=int(tokens) if scalar and tokens is not None else None,  # type: ignore[arg-type]
-            )
-        )
+        p.feed_batch(array_batch(k, tokens, request_starts))
     return p.state()
+
+
+def array_batch(
+    keys: npt.ArrayLike, tokens: npt.ArrayLike | int | None, request_starts: npt.ArrayLike | None
+) -> AccessBatch:
+    """One batch of accesses given as arrays, at time 0 (tokens: per access, one number, or None)."""
+    scalar = tokens is None or np.ndim(tokens) == 0
+    return AccessBatch(
+        keys=np.ascontiguousarray(keys, dtype=np.uint64),
+        tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
+        request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
+        timestamps=0.0,
+        block_tokens=int(tokens) if scalar and tokens is not None else None,  # type: ignore[arg-type]
+    )
 
 
 # The merge's join of B's firsts with A's stack is radix-partitioned: both sides are scattered by the

@@ -165,7 +165,41 @@ class _SampleState:
         return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
 
 
-class SampledAnalyzer(TimeSlotViews):
+class EstimatedCounts:
+    """A sampled analysis's estimated counts, from its post-stratified tallies (`_estimated`); the
+    sampled analyzer's, and its partitions' merged (kvset.core.partial_sample)."""
+
+    accesses: int
+
+    def _estimated(self, kind: int) -> int:
+        raise NotImplementedError
+
+    @property
+    def first_time(self) -> int:
+        """Estimated distinct blocks."""
+        return self._estimated(SK.T_FIRST_TIME)
+
+    @property
+    def beyond_horizon(self) -> int:
+        return self._estimated(SK.T_BEYOND)
+
+    @property
+    def forgotten_blocks(self) -> int:
+        """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
+        return self.beyond_horizon
+
+    @property
+    def rereferences(self) -> int:
+        return max(0, self.accesses - self.first_time - self.beyond_horizon)
+
+
+def estimated_count(band_counts: np.ndarray, sampled: np.ndarray, kind: int) -> int:
+    """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
+    factor = band_factors(band_counts[:, 0], sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
+    return round(float((factor * sampled[:, :, kind, 0].sum(axis=0)).sum()))
+
+
+class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
     """The Analyzer's interface over a spatial sample of the blocks (Analyzer(sample_rate=...) makes one).
 
     Accesses and tokens are counted exactly; hits, first-time and beyond-horizon counts and every
@@ -464,27 +498,7 @@ class SampledAnalyzer(TimeSlotViews):
         return int(self._s.meta[SK.S_TRACKED])
 
     def _estimated(self, kind: int) -> int:
-        """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
-        factor = band_factors(self.band_counts[:, 0], self.sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
-        return round(float((factor * self.sampled[:, :, kind, 0].sum(axis=0)).sum()))
-
-    @property
-    def first_time(self) -> int:
-        """Estimated distinct blocks."""
-        return self._estimated(SK.T_FIRST_TIME)
-
-    @property
-    def beyond_horizon(self) -> int:
-        return self._estimated(SK.T_BEYOND)
-
-    @property
-    def forgotten_blocks(self) -> int:
-        """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
-        return self.beyond_horizon
-
-    @property
-    def rereferences(self) -> int:
-        return max(0, self.accesses - self.first_time - self.beyond_horizon)
+        return estimated_count(self.band_counts, self.sampled, kind)
 
     def memory_bytes(self) -> int:
         rings = sum(a.nbytes for r in (self.fine, self.coarse) for a in (r.blocks, r.tokens, r.counts))

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.partial_sample import merge, partial_sample
+from tests.support.merge_tree import merge_in_random_tree
 
 
 @st.composite
@@ -46,14 +47,6 @@ def _assert_same_estimate(merged, a):
     )
 
 
-def _tree(states, rng):
-    states = list(states)
-    while len(states) > 1:
-        i = int(rng.integers(0, len(states) - 1))
-        states[i : i + 2] = [merge(states[i], states[i + 1])]
-    return states[0]
-
-
 @settings(max_examples=120, deadline=None)
 @given(
     sampled_traces(),
@@ -73,7 +66,7 @@ def test_partitions_of_whole_requests_merge_to_the_one_process_estimate(trace, r
         tok = tokens if np.ndim(tokens) == 0 else tokens[lo:hi]
         rel = starts[(starts >= lo) & (starts < hi)] - lo
         parts.append(partial_sample(keys[lo:hi], tok, horizon, rate, seed, order, rel))
-    _assert_same_estimate(_tree(parts, rng), whole)
+    _assert_same_estimate(merge_in_random_tree(parts, merge, rng), whole)
 
 
 @settings(max_examples=60, deadline=None)
@@ -90,7 +83,7 @@ def test_cuts_inside_requests_carry_the_position(trace, rate, seed):
         rel = starts[(starts >= lo) & (starts < hi)] - lo
         tok = tokens if np.ndim(tokens) == 0 else tokens[lo:hi]
         parts.append(partial_sample(keys[lo:hi], tok, 1 << 20, rate, seed, "forward", rel, carry=lo - begun))
-    _assert_same_estimate(_tree(parts, rng), whole)
+    _assert_same_estimate(merge_in_random_tree(parts, merge, rng), whole)
 
 
 def test_a_rate_without_binary_weights_agrees_to_rounding():

@@ -17,6 +17,7 @@ from kvset.core.partial_stack import (
     merge,
     partial_stack,
 )
+from tests.support.merge_tree import merge_in_random_tree
 
 
 @st.composite
@@ -40,15 +41,6 @@ def cut_traces(draw):
     return keys, tokens, starts.astype(np.int64), [0, *cuts, n]
 
 
-def _tree(states, rng):
-    """Merge consecutive states in a random bracketing (every tree shape a reduction might take)."""
-    states = list(states)
-    while len(states) > 1:
-        i = int(rng.integers(0, len(states) - 1))
-        states[i : i + 2] = [merge(states[i], states[i + 1])]
-    return states[0]
-
-
 def _one_process(keys, tokens, horizon):
     a = Analyzer(horizon=horizon)
     if len(keys):
@@ -68,7 +60,7 @@ def test_merged_histogram_equals_one_process_for_every_cut(trace, horizon, order
         partial_stack(keys[lo:hi], tokens[lo:hi], horizon)
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
     ]
-    merged = _tree(parts, np.random.default_rng(seed))
+    merged = merge_in_random_tree(parts, merge, np.random.default_rng(seed))
     c, m = whole.curve(), merged.curve()
     assert np.array_equal(m.capacities, c.capacities)
     assert np.array_equal(m.block_hits, c.block_hits)
