@@ -33,6 +33,7 @@ from numba import njit
 
 from kvset.core import fenwick
 from kvset.core import hash_table as HT
+from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import request_starts_array, reverse_within_requests, tokens_array
@@ -50,7 +51,7 @@ from kvset.core.sampling import (
     seed_salt,
 )
 from kvset.core.sampling_curve import post_stratified_curve
-from kvset.core.sampling_filter import band_of, band_thresholds, priority_hash
+from kvset.core.sampling_filter import band_thresholds, priority_hash
 from kvset.types import AccessBatch
 
 Ints = npt.NDArray[np.int64]
@@ -186,35 +187,6 @@ def _count_firsts(
         sampled[grp, b, SK.T_FIRST_TIME, 1] += weights[b] * firsts[i, S_TOKENS]
 
 
-@njit(nogil=True, cache=True)
-def _filter(
-    keys: Keys,
-    tokens: Ints,
-    positions: Ints,
-    salt: np.uint64,
-    thresholds: Keys,
-    g0: int,
-    band_counts: Ints,
-    out: Ints,
-) -> int:  # pragma: no cover - compiled
-    """Count every access by band; the sampled ones into out[m] = (key, 0, 0, index, band, 0, tokens)."""
-    last = band_counts.shape[0] - 1
-    per_access = tokens.shape[0] == keys.shape[0]
-    m = 0
-    for i in range(keys.shape[0]):
-        b = band_of(positions[i], last)
-        tok = tokens[i] if per_access else tokens[0]
-        band_counts[b, 0] += 1
-        band_counts[b, 1] += tok
-        if priority_hash(keys[i], salt) <= thresholds[b]:
-            out[m, S_KEY] = np.int64(keys[i])
-            out[m, S_INDEX] = g0 + i
-            out[m, S_BAND] = b
-            out[m, S_TOKENS] = tok
-            m += 1
-    return m
-
-
 @njit(inline="always")
 def _tally_hit(
     d: float,
@@ -339,6 +311,11 @@ class SamplePartitionAnalyzer:
         self._thresholds = band_thresholds(np.uint64(rate_limit(rate)), _shifts(rate))
         self._state = empty_sample(horizon, rate, seed)
         self._found: list[Ints] = []
+        self._buffers = (
+            np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.uint64),
+        )
         self._accesses = 0
         self._carry = int(carry)  # position of the next access if it continues the last request
         self._scalar: int | None = None  # the one token count of every batch so far; -1: not one
@@ -357,17 +334,44 @@ class SamplePartitionAnalyzer:
         same = int(tok[0]) if tok.shape[0] == 1 else -1
         self._scalar = same if self._scalar in (None, same) else -1
         starts = request_starts_array(batch.request_starts, n)
-        positions = _positions(starts, n, self._carry, self.order == "reverse")
-        if self.order == "reverse" and len(starts):
+        reverse = self.order == "reverse" and len(starts) > 0
+        positions = _positions(starts, n, self._carry, reverse)
+        if reverse:
             perm = reverse_within_requests(starts, n)
             keys = keys[perm]
             tok = tok[perm] if tok.shape[0] == n else tok
-        out = np.zeros((n, COLUMNS), dtype=np.int64)
-        st = self._state
-        m = _filter(keys, tok, positions, self._salt, self._thresholds, self._accesses, st.band_counts, out)
-        self._found.append(out[:m].copy())
+        _count_bands(positions, tok, self._state.band_counts)
+        # the sampled analyzer's own filter (kvset.core.sampling_filter), into buffers kept between batches
+        if len(self._buffers[0]) < n:
+            self._buffers = (
+                np.empty(n, dtype=np.int64),
+                np.empty(n, dtype=np.int64),
+                np.empty(n, dtype=np.uint64),
+            )
+        at, band, key = self._buffers
+        no_stamps = np.zeros(1)
+        m, _, _ = SF.gather_batch(
+            keys,
+            no_stamps,
+            False,
+            0.0,
+            starts,
+            reverse,
+            self._carry,
+            self._salt,
+            self._thresholds,
+            at,
+            band,
+            key,
+        )
+        found = np.zeros((m, COLUMNS), dtype=np.int64)
+        found[:, S_KEY] = key[:m].view(np.int64)
+        found[:, S_INDEX] = at[:m] + self._accesses
+        found[:, S_BAND] = band[:m]
+        found[:, S_TOKENS] = tok[at[:m]] if tok.shape[0] == n else tok[0]
+        self._found.append(found)
+        self._state.totals[4] += len(starts)
         self._accesses += n
-        st.totals[4] += len(starts)
         self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
         self._times(batch.timestamps)
 
@@ -406,6 +410,19 @@ class SamplePartitionAnalyzer:
             t_first=float("nan") if self.first_time_at is None else self.first_time_at,
             t_last=float("nan") if self.last_time_at is None else self.last_time_at,
         )
+
+
+def _count_bands(positions: Ints, tokens: Ints, band_counts: Ints) -> None:
+    """Every access counted, with its tokens, in its position band (0 for position 0, then one band
+    a doubling: the exponent frexp gives is the position's bit length, exact below 2^53)."""
+    bands = np.minimum(np.frexp(positions.astype(np.float64))[1], band_counts.shape[0] - 1)
+    band_counts[:, 0] += np.bincount(bands, minlength=band_counts.shape[0])
+    if tokens.shape[0] == positions.shape[0]:
+        band_counts[:, 1] += (
+            np.bincount(bands, weights=tokens, minlength=band_counts.shape[0]).round().astype(np.int64)
+        )
+    else:
+        band_counts[:, 1] += np.bincount(bands, minlength=band_counts.shape[0]) * int(tokens[0])
 
 
 def _positions(starts: Ints, n: int, carry: int, reverse: bool) -> Ints:

@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 import dask
-from distributed import Client, LocalCluster, as_completed
+from distributed import Client, KilledWorker, LocalCluster, as_completed
 
 from kvset.core import partial_stack
 from kvset.core.partial_stack import PartialStack
-from kvset.distributed.partitions import Partition, PartitionError, plan_partitions
+from kvset.distributed.partitions import PartitionError, plan_partitions
 from kvset.distributed.result import distributed_result
 from kvset.distributed.worker import ReadConfig, analyze_partition, settle_reading
 from kvset.offline import AnalysisResult
@@ -38,7 +38,7 @@ class Cluster:
     dashboard: str | None = None  # host:port of the local cluster's dashboard; None: no dashboard
 
     def describe(self, client: Client) -> str:
-        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        n = len(client.nthreads())
         if self.address:
             return f"{n} Dask workers of the scheduler at {self.address}"
         return f"a local Dask cluster of {n} single-threaded worker processes"
@@ -148,7 +148,7 @@ def _submit_tree(client: Client, leaves: list[Any]) -> tuple[list[Any], dict[str
     return merges, inputs
 
 
-def _time_ordered(client: Client, parts: list[Partition], futures: list[Any]) -> list[Any]:
+def _time_ordered(client: Client, futures: list[Any]) -> list[Any]:
     """The partitions' futures in the order of their first timestamps (stable: ties keep the order given)."""
     starts = client.gather([client.submit(lambda s: s.t_first, f, pure=False) for f in futures])
     order = sorted(range(len(futures)), key=lambda i: (starts[i] != starts[i], starts[i], i))
@@ -168,15 +168,18 @@ def analyze_distributed(
     t0 = time.perf_counter()
     client, local = _open(cluster)
     try:
-        n_workers = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
+        phases = {"cluster": time.perf_counter() - t0}
+        n_workers = len(client.nthreads()) or 1
         parts, cut = plan_partitions(inputs, partitions or n_workers)
-        settled, settle_notes = settle_reading(parts[0], config)
+        # on a worker, which reads the input where it lies (the client may not see it)
+        settled, settle_notes = client.submit(settle_reading, parts[0], config, pure=False).result()
+        phases["settled"] = time.perf_counter() - t0
         futures = [
             client.submit(analyze_partition, p, settled, key=f"kvset-partition-{p.index}", pure=False)
             for p in parts
         ]
-        if time_order and len(parts) > 1:
-            futures = _time_ordered(client, parts, futures)
+        if time_order and len(parts) > 1 and all(p.end is None for p in parts):
+            futures = _time_ordered(client, futures)
             cut += ", ordered by their first timestamps"
         merges, inputs_of = _submit_tree(client, futures)
         held = {f.key: f for f in [*futures, *merges]}
@@ -185,12 +188,18 @@ def analyze_distributed(
         del futures, merges
         for f in as_completed(list(held.values())):
             if f.status == "error":
-                f.result()  # raises the worker's exception here
+                try:
+                    f.result()  # raises the worker's exception here
+                except KilledWorker as e:  # a worker process died under a task (out of memory, killed)
+                    raise PartitionError(f"a Dask worker died while it ran {e.task}") from None
             merged = inputs_of.get(f.key)
             bar.step(merged is not None, merged[0] if merged else 0)
             for k in merged[1] if merged else ():
                 held.pop(k, None)  # a merged state's inputs leave the workers' memory
+            if bar.done_parts == len(parts) and "analysed" not in phases:
+                phases["analysed"] = time.perf_counter() - t0
         state = held[root_key].result()
+        phases["merged"] = time.perf_counter() - t0
         how = (
             f"computed on {cluster.describe(client)}: {cut}, analysed where their bytes are and merged "
             f"in {_rounds(len(parts))} rounds of an ordered merge of partial stacks (docs/method.md, section 13)"
@@ -208,7 +217,8 @@ def analyze_distributed(
     result = distributed_result(
         name, state, all_parts, config.order, config.format, [*settle_notes, how], time.perf_counter() - t0
     )
+    phases["read as the result"] = time.perf_counter() - t0
     result.analyzer.computed.update(  # type: ignore[attr-defined]
-        partitions=all_parts, merges=state.extra.get("merges", []), workers=n_workers
+        partitions=all_parts, merges=state.extra.get("merges", []), workers=n_workers, phases=phases
     )
     return result
