@@ -93,6 +93,7 @@ def distributed(path: Path, workers: int, partitions: int, horizon: int, sample:
         "merge_bytes_in_sum": sum(m["bytes_in"] for m in merges),
         "merge_seconds_max": max((m["seconds"] for m in merges), default=0.0),
         "json": report,
+        "phases": {k: round(v, 2) for k, v in computed["phases"].items()},
         "load": [load, _load()],
     }
 
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:<28} wall {run['wall']:7.1f} s  {trace.accesses / run['wall'] / 1e6:6.2f} M acc/s{extra}"
             f"  identical: {'yes' if not differs else 'histogram ' + ('yes' if run['histogram_identical'] else 'NO') + '; differ: ' + ', '.join(differs)}"
-            f"  load {run['load']}",
+            f"  load {run['load']}" + (f"  phases {run['phases']}" if "phases" in run else ""),
             flush=True,
         )
 
@@ -213,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         best = min(runs, key=lambda r: r["wall"])
         best["walls"] = [round(r["wall"], 2) for r in runs]
         record(name, best, None if name == "one process" else reference)
+    sampled = one_process(path, ["--sample", "0.01", "--seed", "1"])
+    sampled_json = sampled["json"]
+    record("one process, --sample 1%", sampled, None)
+    record("2 workers, --sample 1%", distributed(path, 2, 2, DEFAULT_HORIZON, 0.01), sampled_json)
     if not args.quick:
         record("2 workers, 8 partitions", distributed(path, 2, 8, DEFAULT_HORIZON, None), reference)
         for bits in (16, 18, 20, 22):
@@ -223,10 +228,6 @@ def main(argv: list[str] | None = None) -> int:
                 else one_process(path, ["--horizon", str(horizon)])["json"]
             )
             record(f"2 workers, 64 partitions, C=2^{bits}", distributed(path, 2, 64, horizon, None), ref)
-        sampled = one_process(path, ["--sample", "0.01", "--seed", "1"])
-        sampled_json = sampled["json"]
-        record("one process, --sample 1%", sampled, None)
-        record("2 workers, --sample 1%", distributed(path, 2, 2, DEFAULT_HORIZON, 0.01), sampled_json)
     if not args.quick:
         out["projection"] = projection(out)
         for row in out["projection"]:

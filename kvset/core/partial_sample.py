@@ -335,12 +335,11 @@ class SamplePartitionAnalyzer:
         self._scalar = same if self._scalar in (None, same) else -1
         starts = request_starts_array(batch.request_starts, n)
         reverse = self.order == "reverse" and len(starts) > 0
-        positions = _positions(starts, n, self._carry, reverse)
         if reverse:
             perm = reverse_within_requests(starts, n)
             keys = keys[perm]
             tok = tok[perm] if tok.shape[0] == n else tok
-        _count_bands(positions, tok, self._state.band_counts)
+        _count_bands(starts, n, reverse, self._carry, tok, self._state.band_counts)
         # the sampled analyzer's own filter (kvset.core.sampling_filter), into buffers kept between batches
         if len(self._buffers[0]) < n:
             self._buffers = (
@@ -412,31 +411,34 @@ class SamplePartitionAnalyzer:
         )
 
 
-def _count_bands(positions: Ints, tokens: Ints, band_counts: Ints) -> None:
-    """Every access counted, with its tokens, in its position band (0 for position 0, then one band
-    a doubling: the exponent frexp gives is the position's bit length, exact below 2^53)."""
-    bands = np.minimum(np.frexp(positions.astype(np.float64))[1], band_counts.shape[0] - 1)
-    band_counts[:, 0] += np.bincount(bands, minlength=band_counts.shape[0])
-    if tokens.shape[0] == positions.shape[0]:
-        band_counts[:, 1] += (
-            np.bincount(bands, weights=tokens, minlength=band_counts.shape[0]).round().astype(np.int64)
-        )
-    else:
-        band_counts[:, 1] += np.bincount(bands, minlength=band_counts.shape[0]) * int(tokens[0])
-
-
-def _positions(starts: Ints, n: int, carry: int, reverse: bool) -> Ints:
-    """Each access's position in its request, in the order analysed (as the sampled filter counts them:
-    from the request's first block even when reversed; accesses before the first start continue the
-    last request, counted in the order they are analysed)."""
-    x = np.arange(n, dtype=np.int64)
-    if not len(starts):
-        return x + carry
-    seg = np.searchsorted(starts, x, side="right") - 1
-    begin = starts[np.maximum(seg, 0)]
-    end = np.append(starts[1:], n)[np.maximum(seg, 0)]
-    pos = (end - 1 - x) if reverse else (x - begin)
-    return np.where(seg < 0, x + carry, pos)
+@njit(nogil=True, cache=True)
+def _count_bands(
+    starts: Ints, n: int, reverse: bool, carry: int, tokens: Ints, band_counts: Ints
+) -> None:  # pragma: no cover - compiled
+    """Every access of the batch counted, with its tokens, in its position band, request by request, as
+    the sampled kernel counts them (positions from the request's first block, also when reversed;
+    accesses before the first start continue the last request, `carry` accesses in)."""
+    nbands = band_counts.shape[0]
+    per_access = tokens.shape[0] == n
+    nstarts = starts.shape[0]
+    x = 0
+    r = -1
+    while x < n:
+        while r + 1 < nstarts and starts[r + 1] <= x:
+            r += 1
+        seg_end = starts[r + 1] if r + 1 < nstarts else n
+        back, base = SF.request_base(r, starts, nstarts, n, reverse, carry)
+        for b in range(nbands):
+            lo, hi = SF.band_range(b, nbands, x, seg_end, base, back)
+            if per_access:
+                t_sum = 0
+                for z in range(lo, hi):
+                    t_sum += tokens[z]
+            else:
+                t_sum = (hi - lo) * tokens[0]
+            band_counts[b, 0] += hi - lo
+            band_counts[b, 1] += t_sum
+        x = seg_end
 
 
 @njit(nogil=True, cache=True)
