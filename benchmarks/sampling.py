@@ -154,22 +154,23 @@ def measure(
         sampled_runs.append(spawn("sampled", trace_dir, cpu))
     progress(f"  {name}: errors over {seeds} seeds")
     batches = split_batches(trace)
-    exact = _timed(lambda: Analyzer(units=StreamUnits(trace.block_size, "format")), batches)
+    units = StreamUnits(trace.block_size, "format")
+    exact = _timed(lambda: Analyzer(units=units), batches)
     caps = exact.curve.log_capacities(CAPACITIES)
     truth = exact.curve.hit_rates(caps)
     sampled, plain, fixed, covered = [], [], [], []
     size = sampled_runs[0]["tracked_blocks"]
     for seed in range(seeds):
-        curve = _timed(lambda s=seed: SampledAnalyzer(sample_rate=RATE, seed=s), batches).curve
+        curve = _timed(lambda s=seed: SampledAnalyzer(sample_rate=RATE, seed=s, units=units), batches).curve
         rates = curve.hit_rates(caps)
         sampled.append(_errors(rates, truth))
         covered.append(float(np.mean(np.abs(rates - truth) <= 2 * curve.hit_rate_stderrs(caps) + 1e-12)))
         plain.append(_errors(plain_shards(trace, RATE, seed, caps), truth))
         fixed.append(
             _errors(
-                _timed(lambda s=seed: SampledAnalyzer(sample_size=size, seed=s), batches).curve.hit_rates(
-                    caps
-                ),
+                _timed(
+                    lambda s=seed: SampledAnalyzer(sample_size=size, seed=s, units=units), batches
+                ).curve.hit_rates(caps),
                 truth,
             )
         )
