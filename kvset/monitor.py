@@ -264,10 +264,9 @@ class Monitor:
     # -- analysis ----------------------------------------------------------
     def _feed(self, index: int, batch: AccessBatch) -> None:
         """Analyze one batch; accesses the analyzer cannot take are counted against their source."""
-        analyzer, units = self.analyzer, self.units
-        assert analyzer is not None and units is not None
-        source_units = self._source_units[index]
-        block_size = batch.block_size or (source_units.block_size if source_units else units.block_size)
+        analyzer, units, source_units = self.analyzer, self.units, self._source_units[index]
+        assert analyzer is not None and units is not None and source_units is not None
+        block_size = batch.block_size or source_units.block_size  # the batch's, else its source's
         if block_size != units.block_size:
             self._pipeline_rejects[index].reject(
                 f"blocks of {block_size:,} tokens in a stream of {units.block_size:,}-token blocks: "

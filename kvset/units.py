@@ -63,18 +63,12 @@ class StreamUnits:
             text += "; full blocks only"
         return text + ")"
 
-    @property
-    def hashed(self) -> bool:
-        """Whether kvset makes the block keys itself (from token ids), so the hash must match the engine's."""
-        return self.hash_algo is not None
-
 
 # The units of a stream nothing said anything about: vLLM's default block size, assumed.
 DEFAULT_UNITS = StreamUnits(DEFAULT_BLOCK_SIZE, "default")
 
-NULL_BLOCKS_VLLM = (
-    1  # vLLM's block pool keeps one block as its null block: counted in num_gpu_blocks, never cached
-)
+# vLLM's block pool keeps one block as its null block: counted in num_gpu_blocks, never cached.
+NULL_BLOCKS_VLLM = 1
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ class _Tracker:
         )
 
 
-def check_block_size(units: StreamUnits, batch: AccessBatch) -> None:
+def check_batch_block_size(units: StreamUnits, batch: AccessBatch) -> None:
     """A batch of another block size than the stream's is refused: its blocks are not the stream's."""
     if batch.block_size is not None and batch.block_size != units.block_size:
         raise MixedBlockSizes(batch.block_size, units.block_size)
@@ -172,7 +172,7 @@ class Analyzer(TimeSlotViews):
 
     def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> np.ndarray | None:
         """Feed a batch; MixedBlockSizes (a ValueError) if its blocks are not the stream's size."""
-        check_block_size(self.units, batch)
+        check_batch_block_size(self.units, batch)
         return self.feed(
             batch.keys,
             tokens=batch.tokens,

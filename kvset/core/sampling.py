@@ -50,7 +50,7 @@ from kvset.core import kernel as K
 from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
 from kvset.core import sampling_slots as SS
-from kvset.core.analyzer import check_block_size
+from kvset.core.analyzer import check_batch_block_size
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import (
     DEFAULT_HORIZON,
@@ -245,7 +245,7 @@ class SampledAnalyzer(TimeSlotViews):
         return self.units.block_size
 
     def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> None:
-        check_block_size(self.units, batch)
+        check_batch_block_size(self.units, batch)
         return self.feed(
             batch.keys,
             tokens=batch.tokens,

@@ -173,7 +173,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
     lines.append(
         f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time:,}   "
         f"tokens {t.tokens:,}"
-        + (f" ({s.units.describe()})" if s.units else f" ({bt} per block)" if bt else "")
+        + (f"; {s.units.describe()}" if s.units else f" ({bt} per block)" if bt else "")
     )
     horizon = (
         f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon:,} re-references beyond it"

@@ -147,3 +147,33 @@ def test_one_lru_per_rank_is_the_sum_of_the_ranks_lrus_at_every_capacity():
         want = sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1))
         assert both.hits(c) == want and both.hits(c, "tokens") == want * BLOCK_TOKENS
     assert both.accesses == len(keys) and both.exact
+
+
+def test_unequal_ranks_keep_their_own_pools():
+    keys, ranks = two_ranks()
+    monitor = Monitor([ListSource(batches(keys, ranks))], new_analyzer, SnapshotBuilder(SnapshotConfig()))
+    monitor.collect()
+    # vLLM's /metrics, one cache_config_info per engine (rank): 61 and 41 blocks, a null block each
+    pools = (EnginePool(61, BLOCK_TOKENS, 1, "0"), EnginePool(41, BLOCK_TOKENS, 1, "1"))
+    engine = EngineReading(at=0.0, pools=pools, token_hit_rate=0.5)
+    snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
+    assert [(v.pool_blocks, v.pool_source) for v in snap.ranks] == [
+        (60, "engine-ranks"),
+        (40, "engine-ranks"),
+    ]
+    own = [keys[ranks == r].tolist() for r in (0, 1)]
+    p = snap.pooling
+    assert p.rank_capacity_blocks == {0: 60, 1: 40} and p.capacity_blocks == 100
+    separate = simulate_lru(own[0], 60)[0] + simulate_lru(own[1], 40)[0]
+    assert p.separate_hit_rate["blocks"] == pytest.approx(separate / len(keys))
+    # thrashing: each rank at its own pool, and 10 % / 25 % more of each (at the mean pool, 50)
+    th = snap.thrashing["all"]
+    assert (th.capacity_blocks, th.capacity_source) == (50, "rank")
+    at = {
+        c: sum(simulate_lru(own[r], c * pool // 50)[0] for r, pool in ((0, 60), (1, 40)))
+        for c in (50, 55, 63)
+    }
+    assert th.hit_rate == pytest.approx(at[50] / len(keys))
+    assert th.gain_10pct == pytest.approx((at[55] - at[50]) / len(keys))
+    assert th.gain_25pct == pytest.approx((at[63] - at[50]) / len(keys))
+    assert any("each with its own pool (60, 40)" in n for n in snap.operating_point.notes)
