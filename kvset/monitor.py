@@ -8,7 +8,8 @@ The analyzer is made (by the factory given) once the stream's units are known: f
 source that says them (at the start, or with its first accesses: a trace's settled block size, the
 first KV event's); accesses of a source that has not said its units yet wait for it. A batch whose
 block size is not the stream's is refused and counted against its source, never mixed in.
-Until then snapshots are of an empty analyzer in the units the engine's /metrics suggest.
+Until then snapshots are of an empty analyzer in provisional units (a source's, the engine's
+/metrics', or vLLM's default).
 
 Only the thread that calls run/collect touches the analyzer. Accesses that carry a data-parallel
 rank (a KV-events source with several endpoints) are also fed to one analyzer per rank, each rank's
@@ -113,9 +114,8 @@ class Monitor:
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
         self._listeners: list[Callable[[Snapshot], None]] = []
-        self.rank_analyzers: dict[
-            int, StackDistanceAnalyzer
-        ] = {}  # data-parallel rank -> its own accesses' analyzer
+        # data-parallel rank -> the analyzer of that rank's own accesses
+        self.rank_analyzers: dict[int, StackDistanceAnalyzer] = {}
         # The backlog: updates with accesses queued for the analyzer, and their accesses, per source.
         self._queued_lock = threading.Lock()
         self._queued = [0] * len(self.sources)
@@ -244,10 +244,13 @@ class Monitor:
             self._pipeline_rejects[index].reject(NEVER_SAID_UNITS, count=sum(len(b) for b in dropped))
 
     def provisional_units(self) -> StreamUnits:
-        """The units snapshots are in before the stream's are known: the engine's block size where its
-        /metrics say it, else vLLM's default."""
+        """The units snapshots are in before the stream's are known: a source's that said them, else
+        the engine's block size where its /metrics say it, else vLLM's default."""
         if self.units is not None:
             return self.units
+        said = next((u for u in self._source_units if u is not None), None)
+        if said is not None:
+            return said
         for index, reading in self._engine.items():
             if self.sources[index].kind == "metrics" and reading.block_size:
                 return StreamUnits(reading.block_size, "metrics")
