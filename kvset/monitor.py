@@ -305,6 +305,7 @@ class Monitor:
         if analyzer is None:
             # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
             # sampled as the merged stream is, so a rank's curve is as good as the merged one's
+            assert self.units is not None  # a rank's accesses come after the stream's units
             analyzer = self.new_analyzer(self.units, fine_slots=1, coarse_slots=1)
             self.rank_analyzers[rank] = analyzer
         return analyzer
