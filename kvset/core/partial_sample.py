@@ -35,10 +35,11 @@ from kvset.core import fenwick
 from kvset.core import hash_table as HT
 from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
+from kvset.core.analyzer import check_batch_block_size
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import request_starts_array, reverse_within_requests, tokens_array
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
-from kvset.core.partial_stack import array_batch
+from kvset.core.partial_stack import array_batch, array_units
 from kvset.core.sampling import (
     BANDS,
     EstimatedCounts,
@@ -53,6 +54,7 @@ from kvset.core.sampling import (
 from kvset.core.sampling_curve import post_stratified_curve
 from kvset.core.sampling_filter import band_thresholds, priority_hash
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 Ints = npt.NDArray[np.int64]
 Keys = npt.NDArray[np.uint64]
@@ -304,9 +306,17 @@ class SamplePartitionAnalyzer:
     """Filters one partition's batches as SampledAnalyzer does (position bands, seeded hash), counts every
     access by band, keeps the sampled ones; `state()` runs the weighted stack on them."""
 
-    def __init__(self, horizon: int, order: str, rate: float, seed: int = 0, carry: int = 0) -> None:
+    def __init__(
+        self,
+        horizon: int,
+        order: str,
+        rate: float,
+        seed: int = 0,
+        carry: int = 0,
+        units: StreamUnits = DEFAULT_UNITS,
+    ) -> None:
         self.horizon, self.order, self.rate, self.seed = int(horizon), order, float(rate), int(seed)
-        self.block_tokens: int | None = None
+        self.units = units
         self._salt = np.uint64(seed_salt(seed))
         self._thresholds = band_thresholds(np.uint64(rate_limit(rate)), _shifts(rate))
         self._state = empty_sample(horizon, rate, seed)
@@ -323,14 +333,12 @@ class SamplePartitionAnalyzer:
         self.last_time_at: float | None = None
 
     def feed_batch(self, batch: AccessBatch) -> None:
-        if batch.block_tokens and not self.block_tokens:
-            self.block_tokens = batch.block_tokens
+        check_batch_block_size(self.units, batch)
         keys = np.ascontiguousarray(batch.keys, dtype=np.uint64)
         n = len(keys)
         if n == 0:
             return
-        given = batch.tokens if batch.tokens is not None else batch.block_tokens
-        tok = tokens_array(given, n, self.block_tokens or 1)
+        tok = tokens_array(batch.tokens, n, self.units.block_size)
         same = int(tok[0]) if tok.shape[0] == 1 else -1
         self._scalar = same if self._scalar in (None, same) else -1
         starts = request_starts_array(batch.request_starts, n)
@@ -575,6 +583,6 @@ def partial_sample(
 ) -> PartialSample:
     """The sampled partial state of one run of accesses given as arrays (one batch, at time 0); carry:
     the position of its first access when it continues a request begun before it."""
-    p = SamplePartitionAnalyzer(horizon, order, rate, seed, carry)
+    p = SamplePartitionAnalyzer(horizon, order, rate, seed, carry, array_units(tokens))
     p.feed_batch(array_batch(keys, tokens, request_starts))
     return p.state()

@@ -40,6 +40,7 @@ from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests, tokens_array
 from kvset.core.intrinsics import popcount
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 Keys = npt.NDArray[np.uint64]
 Ints = npt.NDArray[np.int64]
@@ -166,8 +167,8 @@ class PartitionAnalyzer:
     first forgotten block, those are exactly the first accesses of distinct blocks, so its first H
     are the partition's firsts."""
 
-    def __init__(self, horizon: int, order: str = "forward", block_tokens: int | None = None) -> None:
-        self.analyzer = Analyzer(horizon=horizon, order=order, block_tokens=block_tokens)  # type: ignore[arg-type]
+    def __init__(self, horizon: int, order: str = "forward", units: StreamUnits = DEFAULT_UNITS) -> None:
+        self.analyzer = Analyzer(horizon=horizon, order=order, units=units)  # type: ignore[arg-type]
         self.horizon = int(horizon)
         self._first_keys: list[Keys] = []
         self._first_tokens: list[Ints] = []
@@ -179,8 +180,7 @@ class PartitionAnalyzer:
             return
         n = len(batch.keys)
         keys = np.ascontiguousarray(batch.keys, dtype=np.uint64)
-        given = batch.tokens if batch.tokens is not None else batch.block_tokens
-        tokens = tokens_array(given, n, self.analyzer.block_tokens or 1)
+        tokens = tokens_array(batch.tokens, n, self.analyzer.block_size)
         if tokens.shape[0] != n:
             tokens = np.full(n, int(tokens[0]), dtype=np.int64)
         starts = batch.request_starts
@@ -229,25 +229,33 @@ def partial_stack(
     order: str = "forward",
     request_starts: npt.ArrayLike | None = None,
 ) -> PartialStack:
-    """The partial stack of one run of accesses given as arrays (one batch, at time 0)."""
-    p = PartitionAnalyzer(horizon, order)
+    """The partial stack of one run of accesses given as arrays (one batch, at time 0; one token
+    count for all: blocks of that size)."""
+    p = PartitionAnalyzer(horizon, order, array_units(tokens))
     k = np.ascontiguousarray(keys, dtype=np.uint64)
     if len(k):
         p.feed_batch(array_batch(k, tokens, request_starts))
     return p.state()
 
 
+def array_units(tokens: npt.ArrayLike | int | None) -> StreamUnits:
+    """The units of accesses given as arrays: one token count for all is their block size."""
+    if tokens is None or np.ndim(tokens) != 0:
+        return DEFAULT_UNITS
+    return StreamUnits(int(tokens), "flag")  # type: ignore[arg-type]
+
+
 def array_batch(
     keys: npt.ArrayLike, tokens: npt.ArrayLike | int | None, request_starts: npt.ArrayLike | None
 ) -> AccessBatch:
-    """One batch of accesses given as arrays, at time 0 (tokens: per access, one number, or None)."""
+    """One batch of accesses given as arrays, at time 0 (tokens: per access, one number, or None:
+    a whole block each, in array_units(tokens))."""
     scalar = tokens is None or np.ndim(tokens) == 0
     return AccessBatch(
         keys=np.ascontiguousarray(keys, dtype=np.uint64),
         tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
         request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
         timestamps=0.0,
-        block_tokens=int(tokens) if scalar and tokens is not None else None,  # type: ignore[arg-type]
     )
 
 

@@ -25,7 +25,7 @@ from kvset.core import partial_stack
 from kvset.core.partial_stack import PartialStack
 from kvset.distributed.partitions import PartitionError, plan_partitions
 from kvset.distributed.result import distributed_result
-from kvset.distributed.worker import ReadConfig, analyze_partition, settle_reading
+from kvset.distributed.worker import ReadConfig, analyze_partition
 from kvset.offline import AnalysisResult
 
 
@@ -171,11 +171,8 @@ def analyze_distributed(
         phases = {"cluster": time.perf_counter() - t0}
         n_workers = len(client.nthreads()) or 1
         parts, cut = plan_partitions(inputs, partitions or n_workers)
-        # on a worker, which reads the input where it lies (the client may not see it)
-        settled, settle_notes = client.submit(settle_reading, parts[0], config, pure=False).result()
-        phases["settled"] = time.perf_counter() - t0
         futures = [
-            client.submit(analyze_partition, p, settled, key=f"kvset-partition-{p.index}", pure=False)
+            client.submit(analyze_partition, p, config, key=f"kvset-partition-{p.index}", pure=False)
             for p in parts
         ]
         if time_order and len(parts) > 1 and all(p.end is None for p in parts):
@@ -214,9 +211,7 @@ def analyze_distributed(
             f"no valid request in {', '.join(inputs)} ({sum(p['lines'] for p in all_parts)} lines read)"
         )
     name = inputs[0] if len(inputs) == 1 else f"{inputs[0]} and {len(inputs) - 1} more"
-    result = distributed_result(
-        name, state, all_parts, config.order, config.format, [*settle_notes, how], time.perf_counter() - t0
-    )
+    result = distributed_result(name, state, all_parts, config.order, how, time.perf_counter() - t0)
     phases["read as the result"] = time.perf_counter() - t0
     result.analyzer.computed.update(  # type: ignore[attr-defined]
         partitions=all_parts, merges=state.extra.get("merges", []), workers=n_workers, phases=phases

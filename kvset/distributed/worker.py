@@ -4,7 +4,6 @@ submits these functions, and the tests call them directly."""
 
 from __future__ import annotations
 
-import contextlib
 import resource
 import sys
 import time
@@ -16,12 +15,13 @@ from kvset.distributed.partitions import Partition, PartitionError, open_partiti
 from kvset.formats.byte_input import TraceError
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
 from kvset.rejects import RejectCounter
+from kvset.units import StreamUnits
 
 
 @dataclass(frozen=True)
 class ReadConfig:
-    """How every partition is read and analysed: the one-process run's flags, the format and the
-    block size settled once for all partitions (on the first one's first requests)."""
+    """How every partition is read and analysed: the one-process run's flags. Each partition settles
+    its format and units on its first requests; the driver checks that they all agree."""
 
     horizon: int
     order: str = "forward"
@@ -46,42 +46,36 @@ def _stream(part: Partition, config: ReadConfig, reader) -> TraceStream:
     )
 
 
-def settle_reading(part: Partition, config: ReadConfig) -> tuple[ReadConfig, list[str]]:
-    """The format and block size the one-process stream settles on its first requests, read from the
-    first partition's head, so that every partition reads its lines alike; and the notes saying so."""
-    reader, _ = open_partition(part)
-    with reader:
-        stream = _stream(part, config, reader)
-        with contextlib.suppress(NeedsWholeTrace, TraceError):  # its own analysis will say what is wrong
-            next(iter(stream), None)
-        notes = list(stream.parser.notes)
-        return replace(config, format=stream.format or config.format, block_size=stream.block_tokens), notes
-
-
 def _peak_rss_bytes() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
-def _analyzer(config: ReadConfig, block_tokens: int | None) -> Any:
+def _analyzer(config: ReadConfig, units: StreamUnits) -> Any:
     if config.sample_rate is not None:
         from kvset.core.partial_sample import SamplePartitionAnalyzer
 
-        return SamplePartitionAnalyzer(config.horizon, config.order, config.sample_rate, config.seed)
-    return PartitionAnalyzer(config.horizon, config.order, block_tokens)
+        return SamplePartitionAnalyzer(
+            config.horizon, config.order, config.sample_rate, config.seed, units=units
+        )
+    return PartitionAnalyzer(config.horizon, config.order, units)
 
 
 def analyze_partition(part: Partition, config: ReadConfig) -> Any:
     """The partition's partial state (a PartialStack, or a PartialSample with a sample rate); its
-    `extra` says what was read (lines, requests, rejections, notes), in how long, and the worker's
-    peak memory."""
+    `extra` says what was read (lines, requests, rejections, notes, the format and units it settled on
+    its first requests, as one process settles them on the file's), in how long, and the worker's
+    peak memory. The analyzer is made with the first batch: the stream's units are settled by then."""
     t0, cpu0 = time.perf_counter(), time.thread_time()
     reader, size = open_partition(part)
+    partition = None
     with reader:
         stream = _stream(part, config, reader)
-        partition = _analyzer(config, config.block_size)
         try:
             for batch in stream:
+                if partition is None:
+                    assert stream.units is not None
+                    partition = _analyzer(config, stream.units)
                 partition.feed_batch(batch)
         except NeedsWholeTrace as why:
             raise PartitionError(
@@ -91,7 +85,7 @@ def analyze_partition(part: Partition, config: ReadConfig) -> Any:
             # a partition without any request is an empty state (the driver refuses input without any)
             if config.strict or stream.requests:
                 raise PartitionError(f"{part.describe()}: {e}") from None
-        state = partition.state() if stream.requests else _empty(config)
+        state = partition.state() if partition is not None else _empty(config)
     extra = {
         "partition": part.describe(),
         "bytes": size,
@@ -101,7 +95,7 @@ def analyze_partition(part: Partition, config: ReadConfig) -> Any:
         "warnings": stream.warnings if isinstance(stream.warnings, RejectCounter) else RejectCounter(),
         "notes": list(stream.notes),
         "format": stream.format,
-        "block_tokens": stream.block_tokens,
+        "units": stream.units if stream.requests else None,
         "seconds": time.perf_counter() - t0,
         "cpu_seconds": time.thread_time() - cpu0,  # this thread's: the read, the parse and the analysis
         "peak_rss_bytes": _peak_rss_bytes(),

@@ -4,8 +4,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.core.analyzer import Analyzer
 from kvset.core.partial_sample import merge, partial_sample
+from kvset.core.partial_stack import array_units
+from kvset.core.stack_distance import Sampling, new_analyzer
 from tests.support.merge_tree import merge_in_random_tree
 
 
@@ -24,7 +25,7 @@ def sampled_traces(draw):
 
 
 def _one_process(keys, tokens, starts, horizon, rate, seed, order):
-    a = Analyzer(horizon=horizon, order=order, sample_rate=rate, seed=seed)
+    a = new_analyzer(array_units(tokens), horizon, order, Sampling(rate=rate, seed=seed))
     a.feed(keys, tokens=tokens, request_starts=starts, timestamps=0.0)
     return a
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kvset.core.partial_stack import merge
 from kvset.distributed.partitions import Partition, PartitionError, open_partition, plan_partitions
-from kvset.distributed.worker import ReadConfig, analyze_partition, settle_reading
+from kvset.distributed.worker import ReadConfig, analyze_partition
 from kvset.formats.stream import TraceStream
 from kvset.offline import InputSummary, analyze_batches
 from tests.support.paths import MOONCAKE_TRACE
@@ -63,7 +63,7 @@ def test_plan_of_one_file_folder_and_files(tmp_path):
 
 def _one_process(path, order="forward"):
     return analyze_batches(
-        TraceStream(str(path)), InputSummary(name=str(path), format="", block_tokens=None), 1 << 22, order
+        TraceStream(str(path)), InputSummary(name=str(path), format="", units=None), 1 << 22, order
     )
 
 
@@ -71,7 +71,7 @@ def _one_process(path, order="forward"):
 def test_byte_ranges_of_the_real_trace_merge_to_the_one_process_curve(partitions, order):
     whole = _one_process(MOONCAKE_TRACE, order)
     parts, _ = plan_partitions([str(MOONCAKE_TRACE)], partitions)
-    config, _ = settle_reading(parts[0], ReadConfig(horizon=1 << 22, order=order))
+    config = ReadConfig(horizon=1 << 22, order=order)
     states = [analyze_partition(p, config) for p in parts]
     assert sum(s.extra["requests"] for s in states) == whole.input.requests
     assert sum(s.extra["lines"] for s in states) == whole.input.lines
