@@ -3,6 +3,7 @@ alone and merged in order is the one-process analysis of the file."""
 
 import gzip
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from kvset.core.partial_stack import merge
 from kvset.distributed.partitions import Partition, PartitionError, open_partition, plan_partitions
+from kvset.distributed.result import merged_summary
 from kvset.distributed.worker import ReadConfig, analyze_partition
 from kvset.formats.stream import TraceStream
 from kvset.offline import InputSummary, analyze_batches
@@ -95,3 +97,16 @@ def test_a_partition_without_requests_is_empty_and_rejections_are_counted(tmp_pa
     rest = analyze_partition(Partition(1, str(path), 10, path.stat().st_size), config)
     assert rest.extra["requests"] == 2 and rest.extra["rejects"].total == 1
     assert rest.curve().hits(2) == 2
+
+
+def test_partitions_that_settle_other_units_are_refused(tmp_path):
+    """Each partition settles its units on its own first requests; one that reads otherwise is named."""
+    line = json.dumps({"timestamp": 1, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3]})
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"  # b: only named
+    a.write_text((line + "\n") * 60)
+    config = ReadConfig(horizon=100, block_size=16)
+    parts = [analyze_partition(Partition(0, str(a)), config).extra]
+    other = dict(parts[0], partition=str(b), units=replace(parts[0]["units"], block_size=20))
+    with pytest.raises(PartitionError, match="b.jsonl reads as mooncake with 20 tokens per block"):
+        merged_summary("two", [parts[0], other])
+    assert merged_summary("one", parts).units.block_size == 16
