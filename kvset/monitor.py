@@ -26,8 +26,9 @@ from dataclasses import replace
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
-from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
+from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.feed_args import MAX_TIMESTAMP
 from kvset.core.opt import opt_histogram
 from kvset.formats.record import TraceRecorder
 from kvset.quantities import plural

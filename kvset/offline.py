@@ -11,8 +11,9 @@ from queue import Full, Queue
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
-from kvset.core.analyzer import DEFAULT_HORIZON, Analyzer
+from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.feed_args import DEFAULT_HORIZON
 from kvset.core.opt import OptHistogram, opt_histogram
 from kvset.formats import read_trace
 from kvset.formats.stream import NeedsWholeTrace, TraceStream

@@ -25,7 +25,7 @@ from kvset.cli.argtypes import (
 )
 from kvset.cli.parser import package_version
 from kvset.cli.shell_completion import SHELLS, PrintCompletion
-from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
+from kvset.core.feed_args import DEFAULT_HORIZON, ORDERS
 from kvset.core.tiers import TIER_MODES
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS

@@ -9,7 +9,7 @@ values; none computes a gap itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kvset.core.curve import HitRateCurve, TargetMode
@@ -65,7 +65,9 @@ class HitRateGap:
         return self.opt_token_hit_rate - self.lru_token_hit_rate
 
 
-def capacity_gaps(lru: HitRateCurve, opt: HitRateCurve, targets, mode: TargetMode) -> tuple[CapacityGap, ...]:
+def capacity_gaps(
+    lru: HitRateCurve, opt: HitRateCurve, targets: Iterable[float], mode: TargetMode
+) -> tuple[CapacityGap, ...]:
     """The capacity each policy needs for each target (in `mode`), LRU's from its own curve."""
     return tuple(
         CapacityGap(float(t), mode, lru.working_set(t, mode=mode), opt.working_set(t, mode=mode))

@@ -56,7 +56,7 @@ from kvset.engine.kv_events import (
     decode_message,
 )
 from kvset.engine.kv_requests import RequestReplay
-from kvset.engine.request_records import merge_model
+from kvset.engine.request_records import ModelPart, merge_model
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.rejects import RejectCounter
@@ -362,7 +362,7 @@ class KvEventTracker:
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
         block_size = self.block_size if len(self._block_sizes_seen) == 1 else None
-        parts: list[tuple] = []
+        parts: list[ModelPart] = []
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
