@@ -22,6 +22,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -215,7 +216,7 @@ class Monitor:
             # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
             # sampled as the merged stream is, so a rank's curve is as good as the merged one's
             sample = merged.sampling
-            sampling = (
+            sampling: dict[str, Any] = (
                 {}
                 if sample is None
                 else {

@@ -7,13 +7,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from queue import Full, Queue
+from typing import Any
 
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
-from kvset.core.feed_args import DEFAULT_HORIZON
+from kvset.core.feed_args import DEFAULT_HORIZON, Order
 from kvset.core.opt import OptHistogram, opt_histogram
 from kvset.formats import read_trace
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
@@ -64,7 +65,7 @@ def analyze_batches(
     batches: Iterable[AccessBatch],
     summary: InputSummary,
     horizon: int = DEFAULT_HORIZON,
-    order: str = "forward",
+    order: Order = "forward",
     *,
     sample_rate: float | None = None,
     sample_size: int | None = None,
@@ -73,7 +74,7 @@ def analyze_batches(
     """The analysis of an access stream; with sample_rate or sample_size a sampled one (estimates).
     A TraceStream is parsed on a thread of its own while the analyzer runs on this one, and read
     whole when it has to be (its notes say so)."""
-    sampling = {"sample_rate": sample_rate, "sample_size": sample_size, "seed": seed}
+    sampling: dict[str, Any] = {"sample_rate": sample_rate, "sample_size": sample_size, "seed": seed}
     if isinstance(batches, TraceStream):
         return analyze_stream(batches, summary, horizon, order, **sampling)
     analyzer = Analyzer(horizon=horizon, order=order, block_tokens=summary.block_tokens, **sampling)
@@ -113,8 +114,8 @@ def analyze_stream(
     stream: TraceStream,
     summary: InputSummary,
     horizon: int = DEFAULT_HORIZON,
-    order: str = "forward",
-    **sampling,
+    order: Order = "forward",
+    **sampling: Any,
 ) -> AnalysisResult:
     """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL).
     sampling: Analyzer's sample_rate, sample_size and seed."""
@@ -169,7 +170,13 @@ def _summarize(summary: InputSummary, read, notes: list[str]) -> None:
 
 
 def _analyze_whole(
-    stream: TraceStream, summary: InputSummary, horizon: int, order: str, why: str, t0: float, sampling: dict
+    stream: TraceStream,
+    summary: InputSummary,
+    horizon: int,
+    order: Order,
+    why: str,
+    t0: float,
+    sampling: dict[str, Any],
 ) -> AnalysisResult:
     """The whole-file path: read_trace (sorts all requests, settles the block size on all of them)."""
     p = stream.parser

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Sequence
 
 SHELLS = ("bash", "zsh")
 
@@ -53,7 +54,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
-def _case_for(parser: argparse.ArgumentParser, extra_words: list[str] = ()) -> list[str]:
+def _case_for(parser: argparse.ArgumentParser, extra_words: Sequence[str] = ()) -> list[str]:
     """The bash lines that complete one (sub)command: its value choices, then its words."""
     flags, choices, takes_value, positional = _options(parser)
     lines = ['      case "$prev" in']

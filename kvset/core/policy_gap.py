@@ -126,11 +126,11 @@ class PolicyGap:
 def policy_gap(
     lru: HitRateCurve,
     opt: HitRateCurve,
-    targets: Mapping[str, Sequence[float]],
+    targets: Mapping[TargetMode, Sequence[float]],
     capacity: int | None = None,
     capacity_source: str | None = None,
 ) -> PolicyGap:
     """The whole gap: targets by mode ({"coverage": (0.95, ...)}), and the capacity to read the hit
     rates at (None: the knee only)."""
-    caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, mode))  # type: ignore[arg-type]
+    caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, mode))
     return PolicyGap(caps, hit_rate_gaps(lru, opt, capacity, capacity_source))

@@ -131,7 +131,7 @@ class TraceStream:
     def _settled(self) -> Iterator[ParsedRequests]:
         """Requests with the block size settled: held until MIN_REQUESTS say which it is."""
         p = self.parser
-        held: list[ParsedRequests] = []
+        held: list[ParsedRequests] | None = []  # None once the size is settled
         fits: _Fits | None = None
         self._switched: int | None = None
         for parsed in self._parsed():
@@ -148,7 +148,7 @@ class TraceStream:
                 if fits.checked < MIN_REQUESTS:
                     continue
                 yield self._first_settled(ParsedRequests.concat(held))
-                held = None  # type: ignore[assignment]
+                held = None
             else:
                 yield parsed
         if held:

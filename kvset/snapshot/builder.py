@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.core.analyzer import Analyzer
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.core.policy_gap import policy_gap
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
 from kvset.geometry.dtypes import AUTO
@@ -49,7 +49,7 @@ CHURN_SECONDS = 300.0
 class SnapshotConfig:
     coverage_targets: tuple[float, ...] = DEFAULT_COVERAGE_TARGETS
     absolute_targets: tuple[float, ...] = DEFAULT_ABSOLUTE_TARGETS
-    main_mode: str = "coverage"  # the main target is the first target of this mode
+    main_mode: TargetMode = "coverage"  # the main target is the first target of this mode
     capacity_blocks: int | None = None  # a chosen capacity (thrashing, churn), when the engine gives none
     geometry: ModelGeometry | None = None
     kv_dtype: str = AUTO
@@ -65,6 +65,10 @@ class SnapshotConfig:
     def main_target(self) -> float:
         targets = self.coverage_targets if self.main_mode == "coverage" else self.absolute_targets
         return targets[0]
+
+    @property
+    def targets_by_mode(self) -> tuple[tuple[TargetMode, tuple[float, ...]], ...]:
+        return (("coverage", self.coverage_targets), ("absolute", self.absolute_targets))
 
 
 @dataclass
@@ -106,7 +110,7 @@ class SnapshotBuilder:
         reserve = self._reserve(
             curves["all"], bt, pool, engine.running_requests if engine is not None else None
         )
-        target_sets = {"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets}
+        target_sets = dict(cfg.targets_by_mode)
         gap = None
         if opt_curve is not None:
             gap = policy_gap(curves["all"], opt_curve, target_sets, capacity, capacity_source)
@@ -222,7 +226,7 @@ class SnapshotBuilder:
             curve = curves[rank] = a.curve()
             rows = tuple(
                 self._row(curve, "all", t, mode, bt, bytes_per_block, per_rank, None, ())
-                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for mode, targets in cfg.targets_by_mode
                 for t in targets
             )
             views.append(RankView(rank, curve, rows, a.first_time, per_rank, source))
@@ -304,7 +308,7 @@ class SnapshotBuilder:
             cfg = self.config
             sample = {
                 (mode, target): curve.working_set(target, mode=mode)
-                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for mode, targets in cfg.targets_by_mode
                 for target in targets
             }
             self._all_time_history.append(sample)
@@ -330,7 +334,7 @@ class SnapshotBuilder:
         ws_main = np.full(len(coarse), np.nan)
         cfg = self.config
         for k in np.flatnonzero(coarse.accesses):
-            ws = coarse.curve(k, k + 1).working_set(cfg.main_target, mode=cfg.main_mode)
+            ws = coarse.curve(int(k), int(k) + 1).working_set(cfg.main_target, mode=cfg.main_mode)
             ws_main[k] = np.nan if ws is None else ws
         return ChurnSeries(
             slot_seconds=w,
