@@ -21,11 +21,13 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/mypy
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
