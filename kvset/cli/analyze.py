@@ -26,6 +26,7 @@ from kvset.cli.flags import (
 from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
 from kvset.cli.inputs import InputError, load_input
 from kvset.cli.tier_flags import tier_request_from_args
+from kvset.core.stack_distance import Sampling
 from kvset.core.tiers import plan_tiers, tier_blocks
 from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
@@ -99,9 +100,7 @@ def run(args: argparse.Namespace) -> int:
             summary,
             horizon=args.horizon,
             order=args.order,
-            sample_rate=args.sample,
-            sample_size=args.sample_size,
-            seed=args.seed,
+            sampling=Sampling.of(args.sample, args.sample_size, args.seed),
         )
         if args.opt and result.accesses:
             result.opt = opt_analysis(batches(), args.order)
@@ -118,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         context, context_from = context_tokens_from_args(geometry, args)
         reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
     bytes_per_block = (
-        bytes_per_token * summary.block_tokens if bytes_per_token and summary.block_tokens else None
+        bytes_per_token * summary.units.block_size if bytes_per_token and summary.units else None
     )
     caps = None  # the reports' default: log-spaced, the knee included
     if capacities is not None:

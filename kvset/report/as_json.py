@@ -3,6 +3,8 @@ the `e` export). Their keys are documented in the README; change them there too.
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvset.core.curve import SampleInfo, TargetMode
 from kvset.core.policy_gap import policy_gap
 from kvset.core.sampling import METHOD
@@ -73,7 +75,7 @@ def analysis_json(
     curve (result.opt), its hit rates and working sets beside LRU's, and the policy gap at the knee
     and at `gap_capacity` (--capacity)."""
     a, c, s = result.analyzer, result.curve, result.input
-    bt = s.block_tokens
+    bt = s.units.block_size if s.units else None
     opt = result.opt.curve if result.opt is not None else None
     gap = policy_gap(c, opt, {mode: targets}, gap_capacity, "chosen") if opt is not None else None
     knee = knee_row(c, bt, bytes_per_block, opt)
@@ -83,6 +85,7 @@ def analysis_json(
         "input": printable(s.name),  # a file name can hold control characters too
         "format": printable(s.format),
         "block_tokens": bt,
+        "units": units_json(s.units),
         "order": a.order,
         "estimate": estimate_json(c.sample),
         "requests": s.requests,
@@ -166,6 +169,19 @@ def operating_point_json(snapshot, window: str = "all") -> dict | None:
     }
 
 
+def units_json(units) -> dict | None:
+    """The stream's units (kvset.units.StreamUnits): its block size, who said it, the hash."""
+    return None if units is None else dataclasses.asdict(units)
+
+
+def engine_json(engine) -> dict:
+    """What the engine says, its pools each in its own blocks (kvset.units.EnginePool)."""
+    out = {k: v for k, v in vars(engine).items() if k != "pools"}
+    out["pools"] = [dataclasses.asdict(p) for p in engine.pools] if engine.pools else None
+    out["capacity_blocks"], out["capacity_tokens"] = engine.capacity_blocks, engine.capacity_tokens
+    return out
+
+
 def snapshot_json(snapshot) -> dict:
     """A JSON-ready dict of everything a snapshot holds (each curve at the rows every report shows)."""
     s = snapshot
@@ -197,6 +213,7 @@ def snapshot_json(snapshot) -> dict:
         "order": s.order,
         "horizon": s.horizon,
         "block_tokens": bt,
+        "units": units_json(s.units),
         "bytes_per_block": bpb,
         "model": s.model,
         "curve_scope": s.curve_scope,
@@ -295,7 +312,7 @@ def snapshot_json(snapshot) -> dict:
             "notes": list(r.notes),
         }
     if s.engine is not None:
-        out["engine"] = {k: v for k, v in s.engine.__dict__.items()}
+        out["engine"] = engine_json(s.engine)
     if s.tiers is not None:
         out.update(tiers_json(s.tiers, bt, bpb))
     out.update(ranks_json(s))

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.core.policy_gap import policy_gap
+from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
@@ -37,7 +37,7 @@ from kvset.snapshot.model import (
     fits_in_pool,
 )
 from kvset.snapshot.operating_point import operating_point
-from kvset.snapshot.ranks import RankSplit, pooling, rank_pools, separate_pools
+from kvset.snapshot.ranks import RankSplit, mean_pool, pooling, rank_pools, separate_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
@@ -80,7 +80,7 @@ class SnapshotBuilder:
 
     def build(
         self,
-        analyzer: Analyzer,
+        analyzer: StackDistanceAnalyzer,
         sources: tuple[SourceHealth, ...],
         engine: EngineReading | None,
         events: tuple[TimelineEvent, ...],
@@ -88,7 +88,7 @@ class SnapshotBuilder:
         now: float | None = None,
         engine_history: tuple[EngineReading, ...] = (),
         engine_model: EngineModel | None = None,
-        ranks: Mapping[int, Analyzer] | None = None,
+        ranks: Mapping[int, StackDistanceAnalyzer] | None = None,
         opt_curve: HitRateCurve | None = None,
         opt_note: str | None = None,
     ) -> Snapshot:
@@ -99,12 +99,13 @@ class SnapshotBuilder:
         now = time.time() if now is None else now
         self._seq += 1
         cfg = self.config
-        bt = analyzer.block_tokens
+        units = analyzer.units
+        bt = units.block_size
         bytes_per_block = self._bytes_per_block(bt)
         curves: dict[str, HitRateCurve] = {}
         for label, seconds in WINDOWS:
             curves[label] = analyzer.curve(window=seconds)
-        pool = engine.capacity_in_blocks(bt) if engine is not None else None
+        pool = engine.pool_blocks(units) if engine is not None else None
         capacity, capacity_source = self._capacity(pool)
         self._sample_all_time(curves["all"], analyzer)
         reserve = self._reserve(
@@ -129,8 +130,9 @@ class SnapshotBuilder:
                         )
                     )
         curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
+        rank_pools_known = engine.rank_pool_blocks(units, sorted(ranks or {})) if engine is not None else None
         rank_views, pooled, pooling_note, rank_split = self._ranks(
-            ranks or {}, curves["all"], bt, bytes_per_block, pool, curve_scope
+            ranks or {}, curves["all"], bt, bytes_per_block, pool, curve_scope, rank_pools_known
         )
         thrashing = {}
         if rank_split is not None:
@@ -157,6 +159,7 @@ class SnapshotBuilder:
             data_time=analyzer.last_time_at if analyzer.last_time_at is not None else now,
             horizon=analyzer.horizon,
             block_tokens=bt,
+            units=units,
             bytes_per_block=bytes_per_block,
             totals=totals,
             curves=curves,
@@ -207,29 +210,31 @@ class SnapshotBuilder:
 
     def _ranks(
         self,
-        ranks: Mapping[int, Analyzer],
+        ranks: Mapping[int, StackDistanceAnalyzer],
         merged: HitRateCurve,
         bt: int | None,
         bytes_per_block: int | None,
         engine_pool: int | None,
         curve_scope: str,
+        engine_ranks: Mapping[int, int] | None = None,
     ) -> tuple[tuple[RankView, ...], Pooling | None, str | None, RankSplit | None]:
         """Each rank's all-time view, the pooling figures (or why there are none), and (each rank's pool,
         the curve of one LRU per rank) when every access is some rank's and the pool is known."""
         if len(ranks) < 2:
             return (), None, None, None
         cfg = self.config
-        per_rank, source = rank_pools(len(ranks), engine_pool, cfg.capacity_blocks)
+        pools, source = rank_pools(sorted(ranks), engine_ranks, engine_pool, cfg.capacity_blocks)
         views, curves = [], {}
         for rank in sorted(ranks):
             a = ranks[rank]
             curve = curves[rank] = a.curve()
+            own = pools[rank] if pools is not None else None
             rows = tuple(
-                self._row(curve, "all", t, mode, bt, bytes_per_block, per_rank, None, ())
+                self._row(curve, "all", t, mode, bt, bytes_per_block, own, None, ())
                 for mode, targets in cfg.targets_by_mode
                 for t in targets
             )
-            views.append(RankView(rank, curve, rows, a.first_time, per_rank, source))
+            views.append(RankView(rank, curve, rows, a.first_time, own, source))
         unranked = merged.accesses - sum(c.accesses for c in curves.values())
         if unranked:
             note = (
@@ -237,7 +242,7 @@ class SnapshotBuilder:
                 "pool would see them too, so there is no like-for-like pooling figure"
             )
             return tuple(views), None, note, None
-        if per_rank is None:
+        if pools is None:
             return (
                 tuple(views),
                 None,
@@ -247,8 +252,12 @@ class SnapshotBuilder:
                 ),
                 None,
             )
-        pools = dict.fromkeys(curves, per_rank)
-        split = RankSplit(len(curves), per_rank, separate_pools(list(curves.values())))
+        split = RankSplit(
+            len(curves),
+            mean_pool(pools),
+            separate_pools(list(curves.values()), [pools[r] for r in curves]),
+            pools,
+        )
         return tuple(views), pooling(merged, curves, pools, source, curve_scope), None, split
 
     def _capacity(self, pool: int | None) -> tuple[int | None, str]:
@@ -298,7 +307,7 @@ class SnapshotBuilder:
             opt_capacity_blocks=opt_blocks,
         )
 
-    def _sample_all_time(self, curve: HitRateCurve, analyzer: Analyzer) -> None:
+    def _sample_all_time(self, curve: HitRateCurve, analyzer: StackDistanceAnalyzer) -> None:
         # all-time working sets, sampled once a coarse slot, are the trend of the "all" window
         t = analyzer.last_time_at
         if t is None:
@@ -314,14 +323,16 @@ class SnapshotBuilder:
             self._all_time_history.append(sample)
             self._history_sampled_at = t
 
-    def _trends(self, analyzer: Analyzer, label: str, seconds: float | None, targets, mode) -> list[list]:
+    def _trends(
+        self, analyzer: StackDistanceAnalyzer, label: str, seconds: float | None, targets, mode
+    ) -> list[list]:
         """Working set per target over the last consecutive windows of this length, oldest first."""
         if seconds is None:
             return [[h.get((mode, t)) for h in self._all_time_history] for t in targets]
         curves = analyzer.consecutive_window_curves(seconds, TREND_POINTS)
         return [[c.working_set(t, mode=mode) if c.accesses else None for c in curves] for t in targets]
 
-    def _churn(self, analyzer: Analyzer, capacity: int | None) -> ChurnSeries:
+    def _churn(self, analyzer: StackDistanceAnalyzer, capacity: int | None) -> ChurnSeries:
         fine = analyzer.slot_series(min(CHURN_SECONDS, analyzer.fine_span_seconds))
         w = fine.width
         acc = fine.accesses
@@ -349,9 +360,7 @@ class SnapshotBuilder:
             working_set_step_seconds=coarse.width,
         )
 
-    def _reserve(
-        self, curve: HitRateCurve, bt: int | None, pool: int | None, running: int | None
-    ) -> Reserve | None:
+    def _reserve(self, curve: HitRateCurve, bt: int, pool: int | None, running: int | None) -> Reserve | None:
         cfg = self.config
         g = cfg.geometry
         if g is None:
@@ -376,7 +385,7 @@ class SnapshotBuilder:
             working_set_tokens=ws * bt if ws is not None and bt else None,
             pool_bytes=pool_bytes,
             kv_dtype=cfg.kv_dtype,
-            block_size=bt or 16,
+            block_size=bt,
         )
         return reserve
 

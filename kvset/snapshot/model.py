@@ -14,6 +14,7 @@ from kvset.core.curve import HitRateCurve, SampleInfo, TargetMode, Unit
 from kvset.core.policy_gap import PolicyGap
 from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
+from kvset.units import StreamUnits
 
 # Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
 WINDOWS: tuple[tuple[str, float | None], ...] = (("1m", 60.0), ("5m", 300.0), ("1h", 3600.0), ("all", None))
@@ -193,6 +194,7 @@ class OperatingPoint:
 # Where each data-parallel rank's pool comes from: the engine's pool (summed over its ranks, as its
 # /metrics reports it) split evenly, or --capacity given as each rank's pool.
 RANK_POOL_SOURCES = {
+    "engine-ranks": "the engine's own pool of each rank",
     "engine": "the engine's pool split evenly over the ranks",
     "chosen": "--capacity, each rank's pool",
 }
@@ -295,6 +297,8 @@ class Snapshot:
     # a sampled analyzer's sample (rate, size, seed, blocks tracked): then every curve, working set and
     # count but accesses, tokens and requests is an estimate; None: measured on every block
     sample: SampleInfo | None = None
+    # the stream's units: its block size and who said it (kvset.units); None only in hand-made snapshots
+    units: StreamUnits | None = None
     # with --opt (a replay of a whole file): Belady MIN's curve of every access, exact at every capacity,
     # built once the whole file is known, and LRU's all-time curve against it (kvset.core.policy_gap);
     # opt_note says why they are not there yet (None: --opt was not asked for)

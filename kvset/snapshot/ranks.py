@@ -26,40 +26,57 @@ from kvset.snapshot.model import Pooling
 UNITS: tuple[Unit, ...] = ("blocks", "tokens")
 
 
-def rank_pools(ranks: int, engine_pool: int | None, chosen: int | None) -> tuple[int | None, str]:
-    """(each rank's pool in blocks, where it comes from): the engine's pool split evenly, else --capacity,
-    else (None, "none"). The engine's pool wins, as it does for the thrashing figures."""
+def rank_pools(
+    ranks: Sequence[int], engine_ranks: Mapping[int, int] | None, engine_pool: int | None, chosen: int | None
+) -> tuple[dict[int, int] | None, str]:
+    """(each rank's pool in blocks, where it comes from): the engine's own pool of each rank where it
+    says them (EngineReading.rank_pool_blocks), else its one pool split evenly, else --capacity, else
+    (None, "none"). The engine's pools win, as they do for the thrashing figures."""
+    if engine_ranks:
+        return {r: int(engine_ranks[r]) for r in ranks}, "engine-ranks"
     if engine_pool and ranks:
-        return int(engine_pool) // ranks, "engine"
+        return dict.fromkeys(ranks, int(engine_pool) // len(ranks)), "engine"
     if chosen:
-        return int(chosen), "chosen"
+        return dict.fromkeys(ranks, int(chosen)), "chosen"
     return None, "none"
 
 
 class RankSplit(NamedTuple):
-    """The engine as its ranks run it: how many, each one's pool, and the curve of one LRU per rank."""
+    """The engine as its ranks run it: how many, their mean pool, the curve of one LRU per rank (at a
+    capacity x each rank has its own pool scaled by x / the mean pool), and each rank's own pool."""
 
     ranks: int
     pool_blocks: int
     curve: HitRateCurve  # separate_pools() of the ranks' curves
+    pools: Mapping[int, int]
 
 
-def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
-    """The curve of one LRU per rank, every one of the same capacity C: hits(C) = H_1(C) + ... + H_N(C).
+def mean_pool(pools: Mapping[int, int]) -> int:
+    return sum(pools.values()) // len(pools)
 
-    Exact all-time curves give an exact curve (every capacity up to the largest rank's); it is what the
-    engine's ranks do with their pools, where the merged stream's curve is what one shared pool does."""
-    if all(c.exact for c in curves):  # capacities 1..n each: pad with the last value (no more hits past n)
-        n = max(len(c.capacities) for c in curves)
-        capacities = np.arange(1, n + 1, dtype=np.int64)
-        block_hits, token_hits = (
-            sum(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits")
-        )
+
+def separate_pools(curves: Sequence[HitRateCurve], pools: Sequence[int] | None = None) -> HitRateCurve:
+    """The curve of one LRU per rank: at capacity x, rank r holds x * pool_r / mean pool blocks (every
+    rank x itself when the pools are equal, or not given): hits(x) = H_1(x c_1 / m) + ... + H_N(x c_N / m).
+
+    At x = the mean pool it is what the engine's ranks do with their own pools, where the merged
+    stream's curve is what one shared pool does. Exact all-time curves with equal pools give an exact
+    curve (every capacity up to the largest rank's)."""
+    if pools is None or len(set(pools)) == 1:
+        pools = [1] * len(curves)  # every rank at x itself
+    m = sum(pools) // len(pools)
+    if all(c.exact for c in curves):  # capacities 1..n, n where the largest rank's curve ends
+        n = max(-(-len(c.capacities) * m // p) for c, p in zip(curves, pools, strict=True))
+        capacities = np.arange(1, max(n, 1) + 1, dtype=np.int64)
     else:
-        capacities = np.unique(np.concatenate([c.capacities for c in curves]))
-        block_hits, token_hits = (
-            sum(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens")
-        )
+        scaled = [c.capacities * m // p for c, p in zip(curves, pools, strict=True)]
+        capacities = np.unique(np.concatenate(scaled))
+        capacities = capacities[capacities >= 1]
+    own = [capacities * p // m for p in pools]  # each rank's own capacity at x (its pool at x = m)
+    block_hits, token_hits = (
+        sum(_hits_at(c, caps, unit) for c, caps in zip(curves, own, strict=True))
+        for unit in ("blocks", "tokens")
+    )
     return HitRateCurve(
         capacities=capacities,
         block_hits=block_hits,  # type: ignore[arg-type]  # a sum of arrays: there is always a curve
@@ -72,12 +89,6 @@ def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
         beyond_horizon_tokens=sum(c.beyond_horizon_tokens for c in curves),
         sample=curves[0].sample,
     )
-
-
-def _padded(hits: np.ndarray, n: int) -> np.ndarray:
-    if len(hits) == 0:
-        return np.zeros(n, dtype=np.int64)
-    return np.pad(hits.astype(np.int64, copy=False), (0, n - len(hits)), mode="edge")
 
 
 def _hits_at(curve: HitRateCurve, capacities: np.ndarray, unit: str) -> np.ndarray:
