@@ -21,23 +21,25 @@ from tests.support.paths import MOONCAKE_TRACE
 
 def compile_kernels() -> None:
     from kvset.cli import main
-    from kvset.core.analyzer import Analyzer
     from kvset.core.free_queue import FreeQueue
     from kvset.core.opt import opt_histogram
+    from kvset.core.stack_distance import Sampling, new_analyzer
     from kvset.engine.resident_set import U64Set
+    from kvset.units import StreamUnits
 
+    units = StreamUnits(16, "default")
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 300, 4000).astype(np.uint64)
     starts = np.arange(0, 4000, 40)
     stamps = np.linspace(0.0, 120.0, 4000)
     for order in ("forward", "reverse"):
         for tokens in (rng.integers(1, 17, 4000), rng.integers(1, 17, 4000).astype(np.int32), None):
-            a = Analyzer(horizon=64, order=order, block_tokens=16)  # a small horizon: growth and compaction
+            a = new_analyzer(units, horizon=64, order=order)  # a small horizon: growth and compaction
             a.feed(keys, tokens=tokens, request_starts=starts, timestamps=stamps)
             a.feed(keys[:100], timestamps=130.0)
             a.curve()
-        for sampling in ({"sample_rate": 0.5}, {"sample_size": 64}):
-            s = Analyzer(order=order, block_tokens=16, **sampling)
+        for sampling in (Sampling(rate=0.5), Sampling(size=64)):
+            s = new_analyzer(units, order=order, sampling=sampling)
             s.feed(keys, request_starts=starts, timestamps=stamps)
             s.curve()
         opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order).curve()
