@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from kvset.cli.flags import (
     add_analysis_arguments,
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows, identical = _compare(curve, naive_curve(keys, caps, tokens), caps)
     naive_seconds = time.perf_counter() - t0
-    checked = {}
+    checked: dict[str, Any] = {}
     if opt is not None:
         t0 = time.perf_counter()
         opt_rows, opt_identical = _compare(opt.curve, naive_min_curve(keys, caps, tokens), caps)

@@ -9,7 +9,7 @@ values; none computes a gap itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kvset.core.curve import HitRateCurve, TargetMode
@@ -65,7 +65,9 @@ class HitRateGap:
         return self.opt_token_hit_rate - self.lru_token_hit_rate
 
 
-def capacity_gaps(lru: HitRateCurve, opt: HitRateCurve, targets, mode: TargetMode) -> tuple[CapacityGap, ...]:
+def capacity_gaps(
+    lru: HitRateCurve, opt: HitRateCurve, targets: Iterable[float], mode: TargetMode
+) -> tuple[CapacityGap, ...]:
     """The capacity each policy needs for each target (in `mode`), LRU's from its own curve."""
     return tuple(
         CapacityGap(float(t), mode, lru.working_set(t, mode=mode), opt.working_set(t, mode=mode))
@@ -124,11 +126,11 @@ class PolicyGap:
 def policy_gap(
     lru: HitRateCurve,
     opt: HitRateCurve,
-    targets: Mapping[str, Sequence[float]],
+    targets: Mapping[TargetMode, Sequence[float]],
     capacity: int | None = None,
     capacity_source: str | None = None,
 ) -> PolicyGap:
     """The whole gap: targets by mode ({"coverage": (0.95, ...)}), and the capacity to read the hit
     rates at (None: the knee only)."""
-    caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, mode))  # type: ignore[arg-type]
+    caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, mode))
     return PolicyGap(caps, hit_rate_gaps(lru, opt, capacity, capacity_source))

@@ -15,11 +15,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, Unit
 from kvset.snapshot import Snapshot
 from kvset.text import printable
 
-UNITS = ("blocks", "tokens")
+UNITS: tuple[Unit, ...] = ("blocks", "tokens")
 
 
 def label_value(text: object) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kvset.core.curve import SampleInfo
+from kvset.core.curve import SampleInfo, TargetMode
 from kvset.core.policy_gap import policy_gap
 from kvset.core.sampling import METHOD
 from kvset.core.sampling_curve import ERROR_Z
@@ -59,7 +59,7 @@ def estimate_json(info: SampleInfo | None) -> dict | None:
 def analysis_json(
     result: AnalysisResult,
     targets,
-    mode: str,
+    mode: TargetMode,
     capacities,
     bytes_per_block: int | None,
     *,
@@ -108,7 +108,7 @@ def analysis_json(
             c, targets, mode, bt, bytes_per_block, opt_gaps=gap.for_mode(mode) if gap is not None else None
         ),
         "opt": opt_json(opt, result.opt.histogram.distinct_blocks, result.opt.seconds)
-        if result.opt
+        if result.opt is not None and opt is not None
         else None,
         "policy_gap": policy_gap_json(gap) if gap is not None else None,
         "rejected_lines": s.rejects.total,

@@ -201,7 +201,7 @@ def snapshot_text(snapshot, window: str = "all", mode: str | None = None) -> str
         grid += ", ESTIMATE" if c.estimate else ""
         opt = s.opt_curve if window == "all" else None  # MIN's curve is of the whole trace
         knee = knee_row(c, bt, bpb, opt)
-        at = knee and knee["capacity_blocks"]
+        at = knee["capacity_blocks"] if knee else None
         rows = report_curve_rows(c, bt, bpb, knee=at, opt=opt)
         lines += [
             "",

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve
+from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve, TargetMode, Unit
 from kvset.core.policy_gap import CapacityGap
 from kvset.core.sampling_curve import ERROR_Z, working_set_bounds
 from kvset.quantities import GIB, SHORT_DIGITS, format_gib, percent, plus_minus_points, points, target_label
@@ -60,10 +60,10 @@ def curve_rows(
 def working_set_rows(
     curve: HitRateCurve,
     targets: Sequence[float],
-    mode: str,
+    mode: TargetMode,
     block_tokens: int | None,
     bytes_per_block: int | None = None,
-    unit: str = "blocks",
+    unit: Unit = "blocks",
     opt_gaps: Sequence[CapacityGap] | None = None,
 ) -> list[dict]:
     """One row per target; with `opt_gaps` (kvset.core.policy_gap.capacity_gaps for the same targets)

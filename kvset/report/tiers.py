@@ -14,7 +14,7 @@ TIER_MODE_MEANING = {
 
 
 def _sizes(blocks: int | None, block_tokens: int | None, bytes_per_block: int | None) -> dict:
-    row = {
+    row: dict[str, float | None] = {
         "capacity_blocks": blocks,
         "capacity_tokens": blocks * block_tokens if blocks is not None and block_tokens else None,
     }

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.core.policy_gap import policy_gap
 from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
@@ -49,7 +49,7 @@ CHURN_SECONDS = 300.0
 class SnapshotConfig:
     coverage_targets: tuple[float, ...] = DEFAULT_COVERAGE_TARGETS
     absolute_targets: tuple[float, ...] = DEFAULT_ABSOLUTE_TARGETS
-    main_mode: str = "coverage"  # the main target is the first target of this mode
+    main_mode: TargetMode = "coverage"  # the main target is the first target of this mode
     capacity_blocks: int | None = None  # a chosen capacity (thrashing, churn), when the engine gives none
     geometry: ModelGeometry | None = None
     kv_dtype: str = AUTO
@@ -65,6 +65,10 @@ class SnapshotConfig:
     def main_target(self) -> float:
         targets = self.coverage_targets if self.main_mode == "coverage" else self.absolute_targets
         return targets[0]
+
+    @property
+    def targets_by_mode(self) -> tuple[tuple[TargetMode, tuple[float, ...]], ...]:
+        return (("coverage", self.coverage_targets), ("absolute", self.absolute_targets))
 
 
 @dataclass
@@ -107,7 +111,7 @@ class SnapshotBuilder:
         reserve = self._reserve(
             curves["all"], bt, pool, engine.running_requests if engine is not None else None
         )
-        target_sets = {"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets}
+        target_sets = dict(cfg.targets_by_mode)
         gap = None
         if opt_curve is not None:
             gap = policy_gap(curves["all"], opt_curve, target_sets, capacity, capacity_source)
@@ -227,7 +231,7 @@ class SnapshotBuilder:
             own = pools[rank] if pools is not None else None
             rows = tuple(
                 self._row(curve, "all", t, mode, bt, bytes_per_block, own, None, ())
-                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for mode, targets in cfg.targets_by_mode
                 for t in targets
             )
             views.append(RankView(rank, curve, rows, a.first_time, own, source))
@@ -313,7 +317,7 @@ class SnapshotBuilder:
             cfg = self.config
             sample = {
                 (mode, target): curve.working_set(target, mode=mode)
-                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for mode, targets in cfg.targets_by_mode
                 for target in targets
             }
             self._all_time_history.append(sample)
@@ -341,7 +345,7 @@ class SnapshotBuilder:
         ws_main = np.full(len(coarse), np.nan)
         cfg = self.config
         for k in np.flatnonzero(coarse.accesses):
-            ws = coarse.curve(k, k + 1).working_set(cfg.main_target, mode=cfg.main_mode)
+            ws = coarse.curve(int(k), int(k) + 1).working_set(cfg.main_target, mode=cfg.main_mode)
             ws_main[k] = np.nan if ws is None else ws
         return ChurnSeries(
             slot_seconds=w,
@@ -356,9 +360,7 @@ class SnapshotBuilder:
             working_set_step_seconds=coarse.width,
         )
 
-    def _reserve(
-        self, curve: HitRateCurve, bt: int | None, pool: int | None, running: int | None
-    ) -> Reserve | None:
+    def _reserve(self, curve: HitRateCurve, bt: int, pool: int | None, running: int | None) -> Reserve | None:
         cfg = self.config
         g = cfg.geometry
         if g is None:

@@ -57,7 +57,7 @@ class EngineModel:
     def __init__(self) -> None:
         self._total = np.zeros(1024, dtype=np.int64)  # tokens by distance
         self._unpinned = np.zeros(1024, dtype=np.int64)
-        self.infinite_tokens = Counter()  # by cause
+        self.infinite_tokens: Counter[int] = Counter()  # by cause
         self.finite_tokens = 0
         self.requests = 0
         self.partial_tail_tokens = 0.0

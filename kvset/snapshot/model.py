@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve, SampleInfo
+from kvset.core.curve import HitRateCurve, SampleInfo, TargetMode, Unit
 from kvset.core.policy_gap import PolicyGap
 from kvset.core.tiers import TierPlan
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
@@ -226,8 +226,8 @@ class Pooling:
     ranks: int
     rank_capacity_blocks: dict[int, int]  # each rank's own pool
     capacity_source: str  # a key of RANK_POOL_SOURCES
-    shared_hit_rate: dict[str, float]  # by unit: the merged stream at the sum of the pools
-    separate_hit_rate: dict[str, float]  # by unit: every rank at its own pool, over all accesses
+    shared_hit_rate: dict[Unit, float]  # by unit: the merged stream at the sum of the pools
+    separate_hit_rate: dict[Unit, float]  # by unit: every rank at its own pool, over all accesses
     curve_scope: str  # what the curves are of (kvset.snapshot.model.ALL_ACCESSES or MISSES_ONLY)
 
     @property
@@ -235,7 +235,7 @@ class Pooling:
         """The shared pool: the ranks' pools added up."""
         return sum(self.rank_capacity_blocks.values())
 
-    def gain(self, unit: str = "blocks") -> float:
+    def gain(self, unit: Unit = "blocks") -> float:
         """Shared minus separate, in hit-rate units (0..1)."""
         return self.shared_hit_rate[unit] - self.separate_hit_rate[unit]
 
@@ -282,7 +282,7 @@ class Snapshot:
     # the engine's pool in the analyzed stream's blocks (None: no engine, or it reports no capacity)
     engine_capacity_blocks: int | None = None
     operating_point: OperatingPoint | None = None
-    main_mode: str = "coverage"  # the main target is the first target of this mode
+    main_mode: TargetMode = "coverage"  # the main target is the first target of this mode
     main_target: float | None = None
     # with --tiers: the share of all accesses each cache tier serves, from the all-time curve (None
     # without tiers, or while tier sizes in bytes wait for the stream's block size)

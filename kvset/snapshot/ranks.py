@@ -20,10 +20,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, Unit
 from kvset.snapshot.model import Pooling
 
-UNITS = ("blocks", "tokens")
+UNITS: tuple[Unit, ...] = ("blocks", "tokens")
 
 
 def rank_pools(
@@ -79,8 +79,8 @@ def separate_pools(curves: Sequence[HitRateCurve], pools: Sequence[int] | None =
     )
     return HitRateCurve(
         capacities=capacities,
-        block_hits=block_hits,
-        token_hits=token_hits,
+        block_hits=block_hits,  # type: ignore[arg-type]  # a sum of arrays: there is always a curve
+        token_hits=token_hits,  # type: ignore[arg-type]  # the same
         accesses=sum(c.accesses for c in curves),
         tokens=sum(c.tokens for c in curves),
         horizon=min(c.horizon for c in curves),
@@ -111,8 +111,8 @@ def pooling(
     shared, separate = {}, {}
     for unit in UNITS:
         total = merged.accesses if unit == "blocks" else merged.tokens
-        shared[unit] = merged.hit_rate(shared_at, unit)  # type: ignore[arg-type]
-        hits = sum(curve.hits(pools[rank], unit) for rank, curve in ranks.items())  # type: ignore[arg-type]
+        shared[unit] = merged.hit_rate(shared_at, unit)
+        hits = sum(curve.hits(pools[rank], unit) for rank, curve in ranks.items())
         separate[unit] = hits / total if total else 0.0
     return Pooling(
         ranks=len(ranks),

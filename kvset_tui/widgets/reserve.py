@@ -61,7 +61,7 @@ class ReservePanel(SnapshotView, Widget):
         p = self.palette
         snap = self.snapshot
         r: Reserve | None = snap.reserve if snap is not None else None
-        if r is None:
+        if r is None or snap is None:
             out = Text(NO_MODEL, style=p.rich("warn"))
             if not self.compact:
                 out.append(
