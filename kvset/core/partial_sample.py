@@ -38,6 +38,7 @@ from kvset.core import sampling_kernel as SK
 from kvset.core.analyzer import check_batch_block_size
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import request_starts_array, reverse_within_requests, tokens_array
+from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.partial_stack import array_batch, array_units
 from kvset.core.sampling import (
@@ -192,15 +193,15 @@ def _count_firsts(
 @njit(inline="always")
 def _tally_hit(
     d: float,
-    b: int,
-    grp: int,
+    b: Int,
+    grp: Int,
     w: float,
     wt: float,
-    horizon: int,
+    horizon: Int,
     hist: Floats,
     ghist: Floats,
     sampled: Floats,
-) -> int:  # pragma: no cover - compiled
+) -> Int:  # pragma: no cover - compiled
     """A re-access at estimated distance d: a hit in the histograms, or beyond the horizon. Returns d or 0."""
     di = np.int64(d + 0.5)
     if di > horizon:
@@ -216,7 +217,7 @@ def _tally_hit(
 
 
 @njit(inline="always")
-def _distance(gap: int, between: int, after: int) -> float:  # pragma: no cover - compiled
+def _distance(gap: Int, between: Int, after: Int) -> float:  # pragma: no cover - compiled
     """The sampled kernel's estimate, the same operations on the same integers."""
     if between > 0:
         share = after / between
@@ -464,7 +465,7 @@ def _resolve(
     sampled: Floats,
     claimed: npt.NDArray[np.bool_],
     new_firsts: Ints,
-) -> tuple[int, int, int]:  # pragma: no cover - compiled
+) -> tuple[Int, Int, Int]:  # pragma: no cover - compiled
     """B's firsts against A's slots (see the module); the unresolved ones into new_firsts in the merged
     state's coordinates. Returns (their count, the claimed slots' weight, the largest hit distance)."""
     m = a_slots.shape[0]

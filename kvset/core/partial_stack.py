@@ -39,6 +39,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests, tokens_array
 from kvset.core.intrinsics import popcount
+from kvset.core.kernel_types import Int
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -270,7 +271,7 @@ SB_WORDS = 8
 
 
 @njit(inline="always")
-def _marked_below(marks: Keys, fen: Ints, q: int) -> int:  # pragma: no cover - compiled
+def _marked_below(marks: Keys, fen: Ints, q: Int) -> Int:  # pragma: no cover - compiled
     """Marked positions in [0, q)."""
     w = q >> 6
     s = fenwick.prefix(fen, (q >> SB_SHIFT) - 1)

@@ -175,7 +175,9 @@ class EstimatedCounts:
     """A sampled analysis's estimated counts, from its post-stratified tallies (`_estimated`); the
     sampled analyzer's, and its partitions' merged (kvset.core.partial_sample)."""
 
-    accesses: int
+    @property
+    def accesses(self) -> int:
+        raise NotImplementedError
 
     def _estimated(self, kind: int) -> int:
         raise NotImplementedError

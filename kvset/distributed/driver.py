@@ -52,7 +52,9 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
         raise PartitionError("--dashboard needs bokeh (pip install 'kvset-top[dask]')")
     # Dask's processes always start an HTTP server beside their TCP comms: on 127.0.0.1, a free port,
     # and serving no route at all unless the dashboard was asked for
-    quiet = {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    quiet: dict[str, object] = (
+        {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    )
     with dask.config.set(quiet):
         local = LocalCluster(
             n_workers=cluster.workers or 1,
@@ -139,7 +141,7 @@ def _submit_tree(client: Client, leaves: list[Any]) -> tuple[list[Any], dict[str
             if i + 1 < len(level):
                 a, b = level[i], level[i + 1]
                 f = client.submit(merge_states, a, b, key=f"kvset-merge-r{round_no}-{i // 2}")
-                inputs[f.key] = (round_no, [a.key, b.key])
+                inputs[str(f.key)] = (round_no, [str(a.key), str(b.key)])
                 merges.append(f)
                 nxt.append(f)
             else:
@@ -179,8 +181,8 @@ def analyze_distributed(
             futures = _time_ordered(client, futures)
             cut += ", ordered by their first timestamps"
         merges, inputs_of = _submit_tree(client, futures)
-        held = {f.key: f for f in [*futures, *merges]}
-        root_key = merges[-1].key if merges else futures[0].key
+        held = {str(f.key): f for f in [*futures, *merges]}
+        root_key = str(merges[-1].key if merges else futures[0].key)
         bar = _Progress(len(parts), _rounds(len(parts)), sys.stderr if progress else None)
         del futures, merges
         for f in as_completed(list(held.values())):
@@ -189,7 +191,7 @@ def analyze_distributed(
                     f.result()  # raises the worker's exception here
                 except KilledWorker as e:  # a worker process died under a task (out of memory, killed)
                     raise PartitionError(f"a Dask worker died while it ran {e.task}") from None
-            merged = inputs_of.get(f.key)
+            merged = inputs_of.get(str(f.key))
             bar.step(merged is not None, merged[0] if merged else 0)
             for k in merged[1] if merged else ():
                 held.pop(k, None)  # a merged state's inputs leave the workers' memory

@@ -107,7 +107,7 @@ class _RangeReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         if self._left <= 0:
             return 0
         view = memoryview(buffer).cast("B")

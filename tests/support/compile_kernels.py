@@ -23,6 +23,10 @@ def compile_kernels() -> None:
     from kvset.cli import main
     from kvset.core.free_queue import FreeQueue
     from kvset.core.opt import opt_histogram
+    from kvset.core.partial_sample import merge as merge_samples
+    from kvset.core.partial_sample import partial_sample
+    from kvset.core.partial_stack import merge as merge_stacks
+    from kvset.core.partial_stack import partial_stack
     from kvset.core.stack_distance import Sampling, new_analyzer
     from kvset.engine.resident_set import U64Set
     from kvset.units import StreamUnits
@@ -43,6 +47,19 @@ def compile_kernels() -> None:
             s.feed(keys, request_starts=starts, timestamps=stamps)
             s.curve()
         opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order).curve()
+    # the partial states of a distributed analysis and their merges (kvset.core.partial_stack, partial_sample)
+    halves = [(keys[:2000], starts[:50]), (keys[2000:], starts[50:] - 2000)]
+    for tokens in (rng.integers(1, 17, 4000), 16):
+        cut = [
+            tokens if np.ndim(tokens) == 0 else tokens[:2000],
+            tokens if np.ndim(tokens) == 0 else tokens[2000:],
+        ]
+        stacks = [partial_stack(k, t, 64, "forward", s) for (k, s), t in zip(halves, cut, strict=True)]
+        merge_stacks(*stacks).curve()
+        samples = [
+            partial_sample(k, t, 64, 0.5, 0, "forward", s) for (k, s), t in zip(halves, cut, strict=True)
+        ]
+        merge_samples(*samples).curve()
     queue = FreeQueue()
     queue.run(np.zeros(100, dtype=np.int8), keys[:100])
     resident = U64Set()
