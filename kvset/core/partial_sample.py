@@ -110,14 +110,6 @@ class PartialSample(EstimatedCounts):
         return out
 
     @property
-    def accesses(self) -> int:
-        return int(self.band_counts[:, 0].sum())
-
-    @property
-    def tokens(self) -> int:
-        return int(self.band_counts[:, 1].sum())
-
-    @property
     def requests(self) -> int:
         return int(self.totals[4])
 

@@ -172,12 +172,19 @@ class _SampleState:
 
 
 class EstimatedCounts:
-    """A sampled analysis's estimated counts, from its post-stratified tallies (`_estimated`); the
-    sampled analyzer's, and its partitions' merged (kvset.core.partial_sample)."""
+    """A sampled analysis's counts: accesses and tokens exact, the others estimated from its
+    post-stratified tallies (`_estimated`); the sampled analyzer's, and its partitions' merged
+    (kvset.core.partial_sample)."""
+
+    band_counts: np.ndarray  # every access, counted exactly: (accesses, tokens) per position band
 
     @property
     def accesses(self) -> int:
-        raise NotImplementedError
+        return int(self.band_counts[:, 0].sum())
+
+    @property
+    def tokens(self) -> int:
+        return int(self.band_counts[:, 1].sum())
 
     def _estimated(self, kind: int) -> int:
         raise NotImplementedError
@@ -512,14 +519,6 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             tracked_accesses=int(self._s.meta[SK.S_SAMPLED]),
             accesses=self.accesses,
         )
-
-    @property
-    def accesses(self) -> int:
-        return int(self.band_counts[:, 0].sum())
-
-    @property
-    def tokens(self) -> int:
-        return int(self.band_counts[:, 1].sum())
 
     @property
     def tracked_blocks(self) -> int:
