@@ -29,12 +29,12 @@ from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.opt import opt_histogram
+from kvset.engine_model.summed import EngineModel
 from kvset.formats.record import TraceRecorder
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder
-from kvset.snapshot.engine_model import EngineModel
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 

@@ -16,9 +16,9 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.policy_gap import policy_gap
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
+from kvset.engine_model.summed import EngineModel
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
-from kvset.snapshot.engine_model import EngineModel
 from kvset.snapshot.model import (
     ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,

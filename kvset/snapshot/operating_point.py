@@ -5,8 +5,8 @@ What is exact and what is a model:
   every stored block, each request once, re-reports of waiting requests dropped);
 - the engine is not an ideal LRU of its pool: a running request pins its blocks, so only the rest
   of the pool holds the blocks that can be evicted, and that rest is ordered by *release* time
-  (vLLM frees a finished request's blocks last first). The model (kvset.engine.kv_requests over
-  kvset.core.free_queue) replays exactly that policy on the admissions seen in the events and
+  (vLLM frees a finished request's blocks last first). The model (kvset.engine_model.replay over
+  kvset.engine_model.free_queue) replays exactly that policy on the admissions seen in the events and
   finishes estimated from them, and gives every query block the pool size from which it was a hit.
   Its hit rate at the pool is the prediction; the LRU capacity with the same hit rate is the pool's
   *effective capacity*, drawn on the curve beside the pool. Its inputs are shown with it.
@@ -26,7 +26,7 @@ import math
 from dataclasses import replace
 
 from kvset.core.curve import HitRateCurve
-from kvset.snapshot.engine_model import MODEL_NAME, EngineModel
+from kvset.engine_model.summed import MODEL_NAME, EngineModel
 from kvset.snapshot.model import MISSES_ONLY, OperatingPoint
 from kvset.snapshot.ranks import RankSplit
 from kvset.types import EngineReading

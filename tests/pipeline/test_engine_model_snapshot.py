@@ -7,11 +7,11 @@ import pytest
 
 from kvset.core.analyzer import Analyzer
 from kvset.engine.kv_event_tracker import KvEventTracker
+from kvset.engine_model.summed import MODEL_NAME, EngineModel
 from kvset.rejects import RejectCounter
 from kvset.report import snapshot_json
 from kvset.report.as_text import snapshot_text
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
-from kvset.snapshot.engine_model import MODEL_NAME, EngineModel
 from kvset.snapshot.model import MISSES_ONLY
 from kvset.types import EngineReading, SourceHealth
 from tests.support.kv_values import message, removed, stored
