@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
+from kvset.cli.figure_flags import add_figure_arguments, option_values
 from kvset.cli.flags import (
     add_analysis_arguments,
     add_capacities_argument,
-    add_capacity_argument,
     add_csv_argument,
     add_input_arguments,
     add_json_argument,
@@ -19,19 +19,19 @@ from kvset.cli.flags import (
     add_override_arguments,
     add_reserve_arguments,
     add_sampling_arguments,
-    add_target_mode_argument,
-    add_targets_argument,
     add_tier_arguments,
 )
 from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
 from kvset.cli.inputs import InputError, load_input
 from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.tiers import plan_tiers, tier_blocks
+from kvset.figures.base import ANALYZE
+from kvset.figures.inputs import CAPACITY, TARGET_MODE, TARGETS
 from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
 from kvset.geometry.reserve import hybrid_reserve
 from kvset.offline import analyze_batches, opt_analysis
-from kvset.quantities import parse_fractions, parse_sizes
+from kvset.quantities import parse_sizes
 from kvset.report.as_csv import curve_rows_csv
 from kvset.report.as_json import analysis_json
 from kvset.report.as_text import analysis_text
@@ -46,12 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_arguments(p)
     add_analysis_arguments(p)
     add_sampling_arguments(p)
-    add_targets_argument(p)
-    add_target_mode_argument(p)
+    add_figure_arguments(p, ANALYZE)
     add_capacities_argument(p)
     add_tier_arguments(p)
     add_opt_argument(p, "also MIN's hit rates and working sets, and how far LRU is from it")
-    add_capacity_argument(p, "with --opt: the cache size (blocks) to give the policy gap at, beside the knee")
     p.add_argument(
         "--bytes-per-token",
         type=int,
@@ -69,14 +67,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        targets = parse_fractions(args.targets)
+        values = option_values(args, ANALYZE)
+        targets, target_mode, capacity = values.get(TARGETS), values.get(TARGET_MODE), values.get(CAPACITY)
         if args.bytes_per_token is not None and args.bytes_per_token < 1:
             raise ValueError("--bytes-per-token must be positive")
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
         if args.json and args.csv:
             raise ValueError("give --json or --csv, not both")
-        if args.capacity is not None and not args.opt:
+        if capacity is not None and not args.opt:
             raise ValueError("--capacity needs --opt (the policy gap at that capacity)")
         if args.opt and (args.sample is not None or args.sample_size is not None):
             raise ValueError(
@@ -141,11 +140,11 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
+        plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, target_mode)
     report = analysis_json(
         result,
         targets,
-        args.target_mode,
+        target_mode,
         caps,
         bytes_per_block,
         geometry=geometry,
@@ -153,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         reserve=reserve,
         context_from=context_from,
         tiers=plan,
-        gap_capacity=args.capacity,
+        gap_capacity=capacity,
     )
     if args.json:
         print(json.dumps(report, indent=2))

@@ -24,14 +24,15 @@ from kvset.cli.argtypes import (
     speed,
 )
 from kvset.cli.completion import SHELLS, PrintCompletion
+from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
 from kvset.core.tiers import TIER_MODES
+from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import DEFAULT_BLOCK_SIZE
-from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
 from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
@@ -40,11 +41,6 @@ from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 
 DEMO_ACCESSES = 2_000_000  # size of `kvset analyze --demo`
-TARGET_MODES = ("coverage", "absolute")
-
-
-def _fractions_text(values: tuple[float, ...]) -> str:
-    return ",".join(str(v) for v in values)
 
 
 # -- every command ---------------------------------------------------------------------------------
@@ -188,26 +184,6 @@ def add_opt_argument(p: Parser, meaning: str) -> None:
     )
 
 
-def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
-    """--targets, read with kvset.quantities.parse_fractions when the command runs."""
-    p.add_argument(
-        "--targets",
-        default=_fractions_text(DEFAULT_COVERAGE_TARGETS),
-        metavar="T1,T2,..",
-        help=f"{meaning}: fractions or percentages, e.g. 0.95,0.99,0.999 (default) or 50%%,70%%",
-    )
-
-
-def add_target_mode_argument(p: Parser) -> None:
-    p.add_argument(
-        "--target-mode",
-        choices=TARGET_MODES,
-        default="coverage",
-        help="coverage: targets are shares of the attainable hit rate (default); absolute: hit rates "
-        "themselves (kvset-top: which target set comes first, t cycles them)",
-    )
-
-
 def add_capacities_argument(
     p: Parser,
     meaning: str = "capacities for the table: blocks (1000,10000) or, with "
@@ -239,14 +215,6 @@ def add_tier_arguments(p: Parser) -> None:
         help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
         "or percentage, coverage or absolute as --target-mode)",
     )
-
-
-def add_capacity_argument(
-    p: Parser,
-    meaning: str = "capacity for the thrashing and churn panels (and --opt's "
-    "policy gap) when the engine reports none",
-) -> None:
-    p.add_argument("--capacity", type=positive_int, metavar="BLOCKS", help=meaning)
 
 
 def add_json_argument(p: Parser, meaning: str = "print one JSON object instead of text") -> None:
@@ -490,17 +458,14 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_metrics_arguments(p)
 
     ana = p.add_argument_group("analysis")
+    mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
     add_analysis_arguments(ana)
     add_sampling_arguments(ana)
-    add_targets_argument(ana, "coverage targets (shares of the attainable hit rate)")
-    ana.add_argument(
-        "--absolute-targets",
-        default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS),
-        metavar="T1,T2,..",
-        help="absolute hit-rate targets (default 0.5,0.7,0.9)",
-    )
-    add_target_mode_argument(ana)
-    add_capacity_argument(ana)
+    add_model_argument(mod)
+    add_kv_dtype_argument(mod)
+    command = SERVE if service else TOP
+    p.set_defaults(pipeline=command)  # whose options build_monitor reads (kvset.cli.figure_flags)
+    add_figure_arguments(ana, command, {"model": mod})
     add_tier_arguments(ana)
     if not service:
         add_opt_argument(
@@ -511,10 +476,6 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     ana.add_argument(
         "--interval", type=positive_float, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
     )
-
-    mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
-    add_model_argument(mod)
-    add_kv_dtype_argument(mod)
     add_reserve_arguments(mod, live=True)
     add_override_arguments(p)
 

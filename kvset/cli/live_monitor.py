@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kvset.cli.figure_flags import option_values
 from kvset.cli.from_flags import (
     events_source_from_args,
     geometry_from_args,
@@ -15,9 +16,9 @@ from kvset.cli.from_flags import (
 )
 from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.analyzer import Analyzer
+from kvset.figures.base import TOP
 from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
 from kvset.monitor import Monitor
-from kvset.quantities import parse_fractions
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
@@ -140,9 +141,9 @@ def check_opt_flags(args: argparse.Namespace) -> None:
 def build_monitor(args: argparse.Namespace) -> Monitor:
     """The Monitor the flags describe. Raises UsageError (or GeometryError) on flags that do not fit."""
     check_flags(args)
+    command = getattr(args, "pipeline", TOP)  # kvset-top or kvset serve (kvset.cli.flags)
     try:
-        coverage_targets = parse_fractions(args.targets, "target")
-        absolute_targets = parse_fractions(args.absolute_targets, "absolute target")
+        values = option_values(args, command)
         tiers = tier_request_from_args(args, bytes_known=bool(args.model))
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -150,10 +151,8 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
     sources = build_sources(args)
     demo = any(s.kind == "demo" for s in sources)
     config = SnapshotConfig(
-        coverage_targets=coverage_targets,
-        absolute_targets=absolute_targets,
-        main_mode=args.target_mode,
-        capacity_blocks=args.capacity,
+        options=values,
+        command=command,
         geometry=geometry,
         kv_dtype=args.kv_dtype,
         concurrency=args.concurrency,

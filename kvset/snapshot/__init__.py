@@ -7,15 +7,17 @@ computes each derived figure once; `reserve` fills the full-attention versus hyb
 """
 
 from kvset.core.tiers import NextTier, TierPlan  # values the snapshot holds (its `tiers`)
-from kvset.snapshot.model import (
+from kvset.figures.inputs import (
     ALL_ACCESSES,
     DEFAULT_ABSOLUTE_TARGETS,
     DEFAULT_COVERAGE_TARGETS,
     MISSES_ONLY,
+    WINDOWS,
+)
+from kvset.snapshot.model import (
     NEAR_MISS_THRASHING,
     NEAR_MISS_WARN,
     RANK_POOL_SOURCE,
-    WINDOWS,
     ChurnSeries,
     OperatingPoint,
     Pooling,

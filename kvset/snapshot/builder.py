@@ -1,6 +1,7 @@
-"""Build a Snapshot from the analyzer's state: curves per window, working sets, churn, thrashing, reserve.
+"""Build a Snapshot from the analyzer's state: read it once into the figures' inputs, compute every figure.
 
-Runs in the pipeline thread, right after the analyzer was fed; everything it returns is immutable.
+Runs in the pipeline thread, right after the analyzer was fed (the live monitor), or once after the
+whole stream (kvset analyze); everything it returns is immutable.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -16,16 +18,23 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.policy_gap import policy_gap
 from kvset.core.tiers import TierPlan, plan_tiers, tier_blocks
-from kvset.engine_model.summed import EngineModel
+from kvset.engine_model import EngineModel
+from kvset.figures import FIGURES
+from kvset.figures.base import TOP, OptionValues
+from kvset.figures.inputs import (
+    ALL_ACCESSES,
+    CAPACITY,
+    MISSES_ONLY,
+    WINDOWS,
+    FigureInputs,
+    OptCurve,
+    RankStream,
+    Targets,
+)
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.snapshot.model import (
-    ALL_ACCESSES,
-    DEFAULT_ABSOLUTE_TARGETS,
-    DEFAULT_COVERAGE_TARGETS,
-    MISSES_ONLY,
     RANK_POOL_SOURCE,
-    WINDOWS,
     ChurnSeries,
     Pooling,
     RankView,
@@ -40,6 +49,7 @@ from kvset.snapshot.operating_point import operating_point
 from kvset.snapshot.ranks import RankSplit, pooling, rank_pools, separate_pools
 from kvset.snapshot.reserve import snapshot_reserve
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
+from kvset.units import StreamUnits
 
 TREND_POINTS = 6
 CHURN_SECONDS = 300.0
@@ -47,66 +57,143 @@ CHURN_SECONDS = 300.0
 
 @dataclass
 class SnapshotConfig:
-    coverage_targets: tuple[float, ...] = DEFAULT_COVERAGE_TARGETS
-    absolute_targets: tuple[float, ...] = DEFAULT_ABSOLUTE_TARGETS
-    main_mode: str = "coverage"  # the main target is the first target of this mode
-    capacity_blocks: int | None = None  # a chosen capacity (thrashing, churn), when the engine gives none
+    """What the snapshots are of besides the stream: the options the command was given (the figures'
+    own, by dest; kvset.cli.figure_flags), the command (its targets: kvset.figures.inputs.Targets), the
+    model and whether the stream is the built-in demo."""
+
+    options: OptionValues | Mapping[str, object] = field(default_factory=OptionValues)
+    command: str = TOP
     geometry: ModelGeometry | None = None
     kv_dtype: str = AUTO
+    bytes_per_token: int | None = None  # without a model: full-attention KV bytes per token, if known
+    demo: bool = False
     concurrency: int | None = None  # given; measured from the engine when it reports one
     context_tokens: int | None = None
-    demo: bool = False
     tier_sizes: tuple[int, ...] = ()  # cache tiers, fastest first, in `tier_unit` (blocks or bytes)
     tier_unit: str = "blocks"
     tier_mode: str = "exclusive"
     next_tier_target: float | None = None  # the smallest next tier for this target (main_mode)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, OptionValues):
+            self.options = OptionValues(self.options)
+
+    @property
+    def values(self) -> OptionValues:
+        assert isinstance(self.options, OptionValues)
+        return self.options
+
+    @property
+    def targets(self) -> Targets:
+        return Targets.read(self.values, self.command)
+
+    @property
+    def main_mode(self) -> str:
+        return self.targets.main_mode
+
     @property
     def main_target(self) -> float:
-        targets = self.coverage_targets if self.main_mode == "coverage" else self.absolute_targets
-        return targets[0]
+        return self.targets.main_target
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the pipeline holds besides the analyzer when a snapshot is built: the sources' health and
+    events, the engine's readings and its model, each data-parallel rank's own analyzer (views need two
+    or more) and Belady MIN's curve of the whole stream once it is known (opt_note: what the views say
+    while it is not; both None: MIN was not asked for)."""
+
+    sources: tuple[SourceHealth, ...] = ()
+    engine: EngineReading | None = None
+    events: tuple[TimelineEvent, ...] = ()
+    accesses_per_second: float = 0.0
+    engine_history: tuple[EngineReading, ...] = ()
+    engine_model: EngineModel | None = None
+    ranks: Mapping[int, Analyzer] = field(default_factory=dict)
+    opt: OptCurve | None = None
+    opt_note: str | None = None
+
+
+def stream_units(analyzer: Analyzer) -> StreamUnits | None:
+    """The analyzed stream's units (None while no access has told the block size)."""
+    bt = analyzer.block_tokens
+    return StreamUnits(bt, "default") if bt else None
 
 
 @dataclass
 class SnapshotBuilder:
     config: SnapshotConfig
     _seq: int = 0
-    _all_time_history: deque = field(default_factory=lambda: deque(maxlen=TREND_POINTS))
+    _history: dict[str, deque[object]] = field(default_factory=dict)
     _history_sampled_at: float | None = None
+    _all_time_history: deque = field(default_factory=lambda: deque(maxlen=TREND_POINTS))
+
+    def inputs(self, analyzer: Analyzer, readings: Readings) -> FigureInputs:
+        """The figures' inputs: the analyzer read once (its curve per window), with the readings."""
+        cfg = self.config
+        sources = readings.sources
+        t = analyzer.last_time_at
+        step = analyzer.coarse_slot_seconds
+        due = t is not None and (self._history_sampled_at is None or t - self._history_sampled_at >= step)
+        return FigureInputs(
+            units=stream_units(analyzer),
+            horizon=analyzer.horizon,
+            curves={label: analyzer.curve(window=seconds) for label, seconds in WINDOWS},
+            targets=cfg.targets,
+            options=cfg.values,
+            slots=analyzer,
+            history={name: tuple(kept) for name, kept in self._history.items()},
+            history_due=due,
+            engine=readings.engine,
+            engine_history=readings.engine_history,
+            engine_model=readings.engine_model,
+            ranks={r: RankStream(a.curve(), a.first_time) for r, a in sorted(readings.ranks.items())},
+            opt=readings.opt,
+            opt_note=readings.opt_note,
+            geometry=cfg.geometry,
+            kv_dtype=cfg.kv_dtype,
+            bytes_per_token=cfg.bytes_per_token,
+            curve_scope=MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES,
+        )
+
+    def _remember(self, inputs: FigureInputs, results: Mapping[type, object], t: float | None) -> None:
+        """Keep what figures remember of this snapshot's results, once a coarse slot (their trends)."""
+        if not inputs.history_due:
+            return
+        self._history_sampled_at = t
+        for figure in FIGURES:
+            result = results.get(figure.result)
+            if figure.remember is not None and result is not None:
+                kept = self._history.setdefault(figure.name, deque(maxlen=TREND_POINTS))
+                kept.append(figure.remember(result))
 
     def build(
-        self,
-        analyzer: Analyzer,
-        sources: tuple[SourceHealth, ...],
-        engine: EngineReading | None,
-        events: tuple[TimelineEvent, ...],
-        accesses_per_second: float,
-        now: float | None = None,
-        engine_history: tuple[EngineReading, ...] = (),
-        engine_model: EngineModel | None = None,
-        ranks: Mapping[int, Analyzer] | None = None,
-        opt_curve: HitRateCurve | None = None,
-        opt_note: str | None = None,
+        self, analyzer: Analyzer, readings: Readings | None = None, now: float | None = None
     ) -> Snapshot:
-        """ranks: one analyzer per data-parallel rank, fed each rank's own accesses (the monitor keeps
-        them beside `analyzer`, which is fed the merged stream); views of them need two or more.
-        opt_curve: Belady MIN's curve of the same accesses (kvset.core.opt), once the whole stream is
-        known; opt_note: what the views say while it is not (both None: MIN was not asked for)."""
+        """The snapshot of the analyzer's state now, with what the pipeline read besides."""
+        readings = readings or Readings()
         now = time.time() if now is None else now
         self._seq += 1
         cfg = self.config
-        bt = analyzer.block_tokens
-        bytes_per_block = self._bytes_per_block(bt)
-        curves: dict[str, HitRateCurve] = {}
-        for label, seconds in WINDOWS:
-            curves[label] = analyzer.curve(window=seconds)
-        pool = engine.capacity_in_blocks(bt) if engine is not None else None
-        capacity, capacity_source = self._capacity(pool)
-        self._sample_all_time(curves["all"], analyzer)
+        inputs = self.inputs(analyzer, readings)
+        results: dict[type, Any] = {}
+        for figure in FIGURES:
+            result = inputs.result(figure)
+            if result is not None:
+                results[figure.result] = result
+        sources, engine = readings.sources, readings.engine
+        bt = inputs.block_tokens
+        bytes_per_block = inputs.sizes.bytes_per_block
+        curves = dict(inputs.curves)
+        pool = inputs.engine_pool
+        capacity, capacity_source = inputs.capacity.blocks, inputs.capacity.source
+        self._sample_all_time(curves["all"], analyzer, inputs.history_due)
+        self._remember(inputs, results, analyzer.last_time_at)
         reserve = self._reserve(
             curves["all"], bt, pool, engine.running_requests if engine is not None else None
         )
-        target_sets = {"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets}
+        target_sets = dict(cfg.targets.by_mode)
+        opt_curve = readings.opt.curve if readings.opt is not None else None
         gap = None
         if opt_curve is not None:
             gap = policy_gap(curves["all"], opt_curve, target_sets, capacity, capacity_source)
@@ -124,9 +211,9 @@ class SnapshotBuilder:
                             curves[label], label, t, mode, bt, bytes_per_block, pool, reserve, trend, opt
                         )
                     )
-        curve_scope = MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES
+        curve_scope = inputs.curve_scope
         rank_views, pooled, pooling_note, rank_split = self._ranks(
-            ranks or {}, curves["all"], bt, bytes_per_block, pool, curve_scope
+            readings.ranks or {}, curves["all"], bt, bytes_per_block, pool, curve_scope
         )
         thrashing = {}
         if rank_split is not None:
@@ -152,7 +239,7 @@ class SnapshotBuilder:
             taken_at=now,
             data_time=analyzer.last_time_at if analyzer.last_time_at is not None else now,
             horizon=analyzer.horizon,
-            block_tokens=bt,
+            units=inputs.units,
             bytes_per_block=bytes_per_block,
             totals=totals,
             curves=curves,
@@ -162,17 +249,17 @@ class SnapshotBuilder:
             reserve=reserve,
             engine=engine,
             sources=sources,
-            events=events,
-            accesses_per_second=accesses_per_second,
+            events=readings.events,
+            accesses_per_second=readings.accesses_per_second,
             order=analyzer.order,
             demo=cfg.demo,
             model=cfg.geometry.name if cfg.geometry else None,
-            targets={"coverage": cfg.coverage_targets, "absolute": cfg.absolute_targets},
-            engine_history=engine_history,
+            targets=dict(target_sets),
+            engine_history=readings.engine_history,
             curve_scope=curve_scope,
             engine_capacity_blocks=pool,
             operating_point=operating_point(
-                engine, pool, bt, curves, curve_scope, engine_model, rank_split if pool else None
+                engine, pool, bt, curves, curve_scope, readings.engine_model, rank_split if pool else None
             ),
             main_mode=cfg.main_mode,
             main_target=cfg.main_target,
@@ -184,16 +271,11 @@ class SnapshotBuilder:
             sample=analyzer.sampling,
             opt_curve=opt_curve,
             policy_gap=gap,
-            opt_note=opt_note,
+            opt_note=readings.opt_note,
+            results=results,
         )
 
     # -- parts ---------------------------------------------------------------
-    def _bytes_per_block(self, block_tokens: int | None) -> int | None:
-        g = self.config.geometry
-        if g is None or not block_tokens:
-            return None
-        return g.full_attention_bytes_per_token(self.config.kv_dtype) * block_tokens
-
     def _tiers(self, curve: HitRateCurve, bytes_per_block: int | None) -> TierPlan | None:
         cfg = self.config
         blocks = tier_blocks(cfg.tier_sizes, cfg.tier_unit, bytes_per_block) if cfg.tier_sizes else None
@@ -215,14 +297,14 @@ class SnapshotBuilder:
         if len(ranks) < 2:
             return (), None, None, None
         cfg = self.config
-        per_rank, source = rank_pools(len(ranks), engine_pool, cfg.capacity_blocks)
+        per_rank, source = rank_pools(len(ranks), engine_pool, cfg.values.get(CAPACITY))
         views, curves = [], {}
         for rank in sorted(ranks):
             a = ranks[rank]
             curve = curves[rank] = a.curve()
             rows = tuple(
                 self._row(curve, "all", t, mode, bt, bytes_per_block, per_rank, None, ())
-                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for mode, targets in cfg.targets.by_mode.items()
                 for t in targets
             )
             views.append(RankView(rank, curve, rows, a.first_time, per_rank, source))
@@ -246,16 +328,6 @@ class SnapshotBuilder:
         pools = dict.fromkeys(curves, per_rank)
         split = RankSplit(len(curves), per_rank, separate_pools(list(curves.values())))
         return tuple(views), pooling(merged, curves, pools, source, curve_scope), None, split
-
-    def _capacity(self, pool: int | None) -> tuple[int | None, str]:
-        """The capacity thrashing and the churn hit rate are judged at: the engine's pool, else a chosen
-        one (--capacity). Without either there is nothing to judge: the tool's own working set sits on
-        the curve's knee by construction, so its near misses would say nothing about a real cache."""
-        if pool:
-            return pool, "engine"
-        if self.config.capacity_blocks:
-            return int(self.config.capacity_blocks), "chosen"
-        return None, "none"
 
     def _row(
         self,
@@ -294,21 +366,15 @@ class SnapshotBuilder:
             opt_capacity_blocks=opt_blocks,
         )
 
-    def _sample_all_time(self, curve: HitRateCurve, analyzer: Analyzer) -> None:
+    def _sample_all_time(self, curve: HitRateCurve, analyzer: Analyzer, due: bool) -> None:
         # all-time working sets, sampled once a coarse slot, are the trend of the "all" window
-        t = analyzer.last_time_at
-        if t is None:
-            return
-        step = analyzer.coarse_slot_seconds
-        if self._history_sampled_at is None or t - self._history_sampled_at >= step:
-            cfg = self.config
+        if due:
             sample = {
                 (mode, target): curve.working_set(target, mode=mode)
-                for mode, targets in (("coverage", cfg.coverage_targets), ("absolute", cfg.absolute_targets))
+                for mode, targets in self.config.targets.by_mode.items()
                 for target in targets
             }
             self._all_time_history.append(sample)
-            self._history_sampled_at = t
 
     def _trends(self, analyzer: Analyzer, label: str, seconds: float | None, targets, mode) -> list[list]:
         """Working set per target over the last consecutive windows of this length, oldest first."""

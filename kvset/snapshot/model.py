@@ -6,22 +6,20 @@ Built in the pipeline's worker thread after the analyzer has been fed; views (th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.policy_gap import PolicyGap
 from kvset.core.tiers import TierPlan
+from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
+from kvset.units import StreamUnits
 
-# Windows the monitor offers, in the order `w` cycles them. None = all time (exact curve).
-WINDOWS: tuple[tuple[str, float | None], ...] = (("1m", 60.0), ("5m", 300.0), ("1h", 3600.0), ("all", None))
-DEFAULT_COVERAGE_TARGETS = (0.95, 0.99, 0.999)
-DEFAULT_ABSOLUTE_TARGETS = (0.50, 0.70, 0.90)
-
-ALL_ACCESSES = "all accesses"
-MISSES_ONLY = "engine misses only"
+R = TypeVar("R")
 
 # Near-miss thresholds (share of misses within 1.25x of the capacity): colour levels.
 NEAR_MISS_WARN = 0.10
@@ -256,7 +254,7 @@ class Snapshot:
     taken_at: float  # wall time
     data_time: float  # timestamp of the newest access (trace time in a replay)
     horizon: int
-    block_tokens: int | None  # tokens per block, when uniform
+    units: StreamUnits | None  # the stream's block size (None while no access has told it)
     bytes_per_block: int | None  # full-attention bytes per block (with a model)
     totals: Totals
     curves: dict[str, HitRateCurve]  # by window label; "all" is exact
@@ -301,6 +299,18 @@ class Snapshot:
     opt_curve: HitRateCurve | None = None
     policy_gap: PolicyGap | None = None
     opt_note: str | None = None
+    # every figure's result, by its type (kvset.figures.FIGURES); a figure that does not apply has none
+    results: Mapping[type, Any] = field(default_factory=dict)
+
+    def get(self, kind: type[R]) -> R | None:
+        """The result of the figure whose result type is `kind` (None: not computed for this snapshot)."""
+        value = self.results.get(kind)
+        return value if isinstance(value, kind) else None
+
+    @property
+    def block_tokens(self) -> int | None:
+        """Tokens per block of the analyzed stream."""
+        return self.units.block_size if self.units is not None else None
 
     def curve(self, window: str = "all") -> HitRateCurve:
         return self.curves.get(window) or self.curves["all"]

@@ -11,7 +11,7 @@ from kvset.engine_model.summed import MODEL_NAME, EngineModel
 from kvset.rejects import RejectCounter
 from kvset.report import snapshot_json
 from kvset.report.as_text import snapshot_text
-from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.snapshot.model import MISSES_ONLY
 from kvset.types import EngineReading, SourceHealth
 from tests.support.kv_values import message, removed, stored
@@ -47,7 +47,7 @@ def replayed(report_hits: bool = True):
     )
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
     snap = SnapshotBuilder(SnapshotConfig()).build(
-        analyzer, (health,), reading, (), 0.0, now=0.0, engine_model=model
+        analyzer, Readings(sources=(health,), engine=reading, engine_model=model), now=0.0
     )
     return engine, snap
 
@@ -119,7 +119,7 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     )
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
     snap = SnapshotBuilder(SnapshotConfig()).build(
-        merged, (health,), reading, (), 0.0, now=0.0, engine_model=model, ranks=per_rank
+        merged, Readings(sources=(health,), engine=reading, engine_model=model, ranks=per_rank), now=0.0
     )
     op = snap.operating_point
     # each rank's block pool is replayed at its own size: read at the merged pool it would be far too high

@@ -68,7 +68,7 @@ def test_min_waits_for_the_whole_file_then_every_snapshot_has_it():
         AccessBatch(rng.integers(0, 400, 500).astype(np.uint64), timestamps=float(i)) for i in range(6)
     ]
     source = GatedSource(batches)
-    monitor = _monitor([source], capacity_blocks=100)
+    monitor = _monitor([source], options={"capacity": 100})
     seen, stop = [], threading.Event()
 
     def publish(snap):

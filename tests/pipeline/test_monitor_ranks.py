@@ -91,7 +91,7 @@ def ranked():
     traffic = agent_traffic()
     publishers = [FakeVllmPublisher(rank=r) for r in range(RANKS)]
     try:
-        snap, analyzer = run_monitor(publishers, traffic, SnapshotConfig(capacity_blocks=RANK_POOL))
+        snap, analyzer = run_monitor(publishers, traffic, SnapshotConfig(options={"capacity": RANK_POOL}))
     finally:
         for p in publishers:
             p.close()

@@ -8,7 +8,7 @@ import pytest
 
 from kvset.core.analyzer import Analyzer
 from kvset.geometry import hybrid_reserve, load_model
-from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.snapshot.model import fits_in_pool
 from kvset.types import AccessBatch, EngineReading
 
@@ -24,7 +24,7 @@ def scan(blocks: int, rounds: int, t0: float = 0.0) -> AccessBatch:
 def build(config: SnapshotConfig, engine: EngineReading | None = None, batch: AccessBatch | None = None):
     analyzer = Analyzer()
     analyzer.feed_batch(batch if batch is not None else scan(40, 20))
-    return SnapshotBuilder(config).build(analyzer, (), engine, (), 0.0, now=1000.0)
+    return SnapshotBuilder(config).build(analyzer, Readings(engine=engine), now=1000.0)
 
 
 def pool(blocks: int, running: int | None = None) -> EngineReading:
@@ -44,13 +44,13 @@ def test_without_an_engine_pool_or_a_chosen_capacity_thrashing_is_not_judged():
 
 
 def test_a_chosen_capacity_is_judged_and_named():
-    snap = build(SnapshotConfig(capacity_blocks=36))
+    snap = build(SnapshotConfig(options={"capacity": 36}))
     assert {t.capacity_source for t in snap.thrashing.values()} == {"chosen"}
     assert snap.thrashing["all"].capacity_blocks == 36 and snap.churn.capacity_blocks == 36
 
 
 def test_the_engines_pool_wins_over_a_chosen_capacity():
-    snap = build(SnapshotConfig(capacity_blocks=36), engine=pool(50))
+    snap = build(SnapshotConfig(options={"capacity": 36}), engine=pool(50))
     assert snap.thrashing["all"].capacity_blocks == 50 and snap.thrashing["all"].capacity_source == "engine"
 
 

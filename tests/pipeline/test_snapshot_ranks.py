@@ -11,7 +11,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.naive import simulate_lru
 from kvset.monitor import Monitor
 from kvset.report import snapshot_json, snapshot_text
-from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
 
@@ -56,13 +56,15 @@ def collect(*sources, **config):
 def test_the_engines_pool_is_split_evenly_over_the_ranks():
     keys, ranks = two_ranks()
     monitor = Monitor(
-        [ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig(capacity_blocks=7))
+        [ListSource(batches(keys, ranks))],
+        Analyzer(),
+        SnapshotBuilder(SnapshotConfig(options={"capacity": 7})),
     )
     monitor.collect()
     engine = EngineReading(
         at=0.0, capacity_blocks=101, block_size=BLOCK_TOKENS
     )  # /metrics: summed over the ranks
-    snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
+    snap = monitor.builder.build(monitor.analyzer, Readings(engine=engine, ranks=monitor.rank_analyzers))
     assert [(v.pool_blocks, v.pool_source) for v in snap.ranks] == [
         (50, "engine"),
         (50, "engine"),
@@ -92,7 +94,9 @@ def test_accesses_of_no_rank_beside_the_ranks_leave_no_like_for_like_pooling():
     other = AccessBatch(
         np.arange(9000, 9100, dtype=np.uint64), timestamps=0.0
     )  # e.g. a --log beside --events
-    snap = collect(ListSource(batches(keys, ranks)), ListSource([other], name="log"), capacity_blocks=30)
+    snap = collect(
+        ListSource(batches(keys, ranks)), ListSource([other], name="log"), options={"capacity": 30}
+    )
     assert len(snap.ranks) == 2 and snap.pooling is None
     assert snap.pooling_note.startswith("100 accesses of the merged stream belong to no rank")
 
@@ -104,7 +108,7 @@ def test_a_stream_of_one_rank_or_none_has_no_rank_views():
     )
     snap = unranked.collect()
     assert unranked.rank_analyzers == {} and snap.ranks == () and "ranks" not in snapshot_json(snap)
-    one = collect(ListSource(batches(keys, np.zeros_like(ranks))), capacity_blocks=30)
+    one = collect(ListSource(batches(keys, np.zeros_like(ranks))), options={"capacity": 30})
     assert one.ranks == () and one.pooling is None and one.pooling_note is None
 
 
@@ -113,7 +117,7 @@ def test_thrashing_and_the_lru_at_the_pool_are_each_ranks_own_cache():
     monitor = Monitor([ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig()))
     monitor.collect()
     engine = EngineReading(at=0.0, capacity_blocks=100, block_size=BLOCK_TOKENS, token_hit_rate=0.5)
-    snap = monitor.builder.build(monitor.analyzer, (), engine, (), 0.0, ranks=monitor.rank_analyzers)
+    snap = monitor.builder.build(monitor.analyzer, Readings(engine=engine, ranks=monitor.rank_analyzers))
     own = {
         c: sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1)) / len(keys)
         for c in (50, 55, 63)

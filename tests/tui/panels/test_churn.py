@@ -48,7 +48,9 @@ def test_rows_show_the_snapshots_rates_per_second_and_say_what_they_are_per():
 
 def test_the_working_set_row_follows_the_snapshots_main_target():
     batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=1)), 120.0))
-    snap = fed_snapshot(batches, SnapshotConfig(main_mode="absolute", absolute_targets=(0.6, 0.8)), ())
+    snap = fed_snapshot(
+        batches, SnapshotConfig(options={"target_mode": "absolute", "absolute_targets": (0.6, 0.8)}), ()
+    )
     assert [r.label for r in churn_rows(snap, "blocks")][-1] == "WS 60% abs/1 min"
 
 
