@@ -50,9 +50,9 @@ def option_values(args: argparse.Namespace, command: str) -> OptionValues:
     return OptionValues({o.dest: o.read(getattr(args, o.dest, None)) for o in command_options(command)})
 
 
-def check_figure_options(values: OptionValues, bytes_known: bool) -> None:
-    """Options of a figure that do not fit together (bytes_known: a model gives the KV bytes, so sizes
-    may be in bytes). Raises ValueError with the reason."""
+def check_figure_options(values: OptionValues, bytes_from: str | None) -> None:
+    """Options of a figure that do not fit together (bytes_from: the flags that would give the KV bytes
+    per block, None when they are known, so that sizes may be in bytes). Raises ValueError."""
     for figure in FIGURES:
         if figure.check is not None:
-            figure.check(values, bytes_known)
+            figure.check(values, bytes_from)

@@ -2,9 +2,10 @@
 
 The commands put the groups they need on their parser: `add_input_arguments` (analyze, verify),
 `add_monitor_arguments` (kvset-top, serve), `add_events_arguments` (record, kvset-top), the model and
-geometry flags (analyze, model, kvset-top), `add_tier_arguments` (analyze, kvset-top, serve) and
-`add_exporter_arguments` (serve, kvset-top). A flag a command shares with another keeps one
-meaning; where a command's default differs (kvset-top's --concurrency), the definition says so.
+geometry flags (analyze, model, kvset-top) and `add_exporter_arguments` (serve, kvset-top). The
+figures' own options (targets, --capacity, tiers, the hybrid reserve's concurrency and context, ...)
+are declared as data by the figures (kvset.figures) and put on the parsers by
+kvset.cli.figure_flags. A flag a command shares with another keeps one meaning.
 Engine-source flags other than --log and --metrics carry a prefix so they cannot collide with a
 command's own (--block-size of a trace, --interval of the UI).
 """
@@ -27,7 +28,6 @@ from kvset.cli.completion import SHELLS, PrintCompletion
 from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.parser import package_version
 from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
-from kvset.core.tiers import TIER_MODES
 from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
@@ -184,37 +184,9 @@ def add_opt_argument(p: Parser, meaning: str) -> None:
     )
 
 
-def add_capacities_argument(
-    p: Parser,
-    meaning: str = "capacities for the table: blocks (1000,10000) or, with "
-    "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)",
-) -> None:
-    """--capacities, read with kvset.quantities.parse_sizes when the command runs."""
+def add_capacities_argument(p: Parser, meaning: str) -> None:
+    """The exporter's --capacities (kvset analyze's are the curve figure's: kvset.figures.curve)."""
     p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
-
-
-def add_tier_arguments(p: Parser) -> None:
-    """--tiers (read with kvset.quantities.parse_sizes by kvset.cli.tier_flags), --tier-mode and
-    --size-next-tier."""
-    p.add_argument(
-        "--tiers",
-        metavar="C1,C2,..",
-        help="cache tiers, fastest first (HBM, host DRAM, SSD), in blocks or, with --model, in bytes "
-        "(80GiB,512GiB,4TiB): the share of all accesses each tier serves",
-    )
-    p.add_argument(
-        "--tier-mode",
-        choices=TIER_MODES,
-        default="exclusive",
-        help="exclusive: a block lives in one tier and is demoted on eviction (default); inclusive: "
-        "each tier holds a copy of those above it and sees every access (write-through)",
-    )
-    p.add_argument(
-        "--size-next-tier",
-        metavar="TARGET",
-        help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
-        "or percentage, coverage or absolute as --target-mode)",
-    )
 
 
 def add_json_argument(p: Parser, meaning: str = "print one JSON object instead of text") -> None:
@@ -272,26 +244,6 @@ def add_kv_cache_arguments(p: Parser) -> None:
     """`kvset model`: the KV dtype and the block its bytes per block are counted in."""
     add_kv_dtype_argument(p)
     add_block_size_argument(p, default=DEFAULT_BLOCK_SIZE)
-
-
-def add_reserve_arguments(p: Parser, live: bool = False) -> None:
-    """How many requests hold hybrid-layer state, and how much context each. Live (kvset-top), the
-    concurrency defaults to what the engine reports."""
-    p.add_argument(
-        "--concurrency",
-        type=non_negative_int,
-        default=None if live else 1,
-        metavar="N",
-        help="running requests that each hold hybrid-layer state (default: "
-        + ("the engine's count when it reports one, else 1)" if live else "1)"),
-    )
-    p.add_argument(
-        "--context",
-        type=non_negative_int,
-        default=None,
-        metavar="TOKENS",
-        help="context length per running request (default: the model's max_position_embeddings)",
-    )
 
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:
@@ -466,7 +418,6 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     command = SERVE if service else TOP
     p.set_defaults(pipeline=command)  # whose options build_monitor reads (kvset.cli.figure_flags)
     add_figure_arguments(ana, command, {"model": mod})
-    add_tier_arguments(ana)
     if not service:
         add_opt_argument(
             ana,
@@ -476,7 +427,6 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     ana.add_argument(
         "--interval", type=positive_float, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
     )
-    add_reserve_arguments(mod, live=True)
     add_override_arguments(p)
 
     if service:

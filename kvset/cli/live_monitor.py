@@ -7,14 +7,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvset.cli.figure_flags import option_values
+from kvset.cli.figure_flags import check_figure_options, option_values
 from kvset.cli.from_flags import (
     events_source_from_args,
     geometry_from_args,
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.analyzer import Analyzer
 from kvset.figures.base import TOP
 from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
@@ -105,7 +104,9 @@ def check_flags(args: argparse.Namespace) -> None:
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a folder: give the file itself")
     try:
-        tier_request_from_args(args, bytes_known=bool(args.model))
+        check_figure_options(
+            option_values(args, getattr(args, "pipeline", TOP)), None if args.model else "--model"
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
     check_opt_flags(args)
@@ -144,7 +145,6 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
     command = getattr(args, "pipeline", TOP)  # kvset-top or kvset serve (kvset.cli.flags)
     try:
         values = option_values(args, command)
-        tiers = tier_request_from_args(args, bytes_known=bool(args.model))
     except ValueError as e:
         raise UsageError(str(e)) from None
     geometry = geometry_from_args(args.model, args) if args.model else None
@@ -155,10 +155,7 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         command=command,
         geometry=geometry,
         kv_dtype=args.kv_dtype,
-        concurrency=args.concurrency,
-        context_tokens=args.context,
         demo=demo,
-        **(tiers.snapshot_config() if tiers is not None else {}),
     )
     analyzer = Analyzer(
         horizon=args.horizon,

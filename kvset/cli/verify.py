@@ -20,9 +20,9 @@ from kvset.core.curve import HitRateCurve
 from kvset.core.naive import naive_curve, naive_min_curve
 from kvset.figures.base import VERIFY
 from kvset.figures.inputs import TARGETS
+from kvset.figures.tables import format_table, percent_cell
 from kvset.formats import TraceError
 from kvset.offline import analyze_batches, keys_in_analyzed_order, opt_analysis, verify_capacities
-from kvset.report.tables import format_table, percent_cell
 
 
 def register(sub: argparse._SubParsersAction) -> None:

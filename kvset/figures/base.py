@@ -108,6 +108,7 @@ class TextView:
     window: str = "all"
     mode: str = "coverage"
     live: bool = True
+    accesses: int = 0  # of the whole stream: without any, a live report says so once, not per figure
     horizon_reached: bool = False
 
     @property
@@ -119,7 +120,9 @@ class TextView:
 class MetricSample:
     labels: tuple[str, ...]
     value: float
-    buckets: tuple[tuple[str, float], ...] = ()  # a histogram's (le, cumulative count); value is its sum
+    buckets: tuple[
+        tuple[float, float], ...
+    ] = ()  # a histogram's (le, cumulative count), +Inf last; value: its sum
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,9 @@ class Figure(Generic[R]):
     text: Callable[[R, TextView], list[str]] = no_text
     metrics: Callable[[R, MetricsView], Iterable[MetricFamily]] = no_metrics
     options: tuple[Option[Any], ...] = ()
-    check: Callable[[OptionValues, bool], None] | None = None  # flags that do not fit: a ValueError
+    # flags that do not fit together: a ValueError. Its second argument names the flags that would give
+    # the KV bytes per block (None: they are known, so sizes may be in bytes)
+    check: Callable[[OptionValues, str | None], None] | None = None
     remember: Callable[[R], object] | None = None
 
     def json_of(self, result: R | None, sizes: Sizes) -> Json:

@@ -283,13 +283,11 @@ NEXT_TIER_TARGET = 0.99
 
 @functools.cache
 def _tiers() -> Snapshot:
-    from kvset.quantities import parse_bytes
+    from kvset.figures.tiers import NEXT_TIER, TIERS
 
+    tiers = TIERS.read(",".join(TIER_SIZES))  # as the command line reads --tiers
     config = SnapshotConfig(
-        geometry=load_model(ENGINE_MODEL),
-        tier_sizes=tuple(parse_bytes(t) for t in TIER_SIZES),
-        tier_unit="bytes",
-        next_tier_target=NEXT_TIER_TARGET,
+        geometry=load_model(ENGINE_MODEL), options={TIERS.dest: tiers, NEXT_TIER.dest: NEXT_TIER_TARGET}
     )
     return _engine_run(True, config)
 

@@ -16,20 +16,84 @@ hit rate cannot be predicted from the events; the engine's own rate comes from /
 
 Data-parallel ranks (several --events endpoints) each have their own pool, the engine's pool split
 evenly: the LRU figure is then each rank's own curve at its own pool, summed (the merged stream's
-curve at the whole pool is what one shared pool would do: kvset.snapshot.ranks), and the model is read
+curve at the whole pool is what one shared pool would do: kvset.figures.ranks), and the model is read
 at one rank's pool, since each rank's block pool is replayed on its own.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kvset.core.curve import HitRateCurve
-from kvset.engine_model.summed import MODEL_NAME, EngineModel
-from kvset.snapshot.model import MISSES_ONLY, OperatingPoint
-from kvset.snapshot.ranks import RankSplit
+from kvset.engine_model import MODEL_NAME, EngineModel
+from kvset.figures import ranks
+from kvset.figures.base import Json, MetricFamily, MetricsView, OptionValues, Sizes, TextView, gauge
+from kvset.figures.inputs import MISSES_ONLY, Figure, FigureInputs
+from kvset.figures.ranks import RankSplit
+from kvset.figures.tables import NOT_KNOWN, percent_cell
 from kvset.types import EngineReading
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """The engine's own capacity and measured hit rate beside what kvset predicts there.
+
+    Two figures are kept apart: the exact LRU curve of the accesses seen, read at the pool
+    (`lru_by_window`: exact for "all", on the grid for the other windows), and the prediction for the
+    engine itself (`predicted_token_hit_rate`): a model of what the engine does that an ideal LRU does
+    not (running requests pin their blocks; see kvset.snapshot.operating_point), named in `model`,
+    with the inputs it used. Without a model the prediction is the LRU curve's at the pool.
+    """
+
+    capacity_blocks: int  # the engine's pool in the analyzed stream's blocks
+    capacity_tokens: int | None
+    measured_token_hit_rate: float | None  # what the engine says
+    measured_over_seconds: float | None  # the period the engine measured it over
+    # the LRU curve's token hit rate at the pool, by window label ("all" exact, others on the grid)
+    lru_by_window: dict[str, float | None]
+    curve_scope: str  # a curve of the engine's misses alone predicts nothing about its hit rate
+    stale: bool
+    label: str
+    model: str | None = None  # the engine model's name; None: the LRU curve is the prediction
+    model_token_hit_rate: float | None = None  # the model's, over the whole stream
+    # the LRU capacity with the model's hit rate at the pool: what the pool is worth as an LRU
+    effective_capacity_blocks: int | None = None
+    model_inputs: tuple[tuple[str, str], ...] = ()  # what the model used, in words
+    dedupe: tuple[tuple[str, int], ...] = ()  # the grouping's and dedupe's counts
+    # shares of the engine's query tokens at the pool: hit, first_time, capacity, pinned, ...
+    miss_breakdown: tuple[tuple[str, float], ...] = ()
+    notes: tuple[str, ...] = ()  # what can and cannot be predicted
+
+    @property
+    def comparable(self) -> bool:
+        return self.curve_scope != MISSES_ONLY
+
+    @property
+    def predicted_token_hit_rate(self) -> float | None:
+        """The prediction for the engine: the model's, else the exact LRU curve's at the pool."""
+        if not self.comparable:
+            return None
+        return self.model_token_hit_rate if self.model is not None else self.lru_by_window.get("all")
+
+    def lru(self, window: str = "all") -> float | None:
+        return self.lru_by_window.get(window)
+
+    def predicted(self, window: str = "all") -> float | None:
+        """The prediction; a model's is over the whole stream whatever the window."""
+        if self.model is not None:
+            return self.predicted_token_hit_rate
+        return self.lru_by_window.get(window) if self.comparable else None
+
+    def difference(self, window: str = "all") -> float | None:
+        """Measured minus predicted, in hit-rate units (None where either is missing or not comparable)."""
+        predicted = self.predicted(window)
+        if not self.comparable or self.measured_token_hit_rate is None or predicted is None:
+            return None
+        return self.measured_token_hit_rate - predicted
+
 
 NULL_BLOCKS = 1  # vLLM keeps one block of its pool as the null block: never cached
 MISSES_ONLY_NOTE = (
@@ -164,5 +228,99 @@ def _dedupe(model: EngineModel | None) -> tuple[tuple[str, int], ...]:
     return tuple(model.counts.items())
 
 
-def _with(op: OperatingPoint, **changes) -> OperatingPoint:
+def _with(op: OperatingPoint, **changes: Any) -> OperatingPoint:
     return replace(op, **changes)
+
+
+def compute(inputs: FigureInputs, options: OptionValues) -> OperatingPoint | None:
+    pool = inputs.engine_pool
+    by_rank = inputs.result(ranks.FIGURE)
+    split = by_rank.split if by_rank is not None and pool else None
+    return operating_point(
+        inputs.engine,
+        pool,
+        inputs.block_tokens,
+        dict(inputs.curves),
+        inputs.curve_scope,
+        inputs.engine_model,
+        split,
+    )
+
+
+def op_json(op: OperatingPoint, sizes: Sizes, window: str = "all") -> Json:
+    """The engine's capacity and measured hit rate beside the prediction at that capacity, in `window`."""
+    eff = op.effective_capacity_blocks
+    return {
+        "capacity_blocks": op.capacity_blocks,
+        "capacity_tokens": op.capacity_tokens,
+        "measured_token_hit_rate": op.measured_token_hit_rate,
+        "measured_over_seconds": op.measured_over_seconds,
+        "predicted_token_hit_rate": op.predicted(window),
+        "predicted_by": op.model or "lru curve",
+        "predicted_window": "all" if op.model else window,
+        "difference": op.difference(window),
+        "lru_token_hit_rate": op.lru(window),
+        "lru_window": window,
+        "model": op.model,
+        "effective_capacity_blocks": eff,
+        "effective_capacity_tokens": sizes.tokens(eff),
+        "model_inputs": dict(op.model_inputs),
+        "dedupe": dict(op.dedupe),
+        "miss_breakdown": dict(op.miss_breakdown) or None,
+        "notes": list(op.notes),
+        "curve_scope": op.curve_scope,
+        "stale": op.stale,
+        "label": op.label,
+    }
+
+
+def to_json(result: OperatingPoint, sizes: Sizes) -> Json:
+    return {"operating_point": op_json(result, sizes)}
+
+
+def text(op: OperatingPoint, view: TextView) -> list[str]:
+    """The engine's operating point: measured, the exact LRU curve there, the model and its inputs."""
+    window = view.window
+    measured = (
+        percent_cell(op.measured_token_hit_rate) if op.measured_token_hit_rate is not None else "not reported"
+    )
+    lines = [
+        f"engine operating point ({op.label or 'engine'}): {op.capacity_blocks:,} blocks, measured token hit "
+        f"rate {measured}" + (" (stale)" if op.stale else "")
+    ]
+    lines.append(f"  exact LRU curve of the accesses seen, at the pool: {percent_cell(op.lru(window))}")
+    if op.model is not None:
+        eff = (
+            NOT_KNOWN if op.effective_capacity_blocks is None else f"{op.effective_capacity_blocks:,} blocks"
+        )
+        lines.append(
+            f"  predicted (a MODEL: {op.model}, whole stream): {percent_cell(op.predicted_token_hit_rate)}; "
+            f"the pool acts as an LRU of {eff} (effective capacity)"
+        )
+        lines += [f"    {k}: {v}" for k, v in op.model_inputs]
+        if op.miss_breakdown:
+            parts = ", ".join(f"{k.replace('_', ' ')} {percent_cell(v)}" for k, v in op.miss_breakdown)
+            lines.append(f"  query tokens at the pool (model): {parts}")
+    lines += [f"  note: {n}" for n in op.notes]
+    return lines
+
+
+def metrics(op: OperatingPoint, view: MetricsView) -> Iterable[MetricFamily]:
+    predicted = op.predicted("all")
+    if op.comparable and predicted is not None:
+        yield gauge(
+            "kvset_predicted_token_hit_rate",
+            "the predicted token hit rate at the engine's pool: the engine model's, else the all-time LRU curve's",
+            predicted,
+        )
+
+
+FIGURE: Figure[OperatingPoint] = Figure(
+    name="operating_point",
+    result=OperatingPoint,
+    compute=compute,
+    keys=("operating_point",),
+    json=to_json,
+    text=text,
+    metrics=metrics,
+)
