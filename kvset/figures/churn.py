@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvset.figures.base import Json, OptionValues, Sizes
-from kvset.figures.inputs import Figure, FigureInputs
+from kvset.figures.inputs import Figure, FigureInputs, target_mode
 
 CHURN_SECONDS = 300.0  # the fine series' reach
 
@@ -54,9 +54,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> ChurnSeries | None:
     coarse = slots.slot_series(slots.coarse_span_seconds, coarse=True)
     ws_main = np.full(len(coarse), np.nan)
     main = inputs.targets
-    mode = "absolute" if main.main_mode == "absolute" else "coverage"
-    for k in np.flatnonzero(coarse.accesses):
-        ws = coarse.curve(k, k + 1).working_set(main.main_target, mode=mode)
+    for k in np.flatnonzero(coarse.accesses).tolist():
+        ws = coarse.curve(k, k + 1).working_set(main.main_target, mode=target_mode(main.main_mode))
         ws_main[k] = np.nan if ws is None else ws
     return ChurnSeries(
         slot_seconds=w,

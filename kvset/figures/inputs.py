@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, Protocol, TypeVar
 
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.core.slots import SlotSeries
 from kvset.engine_model import EngineModel
 from kvset.figures.base import (
@@ -112,6 +112,15 @@ CAPACITY: Option[int | None] = Option(
     help_for={ANALYZE: "with --opt: the cache size (blocks) to give the policy gap at, beside the knee"},
 )
 INPUT_OPTIONS: tuple[Option[Any], ...] = (TARGETS, ABSOLUTE_TARGETS, TARGET_MODE, CAPACITY)
+
+
+def target_mode(mode: str) -> TargetMode:
+    """A target mode as the curves take it (a name of TARGET_MODES)."""
+    if mode == "absolute":
+        return "absolute"
+    if mode == "coverage":
+        return "coverage"
+    raise ValueError(f"target mode must be one of {', '.join(TARGET_MODES)}, got {mode!r}")
 
 
 @dataclass(frozen=True)

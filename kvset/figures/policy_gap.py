@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.figures.base import Json, OptionValues, Sizes, TextView
-from kvset.figures.inputs import Figure, FigureInputs
+from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, format_table, percent_cell
 from kvset.quantities import points, target_label, times
 
@@ -70,7 +70,9 @@ class HitRateGap:
         return self.opt_token_hit_rate - self.lru_token_hit_rate
 
 
-def capacity_gaps(lru: HitRateCurve, opt: HitRateCurve, targets, mode: TargetMode) -> tuple[CapacityGap, ...]:
+def capacity_gaps(
+    lru: HitRateCurve, opt: HitRateCurve, targets: Sequence[float], mode: TargetMode
+) -> tuple[CapacityGap, ...]:
     """The capacity each policy needs for each target (in `mode`), LRU's from its own curve."""
     return tuple(
         CapacityGap(float(t), mode, lru.working_set(t, mode=mode), opt.working_set(t, mode=mode))
@@ -135,7 +137,7 @@ def policy_gap(
 ) -> PolicyGap:
     """The whole gap: targets by mode ({"coverage": (0.95, ...)}), and the capacity to read the hit
     rates at (None: the knee only)."""
-    caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, mode))  # type: ignore[arg-type]
+    caps = tuple(g for mode, ts in targets.items() for g in capacity_gaps(lru, opt, ts, target_mode(mode)))
     return PolicyGap(caps, hit_rate_gaps(lru, opt, capacity, capacity_source))
 
 

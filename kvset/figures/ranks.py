@@ -36,7 +36,7 @@ from kvset.figures.base import (
     TextView,
     gauge,
 )
-from kvset.figures.inputs import CAPACITY, MISSES_ONLY, Figure, FigureInputs
+from kvset.figures.inputs import CAPACITY, MISSES_ONLY, Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, format_table, percent_cell
 from kvset.figures.working_sets import WorkingSetRow, target_value, working_set_row
 from kvset.quantities import points, target_label
@@ -118,12 +118,12 @@ def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
         n = max(len(c.capacities) for c in curves)
         capacities = np.arange(1, n + 1, dtype=np.int64)
         block_hits, token_hits = (
-            sum(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits")
+            _summed(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits")
         )
     else:
         capacities = np.unique(np.concatenate([c.capacities for c in curves]))
         block_hits, token_hits = (
-            sum(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens")
+            _summed(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens")
         )
     return HitRateCurve(
         capacities=capacities,
@@ -137,6 +137,14 @@ def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
         beyond_horizon_tokens=sum(c.beyond_horizon_tokens for c in curves),
         sample=curves[0].sample,
     )
+
+
+def _summed(arrays: Iterable[np.ndarray]) -> np.ndarray:
+    """The sum of arrays of one length, as int64."""
+    total: np.ndarray | None = None
+    for a in arrays:
+        total = a.astype(np.int64) if total is None else total + a
+    return total if total is not None else np.zeros(0, dtype=np.int64)
 
 
 def _padded(hits: np.ndarray, n: int) -> np.ndarray:
@@ -162,11 +170,12 @@ def pooling(
     """The pooling figures of `ranks` (each rank's all-time curve) at their `pools` against the merged
     stream's curve at their sum. Every access of `merged` must be one of some rank (the caller checks)."""
     shared_at = sum(pools.values())
-    shared, separate = {}, {}
+    shared: dict[str, float] = {}
+    separate: dict[str, float] = {}
     for unit in UNITS:
         total = merged.accesses if unit == "blocks" else merged.tokens
-        shared[unit] = merged.hit_rate(shared_at, unit)  # type: ignore[arg-type]
-        hits = sum(curve.hits(pools[rank], unit) for rank, curve in ranks.items())  # type: ignore[arg-type]
+        shared[unit] = merged.hit_rate(shared_at, unit)
+        hits = sum(curve.hits(pools[rank], unit) for rank, curve in ranks.items())
         separate[unit] = hits / total if total else 0.0
     return Pooling(
         ranks=len(ranks),
@@ -207,9 +216,7 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Ranks | None:
     for rank, stream in sorted(inputs.ranks.items()):
         curve = curves[rank] = stream.curve
         rows = tuple(
-            working_set_row(
-                curve, "all", t, "absolute" if mode == "absolute" else "coverage", inputs.sizes, per_rank
-            )
+            working_set_row(curve, "all", t, target_mode(mode), inputs.sizes, per_rank)
             for mode, targets in inputs.targets.by_mode.items()
             for t in targets
         )
@@ -217,20 +224,19 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Ranks | None:
     merged = inputs.curves["all"]
     merged_rows = inputs.result(curve_figure.FIGURE)
     caps = tuple(merged_rows.window("all").capacities) if merged_rows is not None else ()
-    common = {"merged_accesses": merged.accesses, "capacities": caps}
     unranked = merged.accesses - sum(c.accesses for c in curves.values())
     if unranked:
         note = (
             f"{unranked:,} accesses of the merged stream belong to no rank (another source): the shared "
             "pool would see them too, so there is no like-for-like pooling figure"
         )
-        return Ranks(tuple(views), None, note, None, **common)
+        return Ranks(tuple(views), None, note, None, merged.accesses, caps)
     if per_rank is None:
-        return Ranks(tuple(views), None, NO_POOL, None, **common)
+        return Ranks(tuple(views), None, NO_POOL, None, merged.accesses, caps)
     pools = dict.fromkeys(curves, per_rank)
     split = RankSplit(len(curves), per_rank, separate_pools(list(curves.values())))
     gain = pooling(merged, curves, pools, source, inputs.curve_scope)
-    return Ranks(tuple(views), gain, None, split, **common)
+    return Ranks(tuple(views), gain, None, split, merged.accesses, caps)
 
 
 def pooling_how(p: Pooling) -> str:

@@ -32,7 +32,7 @@ from kvset.figures.base import (
     TextView,
 )
 from kvset.figures.curve import GivenSizes, in_blocks
-from kvset.figures.inputs import Figure, FigureInputs
+from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, format_table, gib_cell, percent_cell
 from kvset.quantities import parse_fractions, target_label
 
@@ -247,7 +247,7 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Tiers | None:
     blocks = tier_blocks(options, inputs.sizes)
     if blocks is None:
         return Tiers(None)
-    mode: TargetMode = "absolute" if inputs.targets.main_mode == "absolute" else "coverage"
+    mode = target_mode(inputs.targets.main_mode)
     plan = plan_tiers(inputs.curves["all"], blocks, options.get(TIER_MODE), options.get(NEXT_TIER), mode)
     return Tiers(plan)
 

@@ -21,7 +21,7 @@ from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.core.sampling_curve import working_set_bounds
 from kvset.figures import hybrid_reserve, policy_gap
 from kvset.figures.base import Json, MetricFamily, MetricSample, MetricsView, OptionValues, Sizes, TextView
-from kvset.figures.inputs import WINDOWS, Figure, FigureInputs
+from kvset.figures.inputs import WINDOWS, Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, gib_cell
 from kvset.quantities import duration, target_label
 
@@ -146,7 +146,7 @@ def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
     for label, curve in inputs.curves.items():
         seconds = curve.window_seconds
         for mode, targets in inputs.targets.by_mode.items():
-            tm: TargetMode = "absolute" if mode == "absolute" else "coverage"
+            tm = target_mode(mode)
             now = {(mode, t): curve.working_set(t, mode=tm) for t in targets} if seconds is None else {}
             # MIN's curve is of all time: only the all-time rows have its working sets
             opt: list[int | None] = [None] * len(targets)

@@ -59,14 +59,6 @@ class SnapshotConfig:
     def targets(self) -> Targets:
         return Targets.read(self.values, self.command)
 
-    @property
-    def main_mode(self) -> str:
-        return self.targets.main_mode
-
-    @property
-    def main_target(self) -> float:
-        return self.targets.main_target
-
 
 @dataclass(frozen=True)
 class Readings:

@@ -62,7 +62,7 @@ class ReservePanel(SnapshotView, Widget):
         p = self.palette
         snap = self.snapshot
         r = snap.get(Reserve) if snap is not None else None
-        if r is None:
+        if snap is None or r is None:
             out = Text(NO_MODEL, style=p.rich("warn"))
             if not self.compact:
                 out.append(

@@ -83,12 +83,12 @@ OPT_ALL_TIME = "MIN: of the whole trace, in the all window (w)"
 def opt_gap_text(snapshot: Snapshot, unit: str, narrow: bool = False) -> str:
     """With --opt: MIN's hit rate against LRU's at the engine's pool (or --capacity), else what MIN is
     waiting for; nothing without --opt."""
-    opt = snapshot.get(BeladyMin)
-    if opt is None:
+    belady = snapshot.get(BeladyMin)
+    if belady is None:
         return ""
-    gap = opt.gap
+    gap = belady.gap
     if gap is None:
-        return opt.note or ""
+        return belady.note or ""
     at = gap.at_capacity()
     if at is None:
         return (
