@@ -44,7 +44,7 @@ class OperatingPoint:
     Two figures are kept apart: the exact LRU curve of the accesses seen, read at the pool
     (`lru_by_window`: exact for "all", on the grid for the other windows), and the prediction for the
     engine itself (`predicted_token_hit_rate`): a model of what the engine does that an ideal LRU does
-    not (running requests pin their blocks; see kvset.snapshot.operating_point), named in `model`,
+    not (running requests pin their blocks; see the module docstring), named in `model`,
     with the inputs it used. Without a model the prediction is the LRU curve's at the pool.
     """
 
@@ -124,7 +124,7 @@ def operating_point(
     """The engine's capacity and measured hit rate beside the LRU curve and the model at that capacity.
 
     `rank_split`: with data-parallel ranks, their number, each one's pool and the curve of one LRU per
-    rank (kvset.snapshot.ranks)."""
+    rank (kvset.figures.ranks)."""
     if engine is None or not pool:
         return None
     if rank_split is not None:

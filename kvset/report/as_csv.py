@@ -1,6 +1,6 @@
 """The hit-rate curve as CSV: `kvset analyze --csv`, `kvset-top --once --csv` and the app's export.
 
-One row per capacity, the same capacities as the text tables (kvset.report.tables.default_capacities,
+One row per capacity, the same capacities as the text tables (kvset.figures.curve.default_capacities,
 the knee included), hit rates as fractions, and a `knee` column that is 1 on the knee's row. Sizes
 in bytes and GiB are filled with a model and empty without one. `estimate` is 1 on the rows of a
 sampled analyzer's curve, with its error bounds (2 standard errors) where the sample gives them. A snapshot's CSV can hold several
