@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -154,10 +155,38 @@ def default_capacities(curve: HitRateCurve, n: int = ROWS, knee: int | None = No
 
 @dataclass(frozen=True, eq=False)
 class WindowCurve:
+    """One window's curve, its knee and its report rows. The knee and the rows are read off the curve
+    when first asked for (a live monitor builds a snapshot a second and shows one window), then kept."""
+
     label: str
     curve: HitRateCurve
-    rows: tuple[CurveRow, ...]
-    knee: CurveRow | None
+    opt: HitRateCurve | None = None  # Belady MIN's curve beside it (all time, --opt)
+    given: tuple[int, ...] | None = None  # the rows' capacities (--capacities); None: the default ones
+
+    def knee_capacity(self, unit: Unit = "blocks") -> int | None:
+        """HitRateCurve.knee of the curve, by its block or its token hit rate (None: no knee)."""
+        return self._knees[unit]
+
+    @cached_property
+    def _knees(self) -> dict[Unit, int | None]:
+        c = self.curve
+        return {u: c.knee(u) if c.accesses else None for u in UNITS}
+
+    @cached_property
+    def knee(self) -> CurveRow | None:
+        at = self.knee_capacity()
+        return curve_rows(self.curve, [at], self.opt)[0] if at is not None else None
+
+    @cached_property
+    def rows(self) -> tuple[CurveRow, ...]:
+        if not self.curve.accesses:
+            return ()
+        caps = (
+            self.given
+            if self.given is not None
+            else default_capacities(self.curve, knee=self.knee_capacity())
+        )
+        return tuple(curve_rows(self.curve, caps, self.opt))
 
     @property
     def capacities(self) -> list[int]:
@@ -178,18 +207,6 @@ class Curves:
         return self.window(label).curve
 
 
-def window_curve(
-    label: str, curve: HitRateCurve, opt: HitRateCurve | None, capacities: Sequence[int] | None
-) -> WindowCurve:
-    knee = curve.knee() if curve.accesses else None
-    knee_row = curve_rows(curve, [knee], opt)[0] if knee is not None else None
-    if capacities is not None:
-        rows = curve_rows(curve, capacities, opt) if curve.accesses else []
-    else:
-        rows = curve_rows(curve, default_capacities(curve, knee=knee), opt) if curve.accesses else []
-    return WindowCurve(label, curve, tuple(rows), knee_row)
-
-
 def compute(inputs: FigureInputs, options: OptionValues) -> Curves:
     try:
         capacities = capacities_in_blocks(options, inputs.sizes)
@@ -197,7 +214,7 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Curves:
         capacities = None
     opt = inputs.opt.curve if inputs.opt is not None else None
     windows = {
-        label: window_curve(label, c, opt if label == "all" else None, capacities)
+        label: WindowCurve(label, c, opt if label == "all" else None, capacities)
         for label, c in inputs.curves.items()
     }
     return Curves(windows, inputs.engine_pool)

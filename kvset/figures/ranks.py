@@ -56,11 +56,15 @@ class RankView:
     """One rank's own cache: its all-time curve and working sets, and its pool."""
 
     rank: int
-    curve: HitRateCurve  # all time, exact at every capacity
+    window: curve_figure.WindowCurve  # all time, exact at every capacity (its knee read when asked for)
     working_sets: tuple[WorkingSetRow, ...]  # all time ("all" window), both target modes
     distinct_blocks: int
     pool_blocks: int | None  # the rank's own pool (None: not known)
     pool_source: str = "none"  # a key of RANK_POOL_SOURCES, or "none"
+
+    @property
+    def curve(self) -> HitRateCurve:
+        return self.window.curve
 
     @property
     def accesses(self) -> int:
@@ -220,7 +224,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Ranks | None:
             for mode, targets in inputs.targets.by_mode.items()
             for t in targets
         )
-        views.append(RankView(rank, curve, rows, stream.distinct_blocks, per_rank, source))
+        own = curve_figure.WindowCurve("all", curve)
+        views.append(RankView(rank, own, rows, stream.distinct_blocks, per_rank, source))
     merged = inputs.curves["all"]
     merged_rows = inputs.result(curve_figure.FIGURE)
     caps = tuple(merged_rows.window("all").capacities) if merged_rows is not None else ()

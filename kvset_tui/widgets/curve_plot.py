@@ -20,6 +20,7 @@ from kvset.api import (
     HitRateCurve,
     OperatingPoint,
     Snapshot,
+    WindowCurve,
     WorkingSets,
 )
 from kvset.api import quantities as fmt
@@ -132,13 +133,13 @@ def label_point(series: CurveSeries, share: float = 0.6) -> tuple[float, float] 
     return series.x[i], series.y[i]
 
 
-def _knee_point(curve: HitRateCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
-    """The curve's knee (HitRateCurve.knee, the same one the reports print) in display units."""
-    knee = curve.knee(hit_unit(unit))  # type: ignore[arg-type]
+def _knee_point(window: WindowCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
+    """The curve's knee (the curve figure's, the one the reports print) in display units."""
+    knee = window.knee_capacity(hit_unit(unit))  # type: ignore[arg-type]
     x = to_unit(knee, snapshot, unit) if knee else None
-    if x is None:
+    if knee is None or x is None:
         return None
-    return float(x), 100.0 * curve.hit_rate(knee, hit_unit(unit))  # type: ignore[arg-type]
+    return float(x), 100.0 * window.curve.hit_rate(knee, hit_unit(unit))  # type: ignore[arg-type]
 
 
 def _engine_point(snapshot: Snapshot, x: float | None) -> tuple[float, float] | None:
@@ -158,7 +159,8 @@ def engine_pool(snapshot: Snapshot) -> int | None:
 def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     """The curves and markers for this view, or None when there is nothing to draw yet."""
     curves = snapshot.get(Curves)
-    all_time = curves.curve("all") if curves is not None else None
+    every = curves.window("all") if curves is not None else None
+    all_time = every.curve if every is not None else None
     unit = view.effective_unit(snapshot)
     if curves is None or all_time is None or all_time.accesses == 0 or len(all_time.capacities) == 0:
         return engine_only(snapshot, unit)
@@ -171,7 +173,8 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     if rank is not None:
         # one rank's own cache: its all-time curve (ranks keep no windows), working sets and pool; the
         # engine's measured hit rate is of all ranks together, so no operating point
-        all_time, window_curve, rows = rank.curve, None, rank.working_set_rows(view.target_mode)
+        every, window_curve, rows = rank.window, None, rank.working_set_rows(view.target_mode)
+        all_time = every.curve
         engine_blocks, show_engine = rank.pool_blocks, False
         if all_time.accesses == 0:
             return None
@@ -213,7 +216,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine=_engine_point(snapshot, engine_x) if show_engine else None,
         engine_capacity=engine_x,
         opt=_series(opt_curve, caps, snapshot, unit) if opt_curve is not None else None,
-        knee=_knee_point(all_time, snapshot, unit),
+        knee=_knee_point(every, snapshot, unit),
         effective=effective,
     )
 
