@@ -93,6 +93,4 @@ def to_json(churn: ChurnSeries, sizes: Sizes) -> Json:
     }
 
 
-FIGURE: Figure[ChurnSeries] = Figure(
-    name="churn", result=ChurnSeries, compute=compute, keys=("churn",), json=to_json
-)
+FIGURE: Figure[ChurnSeries] = Figure("churn", ChurnSeries, compute, ("churn",), to_json)

@@ -441,10 +441,10 @@ def metrics(result: Curves, view: MetricsView) -> Iterable[MetricFamily]:
 
 
 FIGURE: Figure[Curves] = Figure(
-    name="curve",
-    result=Curves,
-    compute=compute,
-    keys=(
+    "curve",
+    Curves,
+    compute,
+    (
         "max_stack_distance",
         "attainable_hit_rate",
         "attainable_token_hit_rate",
@@ -454,7 +454,7 @@ FIGURE: Figure[Curves] = Figure(
         "knee",
         "windows",
     ),
-    json=to_json,
+    to_json,
     text=text,
     metrics=metrics,
     options=(CAPACITIES,),

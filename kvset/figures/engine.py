@@ -62,10 +62,5 @@ def metrics(result: EngineState, view: MetricsView) -> Iterable[MetricFamily]:
 
 
 FIGURE: Figure[EngineState] = Figure(
-    name="engine",
-    result=EngineState,
-    compute=compute,
-    keys=("engine", "engine_history"),
-    json=to_json,
-    metrics=metrics,
+    "engine", EngineState, compute, ("engine", "engine_history"), to_json, metrics=metrics
 )

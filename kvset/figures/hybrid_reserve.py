@@ -174,11 +174,11 @@ def text(result: ModelReserve, view: TextView) -> list[str]:
 
 
 FIGURE: Figure[ModelReserve] = Figure(
-    name="hybrid_reserve",
-    result=ModelReserve,
-    compute=compute,
-    keys=("model", "hybrid_reserve", "hybrid_reserve_bytes"),
-    json=to_json,
+    "hybrid_reserve",
+    ModelReserve,
+    compute,
+    ("model", "hybrid_reserve", "hybrid_reserve_bytes"),
+    to_json,
     text=text,
     options=(CONCURRENCY, CONTEXT),
 )

@@ -316,11 +316,5 @@ def metrics(op: OperatingPoint, view: MetricsView) -> Iterable[MetricFamily]:
 
 
 FIGURE: Figure[OperatingPoint] = Figure(
-    name="operating_point",
-    result=OperatingPoint,
-    compute=compute,
-    keys=("operating_point",),
-    json=to_json,
-    text=text,
-    metrics=metrics,
+    "operating_point", OperatingPoint, compute, ("operating_point",), to_json, text=text, metrics=metrics
 )

@@ -273,10 +273,5 @@ def text(result: BeladyMin, view: TextView) -> list[str]:
 
 
 FIGURE: Figure[BeladyMin] = Figure(
-    name="policy_gap",
-    result=BeladyMin,
-    compute=compute,
-    keys=("opt", "policy_gap", "opt_note"),
-    json=to_json,
-    text=text,
+    "policy_gap", BeladyMin, compute, ("opt", "policy_gap", "opt_note"), to_json, text=text
 )

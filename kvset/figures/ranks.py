@@ -467,11 +467,5 @@ def metrics(result: Ranks, view: MetricsView) -> Iterable[MetricFamily]:
 
 
 FIGURE: Figure[Ranks] = Figure(
-    name="ranks",
-    result=Ranks,
-    compute=compute,
-    keys=("ranks", "pooling"),
-    json=to_json,
-    text=text,
-    metrics=metrics,
+    "ranks", Ranks, compute, ("ranks", "pooling"), to_json, text=text, metrics=metrics
 )

@@ -101,6 +101,4 @@ def text(r: Reserve, view: TextView) -> list[str]:
     ]
 
 
-FIGURE: Figure[Reserve] = Figure(
-    name="reserve", result=Reserve, compute=compute, keys=("reserve",), json=to_json, text=text
-)
+FIGURE: Figure[Reserve] = Figure("reserve", Reserve, compute, ("reserve",), to_json, text=text)

@@ -135,5 +135,5 @@ def text(result: ThrashingByWindow, view: TextView) -> list[str]:
 
 
 FIGURE: Figure[ThrashingByWindow] = Figure(
-    name="thrashing", result=ThrashingByWindow, compute=compute, keys=("thrashing",), json=to_json, text=text
+    "thrashing", ThrashingByWindow, compute, ("thrashing",), to_json, text=text
 )

@@ -362,11 +362,11 @@ def metrics(result: Tiers, view: MetricsView) -> Iterable[MetricFamily]:
 
 
 FIGURE: Figure[Tiers] = Figure(
-    name="tiers",
-    result=Tiers,
-    compute=compute,
-    keys=("tier_mode", "tiers", "tier_misses", "next_tier"),
-    json=to_json,
+    "tiers",
+    Tiers,
+    compute,
+    ("tier_mode", "tiers", "tier_misses", "next_tier"),
+    to_json,
     text=text,
     metrics=metrics,
     options=(TIERS, TIER_MODE, NEXT_TIER),

@@ -274,11 +274,11 @@ def metrics(result: WorkingSets, view: MetricsView) -> Iterable[MetricFamily]:
 
 
 FIGURE: Figure[WorkingSets] = Figure(
-    name="working_sets",
-    result=WorkingSets,
-    compute=compute,
-    keys=("working_sets",),
-    json=to_json,
+    "working_sets",
+    WorkingSets,
+    compute,
+    ("working_sets",),
+    to_json,
     text=text,
     metrics=metrics,
     remember=remember,
