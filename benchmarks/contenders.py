@@ -24,6 +24,7 @@ import numpy as np
 from benchmarks.memory import PeakMemory
 from benchmarks.pyfenwick import stack_distance_histogram
 from benchmarks.trace import BenchTrace, load_trace, split_batches
+from kvset.units import StreamUnits
 
 WARMUP_ACCESSES = 50_000
 
@@ -52,7 +53,7 @@ def analyzer_histogram(trace: BenchTrace) -> tuple[list[int], int]:
     """(hist[1..max distance], first accesses) from kvset's analyzer: the reference for the checks."""
     from kvset.core.analyzer import Analyzer
 
-    a = Analyzer(block_tokens=trace.block_tokens)
+    a = Analyzer(units=StreamUnits(trace.block_size, "format"))
     _feed_all(a, split_batches(trace))
     curve = a.curve()
     hist = np.diff(np.concatenate([[0], curve.block_hits])).tolist()
@@ -65,7 +66,7 @@ def run_analyzer(trace: BenchTrace, capacities: list[int], prefix_accesses: int)
     batches = split_batches(trace)  # views into the trace, made before any clock starts
     prefix_batches = split_batches(trace.prefix(prefix_accesses))
     started = time.perf_counter()
-    warm = Analyzer(block_tokens=trace.block_tokens)
+    warm = Analyzer(units=StreamUnits(trace.block_size, "format"))
     _feed_all(warm, split_batches(trace.prefix(WARMUP_ACCESSES), 1 << 13))  # grows and compacts
     warm.curve()
     jit_seconds = time.perf_counter() - started
@@ -75,7 +76,7 @@ def run_analyzer(trace: BenchTrace, capacities: list[int], prefix_accesses: int)
     mem = PeakMemory()
     mem.start()
     started = time.perf_counter()
-    a = Analyzer(block_tokens=trace.block_tokens)
+    a = Analyzer(units=StreamUnits(trace.block_size, "format"))
     _feed_all(a, batches)
     fed = time.perf_counter()
     curve = a.curve()
@@ -103,7 +104,7 @@ def run_analyzer(trace: BenchTrace, capacities: list[int], prefix_accesses: int)
     }
     del a, curve
     gc.collect()
-    p = Analyzer(block_tokens=trace.block_tokens)
+    p = Analyzer(units=StreamUnits(trace.block_size, "format"))
     started = time.perf_counter()
     _feed_all(p, prefix_batches)
     p.curve()

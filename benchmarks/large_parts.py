@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kvset.units import StreamUnits
+
 
 def _curve_figures(analyzer, curve, capacities: list[int]) -> dict:
     return {
@@ -50,7 +52,7 @@ def run_reference(path: str, capacities: list[int]) -> dict:
     started = time.perf_counter()
     trace = read_trace(path, **_msgspec_only())
     read = time.perf_counter() - started
-    summary = InputSummary(path, trace.format, trace.block_tokens, requests=trace.requests)
+    summary = InputSummary(path, trace.format, trace.units, requests=trace.requests)
     result = analyze_batches(trace.batches(), summary)
     took = time.perf_counter() - started
     return {
@@ -88,13 +90,13 @@ def run_analyzer(arrays: str, capacities: list[int]) -> dict:
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         first, last = np.searchsorted(starts, [lo, hi])
         batches.append(AccessBatch(keys[lo:hi], tokens[lo:hi], starts[first:last] - lo, stamps[lo:hi], 64))
-    warm = Analyzer(block_tokens=64)
+    warm = Analyzer(units=StreamUnits(64, "format"))
     warm.feed_batch(
         AccessBatch(keys[:100_000], tokens[:100_000], np.zeros(1, np.int64), stamps[:100_000], 64)
     )
     warm.curve()
     started = time.perf_counter()
-    a = Analyzer(block_tokens=64)
+    a = Analyzer(units=StreamUnits(64, "format"))
     for b in batches:
         a.feed_batch(b)
     curve = a.curve()

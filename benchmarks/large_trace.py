@@ -42,7 +42,7 @@ LARGE_WORKLOAD = WorkloadConfig(
     document_blocks=(16, 256),
     document_zipf=1.1,
     document_share=0.3,
-    block_tokens=BLOCK_TOKENS,
+    block_size=BLOCK_TOKENS,
     requests_per_second=20.0,
 )
 # The workload's key ranges (kvset.workload): prefixes below 2^32, documents from 2^32, fresh from 2^40.

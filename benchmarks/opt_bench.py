@@ -25,6 +25,7 @@ from benchmarks.trace import make_trace, split_batches
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import simulate_min
 from kvset.core.opt import opt_histogram
+from kvset.units import StreamUnits
 
 COVERAGE = (0.5, 0.95, 0.99)
 WARMUP = 50_000
@@ -33,7 +34,7 @@ WARMUP = 50_000
 def _warm(trace) -> None:
     small = trace.prefix(WARMUP)
     opt_histogram(small.keys, request_starts=small.request_starts).curve()
-    a = Analyzer(block_tokens=trace.block_tokens)
+    a = Analyzer(units=StreamUnits(trace.block_size, "format"))
     for batch in split_batches(small, 1 << 13):
         a.feed_batch(batch)
     a.curve()
@@ -47,7 +48,7 @@ def measure(accesses: int, heap: bool) -> dict:
     mem = PeakMemory()
     mem.start()
     started = time.perf_counter()
-    hist = opt_histogram(trace.keys, trace.block_tokens, request_starts=trace.request_starts)
+    hist = opt_histogram(trace.keys, trace.block_size, request_starts=trace.request_starts)
     opt = hist.curve()
     opt_seconds = time.perf_counter() - started
     opt_bytes = mem.delta_bytes()
@@ -59,7 +60,7 @@ def measure(accesses: int, heap: bool) -> dict:
     mem = PeakMemory()
     mem.start()
     started = time.perf_counter()
-    a = Analyzer(block_tokens=trace.block_tokens)
+    a = Analyzer(units=StreamUnits(trace.block_size, "format"))
     for batch in batches:
         a.feed_batch(batch)
     lru = a.curve()

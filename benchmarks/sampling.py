@@ -33,8 +33,10 @@ import numpy as np
 from benchmarks.memory import PeakMemory
 from benchmarks.trace import BenchTrace, load_trace, make_trace, save_trace, split_batches
 from kvset.core.analyzer import Analyzer
-from kvset.core.sampling import sample_filter
+from kvset.core.sampling import SampledAnalyzer, sample_filter
+from kvset.core.stack_distance import Sampling, new_analyzer
 from kvset.formats import read_trace
+from kvset.units import StreamUnits
 from kvset.workload import WorkloadConfig, generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +60,7 @@ ISSUE_SHAPE = WorkloadConfig(
     document_blocks=(16, 256),
     document_zipf=1.1,
     document_share=0.3,
-    block_tokens=64,
+    block_size=64,
     requests_per_second=20.0,
 )
 
@@ -100,10 +102,9 @@ def plain_shards(trace: BenchTrace, rate: float, seed: int, capacities: np.ndarr
     return np.searchsorted(scaled, capacities, side="right") / max(1, int(keep.sum()))
 
 
-def _make(kind: str, block_tokens: int):
-    if kind == "exact":
-        return Analyzer(block_tokens=block_tokens)
-    return Analyzer(sample_rate=RATE, seed=0, block_tokens=block_tokens)
+def _make(kind: str, block_size: int):
+    units = StreamUnits(block_size, "format")
+    return new_analyzer(units, sampling=None if kind == "exact" else Sampling(rate=RATE, seed=0))
 
 
 def run_one(kind: str, trace_dir: Path) -> dict:
@@ -116,12 +117,12 @@ def run_one(kind: str, trace_dir: Path) -> dict:
             trace.keys[: trace.request_starts[head] if head < len(trace.request_starts) else trace.accesses],
             trace.timestamps,
             trace.request_starts[:head],
-            trace.block_tokens,
+            trace.block_size,
         ),
         1 << 13,
     )
-    _timed(lambda: _make(kind, trace.block_tokens), warm)  # compiles and loads the JIT before the clock
-    run = _timed(lambda: _make(kind, trace.block_tokens), batches)
+    _timed(lambda: _make(kind, trace.block_size), warm)  # compiles and loads the JIT before the clock
+    run = _timed(lambda: _make(kind, trace.block_size), batches)
     sample = run.curve.sample
     return {
         "seconds": run.seconds,
@@ -153,20 +154,23 @@ def measure(
         sampled_runs.append(spawn("sampled", trace_dir, cpu))
     progress(f"  {name}: errors over {seeds} seeds")
     batches = split_batches(trace)
-    exact = _timed(lambda: Analyzer(block_tokens=trace.block_tokens), batches)
+    units = StreamUnits(trace.block_size, "format")
+    exact = _timed(lambda: Analyzer(units=units), batches)
     caps = exact.curve.log_capacities(CAPACITIES)
     truth = exact.curve.hit_rates(caps)
     sampled, plain, fixed, covered = [], [], [], []
     size = sampled_runs[0]["tracked_blocks"]
     for seed in range(seeds):
-        curve = _timed(lambda s=seed: Analyzer(sample_rate=RATE, seed=s), batches).curve
+        curve = _timed(lambda s=seed: SampledAnalyzer(sample_rate=RATE, seed=s, units=units), batches).curve
         rates = curve.hit_rates(caps)
         sampled.append(_errors(rates, truth))
         covered.append(float(np.mean(np.abs(rates - truth) <= 2 * curve.hit_rate_stderrs(caps) + 1e-12)))
         plain.append(_errors(plain_shards(trace, RATE, seed, caps), truth))
         fixed.append(
             _errors(
-                _timed(lambda s=seed: Analyzer(sample_size=size, seed=s), batches).curve.hit_rates(caps),
+                _timed(
+                    lambda s=seed: SampledAnalyzer(sample_size=size, seed=s, units=units), batches
+                ).curve.hit_rates(caps),
                 truth,
             )
         )
@@ -225,7 +229,7 @@ def traces(trace_dir: Path | None, accesses: int) -> list[tuple[str, BenchTrace]
         ("agentic, issue 10's shape", BenchTrace(issue.keys, issue.timestamps, issue.request_starts, 64)),
         (
             "Mooncake FAST'25 trace (real)",
-            BenchTrace(real.keys, real.access_timestamps(), real.request_starts, real.block_tokens),
+            BenchTrace(real.keys, real.access_timestamps(), real.request_starts, real.block_size),
         ),
     ]
 

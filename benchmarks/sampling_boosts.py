@@ -21,6 +21,8 @@ from benchmarks.trace import BenchTrace, make_trace, split_batches
 from kvset.core import sampling as S
 from kvset.core import sampling_kernel as SK
 from kvset.core.analyzer import Analyzer
+from kvset.core.sampling import SampledAnalyzer
+from kvset.units import StreamUnits
 from kvset.workload import generate
 
 SEEDS = range(10, 20)
@@ -46,7 +48,7 @@ def evaluate(boosts: tuple[int, ...], trace: BenchTrace, caps: np.ndarray, truth
     try:
         errors, looked_at = [], 0
         for seed in SEEDS:
-            a = Analyzer(sample_rate=RATE, seed=seed, block_tokens=trace.block_tokens)
+            a = SampledAnalyzer(sample_rate=RATE, seed=seed, units=StreamUnits(trace.block_size, "format"))
             for b in split_batches(trace):
                 a.feed_batch(b)
             errors.append(float(np.abs(a.curve().hit_rates(caps) - truth).mean()))
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = [("HEAD_BOOSTS", S.HEAD_BOOSTS), ("previous rule", PREVIOUS)]
     tables += [(text, tuple(int(x) for x in text.split(","))) for text in args.boosts]
     for name, trace in held_out_traces(args.accesses):
-        exact = Analyzer(block_tokens=trace.block_tokens)
+        exact = Analyzer(units=StreamUnits(trace.block_size, "format"))
         for b in split_batches(trace):
             exact.feed_batch(b)
         curve = exact.curve()

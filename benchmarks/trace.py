@@ -35,7 +35,7 @@ class BenchTrace:
     keys: np.ndarray  # uint64, one access each
     timestamps: np.ndarray  # float64 seconds, one per access
     request_starts: np.ndarray  # int64
-    block_tokens: int
+    block_size: int  # tokens per block
 
     @property
     def accesses(self) -> int:
@@ -45,7 +45,7 @@ class BenchTrace:
         """The first n accesses, extended to the end of the request that access n-1 belongs to."""
         i = int(np.searchsorted(self.request_starts, n, side="left"))
         cut = int(self.request_starts[i]) if i < len(self.request_starts) else self.accesses
-        return BenchTrace(self.keys[:cut], self.timestamps[:cut], self.request_starts[:i], self.block_tokens)
+        return BenchTrace(self.keys[:cut], self.timestamps[:cut], self.request_starts[:i], self.block_size)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def make_trace(accesses: int = ACCESSES, **overrides) -> BenchTrace:
     params = {**BENCH_WORKLOAD, **overrides}
     batch = generate(accesses, WorkloadConfig(), **params)
     assert batch.request_starts is not None and isinstance(batch.timestamps, np.ndarray)
-    return BenchTrace(batch.keys, batch.timestamps, batch.request_starts, int(batch.block_tokens or 1))
+    return BenchTrace(batch.keys, batch.timestamps, batch.request_starts, int(batch.block_size or 1))
 
 
 def shape_of(trace: BenchTrace, **overrides) -> TraceShape:
@@ -99,7 +99,7 @@ def split_batches(trace: BenchTrace, max_accesses: int = BATCH_ACCESSES) -> list
                 keys=trace.keys[begin:end],
                 request_starts=trace.request_starts[first:last] - begin,
                 timestamps=trace.timestamps[begin:end],
-                block_tokens=trace.block_tokens,
+                block_size=trace.block_size,
             )
         )
         first = last
@@ -111,7 +111,7 @@ def save_trace(trace: BenchTrace, directory: Path) -> None:
     np.save(directory / "keys.npy", trace.keys)
     np.save(directory / "timestamps.npy", trace.timestamps)
     np.save(directory / "request_starts.npy", trace.request_starts)
-    (directory / "block_tokens.txt").write_text(str(trace.block_tokens))
+    (directory / "block_tokens.txt").write_text(str(trace.block_size))
 
 
 def load_trace(directory: Path) -> BenchTrace:
@@ -119,7 +119,7 @@ def load_trace(directory: Path) -> BenchTrace:
         keys=np.load(directory / "keys.npy"),
         timestamps=np.load(directory / "timestamps.npy"),
         request_starts=np.load(directory / "request_starts.npy"),
-        block_tokens=int((directory / "block_tokens.txt").read_text()),
+        block_size=int((directory / "block_tokens.txt").read_text()),  # the file keeps its old name
     )
 
 

@@ -1,8 +1,15 @@
 """The pipeline: sources in worker threads -> analyzer -> snapshots, published at a steady pace.
 
-    monitor = Monitor([DemoSource()], analyzer=Analyzer(), builder=SnapshotBuilder(SnapshotConfig()))
+    monitor = Monitor([DemoSource()], analyzer=new_analyzer, builder=SnapshotBuilder(SnapshotConfig()))
     monitor.run(stop, publish)      # blocking: call it from a worker thread
     snapshot = monitor.collect(10)  # or: run until the sources finish (or 10 s), return the last snapshot
+
+The analyzer is made (by the factory given) once the stream's units are known: from the first
+source that says them (at the start, or with its first accesses: a trace's settled block size, the
+first KV event's); accesses of a source that has not said its units yet wait for it. A batch whose
+block size is not the stream's is refused and counted against its source, never mixed in.
+Until then snapshots are of an empty analyzer in provisional units (a source's, the engine's
+/metrics', or vLLM's default).
 
 Only the thread that calls run/collect touches the analyzer. Accesses that carry a data-parallel
 rank (a KV-events source with several endpoints) are also fed to one analyzer per rank, each rank's
@@ -26,8 +33,9 @@ from dataclasses import replace
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
-from kvset.core.analyzer import MAX_TIMESTAMP, Analyzer
+from kvset.core.feed_args import MAX_TIMESTAMP
 from kvset.core.opt import opt_histogram
+from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.engine_model import EngineModel
 from kvset.figures.inputs import OptCurve
 from kvset.formats.record import TraceRecorder
@@ -37,6 +45,7 @@ from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 QUEUE_UPDATES = 64
 LIVE_KINDS = ("events", "log", "metrics")  # sources stamped with the engine's clock, not a trace's
@@ -46,6 +55,12 @@ ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
 OPT_WAITING = "Belady MIN: once the whole trace is replayed"
 OPT_COMPUTING = "Belady MIN: computing the whole trace's curve…"
+NEVER_SAID_UNITS = "the source never said its block size: accesses not analyzed"
+
+# Makes the stream's analyzer from its units: factory(units), and factory(units, fine_slots=1,
+# coarse_slots=1) for a rank's all-time one (kvset.core.stack_distance.new_analyzer, its horizon,
+# order and sampling bound with functools.partial).
+AnalyzerFactory = Callable[..., StackDistanceAnalyzer]
 
 
 class _Finished:
@@ -59,20 +74,26 @@ class Monitor:
     def __init__(
         self,
         sources: Sequence[Source],
-        analyzer: Analyzer,
+        analyzer: AnalyzerFactory,
         builder: SnapshotBuilder,
         interval: float = 1.0,
         recorder: TraceRecorder | None = None,
         opt: bool = False,
     ) -> None:
-        """recorder: saves every delivered access as a trace file (closed when the monitor stops);
+        """analyzer: makes the analyzer once the stream's units are known (see AnalyzerFactory);
+        recorder: saves every delivered access as a trace file (closed when the monitor stops);
         opt: keep a copy of every access analyzed and, once every source has finished (a whole trace
         file), compute Belady MIN's curve of them here, in the pipeline thread, for every later
         snapshot (kvset.core.opt; 12-16 bytes an access until then)."""
         if not sources:
             raise ValueError("a monitor needs at least one source")
         self.sources = list(sources)
-        self.analyzer = analyzer
+        self.new_analyzer = analyzer
+        self.analyzer: StackDistanceAnalyzer | None = None  # made once the stream's units are known
+        self.units: StreamUnits | None = None  # the stream's
+        self._source_units: list[StreamUnits | None] = [s.units for s in self.sources]
+        self._held: deque[tuple[int, AccessBatch]] = deque()  # accesses of sources yet to say their units
+        self._placeholder: StackDistanceAnalyzer | None = None  # empty, for snapshots until then
         self.builder = builder
         self.interval = float(interval)
         self.recorder = recorder
@@ -93,14 +114,17 @@ class Monitor:
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
         self._listeners: list[Callable[[Snapshot], None]] = []
-        self.rank_analyzers: dict[int, Analyzer] = {}  # data-parallel rank -> its own accesses' analyzer
+        # data-parallel rank -> the analyzer of that rank's own accesses
+        self.rank_analyzers: dict[int, StackDistanceAnalyzer] = {}
         # The backlog: updates with accesses queued for the analyzer, and their accesses, per source.
         self._queued_lock = threading.Lock()
         self._queued = [0] * len(self.sources)
         self._queued_accesses = [0] * len(self.sources)
-        self._opt_stream = AnalyzedStream(analyzer.order, analyzer.block_tokens or 1) if opt else None
+        self.opt = opt
+        self._opt_stream: AnalyzedStream | None = None  # made with the analyzer
         self._opt: OptCurve | None = None
         self._opt_note: str | None = OPT_WAITING if opt else None
+        self._opt_done = False
 
     # -- source threads ----------------------------------------------------
     def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
@@ -165,8 +189,11 @@ class Monitor:
     def _apply(self, index: int, update: SourceUpdate) -> None:
         if update.accesses is not None:
             self._count_queued(index, -1, -len(update.accesses))
+        if update.units is not None and self._source_units[index] is None:
+            self._source_units[index] = update.units
+            self._release_held()
         if update.accesses is not None and len(update.accesses):
-            self._feed(index, update.accesses)
+            self._intake(index, update.accesses)
         if update.health is not None:
             self._health[index] = update.health
             self._changed = True
@@ -183,8 +210,74 @@ class Monitor:
             self.engine_model.add(index, update.engine_model)
             self._changed = True
 
+    # -- the stream's units ------------------------------------------------
+    def _intake(self, index: int, batch: AccessBatch) -> None:
+        """A batch in: held while its source has not said its units, else analyzed."""
+        units = self._source_units[index]
+        if units is None:
+            self._held.append((index, batch))
+            return
+        if self.analyzer is None:
+            self._start_analysis(units)
+        self._feed(index, batch)
+
+    def _start_analysis(self, units: StreamUnits) -> None:
+        """The stream's units are known: make its analyzer (and MIN's copy of the stream)."""
+        self.units = units
+        self.analyzer = self.new_analyzer(units)
+        self._placeholder = None
+        if self.opt:
+            self._opt_stream = AnalyzedStream(self.analyzer.order, units.block_size)
+        self._changed = True
+
+    def _release_held(self) -> None:
+        """Feed, in their order, the held accesses of the sources that have said their units now."""
+        held, self._held = self._held, deque()
+        for index, batch in held:
+            self._intake(index, batch)
+
+    def _drop_held(self, index: int) -> None:
+        """A source that ended without saying its units: its held accesses are refused, counted."""
+        dropped = [b for i, b in self._held if i == index]
+        if dropped:
+            self._held = deque((i, b) for i, b in self._held if i != index)
+            self._pipeline_rejects[index].reject(NEVER_SAID_UNITS, count=sum(len(b) for b in dropped))
+
+    def provisional_units(self) -> StreamUnits:
+        """The units snapshots are in before the stream's are known: a source's that said them, else
+        the engine's block size where its /metrics say it, else vLLM's default."""
+        if self.units is not None:
+            return self.units
+        said = next((u for u in self._source_units if u is not None), None)
+        if said is not None:
+            return said
+        for index, reading in self._engine.items():
+            if self.sources[index].kind == "metrics" and reading.block_size:
+                return StreamUnits(reading.block_size, "metrics")
+        return DEFAULT_UNITS
+
+    def _snapshot_analyzer(self) -> StackDistanceAnalyzer:
+        if self.analyzer is not None:
+            return self.analyzer
+        units = self.provisional_units()
+        if self._placeholder is None or self._placeholder.units != units:
+            self._placeholder = self.new_analyzer(units)
+        return self._placeholder
+
+    # -- analysis ----------------------------------------------------------
     def _feed(self, index: int, batch: AccessBatch) -> None:
         """Analyze one batch; accesses the analyzer cannot take are counted against their source."""
+        analyzer, units, source_units = self.analyzer, self.units, self._source_units[index]
+        assert analyzer is not None and units is not None and source_units is not None
+        block_size = batch.block_size or source_units.block_size  # the batch's, else its source's
+        if block_size != units.block_size:
+            self._pipeline_rejects[index].reject(
+                f"blocks of {block_size:,} tokens in a stream of {units.block_size:,}-token blocks: "
+                "accesses refused",
+                count=len(batch),
+            )
+            self._changed = True
+            return
         kind = self.sources[index].kind
         if batch.timestamps is not None:
             batch = self._drop_unusable_times(index, batch)
@@ -193,7 +286,7 @@ class Monitor:
         if not len(batch):
             return
         try:
-            self.analyzer.feed_batch(batch)
+            analyzer.feed_batch(batch)
         except ValueError as exc:
             self._pipeline_rejects[index].reject(f"batch refused by the analyzer: {exc}", count=len(batch))
             self._changed = True
@@ -203,33 +296,17 @@ class Monitor:
         if self._opt_stream is not None:
             self._opt_stream.add(batch)
         if self.recorder is not None:
-            self.recorder.write(batch)
+            self.recorder.write(batch, block_size=units.block_size)
         self._rate_window.append((time.monotonic(), len(batch)))
         self._changed = True
 
-    def _rank_analyzer(self, rank: int) -> Analyzer:
+    def _rank_analyzer(self, rank: int) -> StackDistanceAnalyzer:
         analyzer = self.rank_analyzers.get(rank)
         if analyzer is None:
-            merged = self.analyzer
             # all time only (the per-rank views are all-time): one slot per ring instead of hundreds;
             # sampled as the merged stream is, so a rank's curve is as good as the merged one's
-            sample = merged.sampling
-            sampling = (
-                {}
-                if sample is None
-                else {
-                    "seed": sample.seed,
-                    **({"sample_size": sample.size} if sample.size else {"sample_rate": sample.rate}),
-                }
-            )
-            analyzer = Analyzer(
-                horizon=merged.horizon,
-                order=merged.order,
-                block_tokens=merged.block_tokens,
-                fine_slots=1,
-                coarse_slots=1,
-                **sampling,
-            )
+            assert self.units is not None  # a rank's accesses come after the stream's units
+            analyzer = self.new_analyzer(self.units, fine_slots=1, coarse_slots=1)
             self.rank_analyzers[rank] = analyzer
         return analyzer
 
@@ -293,6 +370,7 @@ class Monitor:
                 return
             if isinstance(item, _Finished):
                 self._finished.add(item.index)
+                self._drop_held(item.index)
                 h = self._health[item.index]
                 if not h.finished and not self._stopping:
                     # the source ended on its own; one we stopped keeps its last state ("down: ...")
@@ -333,7 +411,7 @@ class Monitor:
 
     def snapshot(self) -> Snapshot:
         snap = self.builder.build(
-            self.analyzer,
+            self._snapshot_analyzer(),
             Readings(
                 sources=tuple(self._health_with_pipeline_rejects(i) for i in range(len(self.sources))),
                 engine=self.engine_reading(),
@@ -362,7 +440,7 @@ class Monitor:
         try:
             while not stop.is_set():
                 self._drain(min(0.1, self.interval))
-                if self._opt_stream is not None and self.all_finished:
+                if self.opt and not self._opt_done and self.all_finished:
                     self._opt_note = OPT_COMPUTING
                     publish(self.snapshot())  # say so first: a long trace takes a while
                     self._finish_opt()
@@ -390,7 +468,7 @@ class Monitor:
             self._drain(0.0)
             self._join()
             self._drain(0.0)
-        if self._opt_stream is not None:
+        if self.opt and not self._opt_done:
             self._finish_opt()
         return self.snapshot()
 
@@ -398,14 +476,13 @@ class Monitor:
         """Belady MIN's curve of every access analyzed, once: only when the sources read their whole
         input (MIN needs the future of every access); the copy of the accesses is let go after."""
         stream, self._opt_stream = self._opt_stream, None
+        self._opt_done = True
         self._changed = True
-        if stream is None:
-            return
         if not all(h.finished for h in self._health):  # stopped (a --duration, a quit) before its end
             self._opt_note = "Belady MIN not computed: the trace was not read to its end"
         elif any(h.state.startswith("failed") for h in self._health):
             self._opt_note = "Belady MIN not computed: the trace could not be read to its end"
-        elif not len(stream):
+        elif stream is None or not len(stream):
             self._opt_note = "Belady MIN not computed: no block access"
         else:
             keys, tokens = stream.arrays()

@@ -15,9 +15,10 @@ from queue import Full, Queue
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
-from kvset.core.analyzer import DEFAULT_HORIZON, Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.feed_args import DEFAULT_HORIZON
 from kvset.core.opt import OptHistogram, opt_histogram
+from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
 from kvset.figures.inputs import OptCurve
 from kvset.formats import read_trace
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
@@ -25,6 +26,7 @@ from kvset.rejects import RejectCounter
 from kvset.snapshot import InputRead, Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import AccessBatch
+from kvset.units import StreamUnits
 
 DEFAULT_TARGETS = (0.95, 0.99, 0.999)
 
@@ -35,7 +37,7 @@ class InputSummary:
 
     name: str
     format: str
-    block_tokens: int | None
+    units: StreamUnits | None  # the stream's (None until a trace read as a stream settles them)
     requests: int = 0
     lines: int = 0
     rejects: RejectCounter = field(default_factory=RejectCounter)
@@ -47,7 +49,7 @@ class InputSummary:
 @dataclass
 class AnalysisResult:
     input: InputSummary
-    analyzer: Analyzer
+    analyzer: StackDistanceAnalyzer
     curve: HitRateCurve
     analyze_seconds: float
     opt: OptAnalysis | None = None  # Belady MIN's curve of the same stream, when asked for (--opt)
@@ -72,17 +74,15 @@ def analyze_batches(
     horizon: int = DEFAULT_HORIZON,
     order: str = "forward",
     *,
-    sample_rate: float | None = None,
-    sample_size: int | None = None,
-    seed: int = 0,
+    sampling: Sampling | None = None,
 ) -> AnalysisResult:
-    """The analysis of an access stream; with sample_rate or sample_size a sampled one (estimates).
+    """The analysis of an access stream in summary.units; with `sampling` a sampled one (estimates).
     A TraceStream is parsed on a thread of its own while the analyzer runs on this one, and read
     whole when it has to be (its notes say so)."""
-    sampling = {"sample_rate": sample_rate, "sample_size": sample_size, "seed": seed}
     if isinstance(batches, TraceStream):
-        return analyze_stream(batches, summary, horizon, order, **sampling)
-    analyzer = Analyzer(horizon=horizon, order=order, block_tokens=summary.block_tokens, **sampling)
+        return analyze_stream(batches, summary, horizon, order, sampling)
+    assert summary.units is not None, "the units of a stream read whole are known before its analysis"
+    analyzer = new_analyzer(summary.units, horizon, order, sampling)
     t0 = time.perf_counter()
     requests = 0
     for batch in batches:
@@ -120,12 +120,12 @@ def analyze_stream(
     summary: InputSummary,
     horizon: int = DEFAULT_HORIZON,
     order: str = "forward",
-    **sampling,
+    sampling: Sampling | None = None,
 ) -> AnalysisResult:
-    """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL).
-    sampling: Analyzer's sample_rate, sample_size and seed."""
+    """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL). The
+    analyzer is made with the first batch: the stream has settled its units by then."""
     t0 = time.perf_counter()
-    analyzer = Analyzer(horizon=horizon, order=order, **sampling)
+    analyzer: StackDistanceAnalyzer | None = None
     queue: Queue = Queue(maxsize=_QUEUED)
     stop = threading.Event()
     worker = threading.Thread(target=_parse_into, args=(stream, queue, stop), name="kvset-parse", daemon=True)
@@ -138,8 +138,10 @@ def analyze_stream(
                 break
             if isinstance(item, BaseException):
                 raise item
-            if first_batch_at is None:
+            if analyzer is None:
                 first_batch_at = time.perf_counter()
+                assert stream.units is not None
+                analyzer = new_analyzer(stream.units, horizon, order, sampling)
             analyzer.feed_batch(item)
     except NeedsWholeTrace as why:
         stop.set()
@@ -160,13 +162,14 @@ def analyze_stream(
     # the two overlap: "read" is the time before the analysis could start, "analyze" the rest
     started = first_batch_at or t0
     summary.read_seconds = started - t0
+    assert analyzer is not None  # a stream without a request raised when it ended
     curve = analyzer.curve()
     return AnalysisResult(summary, analyzer, curve, time.perf_counter() - started)
 
 
 def _summarize(summary: InputSummary, read, notes: list[str]) -> None:
     summary.format = read.format
-    summary.block_tokens = read.block_tokens
+    summary.units = read.units
     summary.requests = read.requests
     summary.lines = read.lines
     summary.rejects = read.rejects
@@ -175,20 +178,26 @@ def _summarize(summary: InputSummary, read, notes: list[str]) -> None:
 
 
 def _analyze_whole(
-    stream: TraceStream, summary: InputSummary, horizon: int, order: str, why: str, t0: float, sampling: dict
+    stream: TraceStream,
+    summary: InputSummary,
+    horizon: int,
+    order: str,
+    why: str,
+    t0: float,
+    sampling: Sampling | None,
 ) -> AnalysisResult:
     """The whole-file path: read_trace (sorts all requests, settles the block size on all of them)."""
     p = stream.parser
     trace = read_trace(
         stream.path,
         format=stream.given_format,
-        block_size=stream.given_block,
+        block_size=stream.given_block_size,
         strict=p.strict,
         hash_algo=p.hash_algo,
         python_hash_seed=p.python_hash_seed,
     )
     _summarize(summary, trace, trace.notes + [f"read whole, not as a stream: {why}"])
-    result = analyze_batches(trace.batches(), summary, horizon, order, **sampling)
+    result = analyze_batches(trace.batches(), summary, horizon, order, sampling=sampling)
     result.analyze_seconds = time.perf_counter() - t0
     return result
 

@@ -2,8 +2,9 @@
 
 Sources yield `SourceUpdate`s holding block accesses (`AccessBatch`), their own health
 (`SourceHealth`), the engine's operating point (`EngineReading`) and timeline events. The file
-formats and the demo workload produce `AccessBatch`es too; the analyzer consumes them. Nothing
-here imports anything of kvset but the rejection counter's value type and the text escaper.
+formats and the demo workload produce `AccessBatch`es too; the analyzer consumes them. A source
+says the units of its stream (kvset.units.StreamUnits) in an update, once it knows them. Nothing
+here imports anything of kvset but the units, the rejection counter's value type and the text escaper.
 
 Every text field of these types can quote input (a log line, a /metrics label, a KV-event string,
 an exception's message about a file), so it is passed through kvset.text.printable when the value
@@ -12,12 +13,14 @@ is built: no view can receive a raw control character, whichever view it is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from kvset.rejects import Rejection
 from kvset.text import printable
+from kvset.units import EnginePool, StreamUnits
 
 
 def _escape_fields(value: object, *names: str) -> None:
@@ -30,20 +33,23 @@ def _escape_fields(value: object, *names: str) -> None:
 class AccessBatch:
     """Block accesses in order. keys: uint64, one access each.
 
-    tokens: tokens each access covers (None: `block_tokens` each);
+    tokens: tokens each access covers (None: a whole block of the stream each);
     request_starts: indices into keys where a request begins (None: one request per batch
     is not assumed; the batch is a plain access stream);
     timestamps: seconds (one float for the batch, or one per access; None: wall time on arrival);
     rank: the data-parallel rank whose own cache saw each access (one int for the batch, or one per
     access; None: the stream has no ranks). Engines with several ranks publish each rank's events
     separately; the monitor analyzes each rank beside the merged stream.
+    block_size: tokens per block of these accesses, where the source knows it batch by batch (None:
+    the stream's, as its source declared them); a batch whose block size is not the stream's is
+    refused by the monitor, never mixed in.
     """
 
     keys: np.ndarray
     tokens: np.ndarray | None = None
     request_starts: np.ndarray | None = None
     timestamps: np.ndarray | float | None = None
-    block_tokens: int | None = None
+    block_size: int | None = None
     rank: np.ndarray | int | None = None
 
     def __len__(self) -> int:
@@ -83,18 +89,22 @@ class AccessBatch:
             tokens=part(self.tokens),
             request_starts=starts,
             timestamps=part(self.timestamps),
-            block_tokens=self.block_tokens,
+            block_size=self.block_size,
             rank=part(self.rank),
         )
 
 
 @dataclass(frozen=True)
 class EngineReading:
-    """What the engine itself says: its operating point and its own cache counters."""
+    """What the engine itself says: its operating point and its own cache counters.
+
+    pools: the engine's KV block pools as it counts them, one per engine or data-parallel rank
+    (None: this reading does not say), kept in the engine's own blocks until a figure needs them
+    in the stream's (`pool_blocks`, `rank_pool_blocks`); block_size: the engine's tokens per block
+    where the reading knows it without a pool (the KV events)."""
 
     at: float  # wall time of the reading
-    capacity_blocks: int | None = None
-    capacity_tokens: int | None = None
+    pools: tuple[EnginePool, ...] | None = None
     block_size: int | None = None
     token_hit_rate: float | None = None  # the engine's measured prefix-cache hit rate (tokens)
     hit_rate_window_s: float | None = None  # over what period the engine measured it
@@ -109,16 +119,44 @@ class EngineReading:
 
     def __post_init__(self) -> None:
         _escape_fields(self, "label")
+        if self.block_size is None and self.pools:
+            sizes = {p.block_size for p in self.pools}
+            if len(sizes) == 1:
+                object.__setattr__(self, "block_size", sizes.pop())
 
-    def capacity_in_blocks(self, block_tokens: int | None) -> int | None:
-        """The pool in blocks of `block_tokens` tokens (the analyzed stream's blocks, which need not
-        be the engine's own: a Mooncake trace has 512 tokens a block, vLLM 16)."""
-        tokens = self.capacity_tokens
-        if not tokens and self.capacity_blocks and self.block_size:
-            tokens = self.capacity_blocks * self.block_size
-        if tokens and block_tokens:
-            return int(tokens // block_tokens)
-        return int(self.capacity_blocks) if self.capacity_blocks else None
+    @property
+    def capacity_blocks(self) -> int | None:
+        """The engine's pools in its own blocks, summed (None: no pool known)."""
+        return sum(p.num_gpu_blocks for p in self.pools) if self.pools else None
+
+    @property
+    def capacity_tokens(self) -> int | None:
+        return sum(p.tokens for p in self.pools) if self.pools else None
+
+    def pool_blocks(self, units: StreamUnits) -> int | None:
+        """The whole pool as a cache of the stream's blocks (each pool converted on its own)."""
+        return sum(p.in_stream_blocks(units) for p in self.pools) if self.pools else None
+
+    def rank_pool_blocks(self, units: StreamUnits, ranks: list[int]) -> dict[int, int] | None:
+        """Each data-parallel rank's own pool in the stream's blocks: the pool the engine labels with
+        the rank's number, else the pools in order when there are as many as ranks. None when the
+        pools cannot be told apart by rank (one pool for several ranks, or none)."""
+        pools = self.pools or ()
+        by_rank = {_rank_of(p.engine): p for p in pools}
+        if ranks and None not in by_rank and len(by_rank) == len(pools) and all(r in by_rank for r in ranks):
+            return {r: by_rank[r].in_stream_blocks(units) for r in ranks}
+        if ranks and len(pools) == len(ranks):
+            return {r: p.in_stream_blocks(units) for r, p in zip(sorted(ranks), pools, strict=True)}
+        return None
+
+
+def _rank_of(engine: str) -> int | None:
+    """The data-parallel rank an engine label names: vLLM's `engine` label ("0", "1"), a log's
+    process ("EngineCore_DP1"), SGLang's pool ("DP1"); None for a label that names none."""
+    if engine.isdigit():
+        return int(engine)
+    m = re.search(r"DP\s*(\d+)", engine)
+    return int(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)
@@ -186,8 +224,12 @@ class EngineModelDelta:
 
 @dataclass(frozen=True)
 class SourceUpdate:
+    """units: the units of the source's stream, once the source knows them (on or before the update
+    with its first accesses; a source that knows them from the start says so in `Source.units`)."""
+
     accesses: AccessBatch | None = None
     health: SourceHealth | None = None
     engine: EngineReading | None = None
     events: tuple[TimelineEvent, ...] = field(default_factory=tuple)
     engine_model: EngineModelDelta | None = None
+    units: StreamUnits | None = None

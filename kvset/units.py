@@ -62,3 +62,42 @@ class StreamUnits:
         if self.convention == FLOOR:
             text += "; full blocks only"
         return text + ")"
+
+
+# The units of a stream nothing said anything about: vLLM's default block size, assumed.
+DEFAULT_UNITS = StreamUnits(DEFAULT_BLOCK_SIZE, "default")
+
+# vLLM's block pool keeps one block as its null block: counted in num_gpu_blocks, never cached.
+NULL_BLOCKS_VLLM = 1
+
+
+@dataclass(frozen=True)
+class EnginePool:
+    """One engine's KV block pool (one data-parallel rank's), as that engine counts it.
+
+    vLLM's names: `num_gpu_blocks` blocks of `block_size` tokens each. `null_blocks` of them never
+    hold a cached prefix (vLLM: its null block). `engine` is the engine's label where the engine
+    gives one (vLLM's `engine` label, the data-parallel rank), "" where there is one engine.
+    """
+
+    num_gpu_blocks: int
+    block_size: int
+    null_blocks: int = 0
+    engine: str = ""
+
+    def __post_init__(self) -> None:
+        if int(self.block_size) < 1 or int(self.num_gpu_blocks) < 0 or int(self.null_blocks) < 0:
+            raise ValueError(
+                f"not a block pool: {self.num_gpu_blocks!r} blocks of {self.block_size!r} tokens"
+            )
+
+    @property
+    def tokens(self) -> int:
+        """The tokens the whole pool holds, the null block included (what the engine reports)."""
+        return self.num_gpu_blocks * self.block_size
+
+    def in_stream_blocks(self, units: StreamUnits) -> int:
+        """The pool as a cache of the stream's blocks: the blocks that can hold a cached prefix, in
+        tokens, over the stream's block size. The one place a pool changes units."""
+        usable = max(0, self.num_gpu_blocks - self.null_blocks)
+        return usable * self.block_size // units.block_size

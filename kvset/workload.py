@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_BLOCK_SIZE
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class WorkloadConfig:
     document_blocks: tuple[int, int] = (4, 32)
     document_zipf: float = 1.2
     document_share: float = 0.3  # share of turns that also read a document
-    block_tokens: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE  # tokens per block
     requests_per_second: float = 40.0  # Poisson arrivals (trace time)
     compaction_blocks: int = 8  # history size after a compaction phase
 
@@ -157,13 +158,13 @@ class AgenticWorkload:
             stamps.append(np.full(len(k), t))
             n += len(k)
         if not keys:
-            return AccessBatch(np.zeros(0, np.uint64), block_tokens=self.config.block_tokens)
+            return AccessBatch(np.zeros(0, np.uint64), block_size=self.config.block_size)
         return AccessBatch(
             keys=np.concatenate(keys),
             tokens=None,
             request_starts=np.asarray(starts, dtype=np.int64),
             timestamps=np.concatenate(stamps),
-            block_tokens=self.config.block_tokens,
+            block_size=self.config.block_size,
         )
 
     def batches(self, total_accesses: int, max_accesses: int = 1 << 18) -> Iterator[AccessBatch]:
@@ -183,5 +184,5 @@ def generate(total_accesses: int, config: WorkloadConfig | None = None, **overri
         keys=np.concatenate([b.keys for b in parts]),
         request_starts=np.concatenate([b.request_starts + o for b, o in zip(parts, offsets, strict=True)]),
         timestamps=np.concatenate([b.timestamps for b in parts]),
-        block_tokens=cfg.block_tokens,
+        block_size=cfg.block_size,
     )

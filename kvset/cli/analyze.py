@@ -24,6 +24,7 @@ from kvset.cli.flags import (
 )
 from kvset.cli.from_flags import geometry_from_args
 from kvset.cli.inputs import InputError, load_input
+from kvset.core.stack_distance import Sampling
 from kvset.figures import curve, tiers
 from kvset.figures.base import ANALYZE
 from kvset.figures.inputs import CAPACITY
@@ -85,9 +86,7 @@ def run(args: argparse.Namespace) -> int:
             summary,
             horizon=args.horizon,
             order=args.order,
-            sample_rate=args.sample,
-            sample_size=args.sample_size,
-            seed=args.seed,
+            sampling=Sampling.of(args.sample, args.sample_size, args.seed),
         )
         if args.opt and result.accesses:
             result.opt = opt_analysis(batches(), args.order)

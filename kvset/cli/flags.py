@@ -7,7 +7,9 @@ figures' own options (targets, --capacity, tiers, the hybrid reserve's concurren
 are declared as data by the figures (kvset.figures) and put on the parsers by
 kvset.cli.figure_flags. A flag a command shares with another keeps one meaning.
 Engine-source flags other than --log and --metrics carry a prefix so they cannot collide with a
-command's own (--block-size of a trace, --interval of the UI).
+command's own (--interval of the UI). The stream's units have one set of flags whatever the source
+(`add_units_arguments`: --block-size, --hash-algo, --python-hash-seed); flags that once said them
+per source are refused with the one to give instead (`REMOVED_FLAGS`).
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
-from kvset.geometry.model import DEFAULT_BLOCK_SIZE
 from kvset.sources.kv_events import DEFAULT_MEDIUM
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
 from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
+from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
 # argparse's parser and its argument groups both have add_argument
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -76,32 +78,68 @@ def add_csv_argument(p: Parser, meaning: str) -> None:
     p.add_argument("--csv", action="store_true", help=meaning)
 
 
-# -- what is read: a trace, the demo ----------------------------------------------------------------
-def add_block_size_argument(p: Parser, default: int | None = None) -> None:
-    known = (
-        f"default {default}, as vLLM"
-        if default is not None
-        else "default: the trace format's, 512 mooncake, 16 bailian and token ids"
-    )
+# -- the stream's units: one set of flags, whatever the source ---------------------------------------
+STREAM_BLOCK_SIZE = (
+    "tokens per block of the stream: a trace's (default: its format's, 512 mooncake, 16 bailian, or "
+    "as its lines say), the engine's for --events whose events do not carry it and for --log, whose "
+    f"prompts are hashed with it (default {DEFAULT_BLOCK_SIZE}, vLLM's), the demo's"
+)
+
+
+def add_block_size_argument(p: Parser, default: int | None = None, meaning: str = STREAM_BLOCK_SIZE) -> None:
     p.add_argument(
         "--block-size",
         type=positive_int,
         default=default,
         metavar="TOKENS",
-        help=f"tokens per KV block ({known})",
+        help=meaning,
     )
 
 
+def add_units_arguments(p: Parser) -> None:
+    """The stream's units (kvset.units.StreamUnits): its block size, and the hash kvset makes block
+    keys with from token ids (token-id traces, vLLM logs); the flags once given per source are refused."""
+    add_block_size_argument(p)
+    p.add_argument(
+        "--hash-algo",
+        choices=HASH_ALGOS,
+        default=DEFAULT_HASH_ALGO,
+        help=f"vLLM's --prefix-caching-hash-algo, for token ids in a trace or a log (default {DEFAULT_HASH_ALGO})",
+    )
+    p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
+    add_removed_arguments(p)
+
+
+# old flag -> the one that replaced it
+REMOVED_FLAGS = {
+    "--log-block-size": "--block-size",
+    "--events-block-size": "--block-size",
+    "--log-hash-algo": "--hash-algo",
+    "--log-hash-seed": "--python-hash-seed",
+}
+
+
+class _Removed(argparse.Action):
+    """A flag that is gone: a one-line usage error naming the one to give instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001 - argparse's
+        instead = REMOVED_FLAGS[str(option_string)]
+        parser.error(
+            f"{option_string} is gone: give {instead} {values}, which means the same for every source"
+        )
+
+
+def add_removed_arguments(p: Parser, flags=tuple(REMOVED_FLAGS)) -> None:
+    for flag in flags:
+        p.add_argument(flag, action=_Removed, help=argparse.SUPPRESS, metavar="VALUE")
+
+
+# -- what is read: a trace, the demo ----------------------------------------------------------------
 def add_trace_arguments(p: Parser) -> None:
-    """How a trace file is read: its format, block size and (token-id traces) vLLM's hash."""
+    """How a trace file is read: its format (its units: add_units_arguments)."""
     p.add_argument(
         "--format", choices=FORMATS, help="trace format (default: detected from the first request)"
     )
-    add_block_size_argument(p)
-    p.add_argument(
-        "--hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM block hash for token-id traces"
-    )
-    p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
 
 
 def add_demo_argument(p: Parser) -> None:
@@ -125,6 +163,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
         help=f"size of the demo workload (default {DEMO_ACCESSES:,})",
     )
     add_trace_arguments(p)
+    add_units_arguments(p)
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     add_log_arguments(p, live=False)
 
@@ -243,7 +282,9 @@ def add_kv_dtype_argument(p: Parser) -> None:
 def add_kv_cache_arguments(p: Parser) -> None:
     """`kvset model`: the KV dtype and the block its bytes per block are counted in."""
     add_kv_dtype_argument(p)
-    add_block_size_argument(p, default=DEFAULT_BLOCK_SIZE)
+    add_block_size_argument(
+        p, default=DEFAULT_BLOCK_SIZE, meaning=f"tokens per KV block (default {DEFAULT_BLOCK_SIZE}, vLLM's)"
+    )
 
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:
@@ -272,21 +313,6 @@ def add_log_arguments(parser: argparse.ArgumentParser, live: bool = True) -> Non
     g = parser.add_argument_group("engine log (--log)")
     g.add_argument("--log", metavar="PATH", help="a vLLM or SGLang log file (plain or .gz when read whole)")
     g.add_argument("--log-engine", choices=ENGINES, default="auto", help="which engine wrote the log")
-    g.add_argument(
-        "--log-block-size",
-        type=positive_int,
-        default=16,
-        metavar="N",
-        help="the engine's block size (vLLM: 16)",
-    )
-    g.add_argument(
-        "--log-hash-algo", choices=HASH_ALGOS, default="sha256", help="vLLM --prefix-caching-hash-algo"
-    )
-    g.add_argument(
-        "--log-hash-seed",
-        metavar="SEED",
-        help="PYTHONHASHSEED the engine ran with (changes vLLM's root hash)",
-    )
     g.add_argument(
         "--log-max-log-len",
         type=positive_int,
@@ -360,13 +386,6 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
         "else the first group seen)",
     )
     group.add_argument(
-        "--events-block-size",
-        type=positive_int,
-        default=16,
-        metavar="N",
-        help="tokens per block for events that carry neither block_size nor token_ids (default 16)",
-    )
-    group.add_argument(
         "--replay-timeout",
         type=positive_float,
         default=1.0,
@@ -404,6 +423,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
         help="replay/demo speed: trace seconds per second, or 'max' (default 1)",
     )
     add_trace_arguments(src)
+    add_units_arguments(src)
 
     add_events_arguments(p)
     add_log_arguments(p)

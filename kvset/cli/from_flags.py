@@ -42,9 +42,9 @@ def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | 
         args.log,
         follow=follow,
         engine=args.log_engine,
-        block_size=args.log_block_size,
-        hash_algo=args.log_hash_algo,
-        python_hash_seed=args.log_hash_seed,
+        block_size=args.block_size,
+        hash_algo=args.hash_algo,
+        python_hash_seed=args.python_hash_seed,
         max_log_len=args.log_max_log_len,
         truncated=args.log_truncated,
         from_end=getattr(args, "log_from_end", False),  # a whole read (analyze) starts at the top
@@ -72,6 +72,6 @@ def events_source_from_args(args: argparse.Namespace) -> KvEventsSource:
         topic=args.topic,
         medium=args.medium,
         group_idx=args.group_idx,
-        block_tokens=args.events_block_size,
+        block_size=args.block_size,
         replay_timeout=args.replay_timeout,
     )

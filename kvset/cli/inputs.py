@@ -15,6 +15,7 @@ from kvset.formats.stream import TraceStream
 from kvset.offline import InputSummary
 from kvset.quantities import plural
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_BLOCK_SIZE, StreamUnits
 from kvset.workload import WorkloadConfig, generate
 
 
@@ -33,12 +34,12 @@ def load_input(
         if args.trace:
             raise InputError("give a trace or --demo, not both")
         t0 = time.perf_counter()
-        cfg = WorkloadConfig(block_tokens=args.block_size or 16)
+        cfg = WorkloadConfig(block_size=args.block_size or DEFAULT_BLOCK_SIZE)
         batch = generate(args.demo_accesses, cfg)
         summary = InputSummary(
             name="built-in agentic demo workload",
             format="demo",
-            block_tokens=cfg.block_tokens,
+            units=StreamUnits(cfg.block_size, "flag" if args.block_size else "default"),
             requests=len(batch.request_starts),
             read_seconds=time.perf_counter() - t0,
         )
@@ -64,9 +65,7 @@ def load_input(
             hash_algo=args.hash_algo,
             python_hash_seed=args.python_hash_seed,
         )
-        return (lambda: reader), InputSummary(
-            name=args.trace, format=args.format or "", block_tokens=args.block_size
-        )
+        return (lambda: reader), InputSummary(name=args.trace, format=args.format or "", units=None)
     t0 = time.perf_counter()
     trace = read_trace(
         args.trace,
@@ -79,7 +78,7 @@ def load_input(
     summary = InputSummary(
         name=args.trace if args.trace != "-" else "<stdin>",
         format=trace.format,
-        block_tokens=trace.block_tokens,
+        units=trace.units,
         requests=trace.requests,
         lines=trace.lines,
         rejects=trace.rejects,
@@ -110,7 +109,7 @@ def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBat
     summary = InputSummary(
         name=args.log,
         format=f"{'/'.join(sorted(source.engines_seen)) or args.log_engine} log",
-        block_tokens=args.log_block_size,
+        units=source.units,
         requests=sum(len(b.request_starts) for b in batches if b.request_starts is not None),
         lines=source.lines,
         rejects=source.rejects,

@@ -1,10 +1,15 @@
 """The live Monitor the kvset-top flags describe (kvset.cli.flags.add_monitor_arguments): its sources,
 its analyzer and its snapshot builder. Shared by `kvset-top` and any other front end; no UI code here.
+
+--block-size goes to every source, which decides its stream's units with it (a trace's block size;
+the engine's for KV events that do not carry theirs and for a log's hashing; the demo's): the
+analyzer is made from the units the sources decide, never from the flag itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 from kvset.cli.figure_flags import check_figure_options, option_values
@@ -14,7 +19,7 @@ from kvset.cli.from_flags import (
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.core.analyzer import Analyzer
+from kvset.core.stack_distance import Sampling, new_analyzer
 from kvset.figures.base import TOP
 from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
 from kvset.monitor import Monitor
@@ -24,6 +29,7 @@ from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.sources.replay import ReplaySource
 from kvset.types import SourceHealth
+from kvset.workload import WorkloadConfig
 
 ONCE_DEMO_SECONDS = 600.0  # trace seconds of demo traffic behind `--once --demo`
 
@@ -76,10 +82,14 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         except ValueError as e:
             raise UsageError(str(e)) from None
     if args.demo or not sources:
+        demo = {
+            "config": WorkloadConfig(block_size=args.block_size) if args.block_size else None,
+            "block_size_given": bool(args.block_size),
+        }
         if args.once:
-            sources.append(DemoSource(speed=None, duration=ONCE_DEMO_SECONDS))
+            sources.append(DemoSource(speed=None, duration=ONCE_DEMO_SECONDS, **demo))
         else:
-            sources.append(DemoSource(speed=getattr(args, "speed", DEFAULT_SPEED)))
+            sources.append(DemoSource(speed=getattr(args, "speed", DEFAULT_SPEED), **demo))
     return sources
 
 
@@ -157,13 +167,12 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         kv_dtype=args.kv_dtype,
         demo=demo,
     )
-    analyzer = Analyzer(
+    # made by the monitor once the sources have said the stream's units
+    analyzer = functools.partial(
+        new_analyzer,
         horizon=args.horizon,
         order=args.order,
-        block_tokens=args.block_size,
-        sample_rate=args.sample,
-        sample_size=args.sample_size,
-        seed=args.seed,
+        sampling=Sampling.of(args.sample, args.sample_size, args.seed),
     )
     recorder = None
     if args.record:

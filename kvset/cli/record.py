@@ -8,7 +8,12 @@ import sys
 import threading
 import time
 
-from kvset.cli.flags import add_events_arguments, add_force_argument
+from kvset.cli.flags import (
+    add_block_size_argument,
+    add_events_arguments,
+    add_force_argument,
+    add_removed_arguments,
+)
 from kvset.cli.from_flags import events_source_from_args
 from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
 from kvset.quantities import plural
@@ -25,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Ctrl-C. `kvset analyze` replays the file.",
     )
     add_events_arguments(parser, required=True)
+    add_block_size_argument(
+        parser, meaning="the engine's tokens per block, for events that do not carry it (default: vLLM's)"
+    )
+    add_removed_arguments(parser, ("--events-block-size",))
     parser.add_argument(
         "--out", required=True, metavar="FILE", help="the trace to write (.gz: gzip-compressed)"
     )
@@ -57,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     next_progress = started + _PROGRESS_EVERY_S
     health = None
     try:
-        recorder = TraceRecorder(args.out, block_tokens=args.events_block_size, overwrite=args.force)
+        recorder = TraceRecorder(args.out, block_size=args.block_size, overwrite=args.force)
     except RecordTargetError as exc:
         source.close()
         _say(f"kvset record: {exc}")
@@ -69,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         for update in source.updates(stop):
             if update.accesses is not None:
-                recorder.write(update.accesses)
+                recorder.write(update.accesses, block_size=update.units.block_size if update.units else None)
             health = update.health or health
             for event in update.events:
                 _say(f"{event.kind}: {event.text}")

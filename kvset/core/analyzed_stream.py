@@ -5,7 +5,7 @@ Belady's MIN (kvset.core.opt) needs every access's next use, and a naive replay
 Analyzer takes it (kvset.core.analyzer.Analyzer.feed_batch): with `order="reverse"` a batch's
 requests are reversed one by one (accesses before its first request start are a segment of their
 own; a batch without request starts is a plain stream and stays as it is), and an access without
-tokens covers the batch's block size, else `default_tokens`. Memory: the keys and tokens, 12 to
+tokens covers its batch's block size, else the stream's `block_size`. Memory: the keys and tokens, 12 to
 16 bytes an access (a batch given in forward order is kept by reference, not copied).
 """
 
@@ -18,11 +18,11 @@ from kvset.types import AccessBatch
 
 
 class AnalyzedStream:
-    def __init__(self, order: str = "forward", default_tokens: int = 1) -> None:
+    def __init__(self, order: str = "forward", block_size: int = 1) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
         self.order = order
-        self.default_tokens = int(default_tokens)
+        self.block_size = int(block_size)
         self._keys: list[np.ndarray] = []
         self._tokens: list[np.ndarray] = []
         self.accesses = 0
@@ -38,7 +38,7 @@ class AnalyzedStream:
         if batch.tokens is not None:
             tokens = np.asarray(batch.tokens)
         else:
-            tokens = np.full(n, batch.block_tokens or self.default_tokens, dtype=np.int32)
+            tokens = np.full(n, batch.block_size or self.block_size, dtype=np.int32)
         starts = batch.request_starts
         if self.order == "reverse" and starts is not None and len(starts):
             perm = reverse_within_requests(np.asarray(starts, dtype=np.int64), n)

@@ -1,6 +1,6 @@
 """The incremental analyzer: block accesses in, exact hit-rate curves out.
 
-    a = Analyzer(horizon=1 << 22, order="forward")
+    a = Analyzer(horizon=1 << 22, order="forward", units=StreamUnits(16, "flag"))
     a.feed(keys, tokens=..., request_starts=..., timestamps=...)
     c = a.curve()              # all time, exact at every capacity <= horizon
     c = a.curve(window=300)    # the last 300 s (log grid of capacities, ~3 % steps)
@@ -8,6 +8,8 @@
 All-time histograms are dense (one counter per stack distance). Windowed views come from
 time slots holding log-grid histograms and counters: a fine ring (1 s slots by default)
 for the last minutes and a coarse ring (60 s slots) for the last hours.
+
+Callers make one with kvset.core.stack_distance.new_analyzer (this one, or the sampled one).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
 from kvset.core.log_grid import WINDOW_GRID
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 _MIN_TRACKED = 1 << 10
 
@@ -116,41 +119,38 @@ class _Tracker:
         )
 
 
+def check_batch_block_size(units: StreamUnits, batch: AccessBatch) -> None:
+    """A batch of another block size than the stream's is refused: its blocks are not the stream's."""
+    if batch.block_size is not None and batch.block_size != units.block_size:
+        raise MixedBlockSizes(batch.block_size, units.block_size)
+
+
+class MixedBlockSizes(ValueError):
+    def __init__(self, batch: int, stream: int) -> None:
+        super().__init__(f"blocks of {batch:,} tokens in a stream of {stream:,}-token blocks")
+        self.batch_block_size, self.stream_block_size = batch, stream
+
+
 class Analyzer(TimeSlotViews):
-    """Exact one-pass LRU stack-distance analyzer over a stream of block accesses.
-
-    With sample_rate=R (or sample_size=S) and seed=N it makes a kvset.core.sampling.SampledAnalyzer
-    instead: the same interface over a spatial sample of the blocks, every curve an estimate.
-    """
-
-    def __new__(
-        cls, *args, sample_rate: float | None = None, sample_size: int | None = None, seed: int = 0, **kwargs
-    ):
-        if sample_rate is None and sample_size is None:
-            return super().__new__(cls)
-        from kvset.core.sampling import SampledAnalyzer  # it builds on this module
-
-        return SampledAnalyzer(*args, sample_rate=sample_rate, sample_size=sample_size, seed=seed, **kwargs)
+    """Exact one-pass LRU stack-distance analyzer over a stream of block accesses, in `units`
+    (an access without its own token count covers units.block_size tokens)."""
 
     def __init__(
         self,
         horizon: int = DEFAULT_HORIZON,
         order: Order = "forward",
         *,
-        block_tokens: int | None = None,
+        units: StreamUnits = DEFAULT_UNITS,
         slot_seconds: float = 1.0,
         fine_slots: int = 360,
         coarse_seconds: float = 60.0,
         coarse_slots: int = 120,
         initial_tracked: int = _MIN_TRACKED,
-        sample_rate: None = None,  # see __new__: a sampled analyzer is another class
-        sample_size: None = None,
-        seed: int = 0,
     ) -> None:
         check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         self.horizon = int(horizon)
         self.order: Order = order
-        self.block_tokens = block_tokens
+        self.units = units
         self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)))
         self.grid_capacities = WINDOW_GRID.capacities(self.horizon)
         nb = len(self.grid_capacities)
@@ -166,12 +166,16 @@ class Analyzer(TimeSlotViews):
         self.last_time_at: float | None = None
 
     # -- feeding -----------------------------------------------------------
+    @property
+    def block_size(self) -> int:
+        return self.units.block_size
+
     def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> np.ndarray | None:
-        if batch.block_tokens and not self.block_tokens:
-            self.block_tokens = batch.block_tokens
+        """Feed a batch; MixedBlockSizes (a ValueError) if its blocks are not the stream's size."""
+        check_batch_block_size(self.units, batch)
         return self.feed(
             batch.keys,
-            tokens=batch.tokens if batch.tokens is not None else batch.block_tokens,
+            tokens=batch.tokens,
             request_starts=batch.request_starts,
             timestamps=batch.timestamps,
             return_distances=return_distances,
@@ -187,7 +191,7 @@ class Analyzer(TimeSlotViews):
     ) -> np.ndarray | None:
         """Feed accesses in order. Returns stack distances if asked (0 first time, -1 beyond horizon).
 
-        tokens: per access, or one number for all (default: block_tokens, else 1);
+        tokens: per access, or one number for all (default: the stream's block size);
         request_starts: indices where requests begin (a request never spans two feeds);
         timestamps: seconds, per access or one for the batch (default: wall time now).
         In `reverse` order each request's blocks are accessed last to first.
@@ -219,7 +223,7 @@ class Analyzer(TimeSlotViews):
         return out
 
     def _tokens_array(self, tokens, n: int) -> np.ndarray:
-        return tokens_array(tokens, n, self.block_tokens or 1)
+        return tokens_array(tokens, n, self.units.block_size)
 
     _request_starts = staticmethod(request_starts_array)
     _timestamps_array = staticmethod(timestamps_array)

@@ -1,6 +1,7 @@
 """Sampled analysis: the hit-rate curve of a stream estimated from a spatial sample of its blocks.
 
-    a = Analyzer(sample_rate=0.01, seed=1)    # or Analyzer(sample_size=100_000): at most that many blocks
+    a = new_analyzer(units, sampling=Sampling(rate=0.01, seed=1))   # or Sampling(size=100_000): at most
+                                                                    # that many blocks (kvset.core.stack_distance)
     a.feed(keys, tokens=..., request_starts=..., timestamps=...)
     c = a.curve()          # a HitRateCurve with c.estimate True, c.sample and a standard error per capacity
 
@@ -49,6 +50,7 @@ from kvset.core import kernel as K
 from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
 from kvset.core import sampling_slots as SS
+from kvset.core.analyzer import check_batch_block_size
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.feed_args import (
     DEFAULT_HORIZON,
@@ -65,6 +67,7 @@ from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
 from kvset.core.sampling_curve import band_factors, post_stratified_curve
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
 HEAD_SHARE = 2.56  # K = log2(HEAD_SHARE / R) rounded: 8 at R = 1 %, the rate HEAD_BOOSTS are for
@@ -166,7 +169,8 @@ class _SampleState:
 
 
 class SampledAnalyzer(TimeSlotViews):
-    """The Analyzer's interface over a spatial sample of the blocks (Analyzer(sample_rate=...) makes one).
+    """The Analyzer's interface (kvset.core.stack_distance.StackDistanceAnalyzer) over a spatial sample
+    of the blocks (new_analyzer(units, sampling=...) makes one).
 
     Accesses and tokens are counted exactly; hits, first-time and beyond-horizon counts and every
     curve are estimates, and say so (HitRateCurve.sample)."""
@@ -176,7 +180,7 @@ class SampledAnalyzer(TimeSlotViews):
         horizon: int = DEFAULT_HORIZON,
         order: Order = "forward",
         *,
-        block_tokens: int | None = None,
+        units: StreamUnits = DEFAULT_UNITS,
         slot_seconds: float = 1.0,
         fine_slots: int = 360,
         coarse_seconds: float = 60.0,
@@ -193,7 +197,7 @@ class SampledAnalyzer(TimeSlotViews):
             raise ValueError("sample size must be at least 1 block")
         self.horizon = int(horizon)
         self.order: Order = order
-        self.block_tokens = block_tokens
+        self.units = units
         self.seed = int(seed)
         self.sample_size = int(sample_size) if sample_size is not None else None
         self._salt = seed_salt(self.seed)
@@ -236,12 +240,15 @@ class SampledAnalyzer(TimeSlotViews):
         self.last_time_at: float | None = None
 
     # -- feeding -----------------------------------------------------------
+    @property
+    def block_size(self) -> int:
+        return self.units.block_size
+
     def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> None:
-        if batch.block_tokens and not self.block_tokens:
-            self.block_tokens = batch.block_tokens
+        check_batch_block_size(self.units, batch)
         return self.feed(
             batch.keys,
-            tokens=batch.tokens if batch.tokens is not None else batch.block_tokens,
+            tokens=batch.tokens,
             request_starts=batch.request_starts,
             timestamps=batch.timestamps,
             return_distances=return_distances,
@@ -258,7 +265,7 @@ class SampledAnalyzer(TimeSlotViews):
         if n == 0:
             return
         # the exact analyzer's input checks, so both refuse the same input with the same words
-        tok = tokens_array(tokens, n, self.block_tokens or 1)
+        tok = tokens_array(tokens, n, self.units.block_size)
         starts = request_starts_array(request_starts, n)
         # per-access float timestamps are checked while the batch is gathered (one pass over it);
         # anything else goes through timestamps_array and its error first

@@ -59,8 +59,10 @@ from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.engine_model.records import merge_model
 from kvset.engine_model.replay import RequestReplay
+from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
 DEFAULT_MEDIUM = "GPU"  # what events without a medium field (older vLLM, SGLang) describe
@@ -77,18 +79,22 @@ QUIET_SECONDS = 1.0  # a publisher silent this long has finished its requests: t
 ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
 
 
-def block_tokens(n_blocks: int, block_size: int, token_count: int, fallback: int) -> np.ndarray:
-    """Tokens each stored block covers: block_size each, a shorter last block if token_ids say so."""
+def event_block_size(n_blocks: int, block_size: int, token_count: int) -> int | None:
+    """The tokens per block a BlockStored event says: its block_size, else its token_ids over its
+    blocks when they divide evenly (None: it does not say)."""
     if block_size > 0:
-        size = block_size
-    elif token_count > 0 and token_count % n_blocks == 0 and token_count // n_blocks <= MAX_BLOCK_SIZE:
-        size = token_count // n_blocks
-    else:
-        size = fallback
-    tokens = np.full(n_blocks, size, dtype=np.int64)
-    if block_size > 0 and token_count > 0:
-        last = token_count - (n_blocks - 1) * size
-        if 0 < last < size:
+        return block_size
+    if token_count > 0 and token_count % n_blocks == 0 and token_count // n_blocks <= MAX_BLOCK_SIZE:
+        return token_count // n_blocks
+    return None
+
+
+def block_tokens(n_blocks: int, block_size: int, token_count: int) -> np.ndarray:
+    """Tokens each stored block covers: block_size each, a shorter last block if token_ids say so."""
+    tokens = np.full(n_blocks, block_size, dtype=np.int64)
+    if token_count > 0:
+        last = token_count - (n_blocks - 1) * block_size
+        if 0 < last < block_size:
             tokens[-1] = last
     return tokens
 
@@ -124,14 +130,16 @@ class KvEventTracker:
         rejects: RejectCounter,
         medium: str = DEFAULT_MEDIUM,
         group_idx: int | None = None,
-        fallback_block_tokens: int = 16,
+        block_size: int | None = None,
         replay_timeout: float = 1.0,
         removed_memory: int = 2_000_000,
         quiet_seconds: float = QUIET_SECONDS,
         tail_probe_seconds: float | None = None,
     ) -> None:
-        if fallback_block_tokens <= 0:
-            raise ValueError("block_tokens must be positive")
+        """block_size: the engine's tokens per block, given (--block-size), for events that do not
+        carry it; the stream's units are the first counted store's (`units`)."""
+        if block_size is not None and block_size <= 0:
+            raise ValueError("block size must be positive")
         self.rejects = rejects
         self.publishers = [
             Publisher(address, KvEventSequence(replay, replay_timeout, rejects))
@@ -139,7 +147,7 @@ class KvEventTracker:
         ]
         self.medium = None if medium.lower() in ALL_MEDIA else medium.upper()  # None: every medium
         self.group_idx = group_idx
-        self.fallback_block_tokens = fallback_block_tokens
+        self.given_block_size = block_size
         self.removed_memory = removed_memory
         self.quiet_seconds = quiet_seconds
         self.tail_probe_seconds = quiet_seconds if tail_probe_seconds is None else tail_probe_seconds
@@ -147,8 +155,8 @@ class KvEventTracker:
         self._timeline: list[TimelineEvent] = []
         self.accesses = 0
         self.clears = 0
-        self.block_size: int | None = None
-        self._block_sizes_seen: set[int] = set()
+        self.units: StreamUnits | None = None  # decided by the first counted store
+        self.other_block_sizes: Counter[int] = Counter()  # blocks refused: not the stream's size
         # KV cache groups: the one counted (given, or chosen on the first stores) and the others.
         self.group_in_use: int | None = group_idx
         self.groups_seen: set[int] = set()
@@ -342,13 +350,44 @@ class KvEventTracker:
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
                 if not counted:
                     continue
-                size = int(batch.block_sizes[i])
-                if size > 0:
-                    self.block_size = size
-                    self._block_sizes_seen.add(size)
-                tokens = block_tokens(len(keys), size, int(batch.token_counts[i]), self.fallback_block_tokens)
+                size = self._stream_block_size(
+                    len(keys), int(batch.block_sizes[i]), int(batch.token_counts[i])
+                )
+                if size is None:
+                    continue
+                tokens = block_tokens(
+                    len(keys), size, int(batch.token_counts[i]) if batch.block_sizes[i] else 0
+                )
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
                 publisher.replay.stored(keys, tokens, parent, cached)
+
+    def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
+        """The block size of a counted store: the first one decides the stream's units (the event's
+        own size, else --block-size, else vLLM's default); a store of another size is refused and
+        counted (None), never mixed into the stream."""
+        said = event_block_size(n_blocks, block_size, token_count)
+        if self.units is None:
+            if said is not None:
+                self.units = StreamUnits(said, "event")
+            elif self.given_block_size is not None:
+                self.units = StreamUnits(self.given_block_size, "flag")
+            else:
+                self.units = DEFAULT_UNITS
+        size = said if said is not None else self.units.block_size
+        if size != self.units.block_size:
+            self.other_block_sizes[size] += n_blocks
+            self.rejects.reject(
+                f"blocks of another block size than the stream's {self.units.block_size} tokens: refused",
+                f"a store of {plural(n_blocks, 'block')} of {size} tokens",
+                count=n_blocks,
+            )
+            return None
+        return size
+
+    @property
+    def block_size(self) -> int | None:
+        """The engine's tokens per block, as its events say (None before the first counted store)."""
+        return self.units.block_size if self.units is not None else None
 
     # ----------------------------------------------------------------- outputs
     @property
@@ -361,7 +400,6 @@ class KvEventTracker:
         take (no health). A publisher quiet for QUIET_SECONDS (or every one, when `final`) has its
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
-        block_size = self.block_size if len(self._block_sizes_seen) == 1 else None
         parts: list[tuple] = []
         for publisher in self.publishers:
             replay = publisher.replay
@@ -376,15 +414,15 @@ class KvEventTracker:
             parts += replay.take_model()
         model = None
         if any(p.batches for p in self.publishers):
-            tail = (
-                (block_size or self.fallback_block_tokens) - 1
-            ) / 2  # the mean tokens past a prompt's last full block
+            block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
+            tail = (block_size - 1) / 2  # the mean tokens past a prompt's last full block
             model = merge_model(parts, tail, self.request_counts(), self.replay_state())
         return SourceUpdate(
-            accesses=self._pending.take(block_size),
+            accesses=self._pending.take(self.block_size),
             engine=self.reading(at),
             events=events,
             engine_model=model,
+            units=self.units,
         )
 
     def request_counts(self) -> dict[str, int]:

@@ -22,6 +22,7 @@ from kvset.engine.tracker_output import HealthParts, PendingAccesses
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.rejects import RejectCounter
 from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO, NULL_BLOCKS_VLLM, EnginePool, StreamUnits
 
 ENGINES = ("auto", "vllm", "sglang")
 TRUNCATED_POLICIES = ("skip", "prefix")
@@ -33,8 +34,8 @@ class LogTracker:
     def __init__(
         self,
         engine: str = "auto",
-        block_size: int = 16,
-        hash_algo: str = "sha256",
+        block_size: int | None = None,
+        hash_algo: str = DEFAULT_HASH_ALGO,
         python_hash_seed: str | None = None,
         max_log_len: int | None = None,
         truncated: str = "skip",
@@ -42,18 +43,22 @@ class LogTracker:
         clock_reference: float | None = None,
         rejects: RejectCounter | None = None,
     ) -> None:
-        """`clock_reference`: wall seconds near the log's last line (the file's mtime for a finished
-        log, else now), to give vLLM's year-less timestamps their year."""
+        """block_size: the engine's tokens per block (--block-size; None: vLLM's default), which the
+        prompts are hashed with; `clock_reference`: wall seconds near the log's last line (the file's
+        mtime for a finished log, else now), to give vLLM's year-less timestamps their year."""
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if hash_algo not in HASH_ALGOS:
             raise ValueError(f"hash algorithm must be one of {', '.join(HASH_ALGOS)}, not {hash_algo!r}")
-        if block_size <= 0:
+        if block_size is not None and block_size <= 0:
             raise ValueError("block size must be positive")
         if truncated not in TRUNCATED_POLICIES:
             raise ValueError(f"truncated must be one of {', '.join(TRUNCATED_POLICIES)}")
         self.engine = engine
-        self.block_size = block_size
+        self.units = StreamUnits(
+            block_size or DEFAULT_BLOCK_SIZE, "flag" if block_size else "default", hash_algo, python_hash_seed
+        )
+        self.block_size = self.units.block_size
         self.hash_algo = hash_algo
         self.python_hash_seed = python_hash_seed
         self.truncated_policy = truncated
@@ -206,17 +211,16 @@ class LogTracker:
             hits = [s.prefix_hit_rate for s in stats if s.prefix_hit_rate is not None]
             usage = [s.kv_usage for s in stats if s.kv_usage is not None]
             running = [s.running for s in stats if s.running is not None]
-            tokens = sum(self._vllm_tokens.values()) if self._vllm_tokens else None
-            blocks = sum(self._vllm_blocks.values()) if self._vllm_blocks else None
-            if blocks is None and tokens is not None:
-                blocks = tokens // self.block_size
-            if tokens is None and blocks is not None:
-                tokens = blocks * self.block_size
+            # one pool per engine, from its size line (tokens) or else its num_gpu_blocks line
+            sizes = self._vllm_tokens or self._vllm_blocks
+            per = self.block_size if self._vllm_tokens else 1
+            pools = tuple(
+                EnginePool(n // per, self.block_size, NULL_BLOCKS_VLLM, label) for label, n in sizes.items()
+            )
             unit = stats[-1].hit_rate_unit if stats else "tokens"
             return EngineReading(
                 at=at,
-                capacity_blocks=blocks,
-                capacity_tokens=tokens,
+                pools=pools or None,
                 block_size=self.block_size,
                 token_hit_rate=sum(hits) / len(hits) if hits else None,
                 hit_rate_window_s=None,  # vLLM measures over its last 1000 requests, not seconds
@@ -228,14 +232,15 @@ class LogTracker:
             )
         if which == "sglang":
             rate, span = self._sgl_counter.window_rate(at)
-            page = self._sgl_page_size or 1  # SGLang's default page size when the log does not say
-            tokens = sum(self._sgl_tokens.values()) if self._sgl_tokens else None
+            page_size = self._sgl_page_size or 1  # SGLang's default page size when the log does not say
             usage = list(self._sgl_usage.values())
             return EngineReading(
                 at=at,
-                capacity_blocks=(tokens // page) if tokens is not None and page else None,
-                capacity_tokens=tokens,
-                block_size=page,
+                pools=tuple(
+                    EnginePool(n // page_size, page_size, 0, key) for key, n in self._sgl_tokens.items()
+                )
+                or None,
+                block_size=page_size,
                 token_hit_rate=rate,
                 hit_rate_window_s=span if rate is not None else None,
                 kv_usage=sum(usage) / len(usage) if usage else None,

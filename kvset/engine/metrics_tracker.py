@@ -119,8 +119,7 @@ class MetricsTracker:
             rate, span = self.since_start_rate(now, at)
         return EngineReading(
             at=at,
-            capacity_blocks=now.capacity_blocks,
-            capacity_tokens=now.capacity_tokens,
+            pools=now.pools,
             block_size=now.block_size,
             token_hit_rate=rate,
             hit_rate_window_s=span,

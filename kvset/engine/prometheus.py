@@ -14,9 +14,10 @@ SGLang sglang:cached_tokens_total, sglang:prompt_tokens_total (counters, tokens;
 
 How several label sets are combined (data-parallel engines, several models behind one endpoint):
 counters are summed over every series present in both polls, so the hit rate is token-weighted
-over all engines; capacities are summed over distinct engines (vLLM: one cache_config_info per
-`engine`; SGLang: series that differ only in tp_rank/pp_rank describe the same pool and count
-once); usage is the capacity-weighted mean. `describe` in the result says what was summed.
+over all engines; each engine's pool is kept on its own, in its own blocks (vLLM: one
+cache_config_info per `engine`, the data-parallel rank; SGLang: series that differ only in
+tp_rank/pp_rank describe the same pool and count once); usage is the capacity-weighted mean.
+`describe` in the result says what was summed.
 
 A response that is empty, does not end in a newline (cut mid-body), is not a metrics page at all
 (HTML or JSON from a wrong URL), fails to parse, takes longer to parse than its caller allows
@@ -34,6 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_fd_to_metric_families
+
+from kvset.units import NULL_BLOCKS_VLLM, EnginePool
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -130,8 +133,7 @@ class CacheCounters:
     engine: str  # "vllm" | "sglang"
     queries: Series  # prompt tokens looked up in the prefix cache, per series
     hits: Series  # of which were cache hits
-    capacity_blocks: int | None
-    capacity_tokens: int | None
+    pools: tuple[EnginePool, ...] | None  # each engine's, in its own blocks (None: not known)
     block_size: int | None
     kv_usage: float | None
     running: int | None
@@ -209,13 +211,14 @@ def _vllm(samples: dict) -> CacheCounters:
             notes.append(f"cache_config_info num_gpu_blocks={raw_nb[:20]!r} unusable: capacity unknown")
         engines[lb.get("engine", "")] = (bs, nb)
     block_sizes = {bs for bs, _ in engines.values() if bs is not None}
-    block_size = min(block_sizes) if block_sizes else None
-    if len(block_sizes) > 1:
-        notes.append(f"engines differ in block size {sorted(block_sizes)}; using {block_size}")
-    known = [(bs, nb) for bs, nb in engines.values() if bs is not None and nb is not None]
+    block_size = block_sizes.pop() if len(block_sizes) == 1 else None
+    known = {e: (bs, nb) for e, (bs, nb) in engines.items() if bs is not None and nb is not None}
     complete = bool(known) and len(known) == len(engines)
-    blocks = sum(nb for _, nb in known) if complete else None
-    tokens = sum(bs * nb for bs, nb in known) if complete else None
+    pools = (
+        tuple(EnginePool(nb, bs, NULL_BLOCKS_VLLM, e) for e, (bs, nb) in sorted(known.items()))
+        if complete
+        else None
+    )
     _, u = _first_present(samples, VLLM_USAGE)
     usage = {_key(lb): v for lb, v in u}
     weights = {}
@@ -227,7 +230,7 @@ def _vllm(samples: dict) -> CacheCounters:
     waiting_vals = [v for _, v in samples.get(VLLM_WAITING, []) if _count(v)]
     v0 = [v for _, v in samples.get(VLLM_V0_HIT_RATE, []) if _finite(v)]
     if len(engines) > 1:
-        notes.append(f"capacity summed over {len(engines)} engines")
+        notes.append(f"{len(engines)} engines, each with its own pool")
     if len(queries) > 1:
         models = sorted({dict(k).get("model_name", "?") for k in queries})
         notes.append(f"hit counters summed over {len(queries)} series (models: {', '.join(models)})")
@@ -235,8 +238,7 @@ def _vllm(samples: dict) -> CacheCounters:
         engine="vllm",
         queries=queries,
         hits=hits,
-        capacity_blocks=blocks,
-        capacity_tokens=tokens,
+        pools=pools,
         block_size=block_size,
         kv_usage=_weighted_usage(usage, weights),
         running=int(sum(running_vals)) if running_vals else None,
@@ -259,6 +261,12 @@ def _per_pool(
     return out
 
 
+def _pool_label(key: LabelKey) -> str:
+    """An SGLang pool's data-parallel rank, where its labels give one ("" otherwise)."""
+    labels = dict(key)
+    return labels.get("dp_rank", labels.get("engine", ""))
+
+
 def _sglang(samples: dict) -> CacheCounters:
     notes: list[str] = []
     device: list[tuple[dict[str, str], float]] = []
@@ -273,26 +281,30 @@ def _sglang(samples: dict) -> CacheCounters:
     if other_sources:
         notes.append(f"cached tokens from {', '.join(sorted(other_sources))} not counted as GPU hits")
     queries = _counter_series(SGLANG_PROMPT, samples.get(SGLANG_PROMPT, []))
-    pools = _per_pool(samples.get(SGLANG_MAX_TOKENS, []), _count)
-    tokens = int(sum(pools.values())) if pools else None
+    pool_tokens = _per_pool(samples.get(SGLANG_MAX_TOKENS, []), _count)
     pages = [v for _, v in samples.get(SGLANG_PAGE_SIZE, []) if _count(v, minimum=1.0)]
-    page = int(max(pages)) if pages else None
-    if page is None and tokens is not None:
-        page = 1
+    page_size = int(max(pages)) if pages else None
+    if page_size is None and pool_tokens:
+        page_size = 1
         notes.append("sglang:page_size not exported; assumed 1 (SGLang's default)")
     usage = _per_pool(samples.get(SGLANG_USAGE, []))
     running = _per_pool(samples.get(SGLANG_RUNNING, []), _count)
     gauge = list(_per_pool(samples.get(SGLANG_HIT_GAUGE, [])).values())
-    if len(pools) > 1:
-        notes.append(f"capacity summed over {len(pools)} pools (data-parallel ranks or models)")
+    if len(pool_tokens) > 1:
+        notes.append(f"{len(pool_tokens)} pools (data-parallel ranks or models), each kept on its own")
+    pools = None
+    if pool_tokens and page_size:
+        pools = tuple(
+            EnginePool(int(tokens) // page_size, page_size, 0, _pool_label(key))
+            for key, tokens in pool_tokens.items()
+        )
     return CacheCounters(
         engine="sglang",
         queries=queries,
         hits=hits,
-        capacity_blocks=(tokens // page) if tokens is not None and page else None,
-        capacity_tokens=tokens,
-        block_size=page,
-        kv_usage=_weighted_usage(usage, pools),
+        pools=pools,
+        block_size=page_size,
+        kv_usage=_weighted_usage(usage, pool_tokens),
         running=int(sum(running.values())) if running else None,
         engine_hit_gauge=(sum(gauge) / len(gauge)) if gauge else None,
         describe=tuple(notes),

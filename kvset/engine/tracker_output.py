@@ -43,7 +43,7 @@ class PendingAccesses:
         self._ranks.append(rank)
         self._total += len(keys)
 
-    def take(self, block_tokens: int | None) -> AccessBatch | None:
+    def take(self, block_size: int | None) -> AccessBatch | None:
         """Everything pending as one batch (None if nothing is), and start afresh."""
         if not self._total:
             return None
@@ -55,7 +55,7 @@ class PendingAccesses:
             tokens=np.concatenate(self._tokens),
             request_starts=starts,
             timestamps=np.repeat(np.asarray(self._times, dtype=np.float64), counts),
-            block_tokens=block_tokens,
+            block_size=block_size,
             # ranks only when every request has one (a tracker gives all or none)
             rank=None if None in self._ranks else np.repeat(np.asarray(self._ranks, dtype=np.int64), counts),
         )

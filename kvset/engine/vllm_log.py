@@ -44,6 +44,7 @@ import msgspec
 import numpy as np
 
 from kvset.formats.vllm_hash import block_keys
+from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
 # Numeric patterns are re.ASCII: a Unicode \d also matches digits vLLM never writes (and int() takes).
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -446,8 +447,8 @@ class PromptTruncationJudge:
 
 def prompt_block_keys(
     token_ids: np.ndarray,
-    block_size: int = 16,
-    hash_algo: str = "sha256",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    hash_algo: str = DEFAULT_HASH_ALGO,
     python_hash_seed: str | None = None,
 ) -> np.ndarray:
     """uint64 keys of the prompt's full blocks, exactly as vLLM's prefix cache hashes them."""

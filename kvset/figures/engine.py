@@ -5,6 +5,7 @@ pool through kvset.figures.inputs.engine_pool_blocks; this figure only reports w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,10 +28,18 @@ def compute(inputs: FigureInputs, options: OptionValues) -> EngineState:
     return EngineState(inputs.engine, inputs.engine_history, inputs.engine_pool)
 
 
+def reading_json(engine: EngineReading) -> Json:
+    """What the engine says, its pools each in its own blocks (kvset.units.EnginePool)."""
+    out = {k: v for k, v in vars(engine).items() if k != "pools"}
+    out["pools"] = [dataclasses.asdict(p) for p in engine.pools] if engine.pools else None
+    out["capacity_blocks"], out["capacity_tokens"] = engine.capacity_blocks, engine.capacity_tokens
+    return out
+
+
 def to_json(result: EngineState, sizes: Sizes) -> Json:
     r = result.reading
     return {
-        "engine": dict(r.__dict__) if r is not None else None,
+        "engine": reading_json(r) if r is not None else None,
         "engine_history": [
             {
                 "at": h.at,

@@ -216,10 +216,10 @@ class Figure(Generic[R]):
         return out
 
 
-def engine_pool_blocks(engine: EngineReading | None, block_tokens: int | None) -> int | None:
+def engine_pool_blocks(engine: EngineReading | None, units: StreamUnits | None) -> int | None:
     """The engine's pool in the analyzed stream's blocks (None: no engine, or it reports no pool): the
-    one place the figures read it."""
-    return engine.capacity_in_blocks(block_tokens) if engine is not None else None
+    one place the figures read it (each pool changes units in kvset.units.EnginePool)."""
+    return engine.pool_blocks(units) if engine is not None and units is not None else None
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,7 +272,7 @@ class FigureInputs:
 
     @cached_property
     def engine_pool(self) -> int | None:
-        return engine_pool_blocks(self.engine, self.block_tokens)
+        return engine_pool_blocks(self.engine, self.units)
 
     @cached_property
     def capacity(self) -> Capacity:

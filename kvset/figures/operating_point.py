@@ -14,10 +14,13 @@ What is exact and what is a model:
 The model needs the engine's hits: with KV events that report misses only (vLLM's default), the
 hit rate cannot be predicted from the events; the engine's own rate comes from /metrics.
 
-Data-parallel ranks (several --events endpoints) each have their own pool, the engine's pool split
-evenly: the LRU figure is then each rank's own curve at its own pool, summed (the merged stream's
-curve at the whole pool is what one shared pool would do: kvset.figures.ranks), and the model is read
-at one rank's pool, since each rank's block pool is replayed on its own.
+Data-parallel ranks (several --events endpoints) each have their own pool (the engine's own of each
+rank where it says them, else its one pool split evenly): the LRU figure is then each rank's own curve
+at its own pool, summed (the merged stream's curve at the whole pool is what one shared pool would do:
+kvset.figures.ranks), and the model is read at the ranks' mean pool, since each rank's block pool is
+replayed on its own.
+
+The pool is in the stream's blocks, less vLLM's null block (kvset.units.EnginePool.in_stream_blocks).
 """
 
 from __future__ import annotations
@@ -95,7 +98,6 @@ class OperatingPoint:
         return self.measured_token_hit_rate - predicted
 
 
-NULL_BLOCKS = 1  # vLLM keeps one block of its pool as the null block: never cached
 MISSES_ONLY_NOTE = (
     "the engine reports misses only: its hit rate cannot be predicted from its events (its hits are "
     "not in them). What can: the curve of its misses (a second cache tier's view), its evictions and "
@@ -103,8 +105,8 @@ MISSES_ONLY_NOTE = (
     'send requests with vllm_xargs {"kv_cache_report_mode": "full"} (vLLM >= 0.26)'
 )
 RANKS_NOTE = (
-    "{ranks} data-parallel ranks, each with its own pool of {pool:,} blocks (the engine's pool split evenly): "
-    "the LRU figure and the model are each rank's own at its pool; windowed LRU figures are not kept per rank"
+    "{ranks} data-parallel ranks, each with its own pool ({pools}): the LRU figure and the model are "
+    "each rank's own at its pool; windowed LRU figures are not kept per rank"
 )
 NO_MODEL_NOTE = (
     "no hit-reporting KV events: the prediction is the LRU curve at the pool, which ignores the blocks "
@@ -128,10 +130,16 @@ def operating_point(
     if engine is None or not pool:
         return None
     if rank_split is not None:
-        ranks, rank_pool, lru_curve = rank_split
+        ranks, rank_pool, lru_curve, pools = rank_split
         lru_by_window = dict.fromkeys(curves, None)
         lru_by_window["all"] = lru_curve.hit_rate(rank_pool, "tokens") if lru_curve.tokens else None
-        rank_notes: tuple[str, ...] = (RANKS_NOTE.format(ranks=ranks, pool=rank_pool),)
+        sizes = sorted(set(pools.values()))
+        each = (
+            f"{sizes[0]:,} blocks each"
+            if len(sizes) == 1
+            else ", ".join(f"{pools[r]:,}" for r in sorted(pools))
+        )
+        rank_notes: tuple[str, ...] = (RANKS_NOTE.format(ranks=ranks, pools=each),)
     else:
         rank_pool, lru_curve, ranks = pool, curves["all"], 1
         lru_by_window = {
@@ -140,7 +148,7 @@ def operating_point(
         rank_notes = ()
     base = OperatingPoint(
         capacity_blocks=pool,
-        capacity_tokens=engine.capacity_tokens or (pool * block_tokens if block_tokens else None),
+        capacity_tokens=pool * block_tokens if block_tokens else None,
         measured_token_hit_rate=engine.token_hit_rate,
         measured_over_seconds=engine.hit_rate_window_s,
         lru_by_window=lru_by_window,
@@ -153,7 +161,7 @@ def operating_point(
         return _with(base, notes=(MISSES_ONLY_NOTE, *rank_notes), dedupe=_dedupe(engine_model))
     if engine_model is None or not engine_model.query_tokens:
         return _with(base, notes=((NO_MODEL_NOTE,) if engine_model is None else ()) + rank_notes)
-    usable = max(1, rank_pool - NULL_BLOCKS)
+    usable = max(1, rank_pool)  # the pool left out vLLM's null block already
     at = engine_model.at(usable)
     return _with(
         base,
@@ -182,13 +190,9 @@ def _inputs(
     engine: EngineReading, pool: int, usable: int, model: EngineModel, ranks: int
 ) -> tuple[tuple[str, str], ...]:
     counts, state = model.counts, model.state
-    where = (
-        f"{pool:,} blocks, {usable:,} usable"
-        if ranks == 1
-        else f"{pool:,} blocks over {ranks} ranks, {usable:,} usable in each"
-    )
+    where = f"{pool:,} blocks" if ranks == 1 else f"{pool:,} blocks over {ranks} ranks, {usable:,} in each"
     out = [
-        ("pool", f"{where} (vLLM keeps a null block)"),
+        ("pool", f"{where} that can hold a cached prefix (vLLM's null block left out)"),
         (
             "admissions",
             f"{counts.get('admitted', 0):,} lookups admitted; {counts.get('not_admitted', 0):,} "

@@ -43,9 +43,11 @@ from kvset.quantities import points, target_label
 
 UNITS: tuple[Unit, ...] = ("blocks", "tokens")
 
-# Where each data-parallel rank's pool comes from: the engine's pool (summed over its ranks, as its
-# /metrics reports it) split evenly, or --capacity given as each rank's pool.
+# Where each data-parallel rank's pool comes from: the engine's own pool of each rank where it says
+# them, else its pool (summed over its ranks, as its /metrics reports it) split evenly, or --capacity
+# given as each rank's pool.
 RANK_POOL_SOURCES = {
+    "engine-ranks": "the engine's own pool of each rank",
     "engine": "the engine's pool split evenly over the ranks",
     "chosen": "--capacity, each rank's pool",
 }
@@ -95,40 +97,57 @@ class Pooling:
         return self.shared_hit_rate[unit] - self.separate_hit_rate[unit]
 
 
-def rank_pools(ranks: int, engine_pool: int | None, chosen: int | None) -> tuple[int | None, str]:
-    """(each rank's pool in blocks, where it comes from): the engine's pool split evenly, else --capacity,
-    else (None, "none"). The engine's pool wins, as it does for the thrashing figures."""
+def rank_pools(
+    ranks: Sequence[int], engine_ranks: Mapping[int, int] | None, engine_pool: int | None, chosen: int | None
+) -> tuple[dict[int, int] | None, str]:
+    """(each rank's pool in blocks, where it comes from): the engine's own pool of each rank where it
+    says them (EngineReading.rank_pool_blocks), else its one pool split evenly, else --capacity, else
+    (None, "none"). The engine's pools win, as they do for the thrashing figures."""
+    if engine_ranks:
+        return {r: int(engine_ranks[r]) for r in ranks}, "engine-ranks"
     if engine_pool and ranks:
-        return int(engine_pool) // ranks, "engine"
+        return dict.fromkeys(ranks, int(engine_pool) // len(ranks)), "engine"
     if chosen:
-        return int(chosen), "chosen"
+        return dict.fromkeys(ranks, int(chosen)), "chosen"
     return None, "none"
 
 
 class RankSplit(NamedTuple):
-    """The engine as its ranks run it: how many, each one's pool, and the curve of one LRU per rank."""
+    """The engine as its ranks run it: how many, their mean pool, the curve of one LRU per rank (at a
+    capacity x each rank has its own pool scaled by x / the mean pool), and each rank's own pool."""
 
     ranks: int
     pool_blocks: int
     curve: HitRateCurve  # separate_pools() of the ranks' curves
+    pools: Mapping[int, int]
 
 
-def separate_pools(curves: Sequence[HitRateCurve]) -> HitRateCurve:
-    """The curve of one LRU per rank, every one of the same capacity C: hits(C) = H_1(C) + ... + H_N(C).
+def mean_pool(pools: Mapping[int, int]) -> int:
+    return sum(pools.values()) // len(pools)
 
-    Exact all-time curves give an exact curve (every capacity up to the largest rank's); it is what the
-    engine's ranks do with their pools, where the merged stream's curve is what one shared pool does."""
-    if all(c.exact for c in curves):  # capacities 1..n each: pad with the last value (no more hits past n)
-        n = max(len(c.capacities) for c in curves)
-        capacities = np.arange(1, n + 1, dtype=np.int64)
-        block_hits, token_hits = (
-            _summed(_padded(getattr(c, unit), n) for c in curves) for unit in ("block_hits", "token_hits")
-        )
+
+def separate_pools(curves: Sequence[HitRateCurve], pools: Sequence[int] | None = None) -> HitRateCurve:
+    """The curve of one LRU per rank: at capacity x, rank r holds x * pool_r / mean pool blocks (every
+    rank x itself when the pools are equal, or not given): hits(x) = H_1(x c_1 / m) + ... + H_N(x c_N / m).
+
+    At x = the mean pool it is what the engine's ranks do with their own pools, where the merged
+    stream's curve is what one shared pool does. Exact all-time curves with equal pools give an exact
+    curve (every capacity up to the largest rank's)."""
+    if pools is None or len(set(pools)) == 1:
+        pools = [1] * len(curves)  # every rank at x itself
+    m = sum(pools) // len(pools)
+    if all(c.exact for c in curves):  # capacities 1..n, n where the largest rank's curve ends
+        n = max(-(-len(c.capacities) * m // p) for c, p in zip(curves, pools, strict=True))
+        capacities = np.arange(1, max(n, 1) + 1, dtype=np.int64)
     else:
-        capacities = np.unique(np.concatenate([c.capacities for c in curves]))
-        block_hits, token_hits = (
-            _summed(_hits_at(c, capacities, unit) for c in curves) for unit in ("blocks", "tokens")
-        )
+        scaled = [c.capacities * m // p for c, p in zip(curves, pools, strict=True)]
+        capacities = np.unique(np.concatenate(scaled))
+        capacities = capacities[capacities >= 1]
+    own = [capacities * p // m for p in pools]  # each rank's own capacity at x (its pool at x = m)
+    block_hits, token_hits = (
+        _summed(_hits_at(c, caps, unit) for c, caps in zip(curves, own, strict=True))
+        for unit in ("blocks", "tokens")
+    )
     return HitRateCurve(
         capacities=capacities,
         block_hits=block_hits,
@@ -149,12 +168,6 @@ def _summed(arrays: Iterable[np.ndarray]) -> np.ndarray:
     for a in arrays:
         total = a.astype(np.int64) if total is None else total + a
     return total if total is not None else np.zeros(0, dtype=np.int64)
-
-
-def _padded(hits: np.ndarray, n: int) -> np.ndarray:
-    if len(hits) == 0:
-        return np.zeros(n, dtype=np.int64)
-    return np.pad(hits.astype(np.int64, copy=False), (0, n - len(hits)), mode="edge")
 
 
 def _hits_at(curve: HitRateCurve, capacities: np.ndarray, unit: str) -> np.ndarray:
@@ -215,17 +228,25 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Ranks | None:
     """Views need two or more ranks."""
     if len(inputs.ranks) < 2:
         return None
-    per_rank, source = rank_pools(len(inputs.ranks), inputs.engine_pool, options.get(CAPACITY))
+    order = sorted(inputs.ranks)
+    engine_ranks = (
+        inputs.engine.rank_pool_blocks(inputs.units, order)
+        if inputs.engine is not None and inputs.units is not None
+        else None
+    )
+    pools, source = rank_pools(order, engine_ranks, inputs.engine_pool, options.get(CAPACITY))
     views, curves = [], {}
-    for rank, stream in sorted(inputs.ranks.items()):
+    for rank in order:
+        stream = inputs.ranks[rank]
         curve = curves[rank] = stream.curve
+        own = pools[rank] if pools is not None else None
         rows = tuple(
-            working_set_row(curve, "all", t, target_mode(mode), inputs.sizes, per_rank)
+            working_set_row(curve, "all", t, target_mode(mode), inputs.sizes, own)
             for mode, targets in inputs.targets.by_mode.items()
             for t in targets
         )
-        own = curve_figure.WindowCurve("all", curve)
-        views.append(RankView(rank, own, rows, stream.distinct_blocks, per_rank, source))
+        window = curve_figure.WindowCurve("all", curve)
+        views.append(RankView(rank, window, rows, stream.distinct_blocks, own, source))
     merged = inputs.curves["all"]
     merged_rows = inputs.result(curve_figure.FIGURE)
     caps = tuple(merged_rows.window("all").capacities) if merged_rows is not None else ()
@@ -236,10 +257,14 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Ranks | None:
             "pool would see them too, so there is no like-for-like pooling figure"
         )
         return Ranks(tuple(views), None, note, None, merged.accesses, caps)
-    if per_rank is None:
+    if pools is None:
         return Ranks(tuple(views), None, NO_POOL, None, merged.accesses, caps)
-    pools = dict.fromkeys(curves, per_rank)
-    split = RankSplit(len(curves), per_rank, separate_pools(list(curves.values())))
+    split = RankSplit(
+        len(curves),
+        mean_pool(pools),
+        separate_pools(list(curves.values()), [pools[r] for r in curves]),
+        pools,
+    )
     gain = pooling(merged, curves, pools, source, inputs.curve_scope)
     return Ranks(tuple(views), gain, None, split, merged.accesses, caps)
 

@@ -16,6 +16,7 @@ import numpy as np
 from kvset.formats.byte_input import INFLATE_ERRORS, TraceError
 from kvset.formats.scan import END, count_mismatches, line_end, scan_lines, split_tokens_into
 from kvset.formats.trace_lines import TIME_UNITS_PER_SECOND, ParsedRequests, TraceLineParser
+from kvset.units import FLOOR
 
 CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk: whole lines, however many
 _PIECE = 1 << 16  # bytes per read() inside a chunk
@@ -53,13 +54,13 @@ class _Run:
 
     def requests(self, parser: TraceLineParser, k0: int, k1: int, r0: int, r1: int) -> ParsedRequests:
         """Requests r0..r1 (keys k0..k1) as the msgspec path would give them, warnings included."""
-        block = parser.block_tokens
+        block = parser.block_size
         assert block is not None
         counts, lengths = self.counts[r0:r1], self.input_lengths[r0:r1]
         tokens = np.empty(k1 - k0, dtype=np.int32)
         split_tokens_into(counts, lengths, block, tokens)
         lines = self.lines[r0:r1].copy()
-        bad = count_mismatches(counts, lengths, block)
+        bad = count_mismatches(counts, lengths, block, parser.convention == FLOOR)
         for n, r in enumerate(bad):
             if n == parser.warnings.keep_examples and not parser.strict:
                 parser.count_mismatches(block, len(bad) - n)  # beyond the examples kept, only the count

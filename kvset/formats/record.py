@@ -74,10 +74,10 @@ def _umask() -> int:
 
 class TraceRecorder:
     def __init__(
-        self, out: str | Path | IO[bytes], block_tokens: int | None = None, overwrite: bool = False
+        self, out: str | Path | IO[bytes], block_size: int | None = None, overwrite: bool = False
     ) -> None:
-        """out: a path (".gz" is gzip-compressed) or a binary file object; block_tokens: tokens per
-        block for batches that carry neither per-access tokens nor their own block_tokens.
+        """out: a path (".gz" is gzip-compressed) or a binary file object; block_size: the stream's
+        tokens per block, for batches that carry neither per-access tokens nor their own block size.
         Raises RecordTargetError for a path that must not be written (see check_record_target)."""
         self.path: Path | None = None
         self._tmp: Path | None = None
@@ -94,7 +94,7 @@ class TraceRecorder:
             self._owned = True
         else:
             self._file, self._raw, self._owned = out, None, False
-        self.block_tokens = block_tokens
+        self.block_size = block_size
         self.clamped = 0  # requests whose timestamp could not be written as given
         self.first_timestamp: float | None = None  # seconds, the time of the first recorded request
         self.requests = 0
@@ -103,28 +103,29 @@ class TraceRecorder:
         self._last_ms = 0
         self._encoder = msgspec.json.Encoder()
 
-    def _tokens_of(self, batch: AccessBatch) -> np.ndarray:
+    def _tokens_of(self, batch: AccessBatch, block_size: int | None) -> np.ndarray:
         if batch.tokens is not None:
             return np.asarray(batch.tokens, dtype=np.int64)
-        size = batch.block_tokens or self.block_tokens
-        if not size:
-            raise ValueError("the batch gives no tokens per block and the recorder has no block_tokens")
-        return np.full(len(batch.keys), size, dtype=np.int64)
+        if not block_size:
+            raise ValueError("the batch gives no tokens per block and the recorder has no block size")
+        return np.full(len(batch.keys), block_size, dtype=np.int64)
 
     def _times_of(self, batch: AccessBatch, arrival: float | None) -> np.ndarray:
         if batch.timestamps is None:
             return np.full(len(batch.keys), time.time() if arrival is None else arrival)
         return np.broadcast_to(np.asarray(batch.timestamps, dtype=np.float64), (len(batch.keys),))
 
-    def write(self, batch: AccessBatch, arrival: float | None = None) -> int:
-        """Append a batch's requests; returns how many were written.
+    def write(self, batch: AccessBatch, arrival: float | None = None, block_size: int | None = None) -> int:
+        """Append a batch's requests; returns how many were written. block_size: the stream's, where
+        the batch does not say (else the recorder's).
 
         A batch without request_starts is written as one request (its accesses in order).
         """
         n = len(batch.keys)
         if n == 0:
             return 0
-        tokens = self._tokens_of(batch)
+        block_size = batch.block_size or block_size or self.block_size
+        tokens = self._tokens_of(batch, block_size)
         times = self._times_of(batch, arrival)
         starts = [0] if batch.request_starts is None else [int(s) for s in batch.request_starts]
         bounds = [*starts, n]
@@ -133,7 +134,7 @@ class TraceRecorder:
             if end <= start:
                 continue
             lines.append(
-                self._line(batch.keys[start:end], tokens[start:end], float(times[start]), batch.block_tokens)
+                self._line(batch.keys[start:end], tokens[start:end], float(times[start]), block_size)
             )
         self._file.write(b"".join(lines))
         return len(lines)

@@ -350,12 +350,13 @@ def split_tokens_into(counts, input_lengths, block, tokens):
 
 
 @njit(nogil=True, cache=True)
-def count_mismatches(counts, input_lengths, block):
-    """Requests whose id count is not ceil(input_length / block)."""
+def count_mismatches(counts, input_lengths, block, floor):
+    """Requests whose id count is not ceil(input_length / block) (floor: input_length // block)."""
     out = np.empty(counts.shape[0], dtype=np.int64)
     n = 0
+    up = 0 if floor else block - 1
     for r in range(counts.shape[0]):
-        if counts[r] != (input_lengths[r] + block - 1) // block:
+        if counts[r] != (input_lengths[r] + up) // block:
             out[n] = r
             n += 1
     return out[:n]

@@ -17,50 +17,34 @@ from pathlib import Path
 
 import numpy as np
 
-from kvset.formats.block_size import CANDIDATES, MIN_REQUESTS, BlockSizeCheck, check_block_size
-from kvset.formats.byte_input import TraceError, open_trace_input
+from kvset.formats.block_size import (
+    MIN_REQUESTS,
+    FitCounts,
+    NoBlockSizeFits,
+    Settled,
+    check_block_size,
+    settle,
+)
+from kvset.formats.byte_input import open_trace_input
 from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import ParsedRequests, TraceLineParser
-from kvset.formats.traces import no_request_error, warning_notes, with_block_size
+from kvset.formats.traces import no_request_error, recount_mismatches, warning_notes, with_block_size
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_HASH_ALGO, StreamUnits
 
 
 class NeedsWholeTrace(Exception):
     """The stream cannot give read_trace's order or block size: read the file whole (the reason says why)."""
 
 
-class _Fits:
-    """Requests that keep len(hash_ids) = ceil(input_length / b), per candidate b, over the whole stream."""
-
-    def __init__(self, block: int) -> None:
-        self.sizes = np.array([*CANDIDATES, block], dtype=np.int64)
-        self.fits = np.zeros(len(self.sizes), dtype=np.int64)
-        self.checked = 0
-
-    def add(self, parsed: ParsedRequests) -> None:
-        implied = parsed.request_input_lengths >= 0
-        lengths, counts = parsed.request_input_lengths[implied], parsed.request_lengths()[implied]
-        self.checked += len(lengths)
-        if len(lengths):
-            self.fits += (-(-lengths[None, :] // self.sizes[:, None]) == counts[None, :]).sum(axis=1)
-
-    def check(self) -> BlockSizeCheck:
-        """check_block_size's answer for every request seen (fit shares as it computes them)."""
-        shares = self.fits / self.checked if self.checked else np.ones(len(self.sizes))
-        i = int(np.argmax(shares[:-1]))  # ties: the smallest candidate
-        return BlockSizeCheck(
-            int(self.sizes[-1]), float(shares[-1]), CANDIDATES[i], float(shares[i]), self.checked
-        )
-
-
-def _stamped(parsed: ParsedRequests, stamps: np.ndarray, block_tokens: int) -> AccessBatch:
+def _stamped(parsed: ParsedRequests, stamps: np.ndarray, block_size: int) -> AccessBatch:
     return AccessBatch(
         keys=parsed.keys,
         tokens=parsed.tokens,
         request_starts=parsed.request_starts,
         timestamps=np.repeat(stamps, parsed.request_lengths()),
-        block_tokens=block_tokens,
+        block_size=block_size,
     )
 
 
@@ -83,7 +67,8 @@ def _split(parsed: ParsedRequests, k: int) -> tuple[ParsedRequests, ParsedReques
 
 class TraceStream:
     """Iterate to get AccessBatches in read_trace's order; then `lines`, `rejects`, `warnings`,
-    `notes`, `requests`, `format` and `block_tokens` say what was read."""
+    `notes`, `requests`, `format` and `units` say what was read. `units` is known (not None) from
+    the first batch on: the block size is settled before any access is handed on."""
 
     def __init__(
         self,
@@ -91,7 +76,7 @@ class TraceStream:
         format: str | None = None,
         block_size: int | None = None,
         strict: bool = False,
-        hash_algo: str = "sha256",
+        hash_algo: str = DEFAULT_HASH_ALGO,
         python_hash_seed: str | None = None,
         exact: bool = True,
     ) -> None:
@@ -100,13 +85,14 @@ class TraceStream:
         self.path = path
         self.exact = exact
         self.given_format = format
-        self.given_block = block_size
+        self.given_block_size = block_size
         self.parser = TraceLineParser(format, block_size, strict, hash_algo, python_hash_seed)
         self.lines = 0
         self.requests = 0
         self.notes: list[str] = []
         self.warnings = RejectCounter()
         self.sorted_in_window = False
+        self._early: Settled | None = None  # what the first requests settled
 
     @property
     def rejects(self) -> RejectCounter:
@@ -117,8 +103,13 @@ class TraceStream:
         return self.parser.format
 
     @property
-    def block_tokens(self) -> int | None:
-        return self.parser.block_tokens
+    def units(self) -> StreamUnits | None:
+        """The stream's units once settled (None before the first batch)."""
+        return self.parser.units if self._early is not None or self.parser.format == "tokens" else None
+
+    @property
+    def block_size(self) -> int | None:
+        return self.parser.block_size
 
     # -- the stages ------------------------------------------------------------------------
     def _parsed(self) -> Iterator[ParsedRequests]:
@@ -131,24 +122,23 @@ class TraceStream:
     def _settled(self) -> Iterator[ParsedRequests]:
         """Requests with the block size settled: held until MIN_REQUESTS say which it is."""
         p = self.parser
-        held: list[ParsedRequests] = []
-        fits: _Fits | None = None
-        self._switched: int | None = None
+        held: list[ParsedRequests] | None = []
+        fits: FitCounts | None = None
         for parsed in self._parsed():
             if p.format == "tokens":
                 yield parsed
                 continue
             if fits is None:
-                fits = _Fits(p.block_tokens or 1)
-            fits.add(parsed)
-            if self._switched is not None and (parsed.request_input_lengths < 0).any():
+                fits = FitCounts(p.block_size or 1)
+            fits.add(parsed.request_input_lengths, parsed.request_lengths())
+            if self._early is not None and self._early.inferred and (parsed.request_input_lengths < 0).any():
                 self._inexact("lines carry their own block sizes and the default one is wrong")
             if held is not None:
                 held.append(parsed)
                 if fits.checked < MIN_REQUESTS:
                     continue
                 yield self._first_settled(ParsedRequests.concat(held))
-                held = None  # type: ignore[assignment]
+                held = None
             else:
                 yield parsed
         if held:
@@ -156,27 +146,27 @@ class TraceStream:
         self._fits = fits
 
     def _first_settled(self, parsed: ParsedRequests) -> ParsedRequests:
-        """The first requests, with the block size the lines keep when the default is wrong (as read_trace)."""
+        """The first requests, read with the block size and convention they keep (as read_trace would
+        on the whole file; the end checks that the whole agrees)."""
         p = self.parser
-        block = p.block_tokens
+        block, convention = p.block_size, p.convention
         assert block is not None
         check = check_block_size(parsed.request_input_lengths, parsed.request_lengths(), block)
-        if self.given_block is not None or not check.better_known:
-            return parsed
-        if (parsed.request_input_lengths < 0).any():
+        try:
+            settled = settle(check, self.given_block_size is not None)
+        except NoBlockSizeFits:
+            if not self.exact:  # a live replay is refused before it plays made-up token counts
+                raise
+            settled = Settled(block, convention, False, None)  # read on: the whole trace decides at the end
+        self._early = settled
+        if settled.inferred and (parsed.request_input_lengths < 0).any():
             self._inexact("lines carry their own block sizes and the default one is wrong")
-        best = check.best
-        self._switched = best
-        p.block_size = best  # the lines after these are read with it
-        p.warnings = RejectCounter()
-        counts = parsed.request_lengths()
-        lengths = parsed.request_input_lengths
-        broken = np.flatnonzero((lengths >= 0) & (-(-lengths // best) != counts))
-        for i in broken[: p.warnings.keep_examples]:
-            p.warn_mismatch(best, int(parsed.request_lines[i]), int(counts[i]), int(lengths[i]), strict=False)
-        if len(broken) > p.warnings.keep_examples:
-            p.count_mismatches(best, len(broken) - p.warnings.keep_examples)
-        return with_block_size(parsed, best)
+        p.settle(settled.block_size, settled.convention, settled.inferred)
+        if (settled.block_size, settled.convention) == (block, convention):
+            return parsed
+        p.warnings = RejectCounter()  # the lines after these are read with the settled rule
+        recount_mismatches(parsed, p)
+        return with_block_size(parsed, settled.block_size) if settled.block_size != block else parsed
 
     def _timed(self) -> Iterator[tuple[ParsedRequests, np.ndarray]]:
         """Requests with their timestamps filled: a missing one takes its predecessor's."""
@@ -250,7 +240,7 @@ class TraceStream:
     def __iter__(self) -> Iterator[AccessBatch]:
         for parsed, stamps in self._ordered():
             self.requests += parsed.requests
-            yield _stamped(parsed, stamps, self.parser.block_tokens or 1)
+            yield _stamped(parsed, stamps, self.parser.block_size or 1)
         self._finish()
 
     def _finish(self) -> None:
@@ -258,28 +248,21 @@ class TraceStream:
         if self.requests == 0:
             raise no_request_error(str(self.path) if str(self.path) != "-" else "stdin", self.lines, p)
         fits = getattr(self, "_fits", None)
-        check = fits.check() if p.format != "tokens" and fits is not None else None
-        if check is not None and self._switched != (
-            check.best if check.better_known and self.given_block is None else None
-        ):
-            self._inexact("the block size the whole trace keeps is not the one its first lines keep")
+        whole: Settled | None = None
+        if p.format != "tokens" and fits is not None:
+            # every request judged against the size the reading started with, as read_trace judges them
+            whole = settle(fits.check(), self.given_block_size is not None)
+            early = self._early
+            if early is None or (whole.block_size, whole.convention) != (early.block_size, early.convention):
+                self._inexact("the block size the whole trace keeps is not the one its first lines keep")
         notes = list(p.notes)
         if self.given_format is not None:
             notes.insert(0, f"format {self.given_format} (given)")
-        if check is not None:
-            if check.wrong and self.given_block is not None and check.better_known:
-                raise TraceError(
-                    f"--block-size {check.block_tokens} does not fit this trace: {check.describe()}: "
-                    f"give --block-size {check.best}"
-                )
-            if check.better_known:
-                notes.append(
-                    f"block size inferred from the lines: {check.describe()}; read with {check.best} "
-                    f"(give --block-size to override)"
-                )
-            elif check.wrong:
-                notes.append(f"block size doubtful: {check.describe()}; check --block-size")
-        notes.append(f"{p.block_tokens} tokens per block")
+        if whole is not None and whole.note:
+            notes.append(whole.note)
+        units = p.units
+        assert units is not None
+        notes.append(units.describe())
         if self._filled:
             notes.append(
                 f"{self._filled} requests had no timestamp; each takes its predecessor's time (line order)"

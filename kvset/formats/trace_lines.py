@@ -2,7 +2,8 @@
 
 Three formats (docs/formats.md, sections 2-4):
 - mooncake: {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]},
-  512 tokens per block;
+  512 tokens per block (a trace of another block size, or counting full blocks only, is told from
+  its lines: kvset.formats.block_size);
 - bailian: {"chat_id", "parent_chat_id", "timestamp": s, "input_length", "output_length", "type",
   "turn", "hash_ids": [...]}, 16 tokens per block;
 - tokens: {"timestamp": s, "token_ids" | "prompt_token_ids": [...]}, keys hashed as vLLM does.
@@ -23,12 +24,15 @@ from typing import Annotated
 import msgspec
 import numpy as np
 
+from kvset.formats.block_size import RULES, blocks_of
 from kvset.formats.byte_input import TraceError
 from kvset.formats.vllm_hash import HASH_ALGOS, block_keys
 from kvset.rejects import RejectCounter
+from kvset.units import CEIL, DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO, StreamUnits
 
 FORMATS = ("mooncake", "bailian", "tokens")
-DEFAULT_BLOCK_TOKENS = {"mooncake": 512, "bailian": 16, "tokens": 16}
+# Each hash-id format's own block size; token ids are hashed at vLLM's default unless told.
+FORMAT_BLOCK_SIZES = {"mooncake": 512, "bailian": 16}
 # Units of each format's "timestamp" field per second (divided, so 471 ms is exactly 0.471 s).
 TIME_UNITS_PER_SECOND = {"mooncake": 1000.0, "bailian": 1.0, "tokens": 1.0}
 UINT64_MAX = (1 << 64) - 1
@@ -207,6 +211,9 @@ class TraceLineParser:
     Rejected lines are counted in `rejects` (with their line numbers); requests kept despite a
     doubtful field (hash_ids count vs input_length) are counted in `warnings`. With strict=True
     either raises TraceError naming the line.
+
+    block_size: the one given (--block-size), else the lines' own (`kvset record`), else the
+    format's; a reader that settles another one from the lines calls `settle`. `units` says which.
     """
 
     def __init__(
@@ -214,7 +221,7 @@ class TraceLineParser:
         format: str | None,
         block_size: int | None = None,
         strict: bool = False,
-        hash_algo: str = "sha256",
+        hash_algo: str = DEFAULT_HASH_ALGO,
         python_hash_seed: str | None = None,
     ) -> None:
         if format is not None and format not in FORMATS:
@@ -225,7 +232,9 @@ class TraceLineParser:
             raise ValueError(f"unknown hash algorithm {hash_algo!r}; expected one of {', '.join(HASH_ALGOS)}")
         self.format = format
         self.format_given = format is not None
-        self.block_size = block_size
+        self.given_block_size = block_size
+        self.inferred_block_size: int | None = None  # settled from the lines (kvset.formats.block_size)
+        self.convention = CEIL  # how hash ids count a prompt's blocks, until the lines say otherwise
         self.strict = strict
         self.hash_algo = hash_algo
         self.python_hash_seed = python_hash_seed
@@ -241,11 +250,40 @@ class TraceLineParser:
         return self.format is not None and (self._looked or not self.format_given)
 
     @property
-    def block_tokens(self) -> int | None:
+    def block_size(self) -> int | None:
         """Tokens per full block (None until the format is known)."""
         if self.format is None:
             return None
-        return self.block_size or self.line_block_size or DEFAULT_BLOCK_TOKENS[self.format]
+        return (
+            self.inferred_block_size
+            or self.given_block_size
+            or self.line_block_size
+            or FORMAT_BLOCK_SIZES.get(self.format, DEFAULT_BLOCK_SIZE)
+        )
+
+    def settle(self, block_size: int, convention: str, inferred: bool) -> None:
+        """Read on with this block size and convention (the block size check's answer)."""
+        self.convention = convention
+        if inferred:
+            self.inferred_block_size = block_size
+
+    @property
+    def units(self) -> StreamUnits | None:
+        """The units of the stream read so far (None until the format is known)."""
+        block_size = self.block_size
+        if block_size is None:
+            return None
+        if self.inferred_block_size:
+            origin = "inferred"
+        elif self.given_block_size:
+            origin = "flag"
+        elif self.line_block_size or self.format in FORMAT_BLOCK_SIZES:
+            origin = "format"
+        else:
+            origin = "default"
+        if self.format == "tokens":
+            return StreamUnits(block_size, origin, self.hash_algo, self.python_hash_seed)
+        return StreamUnits(block_size, origin, convention=self.convention)
 
     # -- bad input -------------------------------------------------------------------------
 
@@ -261,9 +299,9 @@ class TraceLineParser:
             raise TraceError(f"{example} ({reason.partition(';')[0]})")
         self.warnings.reject(reason, example)
 
-    @staticmethod
-    def _mismatch_reason(block: int) -> str:
-        return f"hash_ids count is not ceil(input_length / {block}); request kept"
+    def _mismatch_reason(self, block: int) -> str:
+        rule = RULES[self.convention].replace("len(hash_ids) = ", "").replace("block size", str(block))
+        return f"hash_ids count is not {rule}; request kept"
 
     def warn_mismatch(
         self, block: int, lineno: int, ids: int, input_length: int, strict: bool = True
@@ -346,7 +384,7 @@ class TraceLineParser:
         return self._parse_hashes(lines, first_lineno, start)
 
     def _parse_hashes(self, lines: list[bytes], first_lineno: int, start: int) -> ParsedRequests:
-        block = self.block_tokens
+        block = self.block_size
         assert block is not None
         decode = _HASH_DECODER.decode
         id_lists: list[list[int]] = []
@@ -383,7 +421,7 @@ class TraceLineParser:
                     )
                     continue
                 explicit[len(id_lists)] = req.block_tokens
-            elif n != -(-req.input_length // b):
+            elif n != blocks_of(req.input_length, b, CEIL if req.block_size else self.convention):
                 self.warn_mismatch(b, lineno, n, req.input_length)
             line_blocks.append(b)
             id_lists.append(ids)
@@ -444,7 +482,7 @@ class TraceLineParser:
         return np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.uint64, count=total)
 
     def _parse_tokens(self, lines: list[bytes], first_lineno: int, start: int) -> ParsedRequests:
-        block = self.block_tokens
+        block = self.block_size
         assert block is not None
         key_arrays: list[np.ndarray] = []
         stamps: list[float] = []

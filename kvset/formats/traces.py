@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from kvset.formats.block_size import check_block_size
+from kvset.formats.block_size import blocks_of, check_block_size, settle
 from kvset.formats.byte_input import INFLATE_ERRORS, TraceError, open_trace_input
 from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import (
@@ -27,6 +27,7 @@ from kvset.formats.trace_lines import (
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch
+from kvset.units import DEFAULT_HASH_ALGO, StreamUnits
 
 __all__ = [
     "FORMATS",
@@ -47,7 +48,7 @@ class Trace(RequestArrays):
     """Every block access of a trace, requests in timestamp order (stable), accesses in request order."""
 
     format: str
-    block_tokens: int  # tokens per full block
+    units: StreamUnits  # tokens per full block, where that came from, the convention or the hash
     keys: np.ndarray  # uint64, one per access
     tokens: np.ndarray  # int32, tokens each access covers
     request_starts: np.ndarray  # int64 index into keys where each request starts
@@ -58,6 +59,10 @@ class Trace(RequestArrays):
     warnings: RejectCounter = field(default_factory=RejectCounter)  # requests kept despite a doubtful field
     request_lines: np.ndarray | None = None  # int64 line number of each request (same order)
     parse_seconds: float = 0.0
+
+    @property
+    def block_size(self) -> int:
+        return self.units.block_size
 
     def access_timestamps(self) -> np.ndarray:
         """float64 seconds per access: each access at its request's time."""
@@ -80,7 +85,7 @@ class Trace(RequestArrays):
                 tokens=self.tokens[begin:end],
                 request_starts=self.request_starts[first:end_request] - begin,
                 timestamps=np.repeat(self.request_timestamps[first:end_request], lengths[first:end_request]),
-                block_tokens=self.block_tokens,
+                block_size=self.block_size,
             )
             first = end_request
 
@@ -147,7 +152,7 @@ def read_trace(
     format: str | None = None,
     block_size: int | None = None,
     strict: bool = False,
-    hash_algo: str = "sha256",
+    hash_algo: str = DEFAULT_HASH_ALGO,
     python_hash_seed: str | None = None,
     chunk_lines: int = CHUNK_LINES,
     byte_scanner: bool = True,
@@ -155,8 +160,9 @@ def read_trace(
     """Read a trace file (path, `-` for stdin, or a binary file object; gzip detected by content).
 
     format: mooncake | bailian | tokens, or None to detect it from the first valid line.
-    block_size: tokens per block (default 512 mooncake, 16 bailian and tokens).
-    Raises TraceError when nothing usable is in the input, or on the first bad line with strict=True.
+    block_size: tokens per block (default: the format's, or as the lines say: kvset.formats.block_size).
+    Raises TraceError when nothing usable is in the input, when no block size fits the lines (the
+    error names the fix), or on the first bad line with strict=True.
     byte_scanner: read the common hash-id lines with the byte scanner (False: every line through
     msgspec, chunk_lines at a time; the results are the same).
     """
@@ -180,14 +186,16 @@ def read_trace(
         name = str(getattr(source, "name", "the input stream"))
     if parsed.requests == 0:
         raise no_request_error(name, lines, parser)
-    assert parser.format is not None and parser.block_tokens is not None
+    assert parser.format is not None and parser.block_size is not None
     notes = list(parser.notes)
     if format is not None:
         notes.insert(0, f"format {format} (given)")
-    block_tokens, warnings = parser.block_tokens, parser.warnings
+    warnings = parser.warnings
     if parser.format != "tokens":
-        parsed, block_tokens, warnings = _settle_block_size(parsed, parser, block_size is not None, notes)
-    notes.append(f"{block_tokens} tokens per block")
+        parsed, warnings = _settle_block_size(parsed, parser, block_size is not None, notes)
+    units = parser.units
+    assert units is not None
+    notes.append(units.describe())
     stamps = parsed.request_timestamps.copy()
     filled = _fill_missing_times(stamps)
     if filled:
@@ -198,7 +206,7 @@ def read_trace(
     notes += warning_notes(warnings)
     return Trace(
         format=parser.format,
-        block_tokens=block_tokens,
+        units=units,
         keys=parsed.keys,
         tokens=parsed.tokens,
         request_starts=parsed.request_starts,
@@ -230,41 +238,39 @@ def warning_notes(warnings: RejectCounter) -> list[str]:
 
 def _settle_block_size(
     parsed: ParsedRequests, parser: TraceLineParser, given: bool, notes: list[str]
-) -> tuple[ParsedRequests, int, RejectCounter]:
-    """Check the block size against the lines; take the one they keep when the default is wrong.
-
-    A block size the user gave that the lines break is refused with the fix: a silent wrong
-    token hit rate is worse than no answer.
-    """
-    block = parser.block_tokens
+) -> tuple[ParsedRequests, RejectCounter]:
+    """Check the block size and convention against the lines (kvset.formats.block_size.settle): take
+    the ones they keep, or refuse the read with the fix (NoBlockSizeFits, a TraceError): a silent
+    wrong token hit rate is worse than no answer. Returns the requests and their warnings."""
+    block, convention = parser.block_size, parser.convention
     assert block is not None
-    check = check_block_size(parsed.request_input_lengths, parsed.request_lengths(), block)
-    if not check.wrong:
-        return parsed, block, parser.warnings
-    if not check.better_known:
-        notes.append(f"block size doubtful: {check.describe()}; check --block-size")
-        return parsed, block, parser.warnings
-    if given:
-        raise TraceError(
-            f"--block-size {block} does not fit this trace: {check.describe()}: "
-            f"give --block-size {check.best}"
+    settled = settle(check_block_size(parsed.request_input_lengths, parsed.request_lengths(), block), given)
+    if settled.note:
+        notes.append(settled.note)
+    parser.settle(settled.block_size, settled.convention, settled.inferred)
+    if (settled.block_size, settled.convention) == (block, convention):
+        return parsed, parser.warnings
+    parser.warnings = RejectCounter()
+    recount_mismatches(parsed, parser)
+    return (
+        with_block_size(parsed, settled.block_size) if settled.block_size != block else parsed
+    ), parser.warnings
+
+
+def recount_mismatches(parsed: ParsedRequests, parser: TraceLineParser) -> None:
+    """Count again, against the parser's block size and convention now, the requests whose hash-id
+    count breaks the rule (the first few with their lines, then the count)."""
+    block = parser.block_size
+    assert block is not None
+    counts, lengths = parsed.request_lengths(), parsed.request_input_lengths
+    broken = np.flatnonzero((lengths >= 0) & (blocks_of(lengths, block, parser.convention) != counts))
+    keep = parser.warnings.keep_examples
+    for i in broken[:keep]:
+        parser.warn_mismatch(
+            block, int(parsed.request_lines[i]), int(counts[i]), int(lengths[i]), strict=False
         )
-    best = check.best
-    implied = parsed.request_input_lengths >= 0
-    counts = parsed.request_lengths()
-    notes.append(
-        f"block size inferred from the lines: {check.describe()}; read with {best} "
-        f"(give --block-size to override)"
-    )
-    warnings = RejectCounter()
-    lengths = parsed.request_input_lengths
-    broken = np.flatnonzero(implied & (-(-lengths // best) != counts))
-    for i in broken:
-        warnings.reject(
-            f"hash_ids count is not ceil(input_length / {best}); request kept",
-            f"line {parsed.request_lines[i]}: {counts[i]} hash_ids for input_length {lengths[i]}",
-        )
-    return with_block_size(parsed, best), best, warnings
+    if len(broken) > keep:
+        parser.count_mismatches(block, len(broken) - keep)
 
 
 def with_block_size(parsed: ParsedRequests, block: int) -> ParsedRequests:

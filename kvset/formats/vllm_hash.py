@@ -19,25 +19,38 @@ from functools import lru_cache
 
 import numpy as np
 
-HASH_ALGOS = ("sha256", "sha256_cbor")
+from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
+
+
+def _pickled(obj: object) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _cbor(obj: object) -> bytes:
+    import cbor2
+
+    return cbor2.dumps(obj, canonical=True)
+
+
+# vLLM's prefix_caching_hash_algo names -> how the object is serialized before sha256
+_SERIALIZERS = {"sha256": _pickled, "sha256_cbor": _cbor}
+HASH_ALGOS = tuple(_SERIALIZERS)
+assert DEFAULT_HASH_ALGO in HASH_ALGOS
 
 
 def _serialize(obj: object, algo: str) -> bytes:
-    if algo == "sha256":
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    if algo == "sha256_cbor":
-        import cbor2
-
-        return cbor2.dumps(obj, canonical=True)
-    raise ValueError(f"unknown hash algorithm {algo!r}; expected one of {', '.join(HASH_ALGOS)}")
+    serialize = _SERIALIZERS.get(algo)
+    if serialize is None:
+        raise ValueError(f"unknown hash algorithm {algo!r}; expected one of {', '.join(HASH_ALGOS)}")
+    return serialize(obj)
 
 
-def hash_object(obj: object, algo: str = "sha256") -> bytes:
+def hash_object(obj: object, algo: str = DEFAULT_HASH_ALGO) -> bytes:
     return hashlib.sha256(_serialize(obj, algo)).digest()
 
 
 @lru_cache(maxsize=16)
-def none_hash(algo: str = "sha256", python_hash_seed: str | None = None) -> bytes:
+def none_hash(algo: str = DEFAULT_HASH_ALGO, python_hash_seed: str | None = None) -> bytes:
     """The root parent of every chain."""
     return hash_object("vllm-none-hash" if python_hash_seed is None else python_hash_seed, algo)
 
@@ -49,8 +62,8 @@ def digest_to_key(digest: bytes) -> int:
 
 def block_digests(
     token_ids: Sequence[int],
-    block_size: int = 16,
-    algo: str = "sha256",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    algo: str = DEFAULT_HASH_ALGO,
     extra_keys: tuple | None = None,
     python_hash_seed: str | None = None,
     parent: bytes | None = None,
@@ -69,8 +82,8 @@ def block_digests(
 
 def block_keys(
     token_ids: Sequence[int],
-    block_size: int = 16,
-    algo: str = "sha256",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    algo: str = DEFAULT_HASH_ALGO,
     python_hash_seed: str | None = None,
 ) -> np.ndarray:
     """uint64 block keys of one prompt, identical to the hashes in vLLM's KV events."""

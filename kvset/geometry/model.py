@@ -14,6 +14,7 @@ from typing import Any
 from kvset.geometry.dtypes import AUTO, canonical_dtype, dtype_bytes, resolve_dtype
 from kvset.geometry.errors import GeometryError
 from kvset.text import printable
+from kvset.units import DEFAULT_BLOCK_SIZE
 
 # Per-layer kinds, as read from a config (ModelGeometry.layer_kinds).
 FULL = "full_attention"
@@ -25,7 +26,6 @@ NO_MIXER = "mlp"  # a layer without sequence mixing (Nemotron-H '-' and 'E'): no
 
 LAYER_KINDS = (FULL, SLIDING, LINEAR, MAMBA, ATTENTION_AND_MAMBA, NO_MIXER)
 
-DEFAULT_BLOCK_SIZE = 16  # vLLM's default block size in tokens
 
 _COUNT_FIELDS = (
     "num_layers",

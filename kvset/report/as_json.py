@@ -5,6 +5,7 @@ keys are documented in the README's "JSON" section; change them there too."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -70,6 +71,7 @@ def header_json(s: Snapshot) -> Json:
         else None,  # a file name can hold control characters
         "format": printable(read.format) if read is not None else None,
         "block_tokens": s.block_tokens,
+        "units": dataclasses.asdict(s.units) if s.units is not None else None,
         "bytes_per_block": s.bytes_per_block,
         "order": s.order,
         "horizon": s.horizon,

@@ -146,7 +146,8 @@ def snapshot_text(snapshot: Snapshot, window: str = "all", mode: str | None = No
     t = s.totals
     lines.append(
         f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time:,}   "
-        f"tokens {t.tokens:,}" + (f" ({bt} per block)" if bt else "")
+        f"tokens {t.tokens:,}"
+        + (f"; {s.units.describe()}" if s.units else f" ({bt} per block)" if bt else "")
     )
     horizon = (
         f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon:,} re-references beyond it"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvset.core.analyzer import Analyzer
+from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.engine_model import EngineModel
 from kvset.figures import FIGURES
 from kvset.figures.base import TOP, OptionValues
@@ -30,7 +30,6 @@ from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.snapshot.model import InputRead, Snapshot, Totals
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
-from kvset.units import StreamUnits
 
 
 @dataclass
@@ -73,16 +72,10 @@ class Readings:
     accesses_per_second: float = 0.0
     engine_history: tuple[EngineReading, ...] = ()
     engine_model: EngineModel | None = None
-    ranks: Mapping[int, Analyzer] = field(default_factory=dict)
+    ranks: Mapping[int, StackDistanceAnalyzer] = field(default_factory=dict)
     opt: OptCurve | None = None
     opt_note: str | None = None
     input: InputRead | None = None  # kvset analyze: the file it read
-
-
-def stream_units(analyzer: Analyzer) -> StreamUnits | None:
-    """The analyzed stream's units (None while no access has told the block size)."""
-    bt = analyzer.block_tokens
-    return StreamUnits(bt, "default") if bt else None
 
 
 @dataclass
@@ -92,7 +85,7 @@ class SnapshotBuilder:
     _history: dict[str, deque[object]] = field(default_factory=dict)
     _history_sampled_at: float | None = None
 
-    def inputs(self, analyzer: Analyzer, readings: Readings) -> FigureInputs:
+    def inputs(self, analyzer: StackDistanceAnalyzer, readings: Readings) -> FigureInputs:
         """The figures' inputs: the analyzer read once (its curve per window), with the readings."""
         cfg = self.config
         sources = readings.sources
@@ -100,7 +93,7 @@ class SnapshotBuilder:
         step = analyzer.coarse_slot_seconds
         due = t is not None and (self._history_sampled_at is None or t - self._history_sampled_at >= step)
         return FigureInputs(
-            units=stream_units(analyzer),
+            units=analyzer.units,
             horizon=analyzer.horizon,
             curves={label: analyzer.curve(window=seconds) for label, seconds in WINDOWS},
             targets=cfg.targets,
@@ -132,7 +125,7 @@ class SnapshotBuilder:
                 kept.append(figure.remember(result))
 
     def build(
-        self, analyzer: Analyzer, readings: Readings | None = None, now: float | None = None
+        self, analyzer: StackDistanceAnalyzer, readings: Readings | None = None, now: float | None = None
     ) -> Snapshot:
         """The snapshot of the analyzer's state now, with what the pipeline read besides: every figure of
         the registry, each computed once."""

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.units import EnginePool, StreamUnits
 from kvset.workload import DEMO_PHASES, AgenticWorkload, Phase, WorkloadConfig
 
 # The demo's pretend engine pool: small enough that the peak phase thrashes.
@@ -36,12 +37,15 @@ class DemoSource(Source):
         config: WorkloadConfig | None = None,
         pool_blocks: int | None = DEMO_POOL_BLOCKS,
         max_batch: int = 1 << 15,
+        block_size_given: bool = False,
     ) -> None:
         """speed: trace seconds per wall second (None: as fast as the analyzer takes it);
-        duration: stop after this much trace time (None: run until stopped)."""
+        duration: stop after this much trace time (None: run until stopped); block_size_given: the
+        workload's block size (config.block_size) is the user's --block-size."""
         self.speed = speed
         self.duration = duration
         self.config = config or WorkloadConfig()
+        self.units = StreamUnits(self.config.block_size, "flag" if block_size_given else "default")
         self.pool_blocks = pool_blocks
         self.max_batch = max_batch
         self.name = "demo: built-in agentic workload" + (f" at {speed:g}x" if speed and speed != 1 else "")
@@ -67,12 +71,10 @@ class DemoSource(Source):
         if self.pool_blocks:
             engine = EngineReading(
                 at=time.time(),
-                capacity_blocks=self.pool_blocks,
-                block_size=self.config.block_tokens,
-                capacity_tokens=self.pool_blocks * self.config.block_tokens,
+                pools=(EnginePool(self.pool_blocks, self.config.block_size),),  # a pretend one: no null block
                 label="demo pool (pretend)",
             )
-        yield SourceUpdate(health=self._health(wl, 0), engine=engine)
+        yield SourceUpdate(health=self._health(wl, 0), engine=engine, units=self.units)
         start = time.monotonic()
         phase = None
         while not stop.is_set():

@@ -66,7 +66,11 @@ class _Stream:
 
 
 class KvEventsSource(Source):
+    """block_size: the engine's tokens per block (--block-size) for events that do not carry it; the
+    stream's units are learned from the first KV event (kvset.engine.kv_event_tracker)."""
+
     kind = "events"
+    units = None  # said with the first accesses, from the events
 
     def __init__(
         self,
@@ -75,7 +79,7 @@ class KvEventsSource(Source):
         topic: str = "",
         medium: str = DEFAULT_MEDIUM,
         group_idx: int | None = None,
-        block_tokens: int = 16,
+        block_size: int | None = None,
         replay_timeout: float = 1.0,
         idle_tick: float = IDLE_TICK,
         flush_accesses: int = 65536,
@@ -92,7 +96,7 @@ class KvEventsSource(Source):
             self.rejects,
             medium=medium,
             group_idx=group_idx,
-            fallback_block_tokens=block_tokens,
+            block_size=block_size,
             replay_timeout=replay_timeout,
             removed_memory=removed_memory,
             quiet_seconds=quiet_seconds,

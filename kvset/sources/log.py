@@ -17,6 +17,7 @@ from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
 from kvset.types import SourceHealth, SourceUpdate, TimelineEvent
+from kvset.units import DEFAULT_HASH_ALGO, StreamUnits
 
 __all__ = ["ENGINES", "TRUNCATED_POLICIES", "LogSource"]
 
@@ -31,8 +32,8 @@ class LogSource(Source):
         path: str | os.PathLike[str],
         follow: bool = True,
         engine: str = "auto",
-        block_size: int = 16,
-        hash_algo: str = "sha256",
+        block_size: int | None = None,
+        hash_algo: str = DEFAULT_HASH_ALGO,
         python_hash_seed: str | None = None,
         max_log_len: int | None = None,
         truncated: str = "skip",
@@ -60,6 +61,8 @@ class LogSource(Source):
             clock_reference=time.time() if reference is None else reference,
             rejects=self.rejects,
         )
+        # known before reading: the prompts are hashed into blocks of the engine's block size
+        self.units: StreamUnits | None = self.tracker.units
         self.name = f"log {self.path}"
         self._tailer = FileTailer(self.path, follow=follow, from_end=from_end, max_bytes=max_bytes_per_read)
         self.last_data_at: float | None = None

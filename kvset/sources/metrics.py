@@ -171,6 +171,9 @@ class _Poll:
 
 
 class MetricsSource(Source):
+    """Delivers no block accesses: only the engine's readings (its pools in its own blocks)."""
+
+    units = None
     kind = "metrics"
 
     def __init__(

@@ -16,13 +16,18 @@ from kvset.quantities import plural
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.tail import FileTailer
 from kvset.types import AccessBatch, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.units import DEFAULT_HASH_ALGO
 
 PACED_BATCH = 4096  # accesses per batch when pacing by timestamps
 FAST_BATCH = 1 << 18
 
 
 class ReplaySource(Source):
+    """The stream's units are the trace's: its format's, --block-size, or settled from its first
+    lines (kvset.formats.block_size); said with the first accesses."""
+
     kind = "replay"
+    units = None
 
     def __init__(
         self,
@@ -30,7 +35,7 @@ class ReplaySource(Source):
         speed: float | None = 1.0,
         format: str | None = None,
         block_size: int | None = None,
-        hash_algo: str = "sha256",
+        hash_algo: str = DEFAULT_HASH_ALGO,
         python_hash_seed: str | None = None,
         follow: bool = False,
     ) -> None:
@@ -95,7 +100,9 @@ class ReplaySource(Source):
                                     )
                                 )
                     delivered += len(batch)
-                    yield SourceUpdate(accesses=batch, health=self._health("replaying", delivered, trace))
+                    yield SourceUpdate(
+                        accesses=batch, health=self._health("replaying", delivered, trace), units=trace.units
+                    )
         except (TraceError, OSError) as exc:
             # The first line says what failed; the rest (the rejection reasons) goes to the notes.
             first, *why = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
@@ -154,7 +161,9 @@ class ReplaySource(Source):
                 if not batches:
                     yield SourceUpdate(health=health, events=events)
                 for i, b in enumerate(batches):
-                    yield SourceUpdate(accesses=b, health=health, events=events if i == 0 else ())
+                    yield SourceUpdate(
+                        accesses=b, health=health, events=events if i == 0 else (), units=parser.units
+                    )
         finally:
             tailer.close()
 
@@ -182,7 +191,7 @@ class ReplaySource(Source):
                         tokens=parsed.tokens,
                         request_starts=parsed.request_starts,
                         timestamps=np.repeat(stamps, parsed.request_lengths()),
-                        block_tokens=parser.block_tokens,
+                        block_size=parser.block_size,
                     )
                 )
             i = j
@@ -205,6 +214,6 @@ def _pieces(batch: AccessBatch, max_accesses: int) -> Iterator[AccessBatch]:
             tokens=batch.tokens[begin:end],  # type: ignore[index]
             request_starts=starts[first:last] - begin,
             timestamps=batch.timestamps[begin:end],  # type: ignore[index]
-            block_tokens=batch.block_tokens,
+            block_size=batch.block_size,
         )
         first = last

@@ -137,7 +137,8 @@ def test_kv_events_and_metrics_predict_the_engines_own_hit_rate():
     finally:
         metrics.stop()
     op = report["operating_point"]
-    assert op["capacity_blocks"] == 301 and op["model"] == "vLLM block-pool replay"
+    # the pool is the blocks that can cache: num_gpu_blocks less vLLM's null block
+    assert op["capacity_blocks"] == 300 and op["model"] == "vLLM block-pool replay"
     assert op["measured_token_hit_rate"] == pytest.approx(engine.measured_token_hit_rate)
     assert op["predicted_token_hit_rate"] == pytest.approx(engine.measured_token_hit_rate, abs=0.015)
     assert op["difference"] == pytest.approx(op["measured_token_hit_rate"] - op["predicted_token_hit_rate"])
@@ -191,9 +192,10 @@ def test_growing_log_and_metrics_once_json_equal_offline(tmp_path):
     keys = [int(k) for p in prompts for k in block_keys(p, 16)]
     assert_same_curve(report, keys, 16)
     op = report["operating_point"]
-    assert op["capacity_blocks"] == 61275  # num_gpu_blocks of the fixture's cache_config_info
+    # num_gpu_blocks of the fixture's cache_config_info, less the null block
+    assert op["capacity_blocks"] == 61274
     assert op["measured_token_hit_rate"] == pytest.approx(0.6)
     offline = Analyzer()
     offline.feed(np.array(keys, dtype=np.uint64), tokens=16, timestamps=0.0)
-    assert op["predicted_token_hit_rate"] == pytest.approx(offline.curve().hit_rate(61275, "tokens"))
+    assert op["predicted_token_hit_rate"] == pytest.approx(offline.curve().hit_rate(61274, "tokens"))
     assert op["difference"] == pytest.approx(0.6 - op["predicted_token_hit_rate"])

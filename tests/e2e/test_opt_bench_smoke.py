@@ -20,7 +20,7 @@ def test_measure_runs_every_contender_and_its_replays_agree_with_the_curve():
     assert r["opt_seconds"] > 0 and r["lru_seconds"] > 0 and r["heap_bytes"] is not None
     # the working sets it reports are MIN's: the heap replay at one reaches what the curve says
     trace = make_trace(TINY)
-    curve = opt_histogram(trace.keys, trace.block_tokens, request_starts=trace.request_starts).curve()
+    curve = opt_histogram(trace.keys, trace.block_size, request_starts=trace.request_starts).curve()
     for target, opt_ws, lru_ws in r["working_sets"]:
         assert opt_ws == curve.working_set(target) <= lru_ws
     c = r["capacities"][0]

@@ -11,7 +11,7 @@ import unicodedata
 import msgspec
 import pytest
 
-from kvset.core.analyzer import Analyzer
+from kvset.core.stack_distance import new_analyzer
 from kvset.monitor import Monitor
 from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
@@ -111,7 +111,7 @@ def snapshot(tmp_path):
             MetricsSource(labels.url, interval=0.1, timeout=1.0),
             MetricsSource(broken.url, interval=0.1, timeout=1.0),
         ]
-        monitor = Monitor(sources, Analyzer(), SnapshotBuilder(SnapshotConfig()), interval=0.1)
+        monitor = Monitor(sources, new_analyzer, SnapshotBuilder(SnapshotConfig()), interval=0.1)
 
         def publish_when_subscribed():
             pub.wait_for_subscriber(timeout=10)

@@ -14,6 +14,7 @@ from kvset.report import snapshot_json
 from kvset.report.as_text import snapshot_text
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import EngineReading, SourceHealth
+from kvset.units import NULL_BLOCKS_VLLM, EnginePool
 from tests.support.kv_values import message, removed, stored
 from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 
@@ -37,8 +38,7 @@ def replayed(report_hits: bool = True):
     model.add(0, update.engine_model)
     reading = EngineReading(
         at=0.0,
-        capacity_blocks=USABLE + 1,
-        block_size=16,
+        pools=(EnginePool(USABLE + 1, 16, NULL_BLOCKS_VLLM),),  # num_gpu_blocks counts the null block
         token_hit_rate=engine.measured_token_hit_rate,
         kv_usage=0.8,
         running_requests=8,
@@ -55,7 +55,7 @@ def replayed(report_hits: bool = True):
 def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause():
     engine, snap = replayed()
     op = snap.get(OperatingPoint)
-    assert op.model == MODEL_NAME and op.capacity_blocks == USABLE + 1
+    assert op.model == MODEL_NAME and op.capacity_blocks == USABLE  # the blocks that can cache
     assert op.predicted_token_hit_rate == pytest.approx(engine.measured_token_hit_rate, abs=0.02)
     assert op.difference() == pytest.approx(engine.measured_token_hit_rate - op.predicted_token_hit_rate)
     breakdown = dict(op.miss_breakdown)
@@ -69,13 +69,14 @@ def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause(
     assert op.effective_capacity_blocks < USABLE
     inputs = dict(op.model_inputs)
     assert (
-        "250 usable" in inputs["pool"] and "201 blocks in use (kv_cache_usage_perc)" in inputs["pinned now"]
+        inputs["pool"] == "250 blocks that can hold a cached prefix (vLLM's null block left out)"
+        and "200 blocks in use (kv_cache_usage_perc)" in inputs["pinned now"]
     )
     assert inputs["engine now"] == "8 running, 3 waiting (/metrics)"
     js = snapshot_json(snap)["operating_point"]
     assert js["predicted_by"] == MODEL_NAME and js["predicted_token_hit_rate"] == op.predicted_token_hit_rate
     assert js["effective_capacity_blocks"] == op.effective_capacity_blocks
-    assert js["lru_token_hit_rate"] == pytest.approx(curve.hit_rate(USABLE + 1, "tokens"))
+    assert js["lru_token_hit_rate"] == pytest.approx(curve.hit_rate(USABLE, "tokens"))
     assert js["dedupe"]["not_admitted"] > 0 and set(js["miss_breakdown"]) == set(breakdown)
     text = snapshot_text(snap)
     assert f"predicted (a MODEL: {MODEL_NAME}, whole stream)" in text
@@ -92,7 +93,7 @@ def test_misses_only_says_what_cannot_be_predicted():
 
 
 def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
-    # two ranks, each its own engine with its own pool; /metrics gives the pool of both and their hit rate
+    # two ranks, each its own engine with its own pool; /metrics gives both pools and their hit rate
     engines = [SimEngine(USABLE), SimEngine(USABLE)]
     runs = [
         e.run(agentic_requests(8, 10, sessions=3, seed=seed)) for e, seed in zip(engines, (5, 6), strict=True)
@@ -113,10 +114,9 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
         per_rank[rank].feed_batch(part)
     model.add(0, update.engine_model)
     measured = sum(e.hit_tokens for e in engines) / sum(e.query_tokens for e in engines)
-    pool = 2 * (USABLE + 1)
-    reading = EngineReading(
-        at=0.0, capacity_blocks=pool, block_size=16, token_hit_rate=measured, label="vllm /metrics"
-    )
+    pool = 2 * USABLE
+    pools = tuple(EnginePool(USABLE + 1, 16, NULL_BLOCKS_VLLM, str(rank)) for rank in (0, 1))
+    reading = EngineReading(at=0.0, pools=pools, token_hit_rate=measured, label="vllm /metrics")
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
     snap = SnapshotBuilder(SnapshotConfig()).build(
         merged, Readings(sources=(health,), engine=reading, engine_model=model, ranks=per_rank), now=0.0
@@ -124,11 +124,11 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     op = snap.get(OperatingPoint)
     # each rank's block pool is replayed at its own size: read at the merged pool it would be far too high
     assert op.predicted_token_hit_rate == pytest.approx(measured, abs=0.02)
-    assert model.at(pool - 1).hit_rate > measured + 0.05
-    assert "over 2 ranks, 250 usable in each" in dict(op.model_inputs)["pool"]
+    assert model.at(pool).hit_rate > measured + 0.05
+    assert "over 2 ranks, 250 in each" in dict(op.model_inputs)["pool"]
     # the LRU figure is each rank's own LRU at its pool, not one shared LRU of both pools
     own = [a.curve() for a in per_rank.values()]
-    separate = sum(c.hits(USABLE + 1, "tokens") for c in own) / sum(c.tokens for c in own)
+    separate = sum(c.hits(USABLE, "tokens") for c in own) / sum(c.tokens for c in own)
     assert op.lru("all") == pytest.approx(separate)
     assert op.lru("all") != pytest.approx(snap.get(Curves).curve("all").hit_rate(pool, "tokens"))
     assert any("2 data-parallel ranks" in n for n in op.notes)

@@ -4,6 +4,7 @@ import argparse
 import json
 import threading
 import time
+from functools import partial
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from kvset.api import Curves, EngineState, ThrashingByWindow, WorkingSets
 from kvset.cli.flags import add_monitor_arguments
 from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
 from kvset.core.analyzer import Analyzer
+from kvset.core.stack_distance import new_analyzer
 from kvset.formats import read_trace
 from kvset.monitor import Monitor
 from kvset.report import snapshot_json, snapshot_text
@@ -19,6 +21,7 @@ from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.demo import DemoSource
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
+from kvset.units import NULL_BLOCKS_VLLM, EnginePool, StreamUnits
 from tests.support.paths import MOONCAKE_TRACE
 from tests.support.toy import toy_keys
 
@@ -39,7 +42,10 @@ class ListSource(Source):
 
 def _monitor(*sources, **config):
     return Monitor(
-        list(sources), Analyzer(horizon=1000), SnapshotBuilder(SnapshotConfig(**config)), interval=0.05
+        list(sources),
+        partial(new_analyzer, horizon=1000),
+        SnapshotBuilder(SnapshotConfig(**config)),
+        interval=0.05,
     )
 
 
@@ -67,7 +73,9 @@ def test_failing_source_is_reported_and_others_keep_going():
 
 def test_run_publishes_snapshots_until_stopped():
     got = []
-    m = Monitor([DemoSource(speed=50)], Analyzer(), SnapshotBuilder(SnapshotConfig(demo=True)), interval=0.1)
+    m = Monitor(
+        [DemoSource(speed=50)], new_analyzer, SnapshotBuilder(SnapshotConfig(demo=True)), interval=0.1
+    )
     stop = threading.Event()
     t = threading.Thread(target=m.run, args=(stop, got.append))
     t.start()
@@ -84,8 +92,8 @@ def test_run_publishes_snapshots_until_stopped():
 
 def test_engine_capacity_drives_thrashing_and_fits_pool():
     keys = np.tile(np.arange(40, dtype=np.uint64), 20)  # a scan over 40 blocks: every reuse at distance 40
-    engine = EngineReading(at=time.time(), capacity_blocks=36, capacity_tokens=36 * 16, block_size=16)
-    snap = _monitor(ListSource([AccessBatch(keys, timestamps=5.0, block_tokens=16)], engine=engine)).collect()
+    engine = EngineReading(at=time.time(), pools=(EnginePool(36, 16),))
+    snap = _monitor(ListSource([AccessBatch(keys, timestamps=5.0, block_size=16)], engine=engine)).collect()
     th = snap.get(ThrashingByWindow).windows["all"]
     assert th.capacity_blocks == 36 and th.capacity_source == "engine"
     assert th.hit_rate == 0.0 and th.gain_25pct > 0.9
@@ -181,14 +189,16 @@ def test_usage_errors():
 
 
 def test_engine_pool_is_converted_to_the_streams_blocks_through_tokens():
-    # a vLLM pool of 61,275 blocks of 16 tokens, against a trace of 512-token blocks
-    engine = EngineReading(at=0.0, capacity_blocks=61_275, block_size=16)
-    assert engine.capacity_in_blocks(16) == 61_275
-    assert engine.capacity_in_blocks(512) == 61_275 * 16 // 512
-    assert EngineReading(at=0.0, capacity_tokens=980_400).capacity_in_blocks(512) == 1_914
-    assert EngineReading(at=0.0, capacity_blocks=100).capacity_in_blocks(None) == 100
+    # a vLLM pool of 61,276 blocks of 16 tokens (its null block among them), against a trace of 512-token blocks
+    vllm = EnginePool(61_276, 16, NULL_BLOCKS_VLLM)
+    assert vllm.in_stream_blocks(StreamUnits(16, "metrics")) == 61_275
+    assert vllm.in_stream_blocks(StreamUnits(512, "format")) == 61_275 * 16 // 512 == 1_914
+    assert EnginePool(100, 32).in_stream_blocks(StreamUnits(16, "event")) == 200
+    engine = EngineReading(at=0.0, pools=(vllm,))
+    assert engine.capacity_blocks == 61_276 and engine.block_size == 16  # as the engine counts it
     keys = np.arange(5000, dtype=np.uint64)
-    src = ListSource([AccessBatch(np.tile(keys, 2), timestamps=1.0, block_tokens=512)], engine=engine)
+    src = ListSource([AccessBatch(np.tile(keys, 2), timestamps=1.0, block_size=512)], engine=engine)
+    src.units = StreamUnits(512, "format")
     snap = _monitor(src).collect()
     assert snap.get(ThrashingByWindow).windows["all"].capacity_blocks == 1_914
     assert snapshot_json(snap)["operating_point"]["capacity_blocks"] == 1_914
@@ -260,8 +270,8 @@ def test_a_live_engine_clock_ahead_of_ours_does_not_freeze_the_windows():
 def test_misses_only_sources_make_the_curve_scope_misses_only():
     from kvset.api import MISSES_ONLY
 
-    engine = EngineReading(at=time.time(), capacity_blocks=50, token_hit_rate=0.5, block_size=16)
-    batch = AccessBatch(np.tile(np.arange(40, dtype=np.uint64), 3), timestamps=time.time(), block_tokens=16)
+    engine = EngineReading(at=time.time(), pools=(EnginePool(50, 16),), token_hit_rate=0.5)
+    batch = AccessBatch(np.tile(np.arange(40, dtype=np.uint64), 3), timestamps=time.time(), block_size=16)
     snap = _monitor(LiveListSource([batch], reports_hits=False, engine=engine)).collect()
     assert snap.curve_scope == MISSES_ONLY
     op = snapshot_json(snap)["operating_point"]

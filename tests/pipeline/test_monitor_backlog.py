@@ -40,7 +40,12 @@ class SlowAnalyzer(Analyzer):
 
 
 def monitor() -> Monitor:
-    return Monitor([Burst()], SlowAnalyzer(horizon=10_000), SnapshotBuilder(SnapshotConfig()), interval=0.05)
+    return Monitor(
+        [Burst()],
+        lambda units, **slots: SlowAnalyzer(10_000, units=units, **slots),
+        SnapshotBuilder(SnapshotConfig()),
+        interval=0.05,
+    )
 
 
 def test_once_analyses_every_queued_batch_before_it_stops():

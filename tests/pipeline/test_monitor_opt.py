@@ -2,14 +2,15 @@
 input it computes Belady MIN's curve of them (in its own thread) for every later snapshot."""
 
 import threading
+from functools import partial
 
 import numpy as np
 import pytest
 
 from kvset.api import BeladyMin, Curves, WorkingSets
-from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_min_curve, reverse_within_requests
 from kvset.core.opt import opt_histogram
+from kvset.core.stack_distance import new_analyzer
 from kvset.formats import read_trace
 from kvset.monitor import OPT_COMPUTING, OPT_WAITING, Monitor
 from kvset.report import snapshot_json
@@ -40,8 +41,13 @@ class GatedSource(Source):
 
 
 def _monitor(sources, order="forward", **config):
-    analyzer = Analyzer(order=order)
-    return Monitor(sources, analyzer, SnapshotBuilder(SnapshotConfig(**config)), interval=0.02, opt=True)
+    return Monitor(
+        sources,
+        partial(new_analyzer, order=order),
+        SnapshotBuilder(SnapshotConfig(**config)),
+        interval=0.02,
+        opt=True,
+    )
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse"])
@@ -122,7 +128,7 @@ def test_a_replay_cut_short_gets_no_min_curve_and_says_why():
 
 def test_without_opt_nothing_is_kept_and_nothing_is_said():
     monitor = Monitor(
-        [ReplaySource(str(MOONCAKE_TRACE), speed=None)], Analyzer(), SnapshotBuilder(SnapshotConfig())
+        [ReplaySource(str(MOONCAKE_TRACE), speed=None)], new_analyzer, SnapshotBuilder(SnapshotConfig())
     )
     snap = monitor.collect()
     assert snap.get(BeladyMin) is None  # MIN was not asked for: no result, and its JSON keys are null

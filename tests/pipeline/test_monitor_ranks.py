@@ -63,7 +63,10 @@ def offline(keys, tokens) -> Analyzer:
 
 def run_monitor(publishers, traffic, config: SnapshotConfig):
     """Publish the traffic and run the monitor until its snapshot holds every access."""
-    analyzer = RecordingAnalyzer()
+
+    def analyzer(units, **slots):
+        return RecordingAnalyzer(units=units, **slots)
+
     source = KvEventsSource([p.endpoint for p in publishers], idle_tick=0.05)
     monitor = Monitor([source], analyzer, SnapshotBuilder(config), interval=0.05)
     snapshots: list = []
@@ -84,7 +87,7 @@ def run_monitor(publishers, traffic, config: SnapshotConfig):
     finally:
         stop.set()
         thread.join(timeout=5)
-    return snapshots[-1], analyzer
+    return snapshots[-1], monitor.analyzer
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from kvset.api import Curves
-from kvset.core.analyzer import Analyzer
+from kvset.core.stack_distance import Sampling, new_analyzer
 from kvset.exporter.collector import snapshot_families
 from kvset.monitor import Monitor
 from kvset.report import snapshot_json
@@ -12,14 +14,15 @@ from kvset.sources.replay import ReplaySource
 from tests.support.paths import MOONCAKE_TRACE
 
 
-def _snapshot(analyzer):
+def _snapshot(sampling):
+    analyzer = partial(new_analyzer, sampling=sampling)
     return Monitor(
         [ReplaySource(str(MOONCAKE_TRACE), speed=None)], analyzer, SnapshotBuilder(SnapshotConfig())
     ).collect()
 
 
 def test_snapshot_of_a_sample_carries_it_into_json_and_metrics():
-    snap = _snapshot(Analyzer(sample_rate=0.1, seed=3))
+    snap = _snapshot(Sampling(rate=0.1, seed=3))
     assert snap.sample is not None and (snap.sample.rate, snap.sample.seed) == (0.1, 3)
     assert all(w.curve.estimate for w in snap.get(Curves).windows.values())
     assert snap.totals.accesses == 121_877  # counted, not estimated
@@ -31,19 +34,29 @@ def test_snapshot_of_a_sample_carries_it_into_json_and_metrics():
 
 
 def test_snapshot_of_every_block_says_nothing_of_a_sample():
-    snap = _snapshot(Analyzer())
+    snap = _snapshot(None)
     assert snap.sample is None and snapshot_json(snap)["estimate"] is None
     assert "kvset_sample_rate" not in {f.name for f in snapshot_families(snap)}
 
 
 def test_a_ranks_analyzer_samples_as_the_merged_one_does():
-    for merged in (Analyzer(sample_rate=0.05, seed=4), Analyzer(sample_size=700, seed=2), Analyzer()):
+    for sampling in (Sampling(rate=0.05, seed=4), Sampling(size=700, seed=2), None):
         monitor = Monitor(
-            [ReplaySource(str(MOONCAKE_TRACE), speed=None)], merged, SnapshotBuilder(SnapshotConfig())
+            [ReplaySource(str(MOONCAKE_TRACE), speed=None)],
+            partial(new_analyzer, sampling=sampling),
+            SnapshotBuilder(SnapshotConfig()),
         )
-        rank = monitor._rank_analyzer(1)
-        if merged.sampling is None:
-            assert rank.sampling is None
+        monitor.collect()
+        merged, rank = monitor.analyzer, monitor._rank_analyzer(1)
+        assert rank.units == merged.units and rank.units.block_size == 512
+        if sampling is None:
+            assert rank.sampling is None and merged.sampling is None
+        elif sampling.size is not None:  # the rate falls as the sample fills: the same size, seed
+            assert (
+                (rank.sampling.size, rank.sampling.seed)
+                == (700, 2)
+                == (merged.sampling.size, merged.sampling.seed)
+            )
         else:
             mine, theirs = rank.sampling, merged.sampling
             assert (mine.rate, mine.size, mine.seed) == (theirs.rate, theirs.size, theirs.seed)

@@ -12,6 +12,7 @@ from kvset.figures.working_sets import fits_in_pool
 from kvset.geometry import hybrid_reserve, load_model
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import AccessBatch, EngineReading
+from kvset.units import EnginePool
 
 BLOCK = 16
 
@@ -19,7 +20,7 @@ BLOCK = 16
 def scan(blocks: int, rounds: int, t0: float = 0.0) -> AccessBatch:
     """Every block of a scan reused at stack distance `blocks`: the working set is exactly `blocks`."""
     keys = np.tile(np.arange(blocks, dtype=np.uint64), rounds)
-    return AccessBatch(keys, timestamps=t0 + np.arange(len(keys)) * 0.01, block_tokens=BLOCK)
+    return AccessBatch(keys, timestamps=t0 + np.arange(len(keys)) * 0.01, block_size=BLOCK)
 
 
 def build(config: SnapshotConfig, engine: EngineReading | None = None, batch: AccessBatch | None = None):
@@ -29,13 +30,7 @@ def build(config: SnapshotConfig, engine: EngineReading | None = None, batch: Ac
 
 
 def pool(blocks: int, running: int | None = None) -> EngineReading:
-    return EngineReading(
-        at=1000.0,
-        capacity_blocks=blocks,
-        block_size=BLOCK,
-        capacity_tokens=blocks * BLOCK,
-        running_requests=running,
-    )
+    return EngineReading(at=1000.0, pools=(EnginePool(blocks, BLOCK),), running_requests=running)
 
 
 def test_without_an_engine_pool_or_a_chosen_capacity_thrashing_is_not_judged():
@@ -65,7 +60,7 @@ def test_the_engines_pool_wins_over_a_chosen_capacity():
 
 
 def test_the_engines_pool_is_counted_in_the_analyzed_streams_blocks():
-    engine = EngineReading(at=1000.0, capacity_blocks=1000, block_size=32)  # blocks twice the trace's
+    engine = EngineReading(at=1000.0, pools=(EnginePool(1000, 32),))  # blocks twice the trace's
     snap = build(SnapshotConfig(), engine=engine)
     assert snap.get(EngineState).pool_blocks == 2000 == snap.get(OperatingPoint).capacity_blocks
 

@@ -10,11 +10,13 @@ import pytest
 from kvset.api import Curves, OperatingPoint, Ranks, ThrashingByWindow
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import simulate_lru
+from kvset.core.stack_distance import new_analyzer
 from kvset.monitor import Monitor
 from kvset.report import snapshot_json, snapshot_text
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate
+from kvset.units import EnginePool
 
 BLOCK_TOKENS = 16
 
@@ -43,7 +45,7 @@ def batches(keys, ranks, per_batch=250, rank=True):
         AccessBatch(
             keys[i : i + per_batch],
             timestamps=float(i),
-            block_tokens=BLOCK_TOKENS,
+            block_size=BLOCK_TOKENS,
             rank=ranks[i : i + per_batch] if rank else None,
         )
         for i in range(0, len(keys), per_batch)
@@ -51,20 +53,18 @@ def batches(keys, ranks, per_batch=250, rank=True):
 
 
 def collect(*sources, **config):
-    return Monitor(list(sources), Analyzer(), SnapshotBuilder(SnapshotConfig(**config))).collect()
+    return Monitor(list(sources), new_analyzer, SnapshotBuilder(SnapshotConfig(**config))).collect()
 
 
 def test_the_engines_pool_is_split_evenly_over_the_ranks():
     keys, ranks = two_ranks()
     monitor = Monitor(
         [ListSource(batches(keys, ranks))],
-        Analyzer(),
+        new_analyzer,
         SnapshotBuilder(SnapshotConfig(options={"capacity": 7})),
     )
     monitor.collect()
-    engine = EngineReading(
-        at=0.0, capacity_blocks=101, block_size=BLOCK_TOKENS
-    )  # /metrics: summed over the ranks
+    engine = EngineReading(at=0.0, pools=(EnginePool(101, BLOCK_TOKENS),))  # one pool for both ranks
     snap = monitor.builder.build(monitor.analyzer, Readings(engine=engine, ranks=monitor.rank_analyzers))
     assert [(v.pool_blocks, v.pool_source) for v in snap.get(Ranks).views] == [
         (50, "engine"),
@@ -108,7 +108,7 @@ def test_accesses_of_no_rank_beside_the_ranks_leave_no_like_for_like_pooling():
 def test_a_stream_of_one_rank_or_none_has_no_rank_views():
     keys, ranks = two_ranks()
     unranked = Monitor(
-        [ListSource(batches(keys, ranks, rank=False))], Analyzer(), SnapshotBuilder(SnapshotConfig())
+        [ListSource(batches(keys, ranks, rank=False))], new_analyzer, SnapshotBuilder(SnapshotConfig())
     )
     snap = unranked.collect()
     # no rank figure: its JSON keys are null
@@ -119,9 +119,9 @@ def test_a_stream_of_one_rank_or_none_has_no_rank_views():
 
 def test_thrashing_and_the_lru_at_the_pool_are_each_ranks_own_cache():
     keys, ranks = two_ranks()
-    monitor = Monitor([ListSource(batches(keys, ranks))], Analyzer(), SnapshotBuilder(SnapshotConfig()))
+    monitor = Monitor([ListSource(batches(keys, ranks))], new_analyzer, SnapshotBuilder(SnapshotConfig()))
     monitor.collect()
-    engine = EngineReading(at=0.0, capacity_blocks=100, block_size=BLOCK_TOKENS, token_hit_rate=0.5)
+    engine = EngineReading(at=0.0, pools=(EnginePool(100, BLOCK_TOKENS),), token_hit_rate=0.5)
     snap = monitor.builder.build(monitor.analyzer, Readings(engine=engine, ranks=monitor.rank_analyzers))
     own = {
         c: sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1)) / len(keys)
@@ -141,7 +141,7 @@ def test_thrashing_and_the_lru_at_the_pool_are_each_ranks_own_cache():
     assert op.lru("all") < snap.get(Curves).curve("all").hit_rate(
         100
     )  # one shared pool of both would hit more
-    assert any("2 data-parallel ranks, each with its own pool of 50 blocks" in n for n in op.notes)
+    assert any("2 data-parallel ranks, each with its own pool (50 blocks each)" in n for n in op.notes)
     assert "thrashing at 50 blocks (rank, all time)" in snapshot_text(snap)
     assert "thrashing: judged over all time only" in snapshot_text(snap, window="1m")
 
@@ -160,3 +160,33 @@ def test_one_lru_per_rank_is_the_sum_of_the_ranks_lrus_at_every_capacity():
         want = sum(simulate_lru(keys[ranks == r].tolist(), c)[0] for r in (0, 1))
         assert both.hits(c) == want and both.hits(c, "tokens") == want * BLOCK_TOKENS
     assert both.accesses == len(keys) and both.exact
+
+
+def test_unequal_ranks_keep_their_own_pools():
+    keys, ranks = two_ranks()
+    monitor = Monitor([ListSource(batches(keys, ranks))], new_analyzer, SnapshotBuilder(SnapshotConfig()))
+    monitor.collect()
+    # vLLM's /metrics, one cache_config_info per engine (rank): 61 and 41 blocks, a null block each
+    pools = (EnginePool(61, BLOCK_TOKENS, 1, "0"), EnginePool(41, BLOCK_TOKENS, 1, "1"))
+    engine = EngineReading(at=0.0, pools=pools, token_hit_rate=0.5)
+    snap = monitor.builder.build(monitor.analyzer, Readings(engine=engine, ranks=monitor.rank_analyzers))
+    assert [(v.pool_blocks, v.pool_source) for v in snap.get(Ranks).views] == [
+        (60, "engine-ranks"),
+        (40, "engine-ranks"),
+    ]
+    own = [keys[ranks == r].tolist() for r in (0, 1)]
+    p = snap.get(Ranks).pooling
+    assert p.rank_capacity_blocks == {0: 60, 1: 40} and p.capacity_blocks == 100
+    separate = simulate_lru(own[0], 60)[0] + simulate_lru(own[1], 40)[0]
+    assert p.separate_hit_rate["blocks"] == pytest.approx(separate / len(keys))
+    # thrashing: each rank at its own pool, and 10 % / 25 % more of each (at the mean pool, 50)
+    th = snap.get(ThrashingByWindow).windows["all"]
+    assert (th.capacity_blocks, th.capacity_source) == (50, "rank")
+    at = {
+        c: sum(simulate_lru(own[r], c * pool // 50)[0] for r, pool in ((0, 60), (1, 40)))
+        for c in (50, 55, 63)
+    }
+    assert th.hit_rate == pytest.approx(at[50] / len(keys))
+    assert th.gain_10pct == pytest.approx((at[55] - at[50]) / len(keys))
+    assert th.gain_25pct == pytest.approx((at[63] - at[50]) / len(keys))
+    assert any("each with its own pool (60, 40)" in n for n in snap.get(OperatingPoint).notes)

@@ -47,7 +47,7 @@ def test_recorded_trace_replays_the_exact_access_stream() -> None:
             tokens=np.array([16, 16, 16, 16, 4]),
             request_starts=np.array([0, 3]),
             timestamps=np.array([1000.0, 1000.0, 1000.0, 1000.25, 1000.25]),
-            block_tokens=16,
+            block_size=16,
         ),
         # A single partial block keeps the engine's block size, not its own token count.
         AccessBatch(
@@ -55,10 +55,10 @@ def test_recorded_trace_replays_the_exact_access_stream() -> None:
             tokens=np.array([5]),
             request_starts=np.array([0]),
             timestamps=999.9,
-            block_tokens=16,
+            block_size=16,
         ),
         # No tokens and no request boundaries: one request of block_tokens-sized blocks.
-        AccessBatch(keys=np.array([7, 8], dtype=np.uint64), timestamps=1001.0, block_tokens=16),
+        AccessBatch(keys=np.array([7, 8], dtype=np.uint64), timestamps=1001.0, block_size=16),
     ]
     out = io.BytesIO()
     recorder = TraceRecorder(out)
@@ -97,7 +97,7 @@ def test_irregular_blocks_are_written_explicitly(tmp_path: Path) -> None:
 def test_recorder_needs_a_block_size_from_somewhere() -> None:
     with pytest.raises(ValueError):
         TraceRecorder(io.BytesIO()).write(AccessBatch(keys=np.array([1], dtype=np.uint64)))
-    recorder = TraceRecorder(io.BytesIO(), block_tokens=512)
+    recorder = TraceRecorder(io.BytesIO(), block_size=512)
     recorder.write(AccessBatch(keys=np.array([1], dtype=np.uint64)), arrival=3.0)
     assert recorder.tokens == 512 and recorder.first_timestamp == 3.0
 
@@ -169,14 +169,14 @@ def test_recorded_trace_reads_back_with_read_trace(tmp_path: Path) -> None:
     out = tmp_path / "rec.jsonl"
     rec = TraceRecorder(out)
     keys = np.array([2**64 - 1, 5, 7, 5, 9, 11], dtype=np.uint64)
-    rec.write(AccessBatch(keys[:3], request_starts=np.array([0, 2]), timestamps=10.0, block_tokens=16))
+    rec.write(AccessBatch(keys[:3], request_starts=np.array([0, 2]), timestamps=10.0, block_size=16))
     rec.write(
         AccessBatch(
             keys[3:],
             tokens=np.array([16, 16, 3]),
             request_starts=np.array([0]),
             timestamps=10.5,
-            block_tokens=16,
+            block_size=16,
         )
     )
     rec.close()
@@ -184,6 +184,6 @@ def test_recorded_trace_reads_back_with_read_trace(tmp_path: Path) -> None:
     assert trace.keys.tolist() == keys.tolist()
     assert trace.tokens.tolist() == [16, 16, 16, 16, 16, 3]
     assert trace.request_starts.tolist() == [0, 2, 3]
-    assert trace.block_tokens == 16
+    assert trace.block_size == 16
     assert trace.rejects.total == 0 and trace.warnings.total == 0
     assert trace.request_timestamps.tolist() == pytest.approx([0.0, 0.0, 0.5])

@@ -15,6 +15,7 @@ import pytest
 from kvset.formats.vllm_hash import block_keys
 from kvset.sources.log import LogSource
 from kvset.types import SourceUpdate
+from kvset.units import StreamUnits
 from tests.support import paths
 
 FIXTURES = paths.FIXTURES / "logs"
@@ -35,7 +36,7 @@ def accesses(ups: list[SourceUpdate]) -> tuple[np.ndarray, list[int], np.ndarray
             keys.append(b.keys)
             starts += [offset + int(s) for s in b.request_starts]
             stamps.append(np.broadcast_to(b.timestamps, len(b.keys)))
-            assert b.block_tokens is not None and np.all(b.tokens == b.block_tokens)
+            assert b.block_size is not None and np.all(b.tokens == b.block_size)
             offset += len(b.keys)
     if not keys:
         return np.zeros(0, np.uint64), [], np.zeros(0)
@@ -212,24 +213,19 @@ def test_stop_ends_a_follow_promptly(tmp_path: Path) -> None:
 def test_command_line_options_build_the_sources() -> None:
     import argparse
 
-    from kvset.cli.flags import add_log_arguments, add_metrics_arguments
+    from kvset.cli.flags import add_log_arguments, add_metrics_arguments, add_units_arguments
     from kvset.cli.from_flags import log_source_from_args, metrics_source_from_args
 
     p = argparse.ArgumentParser()
     add_log_arguments(p)
     add_metrics_arguments(p)
+    add_units_arguments(p)
     args = p.parse_args(
-        [
-            "--log",
-            str(FIXTURES / "vllm_0_13_debug.log"),
-            "--log-block-size",
-            "32",
-            "--log-hash-algo",
-            "sha256_cbor",
-        ]
+        ["--log", str(FIXTURES / "vllm_0_13_debug.log"), "--block-size", "32", "--hash-algo", "sha256_cbor"]
     )
     src = log_source_from_args(args, follow=False)
     assert (src.block_size, src.hash_algo, src.follow) == (32, "sha256_cbor", False)
+    assert src.units == StreamUnits(32, "flag", "sha256_cbor")
     src.close()
     assert metrics_source_from_args(args) is None
     args = p.parse_args(["--metrics", "http://127.0.0.1:9/metrics", "--metrics-interval", "0.5"])
@@ -238,7 +234,7 @@ def test_command_line_options_build_the_sources() -> None:
     m.close()
     assert log_source_from_args(args, follow=True) is None
     with pytest.raises(SystemExit):
-        p.parse_args(["--log-block-size", "0"])
+        p.parse_args(["--block-size", "0"])
 
 
 def test_an_engine_that_logs_its_start_again_is_a_reset_event(tmp_path: Path) -> None:
@@ -249,4 +245,5 @@ def test_an_engine_that_logs_its_start_again_is_a_reset_event(tmp_path: Path) ->
     resets = [e for u in ups for e in u.events if e.kind == "engine-reset"]
     assert len(resets) == 1  # the size line and the num_gpu_blocks line both repeat: one restart
     eng = last_engine(ups)
-    assert eng.capacity_tokens == 490200  # the new pool replaces the old one, it is not added
+    # the new pool replaces the old one, it is not added
+    assert [(p.num_gpu_blocks, p.block_size) for p in eng.pools] == [(490200 // 16, 16)]

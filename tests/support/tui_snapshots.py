@@ -20,6 +20,7 @@ import numpy as np
 from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import Analyzer
 from kvset.core.opt import opt_histogram
+from kvset.core.stack_distance import new_analyzer
 from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
 from kvset.engine.metrics_tracker import MetricsTracker
 from kvset.figures.inputs import OptCurve
@@ -30,6 +31,7 @@ from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.sources.demo import DEMO_POOL_BLOCKS, repeating_phases
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.units import EnginePool, StreamUnits
 from kvset.workload import AgenticWorkload, WorkloadConfig
 from tests.support.engine_metrics_server import vllm_exposition
 from tests.support.paths import MOONCAKE_TRACE
@@ -87,7 +89,7 @@ def fed_snapshot(
     """Feed the batches to a fresh Analyzer, building a snapshot every `build_every` seconds of their
     time as the monitor would (the all-time working sets' trend is sampled once a minute from them),
     and return the last one."""
-    analyzer = Analyzer()  # as the monitor makes it: the block size comes with the accesses
+    analyzer = Analyzer(units=units_of(batches))  # as the monitor makes it, in its source's units
     builder = SnapshotBuilder(config)
     readings = Readings(
         sources=sources,
@@ -106,9 +108,14 @@ def fed_snapshot(
     return builder.build(analyzer, readings, now=now)
 
 
+def units_of(batches: list[AccessBatch]) -> StreamUnits:
+    """The units the batches' source would say: their block size (the workload's 16, Mooncake's 512)."""
+    return StreamUnits((batches[0].block_size if batches else None) or BLOCK_TOKENS, "format")
+
+
 def misses_only(batches: list[AccessBatch], pool: int) -> list[AccessBatch]:
     """The accesses that miss an LRU cache of `pool` blocks: all an engine publishes without its hits."""
-    shadow = Analyzer()
+    shadow = Analyzer(units=units_of(batches))
     out = []
     for batch in batches:
         d = shadow.feed_batch(batch, return_distances=True)
@@ -120,7 +127,8 @@ def misses_only(batches: list[AccessBatch], pool: int) -> list[AccessBatch]:
 def engine_exposition(queries: float, hits: float, usage: float) -> str:
     """vLLM 0.13's real /metrics body, for this engine's pool, block size and running requests."""
     body = vllm_exposition(queries, hits, usage)
-    body = re.sub(r'num_gpu_blocks="\d+"', f'num_gpu_blocks="{ENGINE_POOL_BLOCKS}"', body)
+    # vLLM counts its null block in num_gpu_blocks: one more than the blocks that can cache
+    body = re.sub(r'num_gpu_blocks="\d+"', f'num_gpu_blocks="{ENGINE_POOL_BLOCKS + 1}"', body)
     return re.sub(
         r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\g<1> {float(ENGINE_RUNNING)!r}", body, flags=re.M
     )
@@ -207,11 +215,7 @@ def _demo() -> Snapshot:
         details=(("phase", wl.phase_name), ("sessions", str(wl.concurrency))),
     )
     pool = EngineReading(
-        at=NOW - wall,
-        capacity_blocks=DEMO_POOL_BLOCKS,
-        block_size=BLOCK_TOKENS,
-        capacity_tokens=DEMO_POOL_BLOCKS * BLOCK_TOKENS,
-        label="demo pool (pretend)",
+        at=NOW - wall, pools=(EnginePool(DEMO_POOL_BLOCKS, BLOCK_TOKENS),), label="demo pool (pretend)"
     )
     timeline = tuple(
         TimelineEvent(NOW - wall + at / DEMO_SPEED, "phase", f"demo phase: {name}") for at, name in phases
@@ -308,6 +312,7 @@ class ListSource:
     """A source that hands over the given updates, then finishes (kvset.sources.base.Source)."""
 
     kind = "events"
+    units = StreamUnits(BLOCK_TOKENS, "event")
 
     def __init__(self, name: str, updates: Sequence) -> None:
         self.name = name
@@ -355,7 +360,7 @@ def _ranks() -> Snapshot:
     # the monitor's own feeding: the merged analyzer and one per rank
     monitor = Monitor(
         [ListSource(health.source, [SourceUpdate(accesses=b) for b in batches])],
-        Analyzer(),
+        new_analyzer,
         SnapshotBuilder(config),
     )
     monitor.collect()
@@ -413,7 +418,7 @@ def _mooncake_replayed(trace) -> SourceHealth:
 @functools.cache
 def _mooncake() -> Snapshot:
     trace = read_trace(MOONCAKE_TRACE)
-    analyzer = Analyzer()
+    analyzer = Analyzer(units=trace.units)
     for batch in trace.batches(1 << 16):
         analyzer.feed_batch(batch)
     return SnapshotBuilder(SnapshotConfig()).build(
@@ -432,7 +437,7 @@ OPT_CAPACITY_BLOCKS = 10_000  # --capacity of the --opt replay: the policy gap i
 @functools.cache
 def _mooncake_opt() -> Snapshot:
     trace = read_trace(MOONCAKE_TRACE)
-    analyzer, stream = Analyzer(), AnalyzedStream()
+    analyzer, stream = Analyzer(units=trace.units), AnalyzedStream(block_size=trace.block_size)
     for batch in trace.batches(1 << 16):  # as the monitor does with --opt: each batch analyzed and kept
         analyzer.feed_batch(batch)
         stream.add(batch)

@@ -127,7 +127,8 @@ def test_units_cycle_skips_what_the_snapshot_cannot_show():
     view, skipped = view.next_unit(demo)
     assert view.unit == "blocks" and len(skipped) == 1 and "--model" in skipped[0]
     assert ViewState(unit="tokens").next_unit(engine)[0].unit == "GiB"
-    assert unit_missing_reason("tokens", empty_snapshot()) is not None  # no uniform block size
+    no_block_size = dataclasses.replace(empty_snapshot(), units=None)  # a hand-made one
+    assert unit_missing_reason("tokens", no_block_size) is not None
     assert ViewState(unit="GiB").effective_unit(demo) == "blocks"
 
 

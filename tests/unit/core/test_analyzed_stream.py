@@ -8,6 +8,7 @@ from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_stack_distances, reverse_within_requests
 from kvset.types import AccessBatch
+from kvset.units import StreamUnits
 
 
 @st.composite
@@ -28,7 +29,7 @@ def batches(draw):
                 tokens=tokens,
                 request_starts=np.array(starts, dtype=np.int64) if draw(st.booleans()) else None,
                 timestamps=1.0,
-                block_tokens=draw(st.sampled_from([None, 16])),
+                block_size=draw(st.sampled_from([None, 16])),
             )
         )
     return out
@@ -36,13 +37,14 @@ def batches(draw):
 
 @given(batches(), st.sampled_from(["forward", "reverse"]))
 def test_the_copy_is_the_stream_the_analyzer_analyzed(bs, order):
-    stream, analyzer = AnalyzedStream(order, default_tokens=1), Analyzer(order=order)
+    units = StreamUnits(16, "flag")
+    stream, analyzer = AnalyzedStream(order, block_size=16), Analyzer(order=order, units=units)
     expected_keys, expected_tokens, distances = [], [], []
     for b in bs:
         stream.add(b)
         d = analyzer.feed_batch(b, return_distances=True)
         keys = b.keys.tolist()
-        tokens = b.tokens.tolist() if b.tokens is not None else [b.block_tokens or 1] * len(keys)
+        tokens = b.tokens.tolist() if b.tokens is not None else [16] * len(keys)
         if order == "reverse" and b.request_starts is not None and len(b.request_starts):
             keys = reverse_within_requests(keys, b.request_starts.tolist())
             tokens = reverse_within_requests(tokens, b.request_starts.tolist())

@@ -73,7 +73,7 @@ def test_analyzer_tracks_exactly_the_filtered_blocks_past_the_request_head():
     rng = np.random.default_rng(5)
     tail = rng.integers(0, 2**63, 3000, dtype=np.int64).astype(np.uint64)
     head = np.full(256, 7, dtype=np.uint64)  # positions 0..255: one block, always kept at position 0
-    a = Analyzer(sample_rate=0.05, seed=9)
+    a = SampledAnalyzer(sample_rate=0.05, seed=9)
     a.feed(np.concatenate([head, tail]), request_starts=[0], timestamps=0.0)
     assert a.tracked_blocks == 1 + int(sample_filter(tail, 0.05, 9).sum())
 
@@ -82,7 +82,7 @@ def test_analyzer_tracks_exactly_the_filtered_blocks_past_the_request_head():
 @given(traces(), st.integers(1, 40), st.sampled_from(["forward", "reverse"]), st.integers(1, 16))
 def test_rate_one_equals_naive_lru_at_every_capacity(trace, horizon, order, initial):
     keys, tokens, starts, cuts = trace
-    a = Analyzer(sample_rate=1.0, horizon=horizon, order=order, initial_tracked=initial)
+    a = SampledAnalyzer(sample_rate=1.0, horizon=horizon, order=order, initial_tracked=initial)
     assert isinstance(a, SampledAnalyzer)
     _feed_in_batches(a, keys, tokens, starts, cuts)
     if order == "reverse" and len(keys):
@@ -106,7 +106,7 @@ def test_rate_one_token_hits_when_batches_give_one_token_count_then_another(trac
     batch, or per access (None): the token hits stay the naive replay's, also after a change."""
     keys, _, starts, cuts = trace
     bounds = [0, *[c for c in cuts if 0 < c < len(keys)], len(keys)]
-    a = Analyzer(sample_rate=1.0, horizon=30)
+    a = SampledAnalyzer(sample_rate=1.0, horizon=30)
     tokens = []
     for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         count = per_batch[i % len(per_batch)]
@@ -123,7 +123,7 @@ def test_rate_one_token_hits_when_batches_give_one_token_count_then_another(trac
 
 def test_rate_one_equals_the_exact_analyzer_at_its_grid_on_the_workload():
     b = generate(200_000, WorkloadConfig(seed=4))
-    exact, sampled = Analyzer(), Analyzer(sample_rate=1.0)
+    exact, sampled = Analyzer(), SampledAnalyzer(sample_rate=1.0)
     for a in (exact, sampled):
         a.feed_batch(b)
     e, s = exact.curve(), sampled.curve()
@@ -140,7 +140,7 @@ def test_rate_one_equals_the_exact_analyzer_at_its_grid_on_the_workload():
 def test_rate_one_windows_equal_the_slots_of_the_true_distances():
     b = generate(120_000, WorkloadConfig(seed=2, requests_per_second=20.0))
     d = Analyzer().feed(b.keys, request_starts=b.request_starts, timestamps=0.0, return_distances=True)
-    a = Analyzer(sample_rate=1.0)
+    a = SampledAnalyzer(sample_rate=1.0)
     for lo in range(0, len(b), 7_000):  # batches that cut requests' time slots apart
         part = b.subset(np.isin(np.arange(len(b)), np.arange(lo, min(lo + 7_000, len(b)))))
         a.feed_batch(part)
@@ -163,7 +163,7 @@ def test_rate_one_window_tokens_equal_the_exact_windows_before_and_after_tokens_
     # unwritten and filled from the blocks when read); the last ones vary
     b = generate(60_000, WorkloadConfig(seed=4, requests_per_second=20.0))
     tokens = np.random.default_rng(4).integers(1, 17, len(b))
-    exact, sampled = Analyzer(), Analyzer(sample_rate=1.0)
+    exact, sampled = Analyzer(), SampledAnalyzer(sample_rate=1.0)
     for lo in range(0, len(b), 10_000):
         hi = min(lo + 10_000, len(b))
         rel = b.request_starts[(b.request_starts >= lo) & (b.request_starts < hi)] - lo
@@ -185,7 +185,7 @@ def test_rate_one_window_tokens_equal_the_exact_windows_before_and_after_tokens_
 @given(st.integers(1, 300), st.integers(0, 2**32), st.sampled_from([64, 1000, 6000]))
 def test_fixed_size_never_tracks_more_than_its_size(size, seed, alphabet):
     rng = np.random.default_rng(seed)
-    a = Analyzer(sample_size=size, seed=seed, initial_tracked=4)
+    a = SampledAnalyzer(sample_size=size, seed=seed, initial_tracked=4)
     most = 0
     for _ in range(6):
         n = int(rng.integers(1, 3000))
@@ -206,7 +206,7 @@ def test_a_fixed_size_sample_holds_only_blocks_its_lowered_rates_keep(size, seed
     from kvset.core.sampling_slots import live_priorities
 
     rng = np.random.default_rng(seed)
-    a = Analyzer(sample_size=size, seed=seed, initial_tracked=4)
+    a = SampledAnalyzer(sample_size=size, seed=seed, initial_tracked=4)
     for _ in range(3):
         n = 5_000
         a.feed(
@@ -222,7 +222,7 @@ def test_fixed_size_rate_falls_as_the_stream_grows_and_the_curve_holds():
     b = generate(400_000, WorkloadConfig(seed=6))
     exact = Analyzer()
     exact.feed_batch(b)
-    a = Analyzer(sample_size=3000, seed=1)
+    a = SampledAnalyzer(sample_size=3000, seed=1)
     rates = []
     for lo in range(0, len(b), 50_000):
         a.feed(
@@ -240,7 +240,7 @@ def test_fixed_size_rate_falls_as_the_stream_grows_and_the_curve_holds():
 # -- the estimate says what it is -----------------------------------------------------------------
 def test_estimates_are_labelled_with_their_sample_and_error():
     b = generate(200_000, WorkloadConfig(seed=3))
-    a = Analyzer(sample_rate=0.05, seed=11)
+    a = SampledAnalyzer(sample_rate=0.05, seed=11)
     a.feed_batch(b)
     c = a.curve()
     assert c.estimate and (c.sample.rate, c.sample.seed, c.sample.size) == (0.05, 11, None)
@@ -270,7 +270,7 @@ def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
         with pytest.raises(ValueError) as exact:
             Analyzer().feed(np.arange(3, dtype=np.uint64), **kwargs)
         with pytest.raises(ValueError) as sampled:
-            Analyzer(sample_rate=0.5).feed(np.arange(3, dtype=np.uint64), **kwargs)
+            SampledAnalyzer(sample_rate=0.5).feed(np.arange(3, dtype=np.uint64), **kwargs)
         assert str(exact.value) == str(sampled.value)
     for bad in (
         {"sample_rate": 0.0},
@@ -279,7 +279,7 @@ def test_bad_input_is_refused_as_the_exact_analyzer_refuses_it():
         {"sample_rate": 0.1, "sample_size": 9},
     ):
         with pytest.raises(ValueError):
-            Analyzer(**bad)
+            SampledAnalyzer(**bad)
 
 
 @given(

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from kvset.core.analyzer import Analyzer
+from kvset.core.sampling import SampledAnalyzer
 from kvset.formats import read_trace
+from kvset.units import StreamUnits
 from kvset.workload import WorkloadConfig, generate
 from tests.support.paths import MOONCAKE_TRACE
 
@@ -17,14 +19,15 @@ SEEDS = (0, 1, 2)
 
 
 def _errors(batches, rate):
-    exact = Analyzer()
+    units = StreamUnits(batches[0].block_size, "format")  # the trace's, or the workload's
+    exact = Analyzer(units=units)
     for b in batches:
         exact.feed_batch(b)
     truth = exact.curve()
     caps = truth.log_capacities(20)
     mean, worst = [], []
     for seed in SEEDS:
-        a = Analyzer(sample_rate=rate, seed=seed)
+        a = SampledAnalyzer(sample_rate=rate, seed=seed, units=units)
         for b in batches:
             a.feed_batch(b)
         c = a.curve()

@@ -8,6 +8,7 @@ from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE, k
 from kvset.engine.kv_event_sequence import AskReplay
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.rejects import RejectCounter
+from kvset.units import StreamUnits
 from tests.support.kv_values import END_OF_REPLAY, cleared, message, removed, replayed, stored
 
 ADDRESS = "tcp://127.0.0.1:5557"
@@ -62,17 +63,32 @@ def test_a_request_is_its_chained_stores_handed_out_once_finished_with_its_token
     assert batch.request_starts.tolist() == [0, 4]  # 4 chains onto 3: the same request
     assert batch.tokens.tolist() == [16, 16, 16, 16, 16, 4]  # the last block of 20 tokens is partial
     assert np.broadcast_to(batch.timestamps, (6,)).tolist() == [11.5] * 6  # when they finished
-    assert batch.block_tokens == 16
+    assert batch.block_size == 16
     assert update.engine is not None and update.engine.resident_blocks == 6 and update.engine.at == QUIET
     assert t.take(at=QUIET + 1).accesses is None  # handed out once
 
 
-def test_mixed_block_sizes_leave_the_batch_without_one_block_size() -> None:
-    t = tracker()
+def test_the_first_store_decides_the_streams_block_size_and_other_sizes_are_refused() -> None:
+    t = tracker(block_size=32)  # --block-size: only for events that do not say theirs
     feed = Feed(t)
-    feed(stored([1], block_size=16), stored([2], block_size=32))
-    batch = t.take(at=QUIET).accesses
-    assert batch is not None and batch.tokens.tolist() == [16, 32] and batch.block_tokens is None
+    feed(stored([1], block_size=16), stored([2], block_size=32), stored([3, 4], block_size=16))
+    update = t.take(at=QUIET)
+    assert update.units == StreamUnits(16, "event")
+    assert update.accesses.keys.tolist() == [1, 3, 4] and update.accesses.block_size == 16
+    (refused,) = t.rejects.summary()
+    assert refused.count == 1 and "another block size than the stream's 16 tokens" in refused.reason
+    assert update.engine.block_size == 16
+
+
+def test_events_without_a_block_size_take_the_flag_then_vllms_default() -> None:
+    for given, units in ((32, StreamUnits(32, "flag")), (None, StreamUnits(16, "default"))):
+        t = tracker(block_size=given)
+        Feed(t)(stored([1, 2], block_size=None, token_ids=[]))  # older vLLM, SGLang: no block_size
+        update = t.take(at=QUIET)
+        assert update.units == units and update.accesses.tokens.tolist() == [units.block_size] * 2
+    t = tracker(block_size=32)  # token_ids over the blocks say it: the events' own
+    Feed(t)(stored([1, 2], block_size=None, token_ids=list(range(128))))
+    assert t.take(at=QUIET).units == StreamUnits(64, "event")
 
 
 def test_the_full_attention_group_is_counted_when_the_events_name_the_kinds() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.engine.kv_event_tracker import block_tokens
+from kvset.engine.kv_event_tracker import block_tokens, event_block_size
 from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
     BLOCK_REMOVED,
@@ -320,12 +320,13 @@ def test_endpoint_helpers() -> None:
 
 
 def test_tokens_per_block() -> None:
-    assert block_tokens(2, 16, 32, 99).tolist() == [16, 16]
-    assert block_tokens(2, 16, 20, 99).tolist() == [16, 4]  # a shorter last block
-    assert block_tokens(3, 16, -1, 99).tolist() == [16, 16, 16]  # no token_ids
-    assert block_tokens(2, 0, 64, 99).tolist() == [32, 32]  # no block_size: from token_ids
-    assert block_tokens(2, 0, -1, 99).tolist() == [99, 99]  # neither: the fallback
-    assert block_tokens(4, 1, 4, 99).tolist() == [1, 1, 1, 1]  # SGLang page size 1
+    assert block_tokens(2, 16, 32).tolist() == [16, 16]
+    assert block_tokens(2, 16, 20).tolist() == [16, 4]  # a shorter last block
+    assert block_tokens(3, 16, -1).tolist() == [16, 16, 16]  # no token_ids
+    assert block_tokens(4, 1, 4).tolist() == [1, 1, 1, 1]  # SGLang page size 1
+    assert event_block_size(2, 16, 20) == 16  # the event's own block_size
+    assert event_block_size(2, 0, 64) == 32  # no block_size: from token_ids
+    assert event_block_size(2, 0, -1) is None  # neither: the event does not say
 
 
 _scalars = st.one_of(
@@ -429,9 +430,9 @@ def test_deeply_nested_payload_is_a_counted_rejection(depth: int) -> None:
 
 def test_token_ids_cannot_make_a_block_larger_than_a_block_can_be() -> None:
     # Without block_size the tokens per block come from token_ids: one block of 2**21 tokens is not believed.
-    assert block_tokens(1, 0, 1 << 21, 16).tolist() == [16]
-    assert block_tokens(2, 0, (1 << 21) + 2, 16).tolist() == [16, 16]
-    assert block_tokens(1, 0, 1 << 20, 16).tolist() == [1 << 20]
+    assert event_block_size(1, 0, 1 << 21) is None
+    assert event_block_size(2, 0, (1 << 21) + 2) is None
+    assert event_block_size(1, 0, 1 << 20) == 1 << 20
 
 
 def test_spec_kind_is_decoded() -> None:

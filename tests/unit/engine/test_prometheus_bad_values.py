@@ -35,7 +35,7 @@ def with_sample(body: str, name: str, value: str) -> str:
 def test_an_engine_with_an_unusable_block_size_is_left_out_and_noted(block_size: str) -> None:
     c = prom.counters_from_text(engine0_config(block_size=block_size))
     # engine 0's capacity is unknown: no total is claimed from engine 1 alone
-    assert c.capacity_blocks is None and c.capacity_tokens is None
+    assert c.pools is None
     assert c.block_size == 16  # engine 1's
     assert any("block_size" in d and "ignored" in d for d in c.describe)
 
@@ -43,20 +43,20 @@ def test_an_engine_with_an_unusable_block_size_is_left_out_and_noted(block_size:
 @pytest.mark.parametrize("num_gpu_blocks", ["-5", "abc", "1e3", "1_000", "9" * 5000, "\u0661\u0660"])
 def test_an_unusable_block_count_means_unknown_capacity_and_is_noted(num_gpu_blocks: str) -> None:
     c = prom.counters_from_text(engine0_config(num_gpu_blocks=num_gpu_blocks))
-    assert c.capacity_blocks is None and c.capacity_tokens is None and c.block_size == 16
+    assert c.pools is None and c.block_size == 16
     assert any("num_gpu_blocks" in d for d in c.describe)
 
 
 def test_num_gpu_blocks_none_is_the_engine_before_profiling_not_an_error() -> None:
     c = prom.counters_from_text(engine0_config(num_gpu_blocks="None"))
-    assert c.capacity_blocks is None and c.block_size == 16
+    assert c.pools is None and c.block_size == 16
     assert not any("num_gpu_blocks" in d for d in c.describe)
 
 
 def test_absurd_running_counts_on_several_engines_do_not_overflow() -> None:
     # 1e308 + 1e308 is inf, and int(inf) raises: the values are ignored instead
     c = prom.counters_from_text(with_sample(DP2, "vllm:num_requests_running", "1e308"))
-    assert c.running is None and c.capacity_blocks == 40000
+    assert c.running is None and [p.num_gpu_blocks for p in c.pools] == [30000, 10000]
 
 
 @pytest.mark.parametrize(
@@ -70,13 +70,13 @@ def test_absurd_running_counts_on_several_engines_do_not_overflow() -> None:
 )
 def test_sglang_unusable_page_size_falls_back_to_the_default(name: str, value: str) -> None:
     c = prom.counters_from_text(with_sample(SGLANG, name, value))
-    assert c.block_size == 1 and c.capacity_tokens == 402713 and c.capacity_blocks == 402713
+    assert c.block_size == 1 and [(p.num_gpu_blocks, p.block_size) for p in c.pools] == [(402713, 1)]
 
 
 @pytest.mark.parametrize("value", ["-5", "+Inf", "NaN", "1e308"])
 def test_sglang_unusable_pool_size_is_unknown(value: str) -> None:
     c = prom.counters_from_text(with_sample(SGLANG, "sglang:max_total_num_tokens", value))
-    assert c.capacity_tokens is None and c.capacity_blocks is None
+    assert c.pools is None
 
 
 @pytest.mark.parametrize("value", ["NaN", "+Inf", "-1"])

@@ -8,6 +8,7 @@ import pytest
 
 from kvset.engine import prometheus as prom
 from kvset.engine.metrics_tracker import MetricsTracker
+from kvset.units import NULL_BLOCKS_VLLM, EnginePool
 from tests.support import paths
 
 FIXTURES = paths.FIXTURES / "metrics"
@@ -29,7 +30,7 @@ def test_vllm_current_names() -> None:
     c = prom.counters_from_text(text("vllm_0_13.prom"))
     assert c.engine == "vllm"
     assert sum(c.queries.values()) == 8812352 and sum(c.hits.values()) == 6170224
-    assert (c.capacity_blocks, c.block_size, c.capacity_tokens) == (61275, 16, 61275 * 16)
+    assert c.pools == (EnginePool(61275, 16, NULL_BLOCKS_VLLM, "0"),) and c.block_size == 16
     assert c.kv_usage == pytest.approx(0.4183)
     assert c.running == 3
     assert c.describe == ()
@@ -38,15 +39,20 @@ def test_vllm_current_names() -> None:
 def test_vllm_deprecated_names_up_to_0_11() -> None:
     c = prom.counters_from_text(text("vllm_0_8_v1.prom"))
     assert sum(c.queries.values()) == 52480 and sum(c.hits.values()) == 31488
-    assert c.capacity_blocks == 27306  # cache_config_info without an engine label
+    assert c.pools == (
+        EnginePool(27306, 16, NULL_BLOCKS_VLLM, ""),
+    )  # cache_config_info without an engine label
     assert c.kv_usage == pytest.approx(0.0734)
     assert any("deprecated" in d for d in c.describe)
 
 
-def test_vllm_data_parallel_engines_are_summed_and_usage_weighted_by_capacity() -> None:
+def test_vllm_data_parallel_engines_keep_their_own_pools_and_usage_is_weighted_by_capacity() -> None:
     c = prom.counters_from_text(text("vllm_dp2.prom"))
-    assert c.capacity_blocks == 30000 + 10000
-    assert c.capacity_tokens == 40000 * 16
+    # each engine (data-parallel rank) its own pool, with its own null block: unequal ranks are kept
+    assert c.pools == (
+        EnginePool(30000, 16, NULL_BLOCKS_VLLM, "0"),
+        EnginePool(10000, 16, NULL_BLOCKS_VLLM, "1"),
+    )
     assert c.kv_usage == pytest.approx((0.8 * 30000 + 0.2 * 10000) / 40000)
     assert c.running == 12
     assert sum(c.queries.values()) == 500000 and sum(c.hits.values()) == 320000
@@ -56,8 +62,8 @@ def test_vllm_data_parallel_engines_are_summed_and_usage_weighted_by_capacity() 
 def test_sglang_shards_of_one_pool_count_once_and_only_device_hits_count() -> None:
     c = prom.counters_from_text(text("sglang_0_5.prom"))
     assert c.engine == "sglang"
-    assert c.capacity_tokens == 402713  # tp_rank 0 and 1 report the same pool
-    assert c.block_size == 16 and c.capacity_blocks == 402713 // 16
+    assert c.pools == (EnginePool(402713 // 16, 16, 0, ""),)  # tp_rank 0 and 1 report the same pool
+    assert c.block_size == 16
     assert sum(c.hits.values()) == 900000  # host hits are not GPU hits
     assert sum(c.queries.values()) == 1200000
     assert c.kv_usage == pytest.approx(0.37) and c.running == 12
@@ -172,5 +178,5 @@ def test_sglang_hit_rate_from_device_cached_tokens_over_prompt_tokens() -> None:
 
     r = t.update(bump(base, 900600.0, 61000.0, 1201000.0), 1.0)
     assert r.reading.token_hit_rate == pytest.approx(600 / 1000)  # host hits are not GPU hits
-    assert r.reading.capacity_tokens == 402713 and r.reading.block_size == 16
+    assert r.reading.pools == (EnginePool(402713 // 16, 16, 0, ""),) and r.reading.block_size == 16
     assert r.reading.label == "sglang metrics"

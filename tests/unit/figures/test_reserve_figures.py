@@ -5,26 +5,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvset.core.analyzer import Analyzer
+from kvset.core.stack_distance import new_analyzer
 from kvset.figures import hybrid_reserve, reserve
 from kvset.figures.base import OptionValues
 from kvset.figures.inputs import FigureInputs, Targets
 from kvset.geometry import load_preset
 from kvset.quantities import GIB
 from kvset.types import AccessBatch, EngineReading
-from kvset.units import StreamUnits
+from kvset.units import EnginePool, StreamUnits
 
 BLOCK = 512  # Mooncake's tokens per block: bytes come from tokens, whatever the engine's block size
 
 
 def inputs(geometry_name: str, engine: EngineReading | None = None, **options: object) -> FigureInputs:
     """A scan of 1,000 blocks read three times: its 95 % working set is exactly 1,000 blocks."""
-    analyzer = Analyzer()
+    units = StreamUnits(BLOCK, "format")
+    analyzer = new_analyzer(units)
     keys = np.tile(np.arange(1000, dtype=np.uint64), 3)
-    analyzer.feed_batch(AccessBatch(keys, timestamps=np.arange(len(keys)) * 0.01, block_tokens=BLOCK))
+    analyzer.feed_batch(AccessBatch(keys, timestamps=np.arange(len(keys)) * 0.01))
     values = OptionValues(options)
     return FigureInputs(
-        units=StreamUnits(BLOCK, "format"),
+        units=units,
         horizon=analyzer.horizon,
         curves={"all": analyzer.curve()},
         targets=Targets.read(values, "top"),
@@ -35,8 +36,8 @@ def inputs(geometry_name: str, engine: EngineReading | None = None, **options: o
 
 
 def test_the_working_set_in_bytes_beside_the_reserve_of_the_running_requests_against_the_pool():
-    # 80 GiB of pool at 81,920 B a token: 1,048,576 tokens, 2,048 blocks of 512
-    engine = EngineReading(at=0.0, capacity_tokens=80 * GIB // 81_920, running_requests=8)
+    # 80 GiB of pool at 81,920 B a token: 1,048,576 tokens, 2,048 blocks of 512 (65,536 of vLLM's 16)
+    engine = EngineReading(at=0.0, pools=(EnginePool(80 * GIB // 81_920 // 16, 16),), running_requests=8)
     given = inputs("gemma-3-27b", engine, context=32_768)
     panel = given.result(reserve.FIGURE)
     model = given.result(hybrid_reserve.FIGURE)
@@ -74,7 +75,8 @@ def test_a_model_without_hybrid_layers_reserves_nothing_and_its_working_set_is_i
 
 
 def test_without_a_model_there_is_no_reserve():
+    empty = new_analyzer(StreamUnits(BLOCK, "format")).curve()
     given = FigureInputs(
-        units=None, horizon=10, curves={"all": Analyzer().curve()}, targets=Targets({"coverage": (0.95,)})
+        units=None, horizon=10, curves={"all": empty}, targets=Targets({"coverage": (0.95,)})
     )
     assert given.result(reserve.FIGURE) is None and given.result(hybrid_reserve.FIGURE) is None

@@ -44,9 +44,9 @@ def assert_same(data: bytes, **kwargs) -> None:
         a, b = getattr(scanned, name), getattr(reference, name)
         assert a.dtype == b.dtype, name
         assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), name
-    assert (scanned.format, scanned.block_tokens, scanned.lines) == (
+    assert (scanned.format, scanned.block_size, scanned.lines) == (
         reference.format,
-        reference.block_tokens,
+        reference.block_size,
         reference.lines,
     )
     # reasons, counts, examples; among reasons of equal count the order is not kept (the msgspec

@@ -33,7 +33,7 @@ def test_hand_written_bailian_is_detected_with_16_tokens_per_block():
         )
     )
     assert trace.format == "bailian"
-    assert trace.block_tokens == 16
+    assert trace.block_size == 16
     assert trace.keys.tolist() == [1089, 1090, 1091, 1089, 1090, 6326]
     assert trace.tokens.tolist() == [16, 16, 8, 16, 16, 16]  # 40 = 16 + 16 + 8
     assert trace.request_starts.tolist() == [0, 3]

@@ -65,7 +65,7 @@ def test_detection_skips_bad_lines_and_counts_them():
 def test_explicit_format_overrides_detection_and_says_when_it_disagrees():
     data = raw(moon(2000, [1, 2], 1000))
     as_bailian = read_trace(io.BytesIO(data), format="bailian")
-    assert as_bailian.format == "bailian" and as_bailian.block_tokens == 16
+    assert as_bailian.format == "bailian" and as_bailian.block_size == 16
     assert as_bailian.request_timestamps.tolist() == [2000.0]  # read as seconds, as asked
     assert "format bailian (given)" in as_bailian.notes
     assert "the first request looks like mooncake, read as bailian as requested" in as_bailian.notes
@@ -207,7 +207,7 @@ def test_batches_hold_whole_requests_with_per_access_times():
     assert [b.request_starts.tolist() for b in batches] == [[0, 3], [0], [0], [0]]
     assert batches[0].timestamps.tolist() == [0.0, 0.0, 0.0, 1.0]
     assert np.array_equal(np.concatenate([b.timestamps for b in batches]), trace.access_timestamps())
-    assert all(b.block_tokens == 512 and len(b.tokens) == len(b.keys) for b in batches)
+    assert all(b.block_size == 512 and len(b.tokens) == len(b.keys) for b in batches)
     assert len(list(trace.batches())) == 1
 
 
@@ -218,7 +218,7 @@ def test_line_parser_is_incremental_and_detects_on_the_first_valid_line():
     second = parser.feed_lines(
         raw(moon(5000, [1, 2]), moon(1000, [3])).splitlines(keepends=True), first_lineno=3
     )
-    assert parser.format == "mooncake" and parser.block_tokens == 512
+    assert parser.format == "mooncake" and parser.block_size == 512
     assert second.keys.tolist() == [1, 2, 3]
     assert second.request_timestamps.tolist() == [5.0, 1.0]  # line order, not sorted
     assert second.request_lines.tolist() == [3, 4]

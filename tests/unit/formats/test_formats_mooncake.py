@@ -21,7 +21,7 @@ def jsonl(*objs) -> io.BytesIO:
 def test_real_mooncake_sample_counts():
     trace = read_trace(FIXTURE)
     assert trace.format == "mooncake"
-    assert trace.block_tokens == 512
+    assert trace.block_size == 512
     assert trace.requests == 3993
     assert trace.accesses == 121877
     assert len(np.unique(trace.keys)) == 43924
@@ -64,7 +64,7 @@ def test_block_size_override_changes_tokens_per_block():
     trace = read_trace(
         jsonl({"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [1, 2]}), block_size=64
     )
-    assert trace.block_tokens == 64
+    assert trace.block_size == 64
     assert trace.tokens.tolist() == [64, 36]
 
 
@@ -158,7 +158,7 @@ def _trace_with_block_size(tmp_path, block: int, n: int = 200, seed: int = 3):
 def test_a_trace_made_with_another_block_size_is_read_with_the_one_its_lines_keep(tmp_path):
     path, lines = _trace_with_block_size(tmp_path, 64)
     trace = read_trace(path)
-    assert trace.block_tokens == 64
+    assert trace.block_size == 64
     assert trace.warnings.total == 0
     per_request = np.add.reduceat(trace.tokens.astype(np.int64), trace.request_starts)
     assert per_request.tolist() == [x["input_length"] for x in lines]
@@ -173,7 +173,7 @@ def test_a_given_block_size_the_lines_break_is_refused_with_the_fix(tmp_path):
         read_trace(path, block_size=512)
 
 
-def test_lines_that_fit_no_block_size_keep_the_default_and_say_it_is_doubtful(tmp_path):
+def test_lines_that_fit_no_block_size_are_refused_with_the_fix(tmp_path):
     rng = np.random.default_rng(5)
     lines = [
         {"timestamp": i, "input_length": int(rng.integers(1, 100_000)), "hash_ids": [1, 2, 3]}
@@ -181,6 +181,5 @@ def test_lines_that_fit_no_block_size_keep_the_default_and_say_it_is_doubtful(tm
     ]
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    trace = read_trace(path)
-    assert trace.block_tokens == 512
-    assert any("block size doubtful" in note for note in trace.notes)
+    with pytest.raises(TraceError, match="no block size fits this trace.*give --block-size N"):
+        read_trace(path)

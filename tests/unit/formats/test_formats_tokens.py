@@ -23,7 +23,7 @@ def test_token_ids_1000_to_1031_give_the_keys_vllm_published(field):
     assert expected == [7322446309363477352, 17027874615116373601]
     trace = read_trace(jsonl({"timestamp": 4.5, field: list(range(1000, 1032))}))
     assert trace.format == "tokens"
-    assert trace.block_tokens == 16
+    assert trace.block_size == 16
     assert trace.keys.tolist() == expected
     assert trace.tokens.tolist() == [16, 16]
     assert trace.request_timestamps.tolist() == [4.5]
@@ -51,7 +51,7 @@ def test_block_size_hash_algorithm_and_seed_are_passed_to_vllm_hashing():
             kwargs.get("python_hash_seed"),
         )
         assert np.array_equal(trace.keys, expected)
-        assert trace.block_tokens == kwargs.get("block_size", 16)
+        assert trace.block_size == kwargs.get("block_size", 16)
     assert not np.array_equal(
         read_trace(jsonl(line), hash_algo="sha256_cbor").keys, read_trace(jsonl(line)).keys
     )

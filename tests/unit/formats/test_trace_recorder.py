@@ -16,7 +16,7 @@ from kvset.types import AccessBatch
 def batch(keys, ts) -> AccessBatch:
     keys = np.asarray(keys, dtype=np.uint64)
     return AccessBatch(
-        keys, tokens=np.full(len(keys), 16), request_starts=np.array([0]), timestamps=ts, block_tokens=16
+        keys, tokens=np.full(len(keys), 16), request_starts=np.array([0]), timestamps=ts, block_size=16
     )
 
 

@@ -41,10 +41,10 @@ def assert_stream_equals_read_trace(path, **kwargs):
     stream, keys, tokens, times = streamed(path, **kwargs)
     assert np.array_equal(keys, trace.keys) and np.array_equal(tokens, trace.tokens)
     assert np.array_equal(times, trace.access_timestamps())
-    assert (stream.requests, stream.lines, stream.block_tokens, stream.format) == (
+    assert (stream.requests, stream.lines, stream.block_size, stream.format) == (
         trace.requests,
         trace.lines,
-        trace.block_tokens,
+        trace.block_size,
         trace.format,
     )
     assert stream.rejects.summary() == trace.rejects.summary()
@@ -85,14 +85,14 @@ def test_requests_out_of_order_beyond_the_window_need_the_whole_trace(tmp_path, 
         list(TraceStream(path))
     result = analyze_batches(TraceStream(path), InputSummary(path, "", None))
     trace = read_trace(path)
-    whole = analyze_batches(trace.batches(), InputSummary(path, trace.format, trace.block_tokens))
+    whole = analyze_batches(trace.batches(), InputSummary(path, trace.format, trace.units))
     assert result.curve.block_hits.tolist() == whole.curve.block_hits.tolist()
     assert result.accesses == whole.accesses == trace.accesses
     assert any(
         n.startswith("read whole, not as a stream: requests out of timestamp order")
         for n in result.input.notes
     )
-    assert result.input.requests == trace.requests and result.input.block_tokens == 512
+    assert result.input.requests == trace.requests and result.input.units.block_size == 512
 
 
 def test_leading_requests_without_timestamps_wait_for_the_first_one(tmp_path, small_chunks):
@@ -111,7 +111,7 @@ def test_a_wrong_default_block_size_is_replaced_as_read_trace_replaces_it(tmp_pa
     path = write(tmp_path / "t.jsonl", objs)
     assert_stream_equals_read_trace(path)
     stream, *_ = streamed(path)
-    assert stream.block_tokens == 64 and any("inferred" in n for n in stream.notes)
+    assert stream.block_size == 64 and any("inferred" in n for n in stream.notes)
     with pytest.raises(TraceError, match="give --block-size 64"):
         list(TraceStream(path, block_size=512))
 
@@ -125,7 +125,7 @@ def test_a_block_size_the_first_lines_keep_but_the_trace_does_not_needs_the_whol
     with pytest.raises(NeedsWholeTrace, match="block size"):
         list(TraceStream(path))
     result = analyze_batches(TraceStream(path), InputSummary(path, "", None))
-    assert result.input.block_tokens == read_trace(path).block_tokens == 512
+    assert result.input.units.block_size == read_trace(path).block_size == 512
 
 
 def test_strict_mode_and_no_valid_request_raise_as_read_trace_does(tmp_path):
@@ -148,7 +148,7 @@ def test_token_id_traces_stream_through_the_msgspec_path(tmp_path):
 def test_the_threaded_analysis_equals_the_whole_file_analysis(tmp_path, small_chunks):
     path = write(tmp_path / "t.jsonl", many(2000, jitter=5, seed=4))
     trace = read_trace(path)
-    whole = analyze_batches(trace.batches(), InputSummary(path, trace.format, trace.block_tokens))
+    whole = analyze_batches(trace.batches(), InputSummary(path, trace.format, trace.units))
     streamed_result = analyze_batches(TraceStream(path), InputSummary(path, "", None))
     assert streamed_result.curve.block_hits.tolist() == whole.curve.block_hits.tolist()
     assert streamed_result.curve.token_hits.tolist() == whole.curve.token_hits.tolist()
