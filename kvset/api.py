@@ -9,7 +9,7 @@ A figure's result is read off a snapshot by its type: `snapshot.get(WorkingSets)
 from __future__ import annotations
 
 from kvset import quantities
-from kvset.core.curve import HitRateCurve
+from kvset.core.curve import HitRateCurve, Unit
 from kvset.figures.churn import ChurnSeries
 from kvset.figures.curve import Curves, WindowCurve
 from kvset.figures.engine import EngineState
@@ -70,6 +70,7 @@ __all__ = [
     "Tiers",
     "TimelineEvent",
     "Totals",
+    "Unit",
     "WindowCurve",
     "WorkingSetRow",
     "WorkingSets",

@@ -16,7 +16,7 @@ import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
 from kvset.core.curve import HitRateCurve
-from kvset.core.feed_args import DEFAULT_HORIZON
+from kvset.core.feed_args import DEFAULT_HORIZON, Order
 from kvset.core.opt import OptHistogram, opt_histogram
 from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
 from kvset.figures.inputs import OptCurve
@@ -72,7 +72,7 @@ def analyze_batches(
     batches: Iterable[AccessBatch],
     summary: InputSummary,
     horizon: int = DEFAULT_HORIZON,
-    order: str = "forward",
+    order: Order = "forward",
     *,
     sampling: Sampling | None = None,
 ) -> AnalysisResult:
@@ -119,7 +119,7 @@ def analyze_stream(
     stream: TraceStream,
     summary: InputSummary,
     horizon: int = DEFAULT_HORIZON,
-    order: str = "forward",
+    order: Order = "forward",
     sampling: Sampling | None = None,
 ) -> AnalysisResult:
     """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL). The
@@ -181,7 +181,7 @@ def _analyze_whole(
     stream: TraceStream,
     summary: InputSummary,
     horizon: int,
-    order: str,
+    order: Order,
     why: str,
     t0: float,
     sampling: Sampling | None,

@@ -46,8 +46,8 @@ _SUFFIX_FACTORS: dict[str, int] = {
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
-def _unknown(x: float | int | None) -> bool:
-    return x is None or x != x  # None or nan (a numpy nan too)
+def _is_nan(x: float) -> bool:
+    return x != x  # a numpy nan too
 
 
 def _digits(value: float, precision: int, significant: int | None) -> str:
@@ -89,7 +89,7 @@ def format_gib(
     significant=3 (the capacity columns and panels): "80 GiB", "1.37 GiB", "1,536 GiB".
     with_unit=False leaves " GiB" off, for a column or an axis whose title carries it.
     """
-    if _unknown(n):
+    if n is None or _is_nan(n):
         return MISSING
     text = _digits(float(n) / GIB, precision, significant)
     return f"{text} GiB" if with_unit else text
@@ -112,28 +112,28 @@ def parse_bytes(text: str) -> int:
 # -- hit rates and targets -------------------------------------------------------------------------
 def percent(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
     """A share as a percentage: 0.6234 -> "62.3 %"."""
-    if _unknown(x):
+    if x is None or _is_nan(x):
         return missing
     return f"{100.0 * x:.{digits}f} %"
 
 
 def points(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
     """A difference of two hit rates, in percentage points, with its sign: 0.041 -> "+4.1 pt"."""
-    if _unknown(x):
+    if x is None or _is_nan(x):
         return missing
     return f"{100.0 * x:+.{digits}f} pt"
 
 
 def plus_minus_points(x: float | None, digits: int = 1, missing: str = MISSING) -> str:
     """An error bound on a hit rate, in percentage points: 0.0041 -> "±0.4 pt"."""
-    if _unknown(x):
+    if x is None or _is_nan(x):
         return missing
     return f"±{100.0 * x:.{digits}f} pt"
 
 
 def times(x: float | None, digits: int = 2, missing: str = MISSING) -> str:
     """How many times one quantity is another: 2.125 -> "2.13x"."""
-    if _unknown(x):
+    if x is None or _is_nan(x):
         return missing
     return f"{x:.{digits}f}x"
 
@@ -168,7 +168,7 @@ def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
 # -- counts ----------------------------------------------------------------------------------------
 def count(n: float | int | None) -> str:
     """1234 -> '1,234'; 12_345 -> '12.3k'; 1_234_567 -> '1.23M'. Compact enough for a table cell."""
-    if _unknown(n):
+    if n is None or _is_nan(n):
         return MISSING
     n = float(n)
     a = abs(n)
@@ -195,7 +195,7 @@ def compact(n: float) -> str:
 
 def rate(per_second: float | None, what: str = "/s") -> str:
     """A count per second: 27_200 -> '27.2k/s'."""
-    if _unknown(per_second):
+    if per_second is None or _is_nan(per_second):
         return MISSING
     return f"{count(per_second)}{what}"
 
@@ -251,7 +251,7 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 # -- time ------------------------------------------------------------------------------------------
 def age(seconds: float | None) -> str:
     """How long ago: '0.4 s', '94 s', '10 min', '3.0 h', '2.5 d'; 'never' for no data yet."""
-    if _unknown(seconds):
+    if seconds is None or _is_nan(seconds):
         return "never"
     s = max(0.0, seconds)
     if s < 10:

@@ -228,7 +228,7 @@ class KvsetTopApp(App[int]):
         self._side = self.query_one("#side")  # looked up once: frames may still arrive while the app closes
         for panel in self.panels:
             if not isinstance(panel, DemoBanner | StatusLine):
-                panel.add_class("panel")  # type: ignore[attr-defined]
+                panel.add_class("panel")
         self._render_view()
         if self.monitor is not None:
             self._monitor_worker = self._run_monitor()
@@ -288,7 +288,9 @@ class KvsetTopApp(App[int]):
 
     @property
     def status_line(self) -> StatusLine:
-        return self.panels[-1]  # type: ignore[return-value]
+        line = self.panels[-1]
+        assert isinstance(line, StatusLine)  # the last panel (see panels)
+        return line
 
     def _tick_ages(self) -> None:
         if self._tty_fd is not None and not os.isatty(self._tty_fd):
@@ -301,7 +303,7 @@ class KvsetTopApp(App[int]):
     def on_resize(self) -> None:
         # The -short/-narrow breakpoints change what panels include; let them redraw once.
         for panel in self.panels:
-            panel.refresh()  # type: ignore[attr-defined]
+            panel.refresh()
 
     def _set_view(self, view: ViewState) -> None:
         self.view = view

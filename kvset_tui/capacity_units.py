@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
-from kvset.api import Snapshot
+from kvset.api import Snapshot, Unit
 from kvset.api import quantities as fmt
 
 UNIT_SHORT = {"blocks": "blk", "tokens": "tok", "GiB": "GiB"}
 
 
-def hit_unit(unit: str) -> str:
+def hit_unit(unit: str) -> Unit:
     """Which hit rate goes with a capacity unit: engines report token hit rates, bytes are per token."""
     return "blocks" if unit == "blocks" else "tokens"
 

@@ -153,7 +153,8 @@ def _display_choices(parser: argparse.ArgumentParser, args: argparse.Namespace):
     keymap = None
     if args.keymap is not None:
         try:
-            keymap = load_keymap(args.keymap, {b.id: b.key for b in KvsetTopApp.BINDINGS if b.id})
+            bindings = [b for b in KvsetTopApp.BINDINGS if not isinstance(b, tuple)]
+            keymap = load_keymap(args.keymap, {b.id: b.key for b in bindings if b.id})
         except KeymapError as exc:
             parser.error(str(exc))
     return palette, keymap

@@ -133,7 +133,12 @@ class KvsetTheme:
                 "footer-item-background": "ansi_default",
             }
         return Theme(
-            name=self.textual_name, dark=self.dark, ansi=self.ansi, boost=boost, variables=variables, **base
+            name=self.textual_name,
+            dark=self.dark,
+            ansi=self.ansi,
+            boost=boost,
+            variables=variables,
+            **base,  # type: ignore[arg-type]  # only Theme's colour fields (TEXTUAL_KEYS), each a str
         )
 
 

@@ -18,3 +18,10 @@ settings.load_profile("default")
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+def pytest_collection_modifyitems(config, items):
+    # the end-to-end group: `pytest -m "not slow"` for a quick round, make test runs both side by side
+    for item in items:
+        if item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.slow)

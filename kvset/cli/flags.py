@@ -26,10 +26,10 @@ from kvset.cli.argtypes import (
     sample_rate,
     speed,
 )
-from kvset.cli.completion import SHELLS, PrintCompletion
 from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.parser import package_version
-from kvset.core.analyzer import DEFAULT_HORIZON, ORDERS
+from kvset.cli.shell_completion import SHELLS, PrintCompletion
+from kvset.core.feed_args import DEFAULT_HORIZON, ORDERS
 from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS

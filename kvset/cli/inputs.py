@@ -40,7 +40,7 @@ def load_input(
             name="built-in agentic demo workload",
             format="demo",
             units=StreamUnits(cfg.block_size, "flag" if args.block_size else "default"),
-            requests=len(batch.request_starts),
+            requests=0 if batch.request_starts is None else len(batch.request_starts),
             read_seconds=time.perf_counter() - t0,
         )
         return (lambda: [batch]), summary
@@ -97,6 +97,7 @@ def _load_log(args: argparse.Namespace) -> tuple[Callable[[], Iterable[AccessBat
         raise InputError(f"{args.log} is a folder: give the log file itself")
     t0 = time.perf_counter()
     source = log_source_from_args(args, follow=False)
+    assert source is not None  # args.log is given
     batches: list[AccessBatch] = []
     health = None
     try:

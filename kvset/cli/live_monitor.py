@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 from pathlib import Path
+from typing import Any
 
 from kvset.cli.figure_flags import check_figure_options, option_values
 from kvset.cli.from_flags import (
@@ -75,14 +76,18 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         # --once reads a log whole, unless told to listen for --duration seconds
         follow = not args.once or args.duration is not None
         check_file_input(args.log, "log file", must_exist=not follow)
-        sources.append(log_source_from_args(args, follow=follow))
+        log = log_source_from_args(args, follow=follow)
+        assert log is not None  # args.log is given
+        sources.append(log)
     if args.metrics:
         try:
-            sources.append(metrics_source_from_args(args))
+            metrics = metrics_source_from_args(args)
+            assert metrics is not None  # args.metrics is given
+            sources.append(metrics)
         except ValueError as e:
             raise UsageError(str(e)) from None
     if args.demo or not sources:
-        demo = {
+        demo: dict[str, Any] = {
             "config": WorkloadConfig(block_size=args.block_size) if args.block_size else None,
             "block_size_given": bool(args.block_size),
         }

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from kvset.cli.figure_flags import add_figure_arguments, option_values
 from kvset.cli.flags import (
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows, identical = _compare(curve, naive_curve(keys, caps, tokens), caps)
     naive_seconds = time.perf_counter() - t0
-    checked = {}
+    checked: dict[str, Any] = {}
     if opt is not None:
         t0 = time.perf_counter()
         opt_rows, opt_identical = _compare(opt.curve, naive_min_curve(keys, caps, tokens), caps)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from kvset.core import hash_table as HT
 from kvset.core import kernel as K
@@ -34,6 +35,7 @@ from kvset.core.feed_args import (
     tokens_array,
 )
 from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
+from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
@@ -183,10 +185,10 @@ class Analyzer(TimeSlotViews):
 
     def feed(
         self,
-        keys,
-        tokens=None,
-        request_starts=None,
-        timestamps=None,
+        keys: npt.ArrayLike,
+        tokens: npt.ArrayLike | None = None,
+        request_starts: npt.ArrayLike | None = None,
+        timestamps: npt.ArrayLike | None = None,
         return_distances: bool = False,
     ) -> np.ndarray | None:
         """Feed accesses in order. Returns stack distances if asked (0 first time, -1 beyond horizon).
@@ -222,13 +224,22 @@ class Analyzer(TimeSlotViews):
             return restored
         return out
 
-    def _tokens_array(self, tokens, n: int) -> np.ndarray:
+    def _tokens_array(self, tokens: npt.ArrayLike | None, n: int) -> np.ndarray:
         return tokens_array(tokens, n, self.units.block_size)
 
     _request_starts = staticmethod(request_starts_array)
     _timestamps_array = staticmethod(timestamps_array)
 
-    def _feed_by_slot(self, keys, tok, starts, ts, t_lo, t_hi, out) -> None:
+    def _feed_by_slot(
+        self,
+        keys: np.ndarray,
+        tok: np.ndarray,
+        starts: np.ndarray,
+        ts: np.ndarray,
+        t_lo: float,
+        t_hi: float,
+        out: np.ndarray,
+    ) -> None:
         """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
         n = len(keys)
         fine = self.fine
@@ -244,7 +255,8 @@ class Analyzer(TimeSlotViews):
         late_before = int(t.meta[K.M_LATE])
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
-        i = run_start = 0
+        i: Int = 0
+        run_start = 0
         run_slot = first  # the slot the current run's accesses belong to
         self._clear_scratch()
         while True:

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 Unit = Literal["blocks", "tokens"]
 TargetMode = Literal["coverage", "absolute"]
@@ -151,7 +152,7 @@ class HitRateCurve:
         total = self._total(unit)
         return self.infinite_capacity_hits(unit) / total if total else 0.0
 
-    def hit_rates(self, capacities, unit: Unit = "blocks") -> np.ndarray:
+    def hit_rates(self, capacities: npt.ArrayLike, unit: Unit = "blocks") -> np.ndarray:
         caps = np.minimum(np.asarray(capacities, dtype=np.int64), self.horizon)
         total = self._total(unit)
         if total == 0 or len(self.capacities) == 0:
@@ -161,7 +162,7 @@ class HitRateCurve:
         hits = np.where(caps > 0, hits, 0)
         return hits / total
 
-    def hit_rate_stderrs(self, capacities, unit: Unit = "blocks") -> np.ndarray | None:
+    def hit_rate_stderrs(self, capacities: npt.ArrayLike, unit: Unit = "blocks") -> np.ndarray | None:
         """Standard error of hit_rates(capacities) (an estimate's); None where the curve has none."""
         self._hits_array(unit)  # checks the unit
         if self.errors is None:

@@ -5,10 +5,12 @@ request starts, timestamps, the order inside a request; and how the analyzers al
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
 MAX_TIMESTAMP = 1e11  # seconds from zero (about 3,000 years); beyond it a timestamp is garbage
@@ -16,13 +18,18 @@ ORDERS = ("forward", "reverse")
 Order = Literal["forward", "reverse"]
 
 try:  # numpy's switch for madvise(MADV_HUGEPAGE) on large arrays (private, so guarded)
-    from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
+    from numpy._core.multiarray import (  # type: ignore[attr-defined]  # private: not in numpy's stubs
+        _get_madvise_hugepage,
+        _set_madvise_hugepage,
+    )
+
+    _HUGEPAGE_SWITCH = True
 except ImportError:  # pragma: no cover - older or newer numpy
-    _get_madvise_hugepage = _set_madvise_hugepage = None
+    _HUGEPAGE_SWITCH = False
 
 
 @contextmanager
-def no_hugepage_advice():
+def no_hugepage_advice() -> Iterator[None]:
     """Allocate the state without numpy's huge-page advice.
 
     Where transparent huge pages are on "madvise" but none can be had (as on the VMs we
@@ -30,7 +37,7 @@ def no_hugepage_advice():
     touching 80 MB took 0.11 s with the advice and 0.03 s without, and growing the analyzer
     to 1M blocks spent most of its time there (benchmarks/: 0.90-1.0 s against 0.70 s).
     """
-    if _set_madvise_hugepage is None:
+    if not _HUGEPAGE_SWITCH:
         yield
         return
     previous = _get_madvise_hugepage()
@@ -41,7 +48,7 @@ def no_hugepage_advice():
         _set_madvise_hugepage(previous)
 
 
-def cache_aligned_zeros(shape, dtype=np.uint64) -> np.ndarray:
+def cache_aligned_zeros(shape: int | tuple[int, ...], dtype: type[np.generic] = np.uint64) -> np.ndarray:
     """Zeros whose first element starts a cache line, so 64-byte groups (a live-bit superblock,
     a Bloom block) are one line each, not two."""
     n = int(np.prod(shape))
@@ -60,15 +67,13 @@ def check_analyzer_args(horizon: int, order: str, slot_seconds: float, coarse_se
         raise ValueError("slot widths must be positive and the coarse slot at least the fine one")
 
 
-def tokens_array(tokens, n: int, default: int) -> np.ndarray:
+def tokens_array(tokens: npt.ArrayLike | None, n: int, default: int) -> np.ndarray:
     """Per-access tokens, or a length-1 array when every access covers the same number."""
-    if tokens is None:
-        tokens = default
-    if np.isscalar(tokens):
-        if int(tokens) < 0:
+    tok = np.asarray(default if tokens is None else tokens)
+    if tok.ndim == 0:
+        if int(tok) < 0:
             raise ValueError("tokens per access must not be negative")
-        return np.array([int(tokens)], dtype=np.int64)
-    tok = np.asarray(tokens)
+        return np.array([int(tok)], dtype=np.int64)
     # int32 (the trace readers') and int64 go to the kernel as they are: no copy per batch
     tok = np.ascontiguousarray(tok, dtype=tok.dtype if tok.dtype in (np.int32, np.int64) else np.int64)
     if tok.shape != (n,):
@@ -78,7 +83,7 @@ def tokens_array(tokens, n: int, default: int) -> np.ndarray:
     return tok
 
 
-def request_starts_array(request_starts, n: int) -> np.ndarray:
+def request_starts_array(request_starts: npt.ArrayLike | None, n: int) -> np.ndarray:
     if request_starts is None:
         return np.zeros(0, dtype=np.int64)
     starts = np.asarray(request_starts, dtype=np.int64)
@@ -87,14 +92,14 @@ def request_starts_array(request_starts, n: int) -> np.ndarray:
     return starts
 
 
-def timestamps_array(timestamps, n: int) -> tuple[np.ndarray, float, float]:
+def timestamps_array(timestamps: npt.ArrayLike | None, n: int) -> tuple[np.ndarray, float, float]:
     """Per-access or one timestamp (default: now), with their earliest and latest."""
     if timestamps is None:
         now = time.time()
         return np.array([now], dtype=np.float64), now, now
-    ts = (
-        np.array([float(timestamps)]) if np.isscalar(timestamps) else np.asarray(timestamps, dtype=np.float64)
-    )
+    ts = np.asarray(timestamps, dtype=np.float64)
+    if ts.ndim == 0:
+        ts = ts.reshape(1)
     if ts.shape != (n,) and ts.shape != (1,):
         raise ValueError(f"timestamps has {ts.shape} entries for {n} accesses")
     lo, hi = float(ts.min()), float(ts.max())  # one pass each, for the check and the slots
@@ -110,4 +115,5 @@ def reverse_within_requests(starts: np.ndarray, n: int) -> np.ndarray:
     lengths = ends - bounds
     seg = np.repeat(np.arange(len(bounds)), lengths)
     pos = np.arange(n) - bounds[seg]
-    return ends[seg] - 1 - pos
+    order: np.ndarray = ends[seg] - 1 - pos
+    return order

@@ -9,11 +9,14 @@ computed when their entry is appended.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
+
+from kvset.core.kernel_types import Int
 
 
 @njit(inline="always")
-def add(fen, i, v):
+def add(fen: np.ndarray, i: Int, v: Int) -> None:
     """Entry i gains v."""
     n = fen.shape[0] - 1
     i += 1
@@ -23,7 +26,7 @@ def add(fen, i, v):
 
 
 @njit(inline="always")
-def prefix(fen, i):
+def prefix(fen: np.ndarray, i: Int) -> Int:
     """Sum of entries [0, i]; 0 for i < 0."""
     s = 0
     i += 1
@@ -34,7 +37,7 @@ def prefix(fen, i):
 
 
 @njit(inline="always")
-def append(fen, s, v):
+def append(fen: np.ndarray, s: Int, v: Int) -> None:
     """Entry s (the newest) gets v."""
     m = s + 1
     total = v
@@ -46,7 +49,7 @@ def append(fen, s, v):
 
 
 @njit(inline="always")
-def remove_below(fen, s, v, now):
+def remove_below(fen: np.ndarray, s: Int, v: Int, now: Int) -> None:
     """Entry s (older than `now`, the next entry to append) loses v."""
     i = s + 1
     while i <= now:

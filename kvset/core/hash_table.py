@@ -10,11 +10,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core.kernel_types import Int
+
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # slot value of an empty hash-table cell
 
 
 @njit(inline="always")
-def mix(x):
+def mix(x: np.uint64) -> np.uint64:
     # splitmix64 finalizer: spreads dense ids and structured hashes alike
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -22,13 +24,13 @@ def mix(x):
 
 
 @njit(inline="always")
-def table_find(table, mask, key):
+def table_find(table: np.ndarray, mask: Int, key: np.uint64) -> Int:
     """Cell index holding key, or -(free cell index) - 1."""
     return table_probe(table, mask, key, np.int64(mix(key) & np.uint64(mask)))
 
 
 @njit(inline="always")
-def table_probe(table, mask, key, h):
+def table_probe(table: np.ndarray, mask: Int, key: np.uint64, h: Int) -> Int:
     """table_find from the key's home cell h."""
     while True:
         v = table[2 * h + 1]
@@ -40,7 +42,7 @@ def table_probe(table, mask, key, h):
 
 
 @njit(inline="always")
-def table_delete(table, mask, h):
+def table_delete(table: np.ndarray, mask: Int, h: Int) -> None:
     # Backward-shift deletion keeps linear probing tombstone-free.
     j = h
     while True:
@@ -60,7 +62,7 @@ def table_delete(table, mask, h):
 # array saying which cells are used, so that every uint64 value can be a key; payload arrays, if
 # any, are parallel to the keys.
 @njit(inline="always")
-def key_find(keys, used, key):
+def key_find(keys: np.ndarray, used: np.ndarray, key: np.uint64) -> Int:
     """Cell index holding key in a keys-only table (a power-of-two size), or -(free cell index) - 1."""
     mask = np.uint64(len(keys) - 1)
     j = np.int64(mix(key) & mask)

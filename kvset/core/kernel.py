@@ -19,6 +19,7 @@ from numba import njit
 from kvset.core import fenwick
 from kvset.core.hash_table import EMPTY, mix, table_delete, table_find, table_probe
 from kvset.core.intrinsics import popcount, prefetch
+from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
 
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID  # the windowed histograms' grid, as compile-time constants
@@ -72,7 +73,7 @@ WORDS_PER_SB = 8
 
 
 @njit(inline="always")
-def _live_prefix(live, fen, p):
+def _live_prefix(live: np.ndarray, fen: np.ndarray, p: Int) -> Int:
     """Live slots in [0, p]."""
     w = p >> 6
     s = fenwick.prefix(fen, (p >> SB_SHIFT) - 1)
@@ -83,7 +84,7 @@ def _live_prefix(live, fen, p):
 
 
 @njit(inline="always")
-def _live_between(live, lo, hi):
+def _live_between(live: np.ndarray, lo: Int, hi: Int) -> Int:
     """Live slots in (lo, hi], lo < hi."""
     wl, wh = lo >> 6, hi >> 6
     above_lo = ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (lo & 63)))  # bits > lo in its word
@@ -97,18 +98,19 @@ def _live_between(live, lo, hi):
 
 
 @njit(inline="always")
-def _live_test(live, p):
-    return (live[p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != 0
+def _live_test(live: np.ndarray, p: Int) -> bool:
+    alive: bool = (live[p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != 0
+    return alive
 
 
 @njit(inline="always")
-def _live_clear(live, fen, p):
+def _live_clear(live: np.ndarray, fen: np.ndarray, p: Int) -> None:
     live[p >> 6] &= ~(np.uint64(1) << np.uint64(p & 63))
     fenwick.add(fen, p >> SB_SHIFT, -1)
 
 
 @njit(inline="always")
-def _live_build(live, fen, j):
+def _live_build(live: np.ndarray, fen: np.ndarray, j: Int) -> None:
     """Slots 0..j-1 live, all others free; Fenwick rebuilt in linear time."""
     live[:] = 0
     full = j >> 6
@@ -118,7 +120,7 @@ def _live_build(live, fen, j):
     n = fen.shape[0] - 1
     fen[:] = 0
     for i in range(1, n + 1):
-        c = 0
+        c: Int = 0
         for k in range((i - 1) * WORDS_PER_SB, min(i * WORDS_PER_SB, live.shape[0])):
             c += popcount(live[k])
         fen[i] += c
@@ -133,14 +135,14 @@ BLOOM_BLOCK_WORDS = 8
 
 
 @njit(inline="always")
-def _bloom_block(key, words):
+def _bloom_block(key: np.uint64, words: Int) -> tuple[Int, np.uint64]:
     h = mix(key + np.uint64(0x9E3779B97F4A7C15))
     blocks = words // BLOOM_BLOCK_WORDS
     return np.int64((h >> np.uint64(32)) % np.uint64(blocks)) * BLOOM_BLOCK_WORDS, h
 
 
 @njit(inline="always")
-def _bloom_add(bloom, row, key):
+def _bloom_add(bloom: np.ndarray, row: Int, key: np.uint64) -> None:
     base, h = _bloom_block(key, bloom.shape[1])
     for i in range(4):
         b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
@@ -148,7 +150,7 @@ def _bloom_add(bloom, row, key):
 
 
 @njit(inline="always")
-def _bloom_has(bloom, row, key):
+def _bloom_has(bloom: np.ndarray, row: Int, key: np.uint64) -> bool:
     base, h = _bloom_block(key, bloom.shape[1])
     for i in range(4):
         b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
@@ -158,7 +160,9 @@ def _bloom_has(bloom, row, key):
 
 
 @njit(nogil=True, cache=True)
-def compact_slots(table, mask, slot_keys, live, fen, meta):
+def compact_slots(
+    table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
+) -> None:
     """Renumber live slots to 0..tracked-1 in recency order and rebuild the Fenwick tree."""
     now = meta[M_NOW]
     j = 0
@@ -176,7 +180,17 @@ def compact_slots(table, mask, slot_keys, live, fen, meta):
 
 
 @njit(nogil=True, cache=True)
-def rebuild_into(old_slot_keys, old_live, old_meta, table, mask, slot_keys, live, fen, meta):
+def rebuild_into(
+    old_slot_keys: np.ndarray,
+    old_live: np.ndarray,
+    old_meta: np.ndarray,
+    table: np.ndarray,
+    mask: Int,
+    slot_keys: np.ndarray,
+    live: np.ndarray,
+    fen: np.ndarray,
+    meta: np.ndarray,
+) -> None:
     """Move the tracked blocks, in recency order, into freshly allocated (larger) state."""
     j = 0
     for s in range(old_meta[M_OLDEST], old_meta[M_NOW]):
@@ -194,7 +208,7 @@ def rebuild_into(old_slot_keys, old_live, old_meta, table, mask, slot_keys, live
 
 
 @njit(inline="always")
-def _release(live, fen, pend, now, p):
+def _release(live: np.ndarray, fen: np.ndarray, pend: np.uint64, now: Int, p: Int) -> np.uint64:
     """Free slot p; a bit still pending in the newest word never reached the tree. Returns pend."""
     bit = np.uint64(1) << np.uint64(p & 63)
     if (p >> 6) == (now >> 6) and (pend & bit):
@@ -206,27 +220,27 @@ def _release(live, fen, pend, now, p):
 
 @njit(nogil=True, cache=True)
 def feed_kernel(
-    keys,
-    tokens,
-    stamps,
-    per_access,
-    slot_width,
-    start,
-    stop,
-    table,
-    mask,
-    max_tracked,
-    slot_keys,
-    live,
-    fen,
-    meta,
-    bloom,
-    hist,
-    bucket_blocks,
-    bucket_tokens,
-    counts,
-    out,
-):
+    keys: np.ndarray,
+    tokens: np.ndarray,
+    stamps: np.ndarray,
+    per_access: bool,
+    slot_width: float,
+    start: Int,
+    stop: Int,
+    table: np.ndarray,
+    mask: Int,
+    max_tracked: Int,
+    slot_keys: np.ndarray,
+    live: np.ndarray,
+    fen: np.ndarray,
+    meta: np.ndarray,
+    bloom: np.ndarray,
+    hist: np.ndarray,
+    bucket_blocks: np.ndarray,
+    bucket_tokens: np.ndarray,
+    counts: np.ndarray,
+    out: np.ndarray,
+) -> Int:
     """Process keys[start:stop] into the current time slot meta[M_SLOT]; return the index reached.
 
     With per_access, stamps holds one timestamp per access; otherwise the caller has put the whole
@@ -261,12 +275,12 @@ def feed_kernel(
     # Hits often come in runs over consecutive old slots (a request re-sending its context in the
     # order it was sent before): a slot's prefix is then the previous hit's plus the live bits
     # between them, with no tree query, and the tree's decrements for one superblock go in at once.
-    run_p = -1  # slot of the previous hit, while its prefix is still valid
-    run_prefix = 0  # live slots in [0, run_p] before it was freed
+    run_p: Int = -1  # slot of the previous hit, while its prefix is still valid
+    run_prefix: Int = 0  # live slots in [0, run_p] before it was freed
     freed = 0  # slots freed in superblock freed_sb, not yet subtracted in the tree
-    freed_sb = -1
+    freed_sb: Int = -1
     reason = STOP_DONE
-    i = start
+    i: Int = start
     while i < stop:
         is_late = 0  # counted only once the access is done, so a resumed access is not counted twice
         if per_access:

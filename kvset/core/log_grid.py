@@ -17,10 +17,11 @@ import numpy as np
 from numba import njit
 
 from kvset.core.intrinsics import ctlz
+from kvset.core.kernel_types import Int
 
 
 @njit(inline="always")
-def bucket_of(d, exact_bits, octave_bits):
+def bucket_of(d: Int, exact_bits: Int, octave_bits: Int) -> Int:
     """LogGrid(exact_bits, octave_bits).bucket(d) in registers (d >= 1)."""
     if d <= (1 << exact_bits):
         return d - 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 def simulate_lru(keys: Sequence[int], capacity: int, tokens: Sequence[int] | None = None) -> tuple[int, int]:
@@ -37,10 +37,15 @@ def naive_curve(
     return _per_capacity(simulate_lru, keys, capacities, tokens)
 
 
-def _per_capacity(simulate, keys, capacities, tokens) -> dict[int, tuple[int, int]]:
-    keys = [int(k) for k in keys]
+def _per_capacity(
+    simulate: Callable[[Sequence[int], int, Sequence[int] | None], tuple[int, int]],
+    keys: Sequence[int],
+    capacities: Iterable[int],
+    tokens: Sequence[int] | None,
+) -> dict[int, tuple[int, int]]:
+    as_ints = [int(k) for k in keys]
     toks = [int(t) for t in tokens] if tokens is not None else None
-    return {int(c): simulate(keys, int(c), toks) for c in capacities}
+    return {int(c): simulate(as_ints, int(c), toks) for c in capacities}
 
 
 def simulate_min(keys: Sequence[int], capacity: int, tokens: Sequence[int] | None = None) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
@@ -62,10 +63,10 @@ class OptHistogram:
 
 
 def opt_histogram(
-    keys,
-    tokens=None,
+    keys: npt.ArrayLike,
+    tokens: npt.ArrayLike | None = None,
     *,
-    request_starts=None,
+    request_starts: npt.ArrayLike | None = None,
     order: Order = "forward",
     return_distances: bool = False,
 ) -> OptHistogram:

@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import EMPTY, table_find
+from kvset.core.kernel_types import Int, Jit
 from kvset.core.opt_rope import (
     ASC,
     BIG,
@@ -54,7 +55,7 @@ from kvset.core.opt_rope import (
 
 
 @njit(nogil=True, cache=True)
-def next_uses(keys):
+def next_uses(keys: np.ndarray) -> tuple[np.ndarray, int]:
     """nxt[i] = index of the next access to keys[i], or n (never again); and the distinct keys."""
     n = keys.shape[0]
     nxt = np.empty(n, np.int64)
@@ -126,8 +127,28 @@ def allocate(distinct: int) -> OptState:
     return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
-def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack):
+# without numba's reference counting, as the rope's helpers (opt_rope)
+_compiled: Jit = njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: not in numba's stubs
+
+
+@_compiled
+def opt_kernel(
+    nxt: np.ndarray,
+    tokens: np.ndarray,
+    out: np.ndarray,
+    nd: np.ndarray,
+    ck: np.ndarray,
+    dirty: np.ndarray,
+    counts: np.ndarray,
+    order: np.ndarray,
+    stack: np.ndarray,
+    phase: np.ndarray,
+    rs: np.ndarray,
+    re: np.ndarray,
+    hist: np.ndarray,
+    flat: np.ndarray,
+    bstack: np.ndarray,
+) -> Int:
     """OPT stack distances for next-use times nxt (n = never), histogrammed into hist[d] = (accesses, tokens).
 
     d = 0 for a first access. tokens: one per access, or a length-1 array for all; out: a distance
@@ -141,13 +162,13 @@ def opt_kernel(nxt, tokens, out, nd, ck, dirty, counts, order, stack, phase, rs,
     nd[0, MX] = -1
     nd[0, MN] = BIG
     nd[0, ASC] = 1
-    root = 1
-    used = 2
+    root: Int = 1
+    used: Int = 2
     pull(nd, ck, 1)
     seed = np.uint64(0x9E3779B97F4A7C15)
     nd[1, PR] = np.int64(seed >> np.uint64(1))
     dirty[0, 0] = 1
-    maxd = 0
+    maxd: Int = 0
     stacked = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core.kernel_types import Int, Jit
+
 CAP = 64  # keys per chunk; a full chunk splits in two halves
 
 # node fields (one int64 row per node; row 0 is the empty tree)
@@ -39,13 +41,13 @@ BIG = np.int64(1) << 62
 
 # The stack kernel allocates nothing, so it runs without numba's reference counting: with it, every
 # array handed to a helper costs atomic increments and decrements, which took 40 % of the time.
-_plain = njit(_nrt=False)
-_inline = njit(_nrt=False, inline="always")
+_plain: Jit = njit(_nrt=False)  # type: ignore[call-overload]  # _nrt is private: not in numba's stubs
+_inline: Jit = njit(_nrt=False, inline="always")  # type: ignore[call-overload]  # the same
 PATH = 512  # deepest treap path the work arrays allow (a random treap of 10^7 chunks is ~70 deep)
 
 
 @_inline
-def _xorshift(s):
+def _xorshift(s: np.uint64) -> np.uint64:
     s ^= (s << np.uint64(13)) & np.uint64(0xFFFFFFFFFFFFFFFF)
     s ^= s >> np.uint64(7)
     s ^= (s << np.uint64(17)) & np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -53,7 +55,7 @@ def _xorshift(s):
 
 
 @_inline
-def _refresh_chunk(nd, ck, v):
+def _refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     c = nd[v, CNT]
     mx = np.int64(-1)
     mn = BIG
@@ -72,7 +74,7 @@ def _refresh_chunk(nd, ck, v):
 
 
 @_inline
-def pull(nd, ck, v):
+def pull(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     """Recompute v's subtree fields from its children and its chunk (row 0 is the empty tree)."""
     a = nd[v, LT]
     b = nd[v, RT]
@@ -119,7 +121,7 @@ def pull(nd, ck, v):
 
 
 @_plain
-def _merge(nd, ck, a, b):
+def _merge(nd: np.ndarray, ck: np.ndarray, a: Int, b: Int) -> Int:
     if a == 0:
         return b
     if b == 0:
@@ -134,7 +136,7 @@ def _merge(nd, ck, a, b):
 
 
 @_plain
-def _split(nd, ck, v, m):
+def _split(nd: np.ndarray, ck: np.ndarray, v: Int, m: Int) -> tuple[Int, Int]:
     """(first m nodes in order, the rest)."""
     if v == 0:
         return 0, 0
@@ -151,7 +153,7 @@ def _split(nd, ck, v, m):
 
 
 @_plain
-def _pull_all(nd, ck, v):
+def _pull_all(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     if v == 0:
         return
     _pull_all(nd, ck, nd[v, LT])
@@ -160,7 +162,9 @@ def _pull_all(nd, ck, v):
 
 
 @_plain
-def rebuild(nd, ck, root, seed, flat, stack):
+def rebuild(
+    nd: np.ndarray, ck: np.ndarray, root: Int, seed: np.uint64, flat: np.ndarray, stack: np.ndarray
+) -> tuple[Int, Int, np.uint64]:
     """Repack every key, in order, into half-full chunks under a fresh treap. Returns (root, used, seed)."""
     total = nd[root, SZ]
     k = 0
@@ -212,7 +216,9 @@ def rebuild(nd, ck, root, seed, flat, stack):
 
 
 @_inline
-def _locate(nd, root, pos, insert, delta, dirty):
+def _locate(
+    nd: np.ndarray, root: Int, pos: Int, insert: bool, delta: Int, dirty: np.ndarray
+) -> tuple[Int, Int, Int]:
     """Descend to the chunk holding position pos (insert: pos may be one past a chunk's end).
 
     Sizes on the way change by delta at once (later searches need them); every other field of
@@ -246,7 +252,7 @@ def _locate(nd, root, pos, insert, delta, dirty):
 
 
 @_plain
-def flush(nd, ck, dirty, counts, order):
+def flush(nd: np.ndarray, ck: np.ndarray, dirty: np.ndarray, counts: np.ndarray, order: np.ndarray) -> None:
     """Recompute the nodes edits passed through, deepest first, so children are done before parents."""
     k = dirty[0, 1]
     if k == 0:
@@ -276,11 +282,11 @@ def flush(nd, ck, dirty, counts, order):
 
 
 @_plain
-def remove_at(nd, ck, root, pos, dirty):
+def remove_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, dirty: np.ndarray) -> Int:
     """Remove and return the key at position pos."""
     v, j, rank = _locate(nd, root, pos, False, -1, dirty)
     c = nd[v, CNT]
-    k = ck[v, j]
+    k: Int = ck[v, j]
     if 0 < j < c - 1:
         if ck[v, j] <= ck[v, j - 1]:
             nd[v, CBRK] -= 1
@@ -302,7 +308,18 @@ def remove_at(nd, ck, root, pos, dirty):
 
 
 @_plain
-def insert_at(nd, ck, root, pos, key, dirty, counts, order, used, seed):
+def insert_at(
+    nd: np.ndarray,
+    ck: np.ndarray,
+    root: Int,
+    pos: Int,
+    key: Int,
+    dirty: np.ndarray,
+    counts: np.ndarray,
+    order: np.ndarray,
+    used: Int,
+    seed: np.uint64,
+) -> tuple[Int, Int, np.uint64]:
     """Insert key at position pos. Returns (root, nodes used, seed); used < 0 asks for a rebuild."""
     if used >= nd.shape[0] - 1:
         v, j, rank = _locate(nd, root, pos, True, 0, dirty)
@@ -359,10 +376,10 @@ def insert_at(nd, ck, root, pos, key, dirty, counts, order, used, seed):
 
 
 @_plain
-def argmin(nd, ck, root, target):
+def argmin(nd: np.ndarray, ck: np.ndarray, root: Int, target: Int) -> Int:
     """Position of the (unique) key equal to the smallest key, target; -1 if there is none."""
     v = root
-    pos = 0
+    pos: Int = 0
     while v != 0:
         left = nd[v, LT]
         if nd[left, SZ] > 0 and nd[left, MN] == target:
@@ -379,7 +396,16 @@ def argmin(nd, ck, root, target):
 
 
 @_plain
-def record_runs(nd, ck, root, d, rs, re, stack, phase):
+def record_runs(
+    nd: np.ndarray,
+    ck: np.ndarray,
+    root: Int,
+    d: Int,
+    rs: np.ndarray,
+    re: np.ndarray,
+    stack: np.ndarray,
+    phase: np.ndarray,
+) -> Int:
     """The runs of consecutive record depths among 0..d-1 into rs/re; returns their number.
 
     A depth is a record when its key exceeds every key above it. Whole subtrees are skipped when

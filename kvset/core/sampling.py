@@ -44,6 +44,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import numpy.typing as npt
 
 from kvset.core import hash_table as HT
 from kvset.core import kernel as K
@@ -63,6 +64,7 @@ from kvset.core.feed_args import (
     timestamps_array,
     tokens_array,
 )
+from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
 from kvset.core.sampling_curve import band_factors, post_stratified_curve
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
@@ -114,10 +116,11 @@ def head_for_rate(rate: float) -> int:
 
 def band_rates(limit: int, shifts: np.ndarray) -> np.ndarray:
     """Sampling rate of each position band at `limit`."""
-    return np.minimum(1.0, limit_rate(limit) * np.exp2(shifts))
+    rates: np.ndarray = np.minimum(1.0, limit_rate(limit) * np.exp2(shifts))
+    return rates
 
 
-def sample_filter(keys, rate: float, seed: int = 0) -> np.ndarray:
+def sample_filter(keys: npt.ArrayLike, rate: float, seed: int = 0) -> np.ndarray:
     """SHARDS' filter: True for the keys kept at `rate` with `seed` (hash(key) < rate x 2^64).
 
     The same rule the sampled analyzer applies to blocks past the request heads."""
@@ -146,7 +149,7 @@ class _SampleState:
             self.fen = np.zeros(n + 1, dtype=np.int64)
         self.meta[SK.S_CAPACITY] = capacity
 
-    def slots(self) -> tuple:
+    def slots(self) -> tuple[np.ndarray, np.ndarray]:
         return self.slot_key, self.slot
 
     def grow(self) -> None:
@@ -255,7 +258,12 @@ class SampledAnalyzer(TimeSlotViews):
         )
 
     def feed(
-        self, keys, tokens=None, request_starts=None, timestamps=None, return_distances: bool = False
+        self,
+        keys: npt.ArrayLike,
+        tokens: npt.ArrayLike | None = None,
+        request_starts: npt.ArrayLike | None = None,
+        timestamps: npt.ArrayLike | None = None,
+        return_distances: bool = False,
     ) -> None:
         """Feed accesses in order, as Analyzer.feed (which see); no distances: they are estimates."""
         if return_distances:
@@ -295,7 +303,9 @@ class SampledAnalyzer(TimeSlotViews):
         self._feed_by_slot(keys, tok, starts, ts, t_lo, t_hi, ordered and not reverse, reverse, gathered[0])
         self._carry = n - int(starts[-1]) if len(starts) else self._carry + n
 
-    def _gather(self, keys, ts, check: bool, starts, reverse: bool) -> tuple[int, bool, bool]:
+    def _gather(
+        self, keys: np.ndarray, ts: np.ndarray, check: bool, starts: np.ndarray, reverse: bool
+    ) -> tuple[Int, bool, bool]:
         """The batch's sampled accesses into the found buffers (grown to the batch), and the check of
         its timestamps (sampling_filter.gather_batch): (how many, within bounds, never decreasing)."""
         n = len(keys)
@@ -323,7 +333,16 @@ class SampledAnalyzer(TimeSlotViews):
         return SF.band_thresholds(np.uint64(self._limit), self._shifts)
 
     def _feed_by_slot(
-        self, keys, tok, starts, ts, t_lo: float, t_hi: float, ordered: bool, reverse: bool, n_found: int
+        self,
+        keys: np.ndarray,
+        tok: np.ndarray,
+        starts: np.ndarray,
+        ts: np.ndarray,
+        t_lo: float,
+        t_hi: float,
+        ordered: bool,
+        reverse: bool,
+        n_found: Int,
     ) -> None:
         """Feed the batch (its sampled accesses gathered: n_found of them); the kernel adds each time
         slot's tallies to the rings as the slot ends."""
@@ -344,7 +363,7 @@ class SampledAnalyzer(TimeSlotViews):
         self._check_same_tokens(tok)
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
-        i = 0
+        i: Int = 0
         while True:
             i = SK.sampled_feed_kernel(
                 keys,
@@ -549,6 +568,6 @@ def _fixed(weights: np.ndarray) -> np.ndarray:
     return np.round(weights * SK.WEIGHT_ONE).astype(np.int64)
 
 
-def _ring_arrays(ring: SlotRing) -> tuple:
+def _ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:
     """A SlotRing's arrays, which the kernel adds each slot's tallies to (sampling_kernel._ring_add)."""
     return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

@@ -28,18 +28,19 @@ def band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
     covered = exact[sampled > 0].sum()
     if covered and covered < exact.sum():
         factor *= exact.sum() / covered
-    return factor
+    factors: np.ndarray = factor
+    return factors
 
 
 def post_stratified_curve(
-    hist,
-    ghist,
-    token_scale,
-    sampled,
-    band_counts,
-    rates,
-    capacities,
-    grid,
+    hist: np.ndarray,
+    ghist: np.ndarray,
+    token_scale: int | None,
+    sampled: np.ndarray,
+    band_counts: np.ndarray,
+    rates: np.ndarray,
+    capacities: np.ndarray,
+    grid: np.ndarray,
     horizon: int,
     max_distance: int,
     info: SampleInfo,
@@ -94,7 +95,9 @@ def post_stratified_curve(
     )
 
 
-def _ratio_stderr(a, c, n, factor, rates) -> np.ndarray:
+def _ratio_stderr(
+    a: np.ndarray, c: np.ndarray, n: np.ndarray, factor: np.ndarray, rates: np.ndarray
+) -> np.ndarray:
     """Standard error of R(C) = sum_b F_b a_b(C) / sum_b F_b c_b, by random groups, linearized.
 
     a[group, band, capacity] and c[group, band]: weighted sampled sums (hits at C; accesses for a hit
@@ -115,7 +118,9 @@ def _ratio_stderr(a, c, n, factor, rates) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def _ratio_stderr_kernel(a, c, n, factor, rates):
+def _ratio_stderr_kernel(
+    a: np.ndarray, c: np.ndarray, n: np.ndarray, factor: np.ndarray, rates: np.ndarray
+) -> np.ndarray:
     groups, bands, caps = a.shape
     out = np.zeros(caps)
     a_b = np.zeros((bands, caps))
@@ -144,7 +149,8 @@ def _ratio_stderr_kernel(a, c, n, factor, rates):
             for q in range(caps):
                 r = a[g, b, q] - ratio[q] * c[g, b] - (a_b[b, q] - ratio[q] * c_b[b]) * share
                 out[q] += weight * r * r
-    return np.sqrt(out * groups / (groups - 1)) / denominator
+    stderr: np.ndarray = np.sqrt(out * groups / (groups - 1)) / denominator
+    return stderr
 
 
 def working_set_bounds(

@@ -15,6 +15,7 @@ from numba import njit
 
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
+from kvset.core.kernel_types import Int
 
 CHUNK = 64  # accesses tested into one mask word
 PREFETCH_KEYS = (
@@ -23,13 +24,13 @@ PREFETCH_KEYS = (
 
 
 @njit(inline="always")
-def priority_hash(key, salt):
+def priority_hash(key: np.uint64, salt: np.uint64) -> np.uint64:
     """The seeded hash h of a key (uniform on 64 bits)."""
     return HT.mix(key ^ salt)
 
 
 @njit(inline="always")
-def band_of(pos, last_band):
+def band_of(pos: Int, last_band: Int) -> Int:
     """Position band: 0 for position 0, then one band per doubling (1, 2-3, 4-7, ...), capped.
     Without a branch: the count of leading zeros of 0 is 64."""
     b = 64 - np.int64(IN.ctlz(np.uint64(pos)))
@@ -37,7 +38,7 @@ def band_of(pos, last_band):
 
 
 @njit(inline="always")
-def band_range(b, nbands, x, stop, base, back):
+def band_range(b: Int, nbands: Int, x: Int, stop: Int, base: Int, back: bool) -> tuple[Int, Int]:
     """The indices in [x, stop) of the accesses at positions in band b (empty: a >= e)."""
     lo = 0 if b == 0 else 1 << (b - 1)
     hi = 1 << b if b < nbands - 1 else 1 << 62
@@ -49,7 +50,7 @@ def band_range(b, nbands, x, stop, base, back):
 
 
 @njit(inline="always")
-def band_thresholds(limit, shifts):
+def band_thresholds(limit: np.uint64, shifts: np.ndarray) -> np.ndarray:
     """Band b keeps the hashes h with (h >> shifts[b]) <= limit, i.e. h <= its threshold. A compare
     with a threshold vectorizes where numba's shift by a variable amount does not (0.7 against 1.2
     ns an access, measured)."""
@@ -65,7 +66,7 @@ def band_thresholds(limit, shifts):
 
 
 @njit(inline="always")
-def head_thresholds(thresholds):
+def head_thresholds(thresholds: np.ndarray) -> np.ndarray:
     """The threshold of each of the first CHUNK positions, forward and backward: a request's first
     chunk spans bands 0-6, and a threshold loaded by position vectorizes where one looked up by band
     does not."""
@@ -78,7 +79,9 @@ def head_thresholds(thresholds):
 
 
 @njit(inline="always")
-def request_base(r, starts, nstarts, n, reverse, carry):
+def request_base(
+    r: Int, starts: np.ndarray, nstarts: Int, n: Int, reverse: bool, carry: Int
+) -> tuple[bool, Int]:
     """(back, base) of request r: positions are x - base, or base - x when back (a reversed
     request, counted from its last access). r = -1: the batch continues the last request, whose
     first access was `carry` accesses before this batch."""
@@ -91,8 +94,19 @@ def request_base(r, starts, nstarts, n, reverse, carry):
 
 @njit(nogil=True, cache=True)
 def gather_batch(
-    keys, stamps, check, bound, starts, reverse, carry, salt, thresholds, found, found_band, found_key
-):
+    keys: np.ndarray,
+    stamps: np.ndarray,
+    check: bool,
+    bound: float,
+    starts: np.ndarray,
+    reverse: bool,
+    carry: Int,
+    salt: np.uint64,
+    thresholds: np.ndarray,
+    found: np.ndarray,
+    found_band: np.ndarray,
+    found_key: np.ndarray,
+) -> tuple[Int, bool, bool]:
     """The sampled accesses of a whole batch, in order: their indices, position bands and keys in
     found, found_band, found_key (as long as the batch); returns (how many, every timestamp within
     +-bound, the timestamps never decrease). The timestamps are checked (when `check`: one per
@@ -105,8 +119,8 @@ def gather_batch(
     state = np.zeros(2, dtype=np.int64)  # timestamps out of bounds, timestamps below the one before
     if check and n:
         state[0] += not ((stamps[0] >= -bound) & (stamps[0] <= bound))
-    m = 0
-    g = 0
+    m: Int = 0
+    g: Int = 0
     r = -1
     while g < n:
         while r + 1 < nstarts and starts[r + 1] <= g:
@@ -135,7 +149,15 @@ def gather_batch(
 
 
 @njit(nogil=True, cache=True)
-def refilter(found, found_band, found_key, lo, m, salt, thresholds):
+def refilter(
+    found: np.ndarray,
+    found_band: np.ndarray,
+    found_key: np.ndarray,
+    lo: Int,
+    m: Int,
+    salt: np.uint64,
+    thresholds: np.ndarray,
+) -> Int:
     """Keep, of found[lo:m], the accesses the (lowered) thresholds still sample; returns the new m."""
     j = lo
     for i in range(lo, m):
@@ -147,23 +169,23 @@ def refilter(found, found_band, found_key, lo, m, salt, thresholds):
 
 @njit(inline="always")
 def gather_segment(
-    keys,
-    stamps,
-    check,
-    bound,
-    state,
-    a,
-    e,
-    base,
-    back,
-    salt,
-    thresholds,
-    head,
-    found,
-    found_band,
-    found_key,
-    m,
-):
+    keys: np.ndarray,
+    stamps: np.ndarray,
+    check: bool,
+    bound: float,
+    state: np.ndarray,
+    a: Int,
+    e: Int,
+    base: Int,
+    back: bool,
+    salt: np.uint64,
+    thresholds: np.ndarray,
+    head: np.ndarray,
+    found: np.ndarray,
+    found_band: np.ndarray,
+    found_key: np.ndarray,
+    m: Int,
+) -> tuple[Int, Int]:
     """Append the sampled accesses among keys[a:e] (one request's, at positions x - base, or base - x
     when back) to found, found_band and found_key from index m, in order, and check the timestamps
     of [a, e) when `check` (gather_batch). Chunks are aligned to positions (multiples of CHUNK), so
@@ -245,7 +267,7 @@ def gather_segment(
 
 
 @njit(nogil=True, cache=True)
-def keep_mask(keys, salt, limit, shift):
+def keep_mask(keys: np.ndarray, salt: np.uint64, limit: np.uint64, shift: Int) -> np.ndarray:
     """The filter alone: True where (hash >> shift) <= limit (SHARDS' rule with shift 0)."""
     out = np.empty(keys.shape[0], dtype=np.bool_)
     for i in range(keys.shape[0]):
@@ -254,7 +276,7 @@ def keep_mask(keys, salt, limit, shift):
 
 
 @njit(inline="always")
-def first_at_or_after(stamps, x, stop, t_end):
+def first_at_or_after(stamps: np.ndarray, x: Int, stop: Int, t_end: float) -> Int:
     """The first index in [x, stop) stamped at or after t_end, or stop (chunks without an early exit
     vectorize)."""
     i = x
@@ -272,7 +294,7 @@ def first_at_or_after(stamps, x, stop, t_end):
 
 
 @njit(inline="always")
-def first_at_or_after_sorted(stamps, x, stop, t_end, guess):
+def first_at_or_after_sorted(stamps: np.ndarray, x: Int, stop: Int, t_end: float, guess: Int) -> Int:
     """The same for non-decreasing stamps, searched from a guess (3/4 of the last slot's length on
     from x): a linear scan forward or back from it reads a few lines the kernel reads next anyway,
     where a binary search sent a dozen dependent probes to memory not read yet (2 % of the

@@ -37,6 +37,7 @@ from kvset.core import fenwick
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 from kvset.core import kernel as K
+from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.sampling_filter import (
     band_range,
@@ -102,8 +103,18 @@ GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
 
 @njit(inline="always")
 def _ring_add(
-    ring, slot, bucket_blocks, bucket_tokens, token_planes, counts, meta, current_at, first_req, starts, x
-):
+    ring: tuple[np.ndarray, ...],
+    slot: Int,
+    bucket_blocks: np.ndarray,
+    bucket_tokens: np.ndarray,
+    token_planes: bool,
+    counts: np.ndarray,
+    meta: np.ndarray,
+    current_at: Int,
+    first_req: Int,
+    starts: np.ndarray,
+    x: Int,
+) -> None:
     """SlotRing.advance then SlotRing.add, for the kernel: `slot` becomes the ring's newest (a row
     whose slot id is not the slot is cleared first) unless it is older, then the run's tallies are
     added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids). Without token
@@ -135,41 +146,41 @@ def _ring_add(
 
 @njit(nogil=True, cache=True)
 def sampled_feed_kernel(
-    keys,
-    tokens,
-    stamps,
-    per_access,
-    ordered,
-    slot_width,
-    starts,
-    reverse,
-    start,
-    stop,
-    found_all,
-    band_all,
-    key_all,
-    n_found,
-    salt,
-    weights,
-    fixed_weights,
-    table,
-    mask,
-    slot_key,
-    slot,
-    fen,
-    meta,
-    band_counts,
-    sampled,
-    hist,
-    ghist,
-    token_planes,
-    bucket_blocks,
-    bucket_tokens,
-    counts,
-    fine,
-    coarse_width,
-    coarse,
-):
+    keys: np.ndarray,
+    tokens: np.ndarray,
+    stamps: np.ndarray,
+    per_access: bool,
+    ordered: bool,
+    slot_width: float,
+    starts: np.ndarray,
+    reverse: bool,
+    start: Int,
+    stop: Int,
+    found_all: np.ndarray,
+    band_all: np.ndarray,
+    key_all: np.ndarray,
+    n_found: Int,
+    salt: np.uint64,
+    weights: np.ndarray,
+    fixed_weights: np.ndarray,
+    table: np.ndarray,
+    mask: Int,
+    slot_key: np.ndarray,
+    slot: np.ndarray,
+    fen: np.ndarray,
+    meta: np.ndarray,
+    band_counts: np.ndarray,
+    sampled: np.ndarray,
+    hist: np.ndarray,
+    ghist: np.ndarray,
+    token_planes: bool,
+    bucket_blocks: np.ndarray,
+    bucket_tokens: np.ndarray,
+    counts: np.ndarray,
+    fine: tuple[np.ndarray, ...],
+    coarse_width: float,
+    coarse: tuple[np.ndarray, ...],
+) -> Int:
     """Process keys[start:stop], from the time slot meta[S_SLOT] on; return the index reached.
 
     per_access: stamps has a timestamp per access (ordered: non-decreasing ones), else the whole
@@ -215,8 +226,8 @@ def sampled_feed_kernel(
     hit_group = np.empty(BATCH, dtype=np.int64)
     hit_grid = np.empty(BATCH, dtype=np.int64)
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
-    run_length = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
-    x = start
+    run_length: Int = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
+    x: Int = start
     while True:
         # -- one time slot's run: up to the first access stamped at or after the slot's end --------
         tslot = meta[S_SLOT]  # the time slot (not a tracked block's slot)
@@ -231,6 +242,7 @@ def sampled_feed_kernel(
         for b in range(nbands):
             for u in range(2):
                 sw = 0.0
+                grp: Int  # an int here, a numpy int64 below: numba unifies them, mypy is told
                 for grp in range(GROUPS):
                     sw += sampled[grp, b, T_ACCESSES, u]
                 ring[b, u] = SCALE * band_counts[b, u] / sw if sw > 0.0 else SCALE
@@ -244,7 +256,7 @@ def sampled_feed_kernel(
                 last += 1
             done = found_all[last] if last < n_found and found_all[last] < end else end
             found, found_band, found_key = found_all[cursor:last], band_all[cursor:last], key_all[cursor:last]
-            m = last - cursor
+            m: Int = last - cursor
             cursor = last
             n_hits = 0
             # handle them in order; the table cell of the access PREFETCH_CELL ahead and the slot

@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core import hash_table as HT
+from kvset.core.kernel_types import Int
 from kvset.core.sampling_filter import priority_hash
 
 # slot[] columns (int64)
@@ -25,7 +26,7 @@ W_BAND = 3
 
 
 @njit(nogil=True, cache=True)
-def rebuild_fenwick(slot, fen, now):
+def rebuild_fenwick(slot: np.ndarray, fen: np.ndarray, now: Int) -> Int:
     """Fenwick tree of the slot weights in linear time; returns their sum."""
     fen[:] = 0
     n = fen.shape[0] - 1
@@ -41,7 +42,17 @@ def rebuild_fenwick(slot, fen, now):
 
 
 @njit(nogil=True, cache=True)
-def move_slots(table, mask, slot_key, slot, now, new_table, new_mask, new_key, new_slot):
+def move_slots(
+    table: np.ndarray,
+    mask: Int,
+    slot_key: np.ndarray,
+    slot: np.ndarray,
+    now: Int,
+    new_table: np.ndarray,
+    new_mask: Int,
+    new_key: np.ndarray,
+    new_slot: np.ndarray,
+) -> Int:
     """Copy the live slots, in recency order, to slots 0..tracked-1 of new, larger arrays and point
     the new hash table at them (growth; compaction in place is compact_slots)."""
     j = 0
@@ -63,7 +74,9 @@ def move_slots(table, mask, slot_key, slot, now, new_table, new_mask, new_key, n
 
 
 @njit(nogil=True, cache=True)
-def compact_slots(table, mask, slot_key, slot, fen, now):
+def compact_slots(
+    table: np.ndarray, mask: Int, slot_key: np.ndarray, slot: np.ndarray, fen: np.ndarray, now: Int
+) -> Int:
     """move_slots in place, without a table lookup per block: the live slots move down in one pass
     (fen, rebuilt after, holds each one's new index meanwhile), then one pass over the table
     renumbers its cells. Returns the live slots. Both passes are free of branches (every slot is
@@ -88,7 +101,16 @@ def compact_slots(table, mask, slot_key, slot, fen, now):
 
 
 @njit(nogil=True, cache=True)
-def drop_above(limit, salt, shifts, table, mask, slot_key, slot, now):
+def drop_above(
+    limit: np.uint64,
+    salt: np.uint64,
+    shifts: np.ndarray,
+    table: np.ndarray,
+    mask: Int,
+    slot_key: np.ndarray,
+    slot: np.ndarray,
+    now: Int,
+) -> Int:
     """Fixed size: forget the tracked blocks whose priority exceeds the (lowered) limit.
 
     Removes them from the hash table and frees their slots; the caller rebuilds the Fenwick tree
@@ -105,7 +127,9 @@ def drop_above(limit, salt, shifts, table, mask, slot_key, slot, now):
 
 
 @njit(nogil=True, cache=True)
-def live_priorities(salt, shifts, slot_key, slot, now):
+def live_priorities(
+    salt: np.uint64, shifts: np.ndarray, slot_key: np.ndarray, slot: np.ndarray, now: Int
+) -> np.ndarray:
     """Priority of every tracked block (the value the limit is compared with)."""
     out = np.empty(now, dtype=np.uint64)
     j = 0

@@ -86,7 +86,9 @@ class SlotRing:
     def window_curve(self, window: float, grid: np.ndarray, horizon: int) -> HitRateCurve:
         """The grid curve of the slots inside the last `window` seconds."""
         n = max(1, math.ceil(window / self.width))
-        rows = self.rows_between(self.current - n + 1, self.current) if self.current is not None else []
+        rows: np.ndarray | list[int] = (
+            self.rows_between(self.current - n + 1, self.current) if self.current is not None else []
+        )
         return grid_curve(
             grid,
             horizon,
@@ -139,7 +141,8 @@ class SlotSeries:
         """Per slot, the block hits of an LRU cache of `capacity` (on the grid: at the largest grid
         capacity not above it, so a lower bound between grid points)."""
         upto = int(np.searchsorted(self.grid, capacity, side="right"))
-        return self.blocks[:, :upto].sum(axis=1)
+        hits: np.ndarray = self.blocks[:, :upto].sum(axis=1)
+        return hits
 
     def curve(self, first: int, last: int) -> HitRateCurve:
         """The grid curve of slots [first, last)."""
@@ -179,7 +182,10 @@ class TimeSlotViews:
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
         """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
-        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)  # type: ignore[attr-defined]
+        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)
+
+    def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
+        raise NotImplementedError  # each analyzer's own
 
 
 def consecutive_window_curves(
@@ -200,7 +206,14 @@ def consecutive_window_curves(
     return [s.curve(k * per_window, (k + 1) * per_window) for k in range(points)]
 
 
-def grid_curve(grid: np.ndarray, horizon: int, blocks, tokens, counts, window: float | None) -> HitRateCurve:
+def grid_curve(
+    grid: np.ndarray,
+    horizon: int,
+    blocks: np.ndarray,
+    tokens: np.ndarray,
+    counts: np.ndarray,
+    window: float | None,
+) -> HitRateCurve:
     """A curve from one grid histogram (blocks and tokens per bucket) and its counters."""
     # the grid may repeat the horizon at its top; keep the first of equal capacities
     keep = np.concatenate([[True], np.diff(grid) > 0])

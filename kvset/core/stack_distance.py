@@ -20,9 +20,10 @@ every access, in a kernel of its own that filters and analyzes in one pass over 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve, SampleInfo
@@ -72,7 +73,12 @@ class StackDistanceAnalyzer(Protocol):
 
     def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> np.ndarray | None: ...
     def feed(
-        self, keys, tokens=None, request_starts=None, timestamps=None, return_distances: bool = False
+        self,
+        keys: npt.ArrayLike,
+        tokens: npt.ArrayLike | None = None,
+        request_starts: npt.ArrayLike | None = None,
+        timestamps: npt.ArrayLike | None = None,
+        return_distances: bool = False,
     ) -> np.ndarray | None: ...
     def curve(self, window: float | None = None) -> HitRateCurve: ...
     def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries: ...
@@ -104,7 +110,7 @@ def new_analyzer(
     horizon: int = DEFAULT_HORIZON,
     order: Order = "forward",
     sampling: Sampling | None = None,
-    **slots,
+    **slots: Any,  # the rings' seconds (float) and slot counts (int)
 ) -> StackDistanceAnalyzer:
     """The exact analyzer, or with `sampling` the sampled one, of a stream in `units`.
     slots: the time-slot rings' shape (slot_seconds, fine_slots, coarse_seconds, coarse_slots)."""

@@ -57,7 +57,7 @@ from kvset.engine.kv_events import (
 )
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
-from kvset.engine_model.records import merge_model
+from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
@@ -400,7 +400,7 @@ class KvEventTracker:
         take (no health). A publisher quiet for QUIET_SECONDS (or every one, when `final`) has its
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
-        parts: list[tuple] = []
+        parts: list[ModelPart] = []
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds

@@ -26,11 +26,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
 from kvset.rejects import RejectCounter
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 # Event kinds in KvEventBatch.kinds.
 BLOCK_STORED = 1
@@ -101,16 +105,16 @@ class _BadEvent(ValueError):
     """An event that cannot be used; its message is the rejection reason."""
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeIs[int]:
     return type(value) is int  # bool is excluded on purpose
 
 
 def hash_to_key(value: object) -> int:
     """One block hash (int of either sign, or a digest) as an unsigned 64-bit key."""
     if _is_int(value):
-        if not _INT64_MIN <= value <= _UINT64_MASK:  # type: ignore[operator]
+        if not _INT64_MIN <= value <= _UINT64_MASK:
             raise _BadEvent("block hash outside 64 bits")
-        return value & _UINT64_MASK  # type: ignore[operator]
+        return value & _UINT64_MASK
     if isinstance(value, bytes):
         if not value:
             raise _BadEvent("empty block hash digest")
@@ -143,7 +147,7 @@ def hashes_to_keys(values: object) -> np.ndarray:
     return np.array([hash_to_key(v) for v in values], dtype=np.uint64)
 
 
-def _optional_int(fields: dict, name: str, minimum: int, maximum: int) -> int | None:
+def _optional_int(fields: dict[str, Any], name: str, minimum: int, maximum: int) -> int | None:
     value = fields.get(name)
     if value is None:
         return None
@@ -166,7 +170,7 @@ class _BatchBuilder:
         self.media: list[str | None] = []
         self.spec_kinds: list[str | None] = []
 
-    def add(self, kind: int, fields: dict) -> None:
+    def add(self, kind: int, fields: dict[str, Any]) -> None:
         # Every check comes before the first append, so a rejected event leaves no trace.
         spec_kind = None
         if kind == ALL_BLOCKS_CLEARED:
@@ -179,8 +183,8 @@ class _BatchBuilder:
             medium = fields.get("medium")
             if medium is not None and not isinstance(medium, str):
                 raise _BadEvent("medium is not a string")
-            group = _optional_int(fields, "group_idx", 0, MAX_INDEX)
-            group = -1 if group is None else group
+            given_group = _optional_int(fields, "group_idx", 0, MAX_INDEX)
+            group = -1 if given_group is None else given_group
             block_size, token_count, parent = 0, -1, None
             if kind == BLOCK_STORED:
                 block_size = _optional_int(fields, "block_size", 1, MAX_BLOCK_SIZE) or 0
@@ -227,7 +231,7 @@ class _BatchBuilder:
         )
 
 
-def _event_fields(event: object) -> tuple[str, dict, str]:
+def _event_fields(event: object) -> tuple[str, dict[str, Any], str]:
     """(type name, fields by name, layout) of one event in either layout."""
     if isinstance(event, dict):
         name = event.get("type")
@@ -282,11 +286,11 @@ def decode_payload(payload: bytes, rejects: RejectCounter, where: str = "") -> K
 def _decode_batch(obj: object, rejects: RejectCounter, prefix: str, size: int) -> KvEventBatch | None:
     try:
         ts, events, rank = _split_batch(obj)
-        if not (_is_int(ts) or isinstance(ts, float)) or not math.isfinite(ts):  # type: ignore[arg-type]
+        if not (_is_int(ts) or isinstance(ts, float)) or not math.isfinite(ts):
             raise _BadEvent("ts is not a number")
         if not isinstance(events, list):
             raise _BadEvent("events is not a list")
-        if rank is not None and not (_is_int(rank) and 0 <= rank <= MAX_INDEX):  # type: ignore[operator]
+        if rank is not None and not (_is_int(rank) and 0 <= rank <= MAX_INDEX):
             raise _BadEvent(f"rank is not an integer in 0..{MAX_INDEX}")
     except _BadEvent as exc:
         rejects.reject(f"payload: {exc}", f"{prefix}{type(obj).__name__} of {size} bytes")
@@ -307,7 +311,7 @@ def _decode_batch(obj: object, rejects: RejectCounter, prefix: str, size: int) -
             rejects.reject(f"event: {exc}", f"{prefix}event {i}")
         except (RecursionError, OverflowError, ValueError, TypeError) as exc:
             rejects.reject(f"event: undecodable ({type(exc).__name__})", f"{prefix}event {i}")
-    return builder.build(float(ts), rank, layout)  # type: ignore[arg-type]
+    return builder.build(float(ts), rank, layout)
 
 
 def decode_seq(frame: bytes) -> int | None:

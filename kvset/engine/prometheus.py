@@ -69,6 +69,8 @@ class MetricsError(ValueError):
 
 
 Series = dict[LabelKey, float]
+# Sample name -> [(labels, value)], as parse_exposition reads them.
+Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
 def _key(labels: dict[str, str], drop: frozenset[str] = frozenset()) -> LabelKey:
@@ -102,9 +104,7 @@ def _not_metrics(text: str) -> str | None:
     return None
 
 
-def parse_exposition(
-    text: str, give_up: Callable[[], bool] | None = None
-) -> dict[str, list[tuple[dict[str, str], float]]]:
+def parse_exposition(text: str, give_up: Callable[[], bool] | None = None) -> Samples:
     """Sample name -> [(labels, value)]. Raises MetricsError for an unusable body, and when
     `give_up()` (asked every CHECK_EVERY_LINES lines) answers True."""
     if not text.strip():
@@ -114,9 +114,10 @@ def parse_exposition(
         raise MetricsError(why)
     if not text.endswith("\n"):
         raise MetricsError("truncated response (the body does not end with a newline)")
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    samples: Samples = {}
     try:
-        for family in text_fd_to_metric_families(_lines(text, give_up)):
+        lines = _lines(text, give_up)
+        for family in text_fd_to_metric_families(lines):  # type: ignore[arg-type]  # it only iterates the lines
             for s in family.samples:
                 samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
     except _GiveUp:
@@ -142,7 +143,9 @@ class CacheCounters:
     waiting: int | None = None  # requests waiting for admission (vLLM)
 
 
-def _first_present(samples: dict, names: tuple[str, ...]) -> tuple[str | None, list]:
+def _first_present(
+    samples: Samples, names: tuple[str, ...]
+) -> tuple[str | None, list[tuple[dict[str, str], float]]]:
     for n in names:
         if n in samples:
             return n, samples[n]
@@ -165,7 +168,9 @@ def _label_int(text: str) -> int | None:
     return None
 
 
-def _counter_series(name: str | None, series: list, drop: frozenset[str] = frozenset()) -> Series:
+def _counter_series(
+    name: str | None, series: list[tuple[dict[str, str], float]], drop: frozenset[str] = frozenset()
+) -> Series:
     """A counter's series by labels; MetricsError if any value is not a finite non-negative number
     (dropping it would read as zero hits)."""
     out: Series = {}
@@ -187,7 +192,7 @@ def _weighted_usage(usage: Series, weights: dict[LabelKey, float]) -> float | No
     return sum(v for _, v in vals) / len(vals)
 
 
-def _vllm(samples: dict) -> CacheCounters:
+def _vllm(samples: Samples) -> CacheCounters:
     notes: list[str] = []
     qname, q = _first_present(samples, VLLM_QUERIES)
     hname, h = _first_present(samples, VLLM_HITS)
@@ -267,7 +272,7 @@ def _pool_label(key: LabelKey) -> str:
     return labels.get("dp_rank", labels.get("engine", ""))
 
 
-def _sglang(samples: dict) -> CacheCounters:
+def _sglang(samples: Samples) -> CacheCounters:
     notes: list[str] = []
     device: list[tuple[dict[str, str], float]] = []
     other_sources: set[str] = set()

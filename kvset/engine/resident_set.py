@@ -17,7 +17,9 @@ _MIN_CAPACITY = 1024
 
 
 @njit(cache=True, nogil=True)
-def _add_many(table, used, keys, present):  # pragma: no cover - compiled
+def _add_many(
+    table: np.ndarray, used: np.ndarray, keys: np.ndarray, present: np.ndarray
+) -> int:  # pragma: no cover - compiled
     added = 0
     for i in range(len(keys)):
         j = key_find(table, used, keys[i])
@@ -30,13 +32,17 @@ def _add_many(table, used, keys, present):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _contains_many(table, used, keys, present):  # pragma: no cover - compiled
+def _contains_many(
+    table: np.ndarray, used: np.ndarray, keys: np.ndarray, present: np.ndarray
+) -> None:  # pragma: no cover - compiled
     for i in range(len(keys)):
         present[i] = key_find(table, used, keys[i]) >= 0
 
 
 @njit(cache=True, nogil=True)
-def _discard_many(table, used, keys, present):  # pragma: no cover - compiled
+def _discard_many(
+    table: np.ndarray, used: np.ndarray, keys: np.ndarray, present: np.ndarray
+) -> int:  # pragma: no cover - compiled
     mask = np.uint64(len(table) - 1)
     imask = np.int64(len(table) - 1)
     removed = 0
@@ -119,7 +125,8 @@ class U64Set:
         return other
 
     def keys(self) -> np.ndarray:
-        return self._table[self._used.astype(bool)]
+        keys: np.ndarray = self._table[self._used.astype(bool)]
+        return keys
 
 
 class ResidentBlocks:

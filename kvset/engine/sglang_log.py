@@ -84,9 +84,10 @@ def split_prefix(line: str) -> tuple[SglangPrefix | None, str]:
         return None, line
     try:
         t = time.strptime(f"{m.group('date')} {m.group('time')}", "%Y-%m-%d %H:%M:%S")
-        ts: float | None = time.mktime(t)
+        seconds = time.mktime(t)
         if m.group("frac"):
-            ts = ts + float("0." + m.group("frac"))  # type: ignore[operator]
+            seconds += float("0." + m.group("frac"))
+        ts: float | None = seconds
     except (ValueError, OverflowError):
         ts = None
     return SglangPrefix(ts, m.group("ranks").strip()), line[m.end() :]

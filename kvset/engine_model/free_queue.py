@@ -28,6 +28,7 @@ from numba import njit
 
 from kvset.core import fenwick
 from kvset.core.hash_table import key_find, mix
+from kvset.core.kernel_types import Int
 
 QUERY = 0
 PIN = 1
@@ -43,7 +44,9 @@ _NEXT, _LIVE, _HEAD, _PINNED, _ENTRIES = range(5)
 
 
 @njit(cache=True, nogil=True)
-def _delete(tkeys, used, ref, slot, hole):  # pragma: no cover - compiled
+def _delete(
+    tkeys: np.ndarray, used: np.ndarray, ref: np.ndarray, slot: np.ndarray, hole: Int
+) -> None:  # pragma: no cover - compiled
     """Backward-shift deletion: no tombstones."""
     imask = np.int64(len(tkeys) - 1)
     mask = np.uint64(len(tkeys) - 1)
@@ -63,8 +66,20 @@ def _delete(tkeys, used, ref, slot, hole):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _run(
-    ops, keys, tkeys, used, ref, slot, fen, slot_key, sc, horizon, pos_out, pinned_out, forgot_out
-):  # pragma: no cover - compiled
+    ops: np.ndarray,
+    keys: np.ndarray,
+    tkeys: np.ndarray,
+    used: np.ndarray,
+    ref: np.ndarray,
+    slot: np.ndarray,
+    fen: np.ndarray,
+    slot_key: np.ndarray,
+    sc: np.ndarray,
+    horizon: Int,
+    pos_out: np.ndarray,
+    pinned_out: np.ndarray,
+    forgot_out: np.ndarray,
+) -> int:  # pragma: no cover - compiled
     n_forgot = 0
     for n in range(len(ops)):
         op = ops[n]
@@ -123,7 +138,16 @@ def _run(
 
 
 @njit(cache=True, nogil=True)
-def _compact(tkeys, used, slot, fen, slot_key, sc, new_fen, new_slot_key):  # pragma: no cover - compiled
+def _compact(
+    tkeys: np.ndarray,
+    used: np.ndarray,
+    slot: np.ndarray,
+    fen: np.ndarray,
+    slot_key: np.ndarray,
+    sc: np.ndarray,
+    new_fen: np.ndarray,
+    new_slot_key: np.ndarray,
+) -> None:  # pragma: no cover - compiled
     """Renumber the live slots 0..live-1 in order (into new arrays) and rebuild the Fenwick tree."""
     out = 0
     for s in range(sc[2], sc[0]):
@@ -144,7 +168,16 @@ def _compact(tkeys, used, slot, fen, slot_key, sc, new_fen, new_slot_key):  # pr
 
 
 @njit(cache=True, nogil=True)
-def _reinsert(tkeys, used, ref, slot, old_keys, old_used, old_ref, old_slot):  # pragma: no cover - compiled
+def _reinsert(
+    tkeys: np.ndarray,
+    used: np.ndarray,
+    ref: np.ndarray,
+    slot: np.ndarray,
+    old_keys: np.ndarray,
+    old_used: np.ndarray,
+    old_ref: np.ndarray,
+    old_slot: np.ndarray,
+) -> None:  # pragma: no cover - compiled
     for i in range(len(old_keys)):
         if old_used[i]:
             j = -1 - key_find(tkeys, used, old_keys[i])

@@ -10,6 +10,11 @@ import numpy as np
 from kvset.types import EngineModelDelta
 
 INFINITE = np.int64(1) << np.int64(62)  # the distance of a block no pool holds
+
+# One store of a request: (batch, keys, tokens, decode, recomputed).
+Store = tuple[int, np.ndarray, np.ndarray, bool, bool]
+# One finished request's query blocks: (distance, unpinned distance, cause, tokens, time of the finish).
+ModelPart = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
 # why a query block has no finite distance (EngineModelDelta.cause)
 CAUSE_NONE = 0
 CAUSE_FIRST_TIME = 1  # never seen before (or the prefix up to it holds one)
@@ -33,21 +38,21 @@ class OpenRequest:
     parent: int | None  # the first store's parent when no report came (its unreported hit prefix)
     admitted: int  # batch index
     reported: int  # batch of its hit report (its lookup), or of its first store
-    stores: list = field(default_factory=list)  # [(batch, keys, tokens, decode, recomputed)]
+    stores: list[Store] = field(default_factory=list)
     last_store: int = -1
     last_store_ts: float | None = None
     decode_from: int | None = None  # block index where its output starts
     released: bool = False
     finish_seen: int | None = None  # batch where a later request showed that it had finished
-    output_keys: set = field(default_factory=set)
+    output_keys: set[int] = field(default_factory=set)
     restores: int | None = None  # who stored its first computed block before it (a preempted self?)
     last_prompt: int | None = None  # its last prompt block
     # the replay's view
-    held: list = field(default_factory=list)  # key arrays it pins, in chain order
-    dt: list = field(default_factory=list)  # per query block: prefix-max distance
-    dq: list = field(default_factory=list)  # ... ignoring pinned blocks
-    cause: list = field(default_factory=list)
-    qtokens: list = field(default_factory=list)
+    held: list[np.ndarray] = field(default_factory=list)  # key arrays it pins, in chain order
+    dt: list[np.ndarray] = field(default_factory=list)  # per query block: prefix-max distance
+    dq: list[np.ndarray] = field(default_factory=list)  # ... ignoring pinned blocks
+    cause: list[np.ndarray] = field(default_factory=list)
+    qtokens: list[np.ndarray] = field(default_factory=list)
     prefix_dt: int = 0
     prefix_dq: int = 0
     prefix_cause: int = CAUSE_NONE
@@ -89,11 +94,11 @@ class RequestCounts:
 
 
 def merge_model(
-    parts: list[tuple], partial_tail_per_request: float, counts: dict, state: dict
+    parts: list[ModelPart], partial_tail_per_request: float, counts: dict[str, int], state: dict[str, int]
 ) -> EngineModelDelta:
     """One EngineModelDelta from the finished requests of every rank's replay."""
 
-    def cat(i, dtype):
+    def cat(i: int, dtype: type[np.generic]) -> np.ndarray:
         return (
             np.concatenate([p[i] for p in parts]).astype(dtype, copy=False) if parts else np.empty(0, dtype)
         )

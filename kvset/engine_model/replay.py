@@ -50,11 +50,13 @@ from kvset.engine_model.records import (
     CAUSE_FIRST_TIME,
     CAUSE_RECOMPUTED,
     INFINITE,
+    ModelPart,
     OpenRequest,
     Report,
     RequestCounts,
 )
 
+_NO_KEYS = np.empty(0, dtype=np.uint64)
 DELAY_BATCHES = 32
 FINISH_SHARE = 0.75
 OUTPUT_BLOCK_GAP = 16  # batches between two output blocks of a request until measured (a step a batch)
@@ -92,19 +94,23 @@ class RequestReplay:
         self._forgotten_older: set[int] = set()
         self._batch = -1  # index of the current batch
         self._ts: dict[int, float] = {}  # batch index -> its time, while in the delay line
-        self._items: OrderedDict[int, list] = OrderedDict()  # batch -> [(op, request, store index)]
+        self._items: OrderedDict[int, list[tuple[str, OpenRequest, int]]] = (
+            OrderedDict()
+        )  # batch -> [(op, request, store index)]
         self._reports: OrderedDict[int, Report] = OrderedDict()  # last key -> report
         self._dropped: OrderedDict[int, Report] = OrderedDict()  # recently dropped, by last key
         self._tails: dict[int, OpenRequest] = {}  # last key of an open request -> it
         self._owner: dict[int, int] = {}  # key -> id of the request that stored it last
         self._requests: dict[int, OpenRequest] = {}  # open (not finished in the replay) requests
-        self._finished_keys: OrderedDict[int, tuple[int, list]] = OrderedDict()  # id -> (batch, keys)
-        self._finished_sets: dict[int, set] = {}
+        self._finished_keys: OrderedDict[int, tuple[int, list[np.ndarray]]] = (
+            OrderedDict()
+        )  # id -> (batch, keys)
+        self._finished_sets: dict[int, set[int]] = {}
         self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._out_blocks = 0
-        self._out_model: list[tuple] = []
+        self._out_model: list[ModelPart] = []
 
     # ----------------------------------------------------------------- grouping (live)
     def begin_batch(self, ts: float) -> None:
@@ -176,7 +182,7 @@ class RequestReplay:
     def _report(self, keys: np.ndarray, tokens: np.ndarray) -> None:
         self.counts.reports += 1
         last = int(keys[-1])
-        self._evidence(last, (), None)
+        self._evidence(last, _NO_KEYS, None)
         known = self._reports.pop(last, None)
         if known is not None and known.batch == self._batch:
             known.count += 1
@@ -233,7 +239,9 @@ class RequestReplay:
         del self._tails[parent]
         return request
 
-    def _open(self, hit_keys, hit_tokens, parent, reported: int) -> OpenRequest:
+    def _open(
+        self, hit_keys: np.ndarray, hit_tokens: np.ndarray, parent: int | None, reported: int
+    ) -> OpenRequest:
         request = OpenRequest(self._next_id, hit_keys, hit_tokens, parent, self._batch, reported)
         self._next_id += 1
         self._requests[request.id] = request
@@ -242,7 +250,7 @@ class RequestReplay:
         self._items[where].append(("Q", request, -1))
         return request
 
-    def _evidence(self, parent: int | None, keys, request: OpenRequest | None) -> None:
+    def _evidence(self, parent: int | None, keys: np.ndarray, request: OpenRequest | None) -> None:
         """A lookup or store holding an open request's output, or its whole prompt once it answers: that
         request has finished (its blocks are another request's prefix: the agent's next turn, or its own
         readmission). A shared prefix it happened to compute first (a system prompt) says nothing."""
@@ -469,7 +477,7 @@ class RequestReplay:
         out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
         return out
 
-    def take_model(self) -> list[tuple]:
+    def take_model(self) -> list[ModelPart]:
         """Finished requests' query blocks since the last take: (distance, unpinned distance, cause,
         tokens, time of the finish) each."""
         out, self._out_model = self._out_model, []

@@ -9,6 +9,7 @@ were misses. Fed in the pipeline thread, read by the snapshot builder.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,7 @@ class EngineModel:
     def __init__(self) -> None:
         self._total = np.zeros(1024, dtype=np.int64)  # tokens by distance
         self._unpinned = np.zeros(1024, dtype=np.int64)
-        self.infinite_tokens = Counter()  # by cause
+        self.infinite_tokens: Counter[int] = Counter()  # by cause
         self.finite_tokens = 0
         self.requests = 0
         self.partial_tail_tokens = 0.0
@@ -125,7 +126,7 @@ class EngineModel:
         )
 
 
-def _summed(parts) -> dict[str, int]:
+def _summed(parts: Iterable[tuple[tuple[str, int], ...]]) -> dict[str, int]:
     total: Counter[str] = Counter()
     for part in parts:
         total.update(dict(part))

@@ -16,6 +16,7 @@ convention most lines keep (`settle`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,9 @@ RULES = {
 }
 
 
-def blocks_of(input_lengths: np.ndarray, block_size, convention: str) -> np.ndarray:
-    """How many hash ids a prompt of each length has at `block_size` under `convention`."""
+def blocks_of(input_lengths: np.ndarray | int, block_size: np.ndarray | int, convention: str) -> Any:
+    """How many hash ids a prompt of each length has at `block_size` under `convention` (an int for
+    ints, an array where either is one)."""
     if convention == FLOOR:
         return input_lengths // block_size
     return -(-input_lengths // block_size)

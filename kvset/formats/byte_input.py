@@ -14,13 +14,18 @@ import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 try:
     from isal import igzip as _igzip
-    from isal.igzip_lib import IsalError
+    from isal.igzip_lib import IsalError as _IsalError
+
+    IsalError: type[Exception] = _IsalError  # type: ignore[assignment]  # a class; isal's stubs say an instance
 except ImportError:  # pragma: no cover - isal is a dependency; zlib does the same, slower
-    _igzip = None
+    _igzip = None  # type: ignore[assignment]  # no isal: gzip's own GzipFile below
     IsalError = zlib.error
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -43,7 +48,7 @@ class _PrefixedRaw(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer) -> int:
         view = memoryview(buffer).cast("B")
         if self._prefix:
             n = min(len(view), len(self._prefix))
@@ -63,7 +68,7 @@ def _binary(stream: object) -> BinaryIO:
         if buffer is None:
             raise TraceError("a trace stream must be binary (got a text stream without a byte buffer)")
         return buffer
-    return stream  # type: ignore[return-value]
+    return stream  # type: ignore[return-value]  # any object with read(): checked as it is read
 
 
 def _ungzip(stream: BinaryIO) -> BinaryIO:
@@ -77,8 +82,8 @@ def _ungzip(stream: BinaryIO) -> BinaryIO:
         stream = io.BufferedReader(_PrefixedRaw(head, stream), _BUFFER)
     if head == GZIP_MAGIC:
         if _igzip is not None:
-            return _igzip.IGzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+            return _igzip.IGzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]  # a BinaryIO in all but name
+        return gzip.GzipFile(fileobj=stream, mode="rb")
     return stream
 
 

@@ -87,7 +87,7 @@ class TraceRecorder:
             self._tmp = Path(tmp)
             os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp makes it private; a trace is a plain file
             raw = os.fdopen(fd, "wb")
-            self._file: IO[bytes] = (
+            self._file: IO[bytes] | gzip.GzipFile = (
                 gzip.GzipFile(fileobj=raw, mode="wb") if self.path.suffix == ".gz" else raw
             )
             self._raw: IO[bytes] | None = raw if self.path.suffix == ".gz" else None

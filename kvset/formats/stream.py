@@ -122,7 +122,7 @@ class TraceStream:
     def _settled(self) -> Iterator[ParsedRequests]:
         """Requests with the block size settled: held until MIN_REQUESTS say which it is."""
         p = self.parser
-        held: list[ParsedRequests] | None = []
+        held: list[ParsedRequests] | None = []  # None once the size is settled
         fits: FitCounts | None = None
         for parsed in self._parsed():
             if p.format == "tokens":

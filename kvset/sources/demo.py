@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 from kvset.sources.base import IDLE_TICK, Source
+from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import EnginePool, StreamUnits
 from kvset.workload import DEMO_PHASES, AgenticWorkload, Phase, WorkloadConfig
@@ -38,12 +38,14 @@ class DemoSource(Source):
         pool_blocks: int | None = DEMO_POOL_BLOCKS,
         max_batch: int = 1 << 15,
         block_size_given: bool = False,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         """speed: trace seconds per wall second (None: as fast as the analyzer takes it);
         duration: stop after this much trace time (None: run until stopped); block_size_given: the
         workload's block size (config.block_size) is the user's --block-size."""
         self.speed = speed
         self.duration = duration
+        self.clock = clock
         self.config = config or WorkloadConfig()
         self.units = StreamUnits(self.config.block_size, "flag" if block_size_given else "default")
         self.pool_blocks = pool_blocks
@@ -56,7 +58,7 @@ class DemoSource(Source):
             kind=self.kind,
             connected=not finished,
             state="finished" if finished else f"running: {wl.phase_name}",
-            last_data_at=time.time(),
+            last_data_at=self.clock.wall(),
             received=wl.requests_made,
             accesses=delivered,
             notes=("DEMO: synthetic agent sessions, not an engine; the pool is a pretend one",),
@@ -70,21 +72,21 @@ class DemoSource(Source):
         engine = None
         if self.pool_blocks:
             engine = EngineReading(
-                at=time.time(),
+                at=self.clock.wall(),
                 pools=(EnginePool(self.pool_blocks, self.config.block_size),),  # a pretend one: no null block
                 label="demo pool (pretend)",
             )
         yield SourceUpdate(health=self._health(wl, 0), engine=engine, units=self.units)
-        start = time.monotonic()
+        start = self.clock.monotonic()
         phase = None
         while not stop.is_set():
             if self.duration is not None and wl.now >= self.duration:
                 break
             until = None
             if self.speed:
-                until = (time.monotonic() - start) * self.speed
+                until = (self.clock.monotonic() - start) * self.speed
                 if wl.now >= until:
-                    stop.wait(min(IDLE_TICK, 0.05))
+                    self.clock.wait(stop, min(IDLE_TICK, 0.05))
                     continue
             if self.duration is not None:
                 until = self.duration if until is None else min(until, self.duration)
@@ -92,7 +94,7 @@ class DemoSource(Source):
             events = ()
             if wl.phase_name != phase:
                 phase = wl.phase_name
-                events = (TimelineEvent(time.time(), "phase", f"demo phase: {phase}"),)
+                events = (TimelineEvent(self.clock.wall(), "phase", f"demo phase: {phase}"),)
             delivered += len(batch)
             yield SourceUpdate(
                 accesses=batch if len(batch) else None, health=self._health(wl, delivered), events=events

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from kvset.engine.zmq_endpoints import event_addresses
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
+from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.types import SourceHealth, SourceUpdate
 
 __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
@@ -87,7 +87,9 @@ class KvEventsSource(Source):
         quiet_seconds: float = 1.0,
         tail_probe_seconds: float | None = None,
         rcvhwm: int = RCVHWM,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
+        self.clock = clock  # what it waits for is the sockets' poll, not on this clock
         self.endpoints, self.replay_endpoints = event_addresses(endpoints, replay_endpoints)
         self.rejects = RejectCounter()
         self.tracker = KvEventTracker(
@@ -143,7 +145,7 @@ class KvEventsSource(Source):
             if monitor is not None:
                 self._poller.register(monitor, zmq.POLLIN)
             self._streams.append(stream)
-        self._opened_at = time.monotonic()
+        self._opened_at = self.clock.monotonic()
 
     def close(self) -> None:
         if self._closed:
@@ -173,9 +175,9 @@ class KvEventsSource(Source):
         self._open()
         assert self._poller is not None
         try:
-            next_tick = time.monotonic()
+            next_tick = self.clock.monotonic()
             while not stop.is_set():
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 wait = max(0.0, next_tick - now)
                 deadline = self.tracker.replay_deadline
                 if deadline is not None:
@@ -190,11 +192,11 @@ class KvEventsSource(Source):
                         self._read_replay(stream)
                     if stream.sub in ready:
                         self._read_published(stream)
-                for index, step in self.tracker.tick(time.monotonic(), time.time()):
+                for index, step in self.tracker.tick(self.clock.monotonic(), self.clock.wall()):
                     self._carry_out(self._streams[index], [step])
-                if time.monotonic() >= next_tick or self.tracker.pending >= self.flush_accesses:
+                if self.clock.monotonic() >= next_tick or self.tracker.pending >= self.flush_accesses:
                     yield self._update()
-                    next_tick = time.monotonic() + self.idle_tick
+                    next_tick = self.clock.monotonic() + self.idle_tick
             self.unread_at_stop = self._count_unread()
             yield self._update(final=True)  # the last word: what was left behind, and the requests still open
         finally:
@@ -203,9 +205,9 @@ class KvEventsSource(Source):
     def _count_unread(self) -> int:
         """Messages still waiting in the sockets: read (not decoded) and counted, for a bounded time."""
         unread = 0
-        give_up = time.monotonic() + _UNREAD_COUNT_S
+        give_up = self.clock.monotonic() + _UNREAD_COUNT_S
         for stream in self._streams:
-            while time.monotonic() < give_up:
+            while self.clock.monotonic() < give_up:
                 try:
                     stream.sub.recv_multipart(zmq.NOBLOCK, copy=False)
                 except zmq.ZMQError:  # zmq.Again included: nothing more
@@ -231,15 +233,16 @@ class KvEventsSource(Source):
                 frames = stream.sub.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            at = time.time()
+            at = self.clock.wall()
             self.received += 1
             self.last_data_at = stream.last_data_at = at
             stream.connected = stream.ever_connected = True
-            self._carry_out(stream, self.tracker.published(stream.index, frames, time.monotonic(), at))
+            self._carry_out(stream, self.tracker.published(stream.index, frames, self.clock.monotonic(), at))
             if self.tracker.pending >= self.flush_accesses:
                 break
         # Stopped reading with messages still queued: the source is not keeping up.
-        self.behind = self.behind or bool(stream.sub.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+        events = stream.sub.getsockopt(zmq.EVENTS)  # an int for this option
+        self.behind = self.behind or bool(isinstance(events, int) and events & zmq.POLLIN)
 
     def _read_replay(self, stream: _Stream) -> None:
         while stream.dealer is not None:
@@ -248,7 +251,8 @@ class KvEventsSource(Source):
             except zmq.Again:
                 return
             self._carry_out(
-                stream, self.tracker.replay_reply(stream.index, frames, time.monotonic(), time.time())
+                stream,
+                self.tracker.replay_reply(stream.index, frames, self.clock.monotonic(), self.clock.wall()),
             )
 
     def _carry_out(self, stream: _Stream, steps: list[ReplayStep]) -> None:
@@ -259,7 +263,9 @@ class KvEventsSource(Source):
             if isinstance(step, DropReplayConnection):
                 self._close_dealer(stream)  # late replies must not be taken for the next replay's
             elif isinstance(step, AskReplay) and not self._ask_replay(stream, step.start):
-                todo.extend(self.tracker.replay_unsent(stream.index, time.monotonic(), time.time()))
+                todo.extend(
+                    self.tracker.replay_unsent(stream.index, self.clock.monotonic(), self.clock.wall())
+                )
 
     def _ask_replay(self, stream: _Stream, start: int) -> bool:
         assert self._ctx is not None and self._poller is not None and stream.replay_address is not None
@@ -276,11 +282,11 @@ class KvEventsSource(Source):
 
     # ----------------------------------------------------------------- updates
     def _update(self, final: bool = False) -> SourceUpdate:
-        now = time.time()
+        now = self.clock.wall()
         return dataclasses.replace(self.tracker.take(now, final=final), health=self.health(now))
 
     def health(self, now: float | None = None) -> SourceHealth:
-        now = time.time() if now is None else now
+        now = self.clock.wall() if now is None else now
         streams = self._streams
         n_connected = sum(s.connected for s in streams)
         errors = [s.error for s in streams if s.error]
@@ -292,7 +298,7 @@ class KvEventsSource(Source):
             state = f"partly connected: {n_connected} of {len(streams)} endpoints"
         elif any(s.ever_connected for s in streams):
             state = "down: disconnected, reconnecting"
-        elif self._opened_at is not None and time.monotonic() - self._opened_at >= NO_PUBLISHER_AFTER_S:
+        elif self._opened_at is not None and self.clock.monotonic() - self._opened_at >= NO_PUBLISHER_AFTER_S:
             state = self.no_publisher_state()
         else:
             state = "connecting"

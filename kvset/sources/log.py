@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-import time
 from collections.abc import Iterator
 
 from kvset.engine.log_tracker import ENGINES, TRUNCATED_POLICIES, LogTracker
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
+from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.sources.tail import FileTailer
 from kvset.types import SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_HASH_ALGO, StreamUnits
@@ -40,8 +40,10 @@ class LogSource(Source):
         from_end: bool = False,
         window_s: float = 60.0,
         max_bytes_per_read: int = 4 << 20,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self.path = os.fspath(path)
+        self.clock = clock
         self.follow = follow
         self.rejects = RejectCounter()
         reference = None  # a finished log's timestamps are read against its mtime, a live one's against now
@@ -58,13 +60,15 @@ class LogSource(Source):
             max_log_len=max_log_len,
             truncated=truncated,
             window_s=window_s,
-            clock_reference=time.time() if reference is None else reference,
+            clock_reference=self.clock.wall() if reference is None else reference,
             rejects=self.rejects,
         )
         # known before reading: the prompts are hashed into blocks of the engine's block size
         self.units: StreamUnits | None = self.tracker.units
         self.name = f"log {self.path}"
-        self._tailer = FileTailer(self.path, follow=follow, from_end=from_end, max_bytes=max_bytes_per_read)
+        self._tailer = FileTailer(
+            self.path, follow=follow, from_end=from_end, max_bytes=max_bytes_per_read, clock=clock
+        )
         self.last_data_at: float | None = None
         self._events: list[TimelineEvent] = []
         self._status = "starting"
@@ -91,7 +95,7 @@ class LogSource(Source):
     def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:
         while not stop.is_set():
             read = self._tailer.read(timeout=IDLE_TICK if self.follow else 0.0)
-            now = time.time()
+            now = self.clock.wall()
             if read.lines and self.follow:
                 self.read_error = None  # reading again
             for ev in read.events:

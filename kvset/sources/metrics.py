@@ -38,6 +38,7 @@ from kvset.engine.prometheus import (
 from kvset.quantities import MIB, format_bytes
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
+from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 USER_AGENT = "kvset-top (metrics poller)"
@@ -119,16 +120,19 @@ class _Poll:
     only. The parse asks the same deadline every few thousand lines.
     """
 
-    def __init__(self, client: httpx.Client, url: str, timeout: float, max_bytes: int) -> None:
+    def __init__(
+        self, client: httpx.Client, url: str, timeout: float, max_bytes: int, clock: Clock = REAL_CLOCK
+    ) -> None:
+        self.clock = clock
         self.done = threading.Event()
         self.cancel = threading.Event()
         self.counters: CacheCounters | None = None
         self.error: BaseException | None = None
         self.parsing = False  # the whole body arrived and is being parsed
-        self.started = time.time()
+        self.started = self.clock.wall()
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self.deadline = time.monotonic() + timeout
+        self.deadline = self.clock.monotonic() + timeout
         self._thread = threading.Thread(
             target=self._run, args=(client, url), daemon=True, name="kvset-metrics"
         )
@@ -139,7 +143,7 @@ class _Poll:
         return self._thread.is_alive()
 
     def _give_up(self) -> bool:
-        return self.cancel.is_set() or time.monotonic() > self.deadline
+        return self.cancel.is_set() or self.clock.monotonic() > self.deadline
 
     def _run(self, client: httpx.Client, url: str) -> None:
         try:
@@ -185,8 +189,10 @@ class MetricsSource(Source):
         window_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         """Raises ValueError for a URL that cannot be polled (see metrics_url)."""
+        self.clock = clock
         if interval <= 0:
             raise ValueError("interval must be positive")
         self.url, self.url_note = metrics_url(url)
@@ -214,17 +220,17 @@ class MetricsSource(Source):
     def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:
         poll: _Poll | None = None
         while not stop.is_set():
-            now = time.time()
+            now = self.clock.wall()
             if poll is None and now >= self._next_at and not self._abandoned_running():
-                poll = _Poll(self._client, self.url, self.timeout, self.max_body_bytes)
+                poll = _Poll(self._client, self.url, self.timeout, self.max_body_bytes, self.clock)
             if poll is not None:
-                poll.done.wait(max(0.0, min(IDLE_TICK, poll.deadline - time.monotonic())))
+                self.clock.wait(poll.done, max(0.0, min(IDLE_TICK, poll.deadline - self.clock.monotonic())))
                 if poll.done.is_set():
                     update = self._finish(poll)
                     poll = None
                     yield update
                     continue
-                if time.monotonic() >= poll.deadline:
+                if self.clock.monotonic() >= poll.deadline:
                     # The helper stops at its next piece of body or read timeout; until then no
                     # new poll starts (see _abandoned_running).
                     poll.cancel.set()
@@ -232,18 +238,18 @@ class MetricsSource(Source):
                     poll = None
                     self.polls += 1
                     if self._abandoned.parsing:  # the body came, its parse is what took too long
-                        yield self._failed(TOO_SLOW_TO_PARSE, time.time(), counted=True)
+                        yield self._failed(TOO_SLOW_TO_PARSE, self.clock.wall(), counted=True)
                     else:
                         yield self._failed(
                             describe_http_error(PollDeadlineExceeded(self.timeout)),
-                            time.time(),
+                            self.clock.wall(),
                             counted=False,
                         )
                     continue
                 yield SourceUpdate(health=self.health(waiting_for_response=True))
             else:
                 wait = max(0.0, self._next_at - now) if not self._abandoned_running() else IDLE_TICK
-                stop.wait(min(IDLE_TICK, wait))
+                self.clock.wait(stop, min(IDLE_TICK, wait))
                 yield SourceUpdate(health=self.health())
 
     def _abandoned_running(self) -> bool:
@@ -257,7 +263,7 @@ class MetricsSource(Source):
     # -- one poll -------------------------------------------------------------------------
 
     def _finish(self, poll: _Poll) -> SourceUpdate:
-        at = time.time()
+        at = self.clock.wall()
         self.polls += 1
         events: tuple[TimelineEvent, ...] = ()
         error = poll.error
@@ -311,7 +317,7 @@ class MetricsSource(Source):
         return min(self.interval * (2 ** min(self.failures - 1, 30)), self.max_backoff)
 
     def health(self, waiting_for_response: bool = False) -> SourceHealth:
-        now = time.time()
+        now = self.clock.wall()
         if self.last_error is not None:
             retry = max(0.0, self._next_at - now)
             when = f"{retry:.0f}" if retry >= 1 else f"{retry:.1f}"

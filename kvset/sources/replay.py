@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from kvset.formats import TraceError, TraceLineParser
 from kvset.formats.stream import TraceStream
 from kvset.quantities import plural
 from kvset.sources.base import IDLE_TICK, Source
+from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.sources.tail import FileTailer
 from kvset.types import AccessBatch, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_HASH_ALGO
@@ -38,10 +38,12 @@ class ReplaySource(Source):
         hash_algo: str = DEFAULT_HASH_ALGO,
         python_hash_seed: str | None = None,
         follow: bool = False,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         """follow: tail the file like `tail -F` (rotation and truncation handled), playing new
         requests as they are written, instead of reading it once in timestamp order."""
         self.path = path
+        self.clock = clock
         self.follow = follow
         self.speed = speed
         self.format = format
@@ -57,7 +59,7 @@ class ReplaySource(Source):
             kind=self.kind,
             connected=connected,
             state=state,
-            last_data_at=time.time() if delivered else None,
+            last_data_at=self.clock.wall() if delivered else None,
             received=trace.lines if trace is not None else 0,
             accesses=delivered,
             rejected=trace.rejects.summary() if trace is not None else (),
@@ -81,24 +83,26 @@ class ReplaySource(Source):
             exact=False,
         )
         delivered = 0
-        t0 = wall0 = None
+        t0: float | None = None  # the first request's timestamp, and when it was played
+        wall0 = 0.0
         try:
             for chunk in trace:
                 for batch in _pieces(chunk, PACED_BATCH if self.speed else FAST_BATCH):
                     if stop.is_set():
                         return
+                    stamp = float(np.asarray(batch.timestamps).flat[0])  # a trace's: one per access
                     if t0 is None:
-                        t0, wall0 = float(batch.timestamps[0]), time.monotonic()
+                        t0, wall0 = stamp, self.clock.monotonic()
                     if self.speed:
-                        due = wall0 + (float(batch.timestamps[0]) - t0) / self.speed
-                        while not stop.is_set() and time.monotonic() < due:
-                            stop.wait(min(0.25, due - time.monotonic()))
-                            if time.monotonic() < due:  # stay visible while waiting for the next request
-                                yield SourceUpdate(
-                                    health=self._health(
-                                        "replaying: waiting for the next request", delivered, trace
-                                    )
+                        due = wall0 + (stamp - t0) / self.speed
+                        while not stop.is_set() and self.clock.monotonic() < due:
+                            self.clock.wait(stop, min(0.25, due - self.clock.monotonic()))
+                            # stay visible while waiting for the next request
+                            if self.clock.monotonic() < due:
+                                waiting = self._health(
+                                    "replaying: waiting for the next request", delivered, trace
                                 )
+                                yield SourceUpdate(health=waiting)
                     delivered += len(batch)
                     yield SourceUpdate(
                         accesses=batch, health=self._health("replaying", delivered, trace), units=trace.units
@@ -109,7 +113,7 @@ class ReplaySource(Source):
             health = self._health(f"failed: {first}", delivered, trace, finished=True, connected=False)
             yield SourceUpdate(
                 health=dataclasses.replace(health, notes=health.notes + tuple(why)),
-                events=(TimelineEvent(time.time(), "source-failed", f"{self.name}: {first}"),),
+                events=(TimelineEvent(self.clock.wall(), "source-failed", f"{self.name}: {first}"),),
             )
             return
         yield SourceUpdate(
@@ -129,13 +133,13 @@ class ReplaySource(Source):
             hash_algo=self.hash_algo,
             python_hash_seed=self.python_hash_seed,
         )
-        tailer = FileTailer(self.path, follow=True)
+        tailer = FileTailer(self.path, follow=True, clock=self.clock)
         delivered = lines = 0
         last_data = None
         try:
             while not stop.is_set():
                 read = tailer.read(timeout=IDLE_TICK)
-                now = time.time()
+                now = self.clock.wall()
                 events = tuple(ev.to_timeline() for ev in read.events if ev.kind != "line-too-long")
                 for ev in read.events:
                     if ev.kind == "line-too-long":
@@ -211,9 +215,9 @@ def _pieces(batch: AccessBatch, max_accesses: int) -> Iterator[AccessBatch]:
         end = int(bounds[last])
         yield AccessBatch(
             keys=batch.keys[begin:end],
-            tokens=batch.tokens[begin:end],  # type: ignore[index]
+            tokens=np.asarray(batch.tokens)[begin:end],  # a trace's: one per access (a view, no copy)
             request_starts=starts[first:last] - begin,
-            timestamps=batch.timestamps[begin:end],  # type: ignore[index]
+            timestamps=np.asarray(batch.timestamps)[begin:end],
             block_size=batch.block_size,
         )
         first = last

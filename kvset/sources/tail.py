@@ -19,14 +19,14 @@ damage, reports a `read-error` event and finishes; it never raises.
 from __future__ import annotations
 
 import gzip
+import io
 import os
-import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from kvset.quantities import plural
+from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.types import TimelineEvent
 
 DEFAULT_MAX_BYTES = 4 << 20
@@ -84,8 +84,10 @@ class FileTailer:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         poll_interval: float = 0.05,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self.path = Path(path)
+        self.clock = clock
         self.follow = follow
         self.from_end = from_end
         self.max_bytes = max(1, int(max_bytes))
@@ -96,7 +98,7 @@ class FileTailer:
             raise ValueError(f"{self.path}: a gzip file can only be read whole, not followed")
         if not follow and not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no such file")
-        self._fh: BinaryIO | None = None
+        self._fh: io.BufferedIOBase | None = None  # a plain or gzip file: both have read1
         self._ident: tuple[int, int] | None = None
         self._pos = 0  # bytes consumed from the current file (uncompressed for .gz)
         self._line_no = 0  # complete lines handed out from the current file
@@ -125,12 +127,12 @@ class FileTailer:
 
     def read(self, timeout: float = 0.0) -> TailRead:
         """Lines available now; with timeout > 0 wait up to that long for at least one."""
-        deadline = time.monotonic() + max(0.0, timeout)
+        deadline = self.clock.monotonic() + max(0.0, timeout)
         while True:
             out = self._read_once()
-            if out.lines or out.events or out.finished or time.monotonic() >= deadline:
+            if out.lines or out.events or out.finished or self.clock.monotonic() >= deadline:
                 return out
-            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+            self.clock.sleep(min(self.poll_interval, max(0.0, deadline - self.clock.monotonic())))
 
     def close(self) -> None:
         if self._fh is not None:
@@ -152,13 +154,13 @@ class FileTailer:
             self._last_error = text
         else:
             self._last_error = None
-        self._pending.append(TailEvent(time.time(), kind, text))
+        self._pending.append(TailEvent(self.clock.wall(), kind, text))
 
     def _open(self, announce: bool = True) -> bool:
         """Open the path; announce=False when the caller already reported why (a rotation)."""
         try:
             if self.gzip:
-                fh: BinaryIO = gzip.open(self.path, "rb")  # type: ignore[assignment]  # noqa: SIM115
+                fh: io.BufferedIOBase = gzip.GzipFile(self.path, "rb")  # noqa: SIM115
                 st = os.stat(self.path)
             else:
                 fh = open(self.path, "rb")  # noqa: SIM115 - held open across calls

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from plotext._dict import themes as plotext_themes
@@ -31,6 +32,9 @@ from kvset_tui.widgets.panel import SnapshotView
 
 SAMPLES = 160  # points per curve: enough for any terminal width, cheap to read off the curve
 MIN_WIDTH, MIN_HEIGHT = 24, 7
+
+
+Alignment = Literal["left", "right"]  # where a line's label sits against it
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ def axis_range(
 
 
 def _series(curve: HitRateCurve, caps: np.ndarray, snapshot: Snapshot, unit: str) -> CurveSeries:
-    rates = curve.hit_rates(caps, unit=hit_unit(unit)) * 100.0  # type: ignore[arg-type]
+    rates = curve.hit_rates(caps, unit=hit_unit(unit)) * 100.0
     factor = to_unit(1, snapshot, unit) or 1.0
     return CurveSeries(x=(caps * factor).tolist(), y=rates.tolist())
 
@@ -135,11 +139,11 @@ def label_point(series: CurveSeries, share: float = 0.6) -> tuple[float, float] 
 
 def _knee_point(window: WindowCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
     """The curve's knee (the curve figure's, the one the reports print) in display units."""
-    knee = window.knee_capacity(hit_unit(unit))  # type: ignore[arg-type]
+    knee = window.knee_capacity(hit_unit(unit))
     x = to_unit(knee, snapshot, unit) if knee else None
     if knee is None or x is None:
         return None
-    return float(x), 100.0 * window.curve.hit_rate(knee, hit_unit(unit))  # type: ignore[arg-type]
+    return float(x), 100.0 * window.curve.hit_rate(knee, hit_unit(unit))
 
 
 def _engine_point(snapshot: Snapshot, x: float | None) -> tuple[float, float] | None:
@@ -162,7 +166,13 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     every = curves.window("all") if curves is not None else None
     all_time = every.curve if every is not None else None
     unit = view.effective_unit(snapshot)
-    if curves is None or all_time is None or all_time.accesses == 0 or len(all_time.capacities) == 0:
+    if (
+        curves is None
+        or every is None
+        or all_time is None
+        or not all_time.accesses
+        or not len(all_time.capacities)
+    ):
         return engine_only(snapshot, unit)
     window_curve = curves.curve(view.window) if view.window != "all" else None
     ws = snapshot.get(WorkingSets)
@@ -274,7 +284,7 @@ PLOT_FRAME_ROWS = 3  # the frame above, the frame and the x tick labels below
 
 def line_labels(
     d: PlotData, log_x: bool, width: int, height: int
-) -> list[tuple[str, float, float, str, str]]:
+) -> list[tuple[str, float, float, str, Alignment]]:
     """(text, x, y, theme colour, alignment) of a label at the top of each vertical line: the working
     sets' targets and "pool". A label that would run into the one before it on a row drops to the next
     row; one that would run past the right edge ends at its line instead of starting there."""
@@ -293,11 +303,12 @@ def line_labels(
         return (pos - lo) / (hi - lo) * columns if hi > lo else 0.0
 
     taken: list[float] = []  # per row: the column where the last label on it ends
-    out = []
+    out: list[tuple[str, float, float, str, Alignment]] = []
     for text, x, key in sorted(lines, key=lambda line: line[1]):
         if not d.x_low <= x <= d.x_high:
             continue
-        start, align = column(x), "left"
+        start = column(x)
+        align: Alignment = "left"
         if start + len(text) >= columns:
             start, align = start - len(text) + 1, "right"
         row = next((r for r, end in enumerate(taken) if end < start), len(taken))
@@ -339,14 +350,14 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         super().__init__(id=id)
         self.palette = palette
         self.data: PlotData | None = None
-        self.theme = register_plot_theme(palette)
+        self.theme = register_plot_theme(palette)  # type: ignore[assignment]  # registered at run time, not a plotext name
         self.border_title = "LRU hit rate vs capacity"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode, view.rank)
 
     def set_palette(self, palette: KvsetTheme) -> None:
-        self.theme = register_plot_theme(palette)
+        self.theme = register_plot_theme(palette)  # type: ignore[assignment]  # the same
         super().set_palette(palette)
 
     def on_data(self) -> None:

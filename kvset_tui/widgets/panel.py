@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from kvset.api import Snapshot, Tiers
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 
+if TYPE_CHECKING:  # every panel is a Widget too (class X(SnapshotView, Static)): what mypy is shown
+    from textual.geometry import Size
+    from textual.widget import Widget as _Widget
+else:
+    _Widget = object
 
-class SnapshotView:
+
+class SnapshotView(_Widget):
     """Mixin for a Widget that renders part of a snapshot.
 
     `show()` stores the data and refreshes only when `render_key` differs from the last one, so a
@@ -39,27 +46,27 @@ class SnapshotView:
         self.view = view
         self.renders += 1
         self.on_data()
-        self.refresh(layout=self.AUTO_HEIGHT if layout is None else layout)  # type: ignore[attr-defined]
+        self.refresh(layout=self.AUTO_HEIGHT if layout is None else layout)
         return True
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         # Textual measures an auto-height widget by rendering it at `width` before it has that
         # size; render() reads the width through `content_width` so measuring and drawing agree.
         self._measuring_width = width
         try:
-            return super().get_content_height(container, viewport, width)  # type: ignore[misc]
+            return super().get_content_height(container, viewport, width)
         finally:
             self._measuring_width = None
 
     @property
     def content_width(self) -> int:
-        return self._measuring_width or self.size.width  # type: ignore[attr-defined]
+        return self._measuring_width or self.size.width
 
     @property
     def narrow(self) -> bool:
         """True on a narrow terminal (the screen's -narrow breakpoint class)."""
         try:
-            return self.screen.has_class("-narrow")  # type: ignore[attr-defined]
+            return self.screen.has_class("-narrow")
         except Exception:  # not mounted yet
             return False
 
@@ -67,7 +74,7 @@ class SnapshotView:
     def compact(self) -> bool:
         """True on a short terminal (the screen's -short breakpoint class): panels drop explanations."""
         try:
-            return self.screen.has_class("-short")  # type: ignore[attr-defined]
+            return self.screen.has_class("-short")
         except Exception:  # not mounted yet
             return False
 
@@ -81,7 +88,7 @@ class SnapshotView:
         self.palette = palette
         self._shown_key = None
         self.on_data()
-        self.refresh(layout=self.AUTO_HEIGHT)  # type: ignore[attr-defined]
+        self.refresh(layout=self.AUTO_HEIGHT)
 
     def on_data(self) -> None:
         """Hook: update titles or classes after new data arrived (rendering happens in render())."""

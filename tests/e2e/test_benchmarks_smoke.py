@@ -9,7 +9,9 @@ import pytest
 
 from benchmarks.contenders import analyzer_histogram, run_analyzer, run_python
 from benchmarks.memory import PeakMemory
+from benchmarks.opt_bench import COVERAGE
 from benchmarks.pyfenwick import stack_distance_histogram
+from benchmarks.run import run_opt_benchmark
 from benchmarks.trace import (
     ORACLE_GENERAL,
     log_capacities,
@@ -123,6 +125,7 @@ def test_whole_benchmark_end_to_end(tmp_path):
             "1",
             "--no-parse",
             "--no-sampling",
+            "--no-opt",  # Belady MIN's section runs opt_bench at 1e6 and 1e7 accesses: tested below on 2e4
             "--capacities",
             "4",
             "--json",
@@ -136,3 +139,12 @@ def test_whole_benchmark_end_to_end(tmp_path):
     assert report["checks"]["libcachesim_hits_equal_analyzer"] in (True, None)
     assert {g["result"] for g in report["goals"]} <= {"PASS", "MISS"}
     assert report["trace"]["accesses"] >= 6000
+
+
+def test_the_min_section_runs_opt_bench_and_reads_its_figures():
+    # make bench's Belady MIN section: benchmarks/opt_bench.py in a process of its own, its JSON read back
+    lines, figures = run_opt_benchmark(None, sizes="20000,40000", heap_up_to="20000")
+    assert figures is not None, lines
+    assert [len(f["replays"]) for f in figures] == [len(COVERAGE), 0]  # heap replays on the first size only
+    assert all(same for _, _, same in figures[0]["replays"])  # MIN replayed agrees with the one pass
+    assert any("MIN heap replay" in line for line in lines) and any("projected" in line for line in lines)

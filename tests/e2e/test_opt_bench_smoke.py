@@ -1,11 +1,10 @@
 """benchmarks/opt_bench.py on a tiny trace, so that the OPT section of `make bench` cannot rot: it runs,
-its heap replays of MIN agree with the one-pass curve, and its report holds every contender."""
+its heap replays of MIN agree with the one-pass curve, and its report holds every contender. Its main,
+as `make bench` runs it, is tested in test_benchmarks_smoke.py."""
 
 from __future__ import annotations
 
-import json
-
-from benchmarks.opt_bench import COVERAGE, main, measure, report_lines
+from benchmarks.opt_bench import COVERAGE, measure, report_lines
 from benchmarks.trace import make_trace
 from kvset.core.naive import simulate_min
 from kvset.core.opt import opt_histogram
@@ -28,14 +27,3 @@ def test_measure_runs_every_contender_and_its_replays_agree_with_the_curve():
     lines = report_lines([r, measure(2 * TINY, heap=False)], cpu=None)
     assert any("OPT one pass" in line for line in lines) and any("projected" in line for line in lines)
     assert any("skipped" in line for line in lines)  # the second size had no replays
-
-
-def test_main_writes_its_figures_and_exits_0_when_the_replays_agree(tmp_path, capsys):
-    out = tmp_path / "opt.json"
-    assert (
-        main(["--sizes", f"{TINY},{2 * TINY}", "--heap-up-to", str(TINY), "--no-pin", "--json", str(out)])
-        == 0
-    )
-    figures = json.loads(out.read_text())
-    assert [len(f["replays"]) for f in figures] == [len(COVERAGE), 0]
-    assert "MIN heap replay" in capsys.readouterr().out

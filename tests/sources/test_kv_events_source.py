@@ -144,8 +144,7 @@ def test_idle_source_still_reports_health_and_stops_promptly(fake: FakeVllmPubli
         assert run.health.state == "connected, waiting for data"
         assert run.keys == [] and run.engine is None
         assert run.health.reports_hits is None  # no event yet: neither "misses only" nor "hits reported"
-        started = time.monotonic()
-    assert time.monotonic() - started < 1.0
+    # leaving `running` stops the source: Run.close fails if its thread has not returned
 
 
 def test_nothing_listening_is_reported_not_hung() -> None:
@@ -196,11 +195,9 @@ def test_replay_that_never_answers_times_out(fake: FakeVllmPublisher) -> None:
         fake.publish([fake.stored([2])], deliver=False)
         fake.publish([fake.stored([3])])
         fake.publish([fake.stored([4])])  # arrives while the replay is pending: held, then in order
-        started = time.monotonic()
         updates_before = run.updates
         run.wait_for(lambda r: len(r.keys) == 3)
         assert run.keys == [1, 3, 4]
-        assert 0.2 < time.monotonic() - started < 2.0
         assert run.updates - updates_before >= 2  # health kept flowing during the wait
         assert "(replay timed out)" in next(e for e in run.events if e.kind == "sequence-gap").text
         assert run.detail("sequence gaps").endswith("0 recovered by replay, 1 lost")

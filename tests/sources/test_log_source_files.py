@@ -6,17 +6,18 @@ import gzip
 import json
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kvset.formats.vllm_hash import block_keys
+from kvset.sources.base import IDLE_TICK
 from kvset.sources.log import LogSource
 from kvset.types import SourceUpdate
 from kvset.units import StreamUnits
 from tests.support import paths
+from tests.support.fake_clock import FakeClock
 
 FIXTURES = paths.FIXTURES / "logs"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
@@ -200,12 +201,12 @@ def test_bad_options_are_clear_errors(tmp_path: Path) -> None:
 def test_stop_ends_a_follow_promptly(tmp_path: Path) -> None:
     p = tmp_path / "quiet.log"
     p.write_text("")
-    src = LogSource(p, follow=True)
+    clock = FakeClock()
+    src = LogSource(p, follow=True, clock=clock.clock())
     stop = threading.Event()
-    threading.Timer(0.3, stop.set).start()
-    t0 = time.monotonic()
+    clock.at(0.3, stop.set)
     ups = list(src.updates(stop))
-    assert time.monotonic() - t0 < 1.5
+    assert clock.now <= 0.3 + IDLE_TICK  # it noticed the stop within the tick it was waiting in
     assert ups and all(u.health is not None for u in ups)
     assert ups[-1].health.state == "following" and not ups[-1].health.finished
 

@@ -6,10 +6,12 @@ import json
 import threading
 
 import numpy as np
+import pytest
 
 import kvset.formats.byte_lines as byte_lines
 from kvset.formats import read_trace
-from kvset.sources.replay import ReplaySource
+from kvset.sources.replay import PACED_BATCH, ReplaySource
+from tests.support.fake_clock import FakeClock
 
 
 def test_the_first_batches_arrive_before_the_file_is_read_and_all_arrive_in_order(tmp_path, monkeypatch):
@@ -54,3 +56,25 @@ def test_a_trace_out_of_order_beyond_the_window_still_plays_and_says_so(tmp_path
 def test_a_missing_file_fails_visibly(tmp_path):
     (update, failed) = list(ReplaySource(str(tmp_path / "nope.jsonl"), speed=None).updates(threading.Event()))
     assert failed.health.finished and "cannot read" in failed.health.state
+
+
+def test_at_a_speed_each_request_is_played_at_its_own_time_over_the_speed(tmp_path):
+    # requests of a whole piece each (PACED_BATCH accesses), 10 s apart in the trace (milliseconds)
+    n = PACED_BATCH
+    lines = [
+        {"timestamp": 10_000 * i, "input_length": 512 * n, "hash_ids": list(range(i, i + n))}
+        for i in range(4)
+    ]
+    path = tmp_path / "paced.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    clock = FakeClock()
+    played_at, trace_times = [], []
+    for update in ReplaySource(str(path), speed=10.0, clock=clock.clock()).updates(threading.Event()):
+        if update.accesses is not None:
+            played_at.append(clock.now)
+            trace_times.append(float(np.asarray(update.accesses.timestamps).flat[0]))
+    assert len(played_at) == 4
+    # 10 s of trace in 1 s of the clock, counted from the first request
+    assert played_at == pytest.approx([(t - trace_times[0]) / 10.0 for t in trace_times])
+    assert played_at == pytest.approx([0.0, 1.0, 2.0, 3.0])
+    assert max(clock.waits) <= 0.25  # waiting in ticks, so the health keeps coming

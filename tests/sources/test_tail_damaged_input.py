@@ -104,7 +104,7 @@ def test_a_read_failure_while_following_is_reported_and_reading_goes_on(tmp_path
         def __getattr__(self, name: str):
             return getattr(real, name)
 
-    t._fh = FailingDisk()  # type: ignore[assignment]
+    t._fh = FailingDisk()
     r = t.read()
     assert [e.kind for e in r.events] == ["read-error"] and "Input/output error" in r.events[0].text
     assert t.read().events == []  # the same failure again is not a new event

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import gzip
 import os
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from kvset.sources.tail import FileTailer
+from tests.support.fake_clock import FakeClock
 
 
 def drain(t: FileTailer, calls: int = 50) -> tuple[list[tuple[int, bytes]], list[str]]:
@@ -162,16 +161,16 @@ def test_from_end_reads_only_new_lines(tmp_path: Path) -> None:
 def test_read_with_timeout_waits_for_a_writer(tmp_path: Path) -> None:
     p = tmp_path / "a.log"
     p.write_bytes(b"")
-    t = FileTailer(p, follow=True, poll_interval=0.01)
-    threading.Timer(0.1, append, args=(p, b"late\n")).start()
-    t0 = time.monotonic()
+    clock = FakeClock()
+    t = FileTailer(p, follow=True, poll_interval=0.01, clock=clock.clock())
+    clock.at(0.1, lambda: append(p, b"late\n"))  # the writer comes 0.1 s into the wait
     r = t.read(timeout=2.0)
-    waited = time.monotonic() - t0
     assert r.lines == [(1, b"late")]
-    assert 0.05 < waited < 1.5
-    t0 = time.monotonic()
+    assert 0.1 <= clock.now <= 0.11 + 1e-9  # polled every 0.01 s: back at the first poll after the write
+    assert clock.waits == [pytest.approx(0.01)] * len(clock.waits)
+    start = clock.now
     assert t.read(timeout=0.1).lines == []
-    assert time.monotonic() - t0 >= 0.09
+    assert clock.now - start == pytest.approx(0.1)  # nothing came: the whole timeout, no more
 
 
 def test_unreadable_path_is_one_error_event_until_it_can_be_read(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_the_scanner_really_reads_the_common_lines():
     parser = TraceLineParser(None)
     calls = []
     original = parser.feed_lines
-    parser.feed_lines = lambda chunk, first: calls.append(len(chunk)) or original(chunk, first)  # type: ignore[method-assign]
+    parser.feed_lines = lambda chunk, first: calls.append(len(chunk)) or original(chunk, first)
     parsed, lines_read = feed_bytes(parser, FIXTURE.read_bytes(), 1)
     assert calls == [1] and parsed.requests == 3993 and lines_read == 3993
 

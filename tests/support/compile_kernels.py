@@ -1,0 +1,58 @@
+"""Compile the numba kernels once, in the pytest process that starts the workers, before they start.
+
+numba caches a compiled kernel on disk (cache=True) the first time it runs with a given signature. On
+a fresh clone, or after a compiled module changed (kvset.core.jit_cache drops every cache then), both
+xdist workers and the `kvset` processes the tests start would otherwise compile the same kernels at
+the same time, each its own copy. Here one process runs each kernel on a few accesses, with the
+signatures the tests use most (per-access and shared tokens, int32 and int64, both orders, growth),
+and writes the caches the others load. A cache already written is only loaded, so a warm run pays
+about a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+
+from tests.support.paths import MOONCAKE_TRACE
+
+
+def compile_kernels() -> None:
+    from kvset.cli import main
+    from kvset.core.opt import opt_histogram
+    from kvset.core.stack_distance import Sampling, new_analyzer
+    from kvset.engine.resident_set import U64Set
+    from kvset.engine_model.free_queue import FreeQueue
+    from kvset.units import StreamUnits
+
+    units = StreamUnits(16, "default")
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 300, 4000).astype(np.uint64)
+    starts = np.arange(0, 4000, 40)
+    stamps = np.linspace(0.0, 120.0, 4000)
+    for order in ("forward", "reverse"):
+        for tokens in (rng.integers(1, 17, 4000), rng.integers(1, 17, 4000).astype(np.int32), None):
+            a = new_analyzer(units, horizon=64, order=order)  # a small horizon: growth and compaction
+            a.feed(keys, tokens=tokens, request_starts=starts, timestamps=stamps)
+            a.feed(keys[:100], timestamps=130.0)
+            a.curve()
+        for sampling in (Sampling(rate=0.5), Sampling(size=64)):
+            s = new_analyzer(units, order=order, sampling=sampling)
+            s.feed(keys, request_starts=starts, timestamps=stamps)
+            s.curve()
+        opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order).curve()
+    queue = FreeQueue()
+    queue.run(np.zeros(100, dtype=np.int8), keys[:100])
+    resident = U64Set()
+    resident.add(keys[:100])
+    resident.contains(keys[:50])
+    resident.discard(keys[:50])
+    with contextlib.redirect_stdout(io.StringIO()):  # the trace scanner, and the command's own paths
+        main(["analyze", str(MOONCAKE_TRACE), "--json"])
+        main(["analyze", str(MOONCAKE_TRACE), "--sample", "0.1", "--json"])
+
+
+if __name__ == "__main__":  # make test, before the workers start
+    compile_kernels()
