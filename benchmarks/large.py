@@ -115,7 +115,7 @@ def compare(report: dict, reference: dict) -> list[str]:
         ("beyond_horizon", "beyond_horizon"),
         ("max_stack_distance", "max_distance"),
         ("requests", "requests"),
-        ("rejected_lines", "rejected"),
+        ("rejected_total", "rejected"),
     ]
     for ours, theirs in pairs:
         if report[ours] != reference[theirs]:

@@ -33,16 +33,16 @@ from dataclasses import replace
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
-from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import MAX_TIMESTAMP
 from kvset.core.opt import opt_histogram
 from kvset.core.stack_distance import StackDistanceAnalyzer
+from kvset.engine_model import EngineModel
+from kvset.figures.inputs import OptCurve
 from kvset.formats.record import TraceRecorder
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
-from kvset.snapshot.builder import SnapshotBuilder
-from kvset.snapshot.engine_model import EngineModel
+from kvset.snapshot.builder import Readings, SnapshotBuilder
 from kvset.sources.base import Source
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
@@ -122,7 +122,7 @@ class Monitor:
         self._queued_accesses = [0] * len(self.sources)
         self.opt = opt
         self._opt_stream: AnalyzedStream | None = None  # made with the analyzer
-        self._opt_curve: HitRateCurve | None = None
+        self._opt: OptCurve | None = None
         self._opt_note: str | None = OPT_WAITING if opt else None
         self._opt_done = False
 
@@ -412,15 +412,17 @@ class Monitor:
     def snapshot(self) -> Snapshot:
         snap = self.builder.build(
             self._snapshot_analyzer(),
-            tuple(self._health_with_pipeline_rejects(i) for i in range(len(self.sources))),
-            self.engine_reading(),
-            tuple(self._events),
-            self.accesses_per_second(),
-            engine_history=tuple(self._engine_history),
-            engine_model=self.engine_model if self.engine_model.updates else None,
-            ranks=self.rank_analyzers,
-            opt_curve=self._opt_curve,
-            opt_note=self._opt_note,
+            Readings(
+                sources=tuple(self._health_with_pipeline_rejects(i) for i in range(len(self.sources))),
+                engine=self.engine_reading(),
+                events=tuple(self._events),
+                accesses_per_second=self.accesses_per_second(),
+                engine_history=tuple(self._engine_history),
+                engine_model=self.engine_model if self.engine_model.updates else None,
+                ranks=self.rank_analyzers,
+                opt=self._opt,
+                opt_note=self._opt_note,
+            ),
         )
         self._changed = False
         for listener in self._listeners:
@@ -484,7 +486,9 @@ class Monitor:
             self._opt_note = "Belady MIN not computed: no block access"
         else:
             keys, tokens = stream.arrays()
-            self._opt_curve = opt_histogram(keys, tokens).curve()
+            started = time.perf_counter()
+            histogram = opt_histogram(keys, tokens)
+            self._opt = OptCurve(histogram.curve(), histogram.distinct_blocks, time.perf_counter() - started)
             self._opt_note = None
 
     def _join(self) -> None:

@@ -1,4 +1,8 @@
-"""Offline analysis of a whole access stream: what `kvset analyze` and `kvset verify` compute."""
+"""Offline analysis of a whole access stream: what `kvset analyze` and `kvset verify` compute.
+
+The analyzer of a whole stream is read into a snapshot by the same builder as the live monitor's
+(`analysis_snapshot`): the figures are computed once, in kvset.figures, for both.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +19,12 @@ from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import DEFAULT_HORIZON, Order
 from kvset.core.opt import OptHistogram, opt_histogram
 from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
+from kvset.figures.inputs import OptCurve
 from kvset.formats import read_trace
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
 from kvset.rejects import RejectCounter
+from kvset.snapshot import InputRead, Snapshot
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import AccessBatch
 from kvset.units import StreamUnits
 
@@ -240,3 +247,24 @@ def opt_analysis(batches: Iterable[AccessBatch], order: str) -> OptAnalysis:
     keys, tokens = keys_in_analyzed_order(batches, order)
     histogram = opt_histogram(keys, tokens)
     return OptAnalysis(histogram, histogram.curve(), time.perf_counter() - t0)
+
+
+def analysis_snapshot(result: AnalysisResult, config: SnapshotConfig) -> Snapshot:
+    """The snapshot of a whole stream, as the live monitor would build it, with what was read."""
+    s = result.input
+    read = InputRead(
+        name=s.name,
+        format=s.format,
+        lines=s.lines,
+        rejected=s.rejects.summary(),
+        warnings=s.warnings.summary(),
+        notes=tuple(s.notes),
+        read_seconds=s.read_seconds,
+        analyze_seconds=result.analyze_seconds,
+    )
+    opt = None
+    if result.opt is not None:
+        opt = OptCurve(result.opt.curve, result.opt.histogram.distinct_blocks, result.opt.seconds)
+    rate = result.accesses / result.analyze_seconds if result.analyze_seconds > 0 else 0.0
+    readings = Readings(accesses_per_second=rate, opt=opt, input=read)
+    return SnapshotBuilder(config).build(result.analyzer, readings)

@@ -200,12 +200,12 @@ class SourceHealth:
 
 @dataclass(frozen=True, eq=False)
 class EngineModelDelta:
-    """A model of the engine's own cache (kvset.engine.kv_requests): for the query blocks of the
+    """A model of the engine's own cache (kvset.engine_model.replay): for the query blocks of the
     requests finished since the last update, the pool size from which each was a hit.
 
     distance: int64 per query block: a hit in a pool of C blocks iff distance <= C (huge: no pool);
     distance_unpinned: the same if running requests held nothing (never above `distance`);
-    cause: int8 per block, why the distance is infinite (kv_requests.CAUSE_*; 0: finite);
+    cause: int8 per block, why the distance is infinite (kvset.engine_model.records.CAUSE_*; 0: finite);
     tokens: the tokens each block covers; requests, partial_tail_tokens: the requests counted and
     their estimated tokens past the last full block (never cached). counts: cumulative counters of
     the grouping and the dedupe, by name; state: the model's pinned, queued and running blocks now.

@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
-from kvset.snapshot import Snapshot
+from kvset.api import Ranks, Snapshot, Tiers
 from kvset_tui.export import ExportPaths, export_snapshot
 from kvset_tui.help_screen import HelpScreen, key_help
 from kvset_tui.messages import SnapshotReady
@@ -278,8 +278,8 @@ class KvsetTopApp(App[int]):
         for panel in self.panels:
             changed |= panel.show(snapshot, self.view)
         self.shown = snapshot
-        self._side.set_class(bool(snapshot is not None and snapshot.tiers_requested), "-with-tiers")
-        has_ranks = bool(snapshot is not None and snapshot.ranks)
+        self._side.set_class(snapshot is not None and snapshot.get(Tiers) is not None, "-with-tiers")
+        has_ranks = snapshot is not None and snapshot.get(Ranks) is not None
         if has_ranks != self._has_ranks:
             self._has_ranks = has_ranks
             self.refresh_bindings()

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from kvset import quantities as fmt
-from kvset.core.curve import Unit
-from kvset.snapshot import Snapshot
+from kvset.api import Snapshot, Unit
+from kvset.api import quantities as fmt
 
 UNIT_SHORT = {"blocks": "blk", "tokens": "tok", "GiB": "GiB"}
 

@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from kvset.api import Snapshot, curve_csv, snapshot_json, snapshot_text
 from kvset.cli.flags import (
     add_completion_argument,
     add_exporter_arguments,
@@ -24,8 +25,6 @@ from kvset.cli.flags import (
 from kvset.cli.live_monitor import UsageError, build_monitor, check_flags, once_failures, once_seconds
 from kvset.cli.parser import USAGE_ERROR, CommandParser
 from kvset.cli.serve import check_exporter_flags, exporter_beside_ui
-from kvset.report import curve_csv, snapshot_json, snapshot_text
-from kvset.snapshot import Snapshot
 from kvset_tui.keymap import KeymapError, load_keymap
 from kvset_tui.theming import ThemeError, available_themes, choose_theme
 from kvset_tui.view_state import UNITS, WINDOW_LABELS, ViewState

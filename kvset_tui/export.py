@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from kvset.report import curve_csv, snapshot_json
-from kvset.snapshot import Snapshot
+from kvset.api import Snapshot, curve_csv, snapshot_json
 
 
 class ExportPaths(NamedTuple):

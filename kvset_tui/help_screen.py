@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from kvset.report.caveats import CAVEATS, WINDOWED_CURVES
+from kvset.api import CAVEATS, WINDOWED_CURVES
 
 PANELS = (
     (

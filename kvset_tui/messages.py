@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from kvset.snapshot import Snapshot
+from kvset.api import Snapshot
 
 
 class SnapshotReady(Message):

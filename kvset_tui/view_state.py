@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvset.snapshot import WINDOWS, RankView, Snapshot
+from kvset.api import TARGET_MODES, WINDOWS, Ranks, RankView, Snapshot
 
 WINDOW_LABELS: tuple[str, ...] = tuple(label for label, _ in WINDOWS)
 UNITS: tuple[str, ...] = ("blocks", "tokens", "GiB")
-TARGET_MODES: tuple[str, ...] = ("coverage", "absolute")
 
 
 def unit_missing_reason(unit: str, snapshot: Snapshot | None) -> str | None:
@@ -50,7 +49,7 @@ class ViewState:
         return self, skipped  # not reached: blocks is always available
 
     def next_target_mode(self, snapshot: Snapshot | None) -> tuple[ViewState, str | None]:
-        modes = [m for m in TARGET_MODES if snapshot is None or not snapshot.targets or m in snapshot.targets]
+        modes = [m for m in TARGET_MODES if snapshot is None or m in snapshot.targets.by_mode]
         if self.target_mode in modes and len(modes) == 1:
             return self, f"only {self.target_mode} targets are configured"
         i = TARGET_MODES.index(self.target_mode) if self.target_mode in TARGET_MODES else -1
@@ -62,7 +61,8 @@ class ViewState:
 
     def next_rank(self, snapshot: Snapshot | None) -> tuple[ViewState, str | None]:
         """merged, rank 0, rank 1, ..., merged again; a notice when the snapshot has no ranks."""
-        ranks = [r.rank for r in snapshot.ranks] if snapshot is not None else []
+        by_rank = snapshot.get(Ranks) if snapshot is not None else None
+        ranks = [r.rank for r in by_rank.views] if by_rank is not None else []
         if not ranks:
             return replace(self, rank=None), (
                 "one stream, no ranks: give --events once per data-parallel rank "
@@ -74,11 +74,12 @@ class ViewState:
 
     def rank_view(self, snapshot: Snapshot | None) -> RankView | None:
         """The selected rank's view (None: the merged stream is shown)."""
-        return snapshot.rank_view(self.rank) if snapshot is not None else None
+        by_rank = snapshot.get(Ranks) if snapshot is not None else None
+        return by_rank.view(self.rank) if by_rank is not None else None
 
     def rank_label(self, snapshot: Snapshot | None) -> str | None:
         """What the rank-aware panels show: "rank 1", "merged" (of several ranks), or None without ranks."""
-        if snapshot is None or not snapshot.ranks:
+        if snapshot is None or snapshot.get(Ranks) is None:
             return None
         return f"rank {self.rank}" if self.rank_view(snapshot) is not None else "merged"
 

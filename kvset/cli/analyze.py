@@ -1,4 +1,8 @@
-"""`kvset analyze`: the whole hit-rate curve and the working sets of a trace, in one pass."""
+"""`kvset analyze`: the whole hit-rate curve and the working sets of a trace, in one pass.
+
+The trace is read and analysed (kvset.offline), and the analyzer read into the same figures the live
+monitor shows (kvset.snapshot.builder): one pipeline, one JSON schema for both.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,9 @@ import json
 import sys
 
 from kvset.cli.distributed_flags import add_distributed_arguments, analyze_from_args, distributed_requested
+from kvset.cli.figure_flags import add_figure_arguments, check_figure_options, option_values
 from kvset.cli.flags import (
     add_analysis_arguments,
-    add_capacities_argument,
-    add_capacity_argument,
     add_csv_argument,
     add_input_arguments,
     add_json_argument,
@@ -18,25 +21,19 @@ from kvset.cli.flags import (
     add_model_argument,
     add_opt_argument,
     add_override_arguments,
-    add_reserve_arguments,
     add_sampling_arguments,
-    add_target_mode_argument,
-    add_targets_argument,
-    add_tier_arguments,
 )
-from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
+from kvset.cli.from_flags import geometry_from_args
 from kvset.cli.inputs import InputError, load_input
-from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.stack_distance import Sampling
-from kvset.core.tiers import plan_tiers, tier_blocks
+from kvset.figures import curve, tiers
+from kvset.figures.base import ANALYZE
+from kvset.figures.inputs import CAPACITY
 from kvset.formats import TraceError
 from kvset.geometry.errors import GeometryError
-from kvset.geometry.reserve import hybrid_reserve
-from kvset.offline import analyze_batches, opt_analysis
-from kvset.quantities import parse_fractions, parse_sizes
-from kvset.report.as_csv import curve_rows_csv
-from kvset.report.as_json import analysis_json
-from kvset.report.as_text import analysis_text
+from kvset.offline import analysis_snapshot, analyze_batches, opt_analysis
+from kvset.report import analysis_text, curve_csv, snapshot_json
+from kvset.snapshot.builder import SnapshotConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,12 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_distributed_arguments(p)
     add_analysis_arguments(p)
     add_sampling_arguments(p)
-    add_targets_argument(p)
-    add_target_mode_argument(p)
-    add_capacities_argument(p)
-    add_tier_arguments(p)
     add_opt_argument(p, "also MIN's hit rates and working sets, and how far LRU is from it")
-    add_capacity_argument(p, "with --opt: the cache size (blocks) to give the policy gap at, beside the knee")
     p.add_argument(
         "--bytes-per-token",
         type=int,
@@ -63,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_argument(p)
     add_kv_dtype_argument(p)
-    add_reserve_arguments(p)
+    add_figure_arguments(p, ANALYZE)
     add_override_arguments(p)
     add_json_argument(p, "print one JSON object (schema in the README)")
     add_csv_argument(p, "print the curve as CSV: one row per capacity (the same rows as the table)")
@@ -72,14 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        targets = parse_fractions(args.targets)
+        values = option_values(args, ANALYZE)
         if args.bytes_per_token is not None and args.bytes_per_token < 1:
             raise ValueError("--bytes-per-token must be positive")
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
         if args.json and args.csv:
             raise ValueError("give --json or --csv, not both")
-        if args.capacity is not None and not args.opt:
+        if values.get(CAPACITY) is not None and not args.opt:
             raise ValueError("--capacity needs --opt (the policy gap at that capacity)")
         if args.opt and (args.sample is not None or args.sample_size is not None):
             raise ValueError(
@@ -87,13 +79,7 @@ def run(args: argparse.Namespace) -> int:
             )
         geometry = geometry_from_args(args.model, args) if args.model else None
         sized = bool(args.model or args.bytes_per_token)
-        capacities = parse_sizes(args.capacities, "capacity") if args.capacities else None
-        if capacities is not None and capacities[1] == "bytes" and not sized:
-            raise ValueError(
-                f"--capacities {args.capacities}: sizes in bytes need the KV bytes per block; "
-                "give --model or --bytes-per-token"
-            )
-        tiers = tier_request_from_args(args, sized, "--model or --bytes-per-token")
+        check_figure_options(values, None if sized else "--model or --bytes-per-token")
         if distributed_requested(args):
             result = analyze_from_args(args)  # partitions on Dask workers, merged: the same result
             summary = result.input
@@ -116,60 +102,25 @@ def run(args: argparse.Namespace) -> int:
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2
-    bytes_per_token = args.bytes_per_token
-    reserve = context_from = None
-    if geometry is not None:
-        bytes_per_token = geometry.full_attention_bytes_per_token(args.kv_dtype)
-        context, context_from = context_tokens_from_args(geometry, args)
-        reserve = hybrid_reserve(geometry, args.concurrency, context, args.kv_dtype)
-    bytes_per_block = (
-        bytes_per_token * summary.units.block_size if bytes_per_token and summary.units else None
-    )
-    caps = None  # the reports' default: log-spaced, the knee included
-    if capacities is not None:
-        blocks = tier_blocks(*capacities, bytes_per_block)  # sizes in bytes: the whole blocks that fit
-        if blocks is None or 0 in blocks:
-            print(
-                f"kvset analyze: --capacities {args.capacities}: every capacity must hold at least one block "
-                f"of {bytes_per_block or 0:,} B",
-                file=sys.stderr,
-            )
-            return 2
-        caps = sorted(set(blocks))
-    plan = None
-    if tiers is not None:
-        blocks = tier_blocks(tiers.sizes, tiers.unit, bytes_per_block)
-        if blocks is None or 0 in blocks:
-            print(
-                f"kvset analyze: --tiers {args.tiers}: every tier must hold at least one block of "
-                f"{bytes_per_block or 0:,} B",
-                file=sys.stderr,
-            )
-            return 2
-        plan = plan_tiers(result.curve, blocks, tiers.mode, tiers.next_target, args.target_mode)
-    report = analysis_json(
-        result,
-        targets,
-        args.target_mode,
-        caps,
-        bytes_per_block,
+    config = SnapshotConfig(
+        options=values,
+        command=ANALYZE,
         geometry=geometry,
         kv_dtype=args.kv_dtype,
-        reserve=reserve,
-        context_from=context_from,
-        tiers=plan,
-        gap_capacity=args.capacity,
+        bytes_per_token=args.bytes_per_token,
+        demo=bool(args.demo),
     )
+    snapshot = analysis_snapshot(result, config)
+    try:  # sizes in bytes hold whole blocks only once the stream's block size is known: now
+        curve.capacities_in_blocks(values, snapshot.sizes)
+        tiers.check_blocks(values, snapshot.sizes)
+    except ValueError as e:
+        print(f"kvset analyze: {e}", file=sys.stderr)
+        return 2
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(snapshot_json(snapshot), indent=2))
     elif args.csv:
-        knee = report["knee"]
-        print(
-            curve_rows_csv(
-                report["curve"], knee and knee["capacity_blocks"], estimate=report["estimate"] is not None
-            ),
-            end="",
-        )
+        print(curve_csv(snapshot), end="")
     else:
-        print(analysis_text(report))
+        print(analysis_text(snapshot))
     return 0

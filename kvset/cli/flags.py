@@ -2,9 +2,10 @@
 
 The commands put the groups they need on their parser: `add_input_arguments` (analyze, verify),
 `add_monitor_arguments` (kvset-top, serve), `add_events_arguments` (record, kvset-top), the model and
-geometry flags (analyze, model, kvset-top), `add_tier_arguments` (analyze, kvset-top, serve) and
-`add_exporter_arguments` (serve, kvset-top). A flag a command shares with another keeps one
-meaning; where a command's default differs (kvset-top's --concurrency), the definition says so.
+geometry flags (analyze, model, kvset-top) and `add_exporter_arguments` (serve, kvset-top). The
+figures' own options (targets, --capacity, tiers, the hybrid reserve's concurrency and context, ...)
+are declared as data by the figures (kvset.figures) and put on the parsers by
+kvset.cli.figure_flags. A flag a command shares with another keeps one meaning.
 Engine-source flags other than --log and --metrics carry a prefix so they cannot collide with a
 command's own (--interval of the UI). The stream's units have one set of flags whatever the source
 (`add_units_arguments`: --block-size, --hash-algo, --python-hash-seed); flags that once said them
@@ -25,14 +26,14 @@ from kvset.cli.argtypes import (
     sample_rate,
     speed,
 )
+from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.parser import package_version
 from kvset.cli.shell_completion import SHELLS, PrintCompletion
 from kvset.core.feed_args import DEFAULT_HORIZON, ORDERS
-from kvset.core.tiers import TIER_MODES
+from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
-from kvset.snapshot import DEFAULT_ABSOLUTE_TARGETS, DEFAULT_COVERAGE_TARGETS
 from kvset.sources.kv_events import DEFAULT_MEDIUM
 from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
 from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
@@ -42,11 +43,6 @@ from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 Parser = argparse.ArgumentParser | argparse._ArgumentGroup
 
 DEMO_ACCESSES = 2_000_000  # size of `kvset analyze --demo`
-TARGET_MODES = ("coverage", "absolute")
-
-
-def _fractions_text(values: tuple[float, ...]) -> str:
-    return ",".join(str(v) for v in values)
 
 
 # -- every command ---------------------------------------------------------------------------------
@@ -227,65 +223,9 @@ def add_opt_argument(p: Parser, meaning: str) -> None:
     )
 
 
-def add_targets_argument(p: Parser, meaning: str = "working-set targets") -> None:
-    """--targets, read with kvset.quantities.parse_fractions when the command runs."""
-    p.add_argument(
-        "--targets",
-        default=_fractions_text(DEFAULT_COVERAGE_TARGETS),
-        metavar="T1,T2,..",
-        help=f"{meaning}: fractions or percentages, e.g. 0.95,0.99,0.999 (default) or 50%%,70%%",
-    )
-
-
-def add_target_mode_argument(p: Parser) -> None:
-    p.add_argument(
-        "--target-mode",
-        choices=TARGET_MODES,
-        default="coverage",
-        help="coverage: targets are shares of the attainable hit rate (default); absolute: hit rates "
-        "themselves (kvset-top: which target set comes first, t cycles them)",
-    )
-
-
-def add_capacities_argument(
-    p: Parser,
-    meaning: str = "capacities for the table: blocks (1000,10000) or, with "
-    "--model, bytes (40GiB,80GB) (default: 16 log-spaced, and the knee)",
-) -> None:
-    """--capacities, read with kvset.quantities.parse_sizes when the command runs."""
+def add_capacities_argument(p: Parser, meaning: str) -> None:
+    """The exporter's --capacities (kvset analyze's are the curve figure's: kvset.figures.curve)."""
     p.add_argument("--capacities", metavar="C1,C2,..", help=meaning)
-
-
-def add_tier_arguments(p: Parser) -> None:
-    """--tiers (read with kvset.quantities.parse_sizes by kvset.cli.tier_flags), --tier-mode and
-    --size-next-tier."""
-    p.add_argument(
-        "--tiers",
-        metavar="C1,C2,..",
-        help="cache tiers, fastest first (HBM, host DRAM, SSD), in blocks or, with --model, in bytes "
-        "(80GiB,512GiB,4TiB): the share of all accesses each tier serves",
-    )
-    p.add_argument(
-        "--tier-mode",
-        choices=TIER_MODES,
-        default="exclusive",
-        help="exclusive: a block lives in one tier and is demoted on eviction (default); inclusive: "
-        "each tier holds a copy of those above it and sees every access (write-through)",
-    )
-    p.add_argument(
-        "--size-next-tier",
-        metavar="TARGET",
-        help="with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction "
-        "or percentage, coverage or absolute as --target-mode)",
-    )
-
-
-def add_capacity_argument(
-    p: Parser,
-    meaning: str = "capacity for the thrashing and churn panels (and --opt's "
-    "policy gap) when the engine reports none",
-) -> None:
-    p.add_argument("--capacity", type=positive_int, metavar="BLOCKS", help=meaning)
 
 
 def add_json_argument(p: Parser, meaning: str = "print one JSON object instead of text") -> None:
@@ -344,26 +284,6 @@ def add_kv_cache_arguments(p: Parser) -> None:
     add_kv_dtype_argument(p)
     add_block_size_argument(
         p, default=DEFAULT_BLOCK_SIZE, meaning=f"tokens per KV block (default {DEFAULT_BLOCK_SIZE}, vLLM's)"
-    )
-
-
-def add_reserve_arguments(p: Parser, live: bool = False) -> None:
-    """How many requests hold hybrid-layer state, and how much context each. Live (kvset-top), the
-    concurrency defaults to what the engine reports."""
-    p.add_argument(
-        "--concurrency",
-        type=non_negative_int,
-        default=None if live else 1,
-        metavar="N",
-        help="running requests that each hold hybrid-layer state (default: "
-        + ("the engine's count when it reports one, else 1)" if live else "1)"),
-    )
-    p.add_argument(
-        "--context",
-        type=non_negative_int,
-        default=None,
-        metavar="TOKENS",
-        help="context length per running request (default: the model's max_position_embeddings)",
     )
 
 
@@ -510,18 +430,14 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_metrics_arguments(p)
 
     ana = p.add_argument_group("analysis")
+    mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
     add_analysis_arguments(ana)
     add_sampling_arguments(ana)
-    add_targets_argument(ana, "coverage targets (shares of the attainable hit rate)")
-    ana.add_argument(
-        "--absolute-targets",
-        default=_fractions_text(DEFAULT_ABSOLUTE_TARGETS),
-        metavar="T1,T2,..",
-        help="absolute hit-rate targets (default 0.5,0.7,0.9)",
-    )
-    add_target_mode_argument(ana)
-    add_capacity_argument(ana)
-    add_tier_arguments(ana)
+    add_model_argument(mod)
+    add_kv_dtype_argument(mod)
+    command = SERVE if service else TOP
+    p.set_defaults(pipeline=command)  # whose options build_monitor reads (kvset.cli.figure_flags)
+    add_figure_arguments(ana, command, {"model": mod})
     if not service:
         add_opt_argument(
             ana,
@@ -531,11 +447,6 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     ana.add_argument(
         "--interval", type=positive_float, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
     )
-
-    mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
-    add_model_argument(mod)
-    add_kv_dtype_argument(mod)
-    add_reserve_arguments(mod, live=True)
     add_override_arguments(p)
 
     if service:

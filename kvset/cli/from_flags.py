@@ -34,17 +34,6 @@ def geometry_from_args(spec: str, args: argparse.Namespace) -> ModelGeometry:
     return load_model(spec).with_overrides(**overrides_from_args(args))
 
 
-def context_tokens_from_args(geometry: ModelGeometry, args: argparse.Namespace) -> tuple[int, str]:
-    """(context tokens, where the number came from) for the reserve."""
-    if getattr(args, "context", None) is not None:
-        return args.context, "given"
-    if geometry.max_position_embeddings is not None:
-        return geometry.max_position_embeddings, "max_position_embeddings"
-    if geometry.sliding_window is not None:
-        return geometry.sliding_window, "sliding window (no max_position_embeddings in the config)"
-    return 0, "unknown (no max_position_embeddings in the config; give --context)"
-
-
 # -- the engine sources ----------------------------------------------------------------------------
 def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | None:
     if not getattr(args, "log", None):

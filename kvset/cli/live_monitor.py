@@ -13,17 +13,17 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from kvset.cli.figure_flags import check_figure_options, option_values
 from kvset.cli.from_flags import (
     events_source_from_args,
     geometry_from_args,
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.cli.tier_flags import tier_request_from_args
 from kvset.core.stack_distance import Sampling, new_analyzer
+from kvset.figures.base import TOP
 from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
 from kvset.monitor import Monitor
-from kvset.quantities import parse_fractions
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
@@ -119,7 +119,9 @@ def check_flags(args: argparse.Namespace) -> None:
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a folder: give the file itself")
     try:
-        tier_request_from_args(args, bytes_known=bool(args.model))
+        check_figure_options(
+            option_values(args, getattr(args, "pipeline", TOP)), None if args.model else "--model"
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
     check_opt_flags(args)
@@ -155,26 +157,20 @@ def check_opt_flags(args: argparse.Namespace) -> None:
 def build_monitor(args: argparse.Namespace) -> Monitor:
     """The Monitor the flags describe. Raises UsageError (or GeometryError) on flags that do not fit."""
     check_flags(args)
+    command = getattr(args, "pipeline", TOP)  # kvset-top or kvset serve (kvset.cli.flags)
     try:
-        coverage_targets = parse_fractions(args.targets, "target")
-        absolute_targets = parse_fractions(args.absolute_targets, "absolute target")
-        tiers = tier_request_from_args(args, bytes_known=bool(args.model))
+        values = option_values(args, command)
     except ValueError as e:
         raise UsageError(str(e)) from None
     geometry = geometry_from_args(args.model, args) if args.model else None
     sources = build_sources(args)
     demo = any(s.kind == "demo" for s in sources)
     config = SnapshotConfig(
-        coverage_targets=coverage_targets,
-        absolute_targets=absolute_targets,
-        main_mode=args.target_mode,
-        capacity_blocks=args.capacity,
+        options=values,
+        command=command,
         geometry=geometry,
         kv_dtype=args.kv_dtype,
-        concurrency=args.concurrency,
-        context_tokens=args.context,
         demo=demo,
-        **(tiers.snapshot_config() if tiers is not None else {}),
     )
     # made by the monitor once the sources have said the stream's units
     analyzer = functools.partial(

@@ -7,13 +7,11 @@ import json
 import sys
 from typing import Any, TextIO
 
-from kvset.cli.flags import (
-    add_json_argument,
-    add_kv_cache_arguments,
-    add_override_arguments,
-    add_reserve_arguments,
-)
-from kvset.cli.from_flags import context_tokens_from_args, geometry_from_args
+from kvset.cli.figure_flags import add_figure_arguments, option_values
+from kvset.cli.flags import add_json_argument, add_kv_cache_arguments, add_override_arguments
+from kvset.cli.from_flags import geometry_from_args
+from kvset.figures.base import MODEL
+from kvset.figures.hybrid_reserve import CONCURRENCY, CONTEXT, concurrency, context_tokens, sized_for
 from kvset.geometry import GeometryError, ModelGeometry, hybrid_reserve, load_preset, preset_names
 from kvset.geometry.presets import PRESETS
 from kvset.geometry.reserve import HybridReserve
@@ -38,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--list", action="store_true", help="list the built-in presets")
     add_json_argument(parser, "print JSON instead of text")
     add_kv_cache_arguments(parser)
-    add_reserve_arguments(parser)
+    add_figure_arguments(parser, MODEL)
     add_override_arguments(parser)
     parser.set_defaults(func=run)
     return parser
@@ -69,8 +67,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 def build_report(geometry: ModelGeometry, args: argparse.Namespace) -> dict[str, Any]:
     """Everything `kvset model` shows, as plain data (the --json output)."""
     kv_dtype = geometry.kv_dtype(args.kv_dtype)
-    context, context_source = context_tokens_from_args(geometry, args)
-    reserve = hybrid_reserve(geometry, args.concurrency, context, kv_dtype)
+    values = option_values(args, MODEL)
+    running = sized_for(concurrency(None, values.get(CONCURRENCY))[0])
+    context, context_source = context_tokens(geometry, values.get(CONTEXT))
+    reserve = hybrid_reserve(geometry, running, context, kv_dtype)
     notes = list(geometry.notes)
     if geometry.is_mla and kv_dtype.startswith("fp8"):
         notes.append(
@@ -87,7 +87,7 @@ def build_report(geometry: ModelGeometry, args: argparse.Namespace) -> dict[str,
         "full_attention_bytes_per_token": geometry.full_attention_bytes_per_token(kv_dtype),
         "full_attention_bytes_per_block": geometry.full_attention_bytes_per_block(args.block_size, kv_dtype),
         "full_attention_formula": geometry.full_attention_formula(kv_dtype),
-        "concurrency": args.concurrency,
+        "concurrency": running,
         "context_tokens": context,
         "context_source": context_source,
         "hybrid_reserve_bytes": reserve.total_bytes,

@@ -9,20 +9,21 @@ import sys
 import time
 from typing import Any
 
+from kvset.cli.figure_flags import add_figure_arguments, option_values
 from kvset.cli.flags import (
     add_analysis_arguments,
     add_input_arguments,
     add_json_argument,
     add_opt_argument,
-    add_targets_argument,
 )
 from kvset.cli.inputs import InputError, load_input
 from kvset.core.curve import HitRateCurve
 from kvset.core.naive import naive_curve, naive_min_curve
+from kvset.figures.base import VERIFY
+from kvset.figures.inputs import TARGETS
+from kvset.figures.tables import format_table, percent_cell
 from kvset.formats import TraceError
 from kvset.offline import analyze_batches, keys_in_analyzed_order, opt_analysis, verify_capacities
-from kvset.quantities import parse_fractions
-from kvset.report.tables import format_table, percent_cell
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_input_arguments(p)
     add_analysis_arguments(p)
-    add_targets_argument(p, "working-set targets to check")
+    add_figure_arguments(p, VERIFY)
     add_opt_argument(
         p,
         "also check MIN's one-pass curve against MIN replayed with a heap at the same capacities "
@@ -99,7 +100,7 @@ def _table(rows: list[dict], n: int, policy: str, replay: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        targets = parse_fractions(args.targets)
+        targets = option_values(args, VERIFY).get(TARGETS)
         batches, summary = load_input(args)
     except (ValueError, InputError, TraceError) as e:
         print(f"kvset verify: {e}", file=sys.stderr)

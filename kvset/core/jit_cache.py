@@ -23,7 +23,7 @@ COMPILED_MODULES = (
     "core/hash_table.py",
     "core/intrinsics.py",
     "core/log_grid.py",
-    "core/free_queue.py",
+    "engine_model/free_queue.py",
     "core/opt_kernel.py",
     "core/opt_rope.py",
     "core/partial_sample.py",

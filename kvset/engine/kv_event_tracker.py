@@ -3,7 +3,7 @@
 Meaning of the events:
 - the BlockStored events (of the selected medium and KV cache group) of one engine request are
   grouped into that request, and hit reports of lookups that were not admitted are dropped
-  (kvset.engine.kv_requests, which also replays vLLM's block pool on them: the engine model); a
+  (kvset.engine_model.replay, which also replays vLLM's block pool on them: the engine model); a
   request's blocks are handed out as one request when it finishes, in chain order, with the
   tokens each covers (from block_size and token_ids; 0 for output blocks and readmissions, which
   the engine does not count as queries), stamped with the time of its finish;
@@ -55,10 +55,10 @@ from kvset.engine.kv_events import (
     KvEventBatch,
     decode_message,
 )
-from kvset.engine.kv_requests import RequestReplay
-from kvset.engine.request_records import ModelPart, merge_model
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
+from kvset.engine_model.records import ModelPart, merge_model
+from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.types import EngineReading, SourceUpdate, TimelineEvent

@@ -1,6 +1,6 @@
 """The hit-rate curve as CSV: `kvset analyze --csv`, `kvset-top --once --csv` and the app's export.
 
-One row per capacity, the same capacities as the text tables (kvset.report.tables.default_capacities,
+One row per capacity, the same capacities as the text tables (kvset.figures.curve.default_capacities,
 the knee included), hit rates as fractions, and a `knee` column that is 1 on the knee's row. Sizes
 in bytes and GiB are filled with a model and empty without one. `estimate` is 1 on the rows of a
 sampled analyzer's curve, with its error bounds (2 standard errors) where the sample gives them. A snapshot's CSV can hold several
@@ -14,7 +14,9 @@ import csv
 import io
 from collections.abc import Iterable
 
-from kvset.report.tables import report_curve_rows
+from kvset.figures.base import Json
+from kvset.figures.curve import Curves, row_json
+from kvset.snapshot import Snapshot
 
 COLUMNS = (
     "window",
@@ -34,10 +36,10 @@ COLUMNS = (
 
 
 def curve_rows_csv(
-    rows: Iterable[dict], knee: int | None, window: str = "all", header: bool = True, estimate: bool = False
+    rows: Iterable[Json], knee: int | None, window: str = "all", header: bool = True, estimate: bool = False
 ) -> str:
-    """Curve rows (kvset.report.tables.curve_rows) as CSV text, with a header line unless asked not to;
-    `estimate`: the rows are a sampled analyzer's."""
+    """Curve rows as the JSON has them (kvset.figures.curve.row_json) as CSV text, with a header line
+    unless asked not to; `estimate`: the rows are a sampled analyzer's."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     if header:
@@ -49,13 +51,16 @@ def curve_rows_csv(
     return out.getvalue()
 
 
-def curve_csv(snapshot, windows: Iterable[str] = ("all",)) -> str:
+def curve_csv(snapshot: Snapshot, windows: Iterable[str] = ("all",)) -> str:
     """A snapshot's curves as CSV: the all-time one by default, or each window named (once each)."""
+    curves = snapshot.get(Curves)
+    if curves is None:
+        return curve_rows_csv((), None)
     parts = []
+    sizes = snapshot.sizes
     for i, window in enumerate(dict.fromkeys(windows)):
-        c = snapshot.curve(window)
-        knee = c.knee() if c.accesses else None
-        opt = snapshot.opt_curve if window == "all" else None  # MIN's curve is of the whole trace
-        rows = report_curve_rows(c, snapshot.block_tokens, snapshot.bytes_per_block, knee=knee, opt=opt)
-        parts.append(curve_rows_csv(rows, knee, window, header=i == 0, estimate=c.estimate))
+        w = curves.window(window)
+        knee = w.knee.capacity_blocks if w.knee is not None else None
+        rows = [row_json(r, sizes) for r in w.rows]
+        parts.append(curve_rows_csv(rows, knee, window, header=i == 0, estimate=w.curve.estimate))
     return "".join(parts)

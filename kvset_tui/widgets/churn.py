@@ -11,8 +11,8 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset import quantities as fmt
-from kvset.snapshot import ChurnSeries, Snapshot
+from kvset.api import ChurnSeries, EngineState, Snapshot
+from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
@@ -42,7 +42,8 @@ def _last_finite(values: np.ndarray) -> float | None:
 
 def engine_rows(snapshot: Snapshot) -> list[ChurnRow]:
     """The engine's own measured token hit rate (and KV use) over time, from its reading history."""
-    history = snapshot.engine_history
+    engine = snapshot.get(EngineState)
+    history = engine.history if engine is not None else ()
     rows = []
     hits = np.array([np.nan if r.token_hit_rate is None else r.token_hit_rate for r in history], dtype=float)
     if len(hits) and not np.isnan(hits).all():
@@ -56,17 +57,15 @@ def engine_rows(snapshot: Snapshot) -> list[ChurnRow]:
 def churn_rows(snapshot: Snapshot, unit: str) -> list[ChurnRow]:
     """One row per sparkline (the snapshot's series are per second already). Each label says what the
     row is per: the hit rate is of each fine slot's accesses, the working set of each coarse slot's."""
-    c: ChurnSeries = snapshot.churn
-    if len(c) == 0 or snapshot.totals.accesses == 0:
+    c = snapshot.get(ChurnSeries)
+    if c is None or len(c) == 0 or snapshot.totals.accesses == 0:
         return engine_rows(snapshot)
     accesses = np.asarray(c.accesses, dtype=float)
     first = np.asarray(c.first_time, dtype=float)
     reref = np.asarray(c.rereferences, dtype=float)
     hit = np.asarray(c.hit_rate_at_capacity, dtype=float)
     ws = np.asarray(c.working_set_main, dtype=float)
-    main = ""
-    if snapshot.main_target is not None:
-        main = " " + fmt.target_label(snapshot.main_target, snapshot.main_mode).replace(" % ", "% ")
+    main = " " + fmt.target_label(snapshot.main_target, snapshot.main_mode).replace(" % ", "% ")
     last_ws = _last_finite(ws)
     ws_latest = capacity_text(last_ws, snapshot, unit) if last_ws is not None else NOT_REACHED
     ws_slot = fmt.duration(c.working_set_step_seconds or c.slot_seconds)
@@ -108,10 +107,11 @@ class ChurnPanel(SnapshotView, Widget):
 
     def on_data(self) -> None:
         snap = self.snapshot
-        if snap is None or len(snap.churn) == 0 or snap.totals.accesses == 0:
-            self.border_title = "Page churn" if snap is None or not snap.engine_history else "Engine history"
+        c = snap.get(ChurnSeries) if snap is not None else None
+        if snap is None or c is None or len(c) == 0 or snap.totals.accesses == 0:
+            engine = snap.get(EngineState) if snap is not None else None
+            self.border_title = "Engine history" if engine is not None and engine.history else "Page churn"
             return
-        c = snap.churn
         span = fmt.duration(len(c) * c.slot_seconds)
         # A replay (or the demo) runs on its own clock: say so, rates are per trace second then.
         clock = " of trace time" if abs(c.end_time - snap.taken_at) > TRACE_CLOCK_SKEW else ""

@@ -14,9 +14,17 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
-from kvset import quantities as fmt
-from kvset.core.curve import HitRateCurve
-from kvset.snapshot import Snapshot
+from kvset.api import (
+    BeladyMin,
+    Curves,
+    EngineState,
+    HitRateCurve,
+    OperatingPoint,
+    Snapshot,
+    WindowCurve,
+    WorkingSets,
+)
+from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import axis_value_text, hit_unit, to_unit
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
@@ -129,42 +137,59 @@ def label_point(series: CurveSeries, share: float = 0.6) -> tuple[float, float] 
     return series.x[i], series.y[i]
 
 
-def _knee_point(curve: HitRateCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
-    """The curve's knee (HitRateCurve.knee, the same one the reports print) in display units."""
-    knee = curve.knee(hit_unit(unit))
+def _knee_point(window: WindowCurve, snapshot: Snapshot, unit: str) -> tuple[float, float] | None:
+    """The curve's knee (the curve figure's, the one the reports print) in display units."""
+    knee = window.knee_capacity(hit_unit(unit))
     x = to_unit(knee, snapshot, unit) if knee else None
     if knee is None or x is None:
         return None
-    return float(x), 100.0 * curve.hit_rate(knee, hit_unit(unit))
+    return float(x), 100.0 * window.curve.hit_rate(knee, hit_unit(unit))
 
 
 def _engine_point(snapshot: Snapshot, x: float | None) -> tuple[float, float] | None:
     """The engine's own operating point: its pool and the token hit rate it measured."""
-    op = snapshot.operating_point
+    op = snapshot.get(OperatingPoint)
     if op is None or x is None or op.measured_token_hit_rate is None:
         return None
     return float(x), 100.0 * float(op.measured_token_hit_rate)
 
 
+def engine_pool(snapshot: Snapshot) -> int | None:
+    """The engine's pool in the analyzed stream's blocks (None: it reports none)."""
+    engine = snapshot.get(EngineState)
+    return engine.pool_blocks if engine is not None else None
+
+
 def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     """The curves and markers for this view, or None when there is nothing to draw yet."""
-    all_time = snapshot.curves.get("all")
+    curves = snapshot.get(Curves)
+    every = curves.window("all") if curves is not None else None
+    all_time = every.curve if every is not None else None
     unit = view.effective_unit(snapshot)
-    if all_time is None or all_time.accesses == 0 or len(all_time.capacities) == 0:
+    if (
+        curves is None
+        or every is None
+        or all_time is None
+        or not all_time.accesses
+        or not len(all_time.capacities)
+    ):
         return engine_only(snapshot, unit)
-    window_curve = snapshot.curves.get(view.window) if view.window != "all" else None
-    rows = snapshot.working_set_rows(view.window, view.target_mode)
-    engine_blocks = snapshot.engine_capacity_blocks
+    window_curve = curves.curve(view.window) if view.window != "all" else None
+    ws = snapshot.get(WorkingSets)
+    rows = ws.rows_for(view.window, view.target_mode) if ws is not None else ()
+    engine_blocks = engine_pool(snapshot)
     show_engine = True
     rank = view.rank_view(snapshot)
     if rank is not None:
         # one rank's own cache: its all-time curve (ranks keep no windows), working sets and pool; the
         # engine's measured hit rate is of all ranks together, so no operating point
-        all_time, window_curve, rows = rank.curve, None, rank.working_set_rows(view.target_mode)
+        every, window_curve, rows = rank.window, None, rank.working_set_rows(view.target_mode)
+        all_time = every.curve
         engine_blocks, show_engine = rank.pool_blocks, False
         if all_time.accesses == 0:
             return None
-    opt_curve = snapshot.opt_curve if rank is None else None  # of the merged stream only
+    opt = snapshot.get(BeladyMin)
+    opt_curve = opt.curve if opt is not None and rank is None else None  # of the merged stream only
     shown = [all_time] + [c for c in (window_curve, opt_curve) if c is not None]
     must_show = [b for b in [engine_blocks, *(r.capacity_blocks for r in rows)] if b]
     low_blocks, top = axis_range(shown, must_show, view.log_x, snapshot.horizon)
@@ -180,7 +205,7 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     engine_x = to_unit(engine_blocks, snapshot, unit) if engine_blocks else None
     low = to_unit(low_blocks, snapshot, unit) or float(low_blocks)
     high = to_unit(top, snapshot, unit) or float(top)
-    op = snapshot.operating_point
+    op = snapshot.get(OperatingPoint)
     effective = None
     if op is not None and op.effective_capacity_blocks and op.predicted_token_hit_rate is not None:
         x = to_unit(op.effective_capacity_blocks, snapshot, unit)
@@ -201,14 +226,14 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         engine=_engine_point(snapshot, engine_x) if show_engine else None,
         engine_capacity=engine_x,
         opt=_series(opt_curve, caps, snapshot, unit) if opt_curve is not None else None,
-        knee=_knee_point(all_time, snapshot, unit),
+        knee=_knee_point(every, snapshot, unit),
         effective=effective,
     )
 
 
 def engine_only(snapshot: Snapshot, unit: str) -> PlotData | None:
     """Without block accesses (e.g. only /metrics), the engine's own operating point is all there is."""
-    blocks = snapshot.engine_capacity_blocks
+    blocks = engine_pool(snapshot)
     x = (to_unit(blocks, snapshot, unit) or float(blocks)) if blocks else None
     engine = _engine_point(snapshot, x)
     if engine is None or x is None:

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset.snapshot import Snapshot
+from kvset.api import Snapshot
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 

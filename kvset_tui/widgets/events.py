@@ -8,9 +8,8 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset import quantities as fmt
-from kvset.snapshot import Snapshot
-from kvset.types import TimelineEvent
+from kvset.api import Snapshot, TimelineEvent
+from kvset.api import quantities as fmt
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 

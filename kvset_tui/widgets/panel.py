@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from kvset.snapshot import Snapshot
+from kvset.api import Snapshot, Tiers
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 
@@ -82,7 +82,7 @@ class SnapshotView(_Widget):
     def crowded(self) -> bool:
         """True when the side column also holds the tiers panel (--tiers): explanation lines give way
         (the help screen has them)."""
-        return self.snapshot is not None and self.snapshot.tiers_requested
+        return self.snapshot is not None and self.snapshot.get(Tiers) is not None
 
     def set_palette(self, palette: KvsetTheme) -> None:
         self.palette = palette

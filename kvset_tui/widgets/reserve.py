@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset import quantities as fmt
-from kvset.snapshot import Reserve, Snapshot
+from kvset.api import Curves, Reserve, Snapshot
+from kvset.api import quantities as fmt
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 from kvset_tui.widgets.working_sets import NO_DATA, NOT_REACHED
@@ -31,7 +31,8 @@ def working_set_text(r: Reserve, snap: Snapshot) -> str:
     """The all-time working set in bytes, or why there is none."""
     if r.working_set_bytes is not None:
         return fmt.format_bytes(r.working_set_bytes, significant=fmt.SHORT_DIGITS)
-    return NO_DATA if snap.curve("all").accesses == 0 else NOT_REACHED
+    curves = snap.get(Curves)
+    return NO_DATA if curves is None or curves.curve("all").accesses == 0 else NOT_REACHED
 
 
 class ReservePanel(SnapshotView, Widget):
@@ -50,7 +51,7 @@ class ReservePanel(SnapshotView, Widget):
         return (id(snapshot),)
 
     def on_data(self) -> None:
-        r = self.snapshot.reserve if self.snapshot is not None else None
+        r = self.snapshot.get(Reserve) if self.snapshot is not None else None
         if r is None:
             self.border_title = "Reserve"
         else:
@@ -60,8 +61,8 @@ class ReservePanel(SnapshotView, Widget):
     def render(self) -> RenderResult:
         p = self.palette
         snap = self.snapshot
-        r: Reserve | None = snap.reserve if snap is not None else None
-        if r is None or snap is None:
+        r = snap.get(Reserve) if snap is not None else None
+        if snap is None or r is None:
             out = Text(NO_MODEL, style=p.rich("warn"))
             if not self.compact:
                 out.append(

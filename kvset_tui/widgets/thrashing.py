@@ -8,8 +8,17 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset import quantities as fmt
-from kvset.snapshot import MISSES_ONLY, NEAR_MISS_THRASHING, NEAR_MISS_WARN, RANK_POOL_SOURCE, Snapshot
+from kvset.api import (
+    MISSES_ONLY,
+    NEAR_MISS_THRASHING,
+    NEAR_MISS_WARN,
+    RANK_POOL_SOURCE,
+    OperatingPoint,
+    Snapshot,
+    Thrashing,
+    ThrashingByWindow,
+)
+from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -22,6 +31,12 @@ ALL_TIME_ONLY = "judged over all time only: each data-parallel rank has its own 
 NOT_JUDGED = "not judged: no cache capacity to judge at"
 NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine"
 NOT_JUDGED_HOW_SHORT = "give --capacity BLOCKS or --metrics"
+
+
+def judged(snapshot: Snapshot | None, window: str) -> Thrashing | None:
+    """The thrashing figures of the window, if it was judged."""
+    by_window = snapshot.get(ThrashingByWindow) if snapshot is not None else None
+    return by_window.get(window) if by_window is not None else None
 
 
 class ThrashingPanel(SnapshotView, Widget):
@@ -44,7 +59,7 @@ class ThrashingPanel(SnapshotView, Widget):
 
     def on_data(self) -> None:
         window = self.view.window
-        t = self.snapshot.thrashing.get(window) if self.snapshot is not None else None
+        t = judged(self.snapshot, window)
         level = t.level if t is not None else None
         for name in ("ok", "warn", "thrashing"):
             self.set_class(level == name, f"-{name}")
@@ -54,12 +69,12 @@ class ThrashingPanel(SnapshotView, Widget):
         p = self.palette
         snap = self.snapshot
         window = self.view.window
-        t = snap.thrashing.get(window) if snap is not None else None
+        t = judged(snap, window)
         if snap is None or t is None:
             if snap is None or snap.totals.accesses == 0:
                 return Text("no block accesses yet", style=p.rich("muted"))
-            all_time = snap.thrashing.get("all")
-            if all_time is not None and all_time.capacity_source == RANK_POOL_SOURCE:
+            by_window = snap.get(ThrashingByWindow)
+            if by_window is not None and by_window.by_rank_pools:
                 return Text(ALL_TIME_ONLY, style=p.rich("muted"))
             out = Text(NOT_JUDGED, style=p.rich("muted"))
             out.append(
@@ -88,7 +103,7 @@ class ThrashingPanel(SnapshotView, Widget):
         out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
         out.append("   +25 % cap ", style=p.rich("muted"))
         out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
-        op = snap.operating_point
+        op = snap.get(OperatingPoint)
         if snap.curve_scope == MISSES_ONLY:
             # the engine's KV events show its misses only: this curve is not the engine's own
             out.append(

@@ -11,8 +11,8 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset import quantities as fmt
-from kvset.snapshot import NextTier, Snapshot, TierPlan
+from kvset.api import NextTier, Snapshot, TierPlan, Tiers
+from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -32,6 +32,12 @@ def next_tier_text(n: NextTier, snapshot: Snapshot, unit: str, short: bool = Fal
     if short:
         return f"next {goal}: {size} → {fmt.percent(n.block_hit_rate)}"
     return f"next tier for {goal}: {size}, all tiers {fmt.percent(n.block_hit_rate)}"
+
+
+def tier_plan(snapshot: Snapshot | None) -> TierPlan | None:
+    """The tiers' shares (None: no --tiers, or they wait for the stream's block size)."""
+    tiers = snapshot.get(Tiers) if snapshot is not None else None
+    return tiers.plan if tiers is not None else None
 
 
 def share_text(rate: float, exact: bool) -> str:
@@ -54,7 +60,7 @@ class TiersPanel(SnapshotView, Widget):
         return (id(snapshot), view.effective_unit(snapshot))
 
     def on_data(self) -> None:
-        plan = self.snapshot.tiers if self.snapshot is not None else None
+        plan = tier_plan(self.snapshot)
         # the misses in the title: a short screen has no row for them
         self.border_title = (
             "Tiers" if plan is None else f"Tiers · {plan.mode} · miss {fmt.percent(plan.miss_block_rate)}"
@@ -63,9 +69,9 @@ class TiersPanel(SnapshotView, Widget):
     def render(self) -> RenderResult:
         p = self.palette
         snap = self.snapshot
-        plan = snap.tiers if snap is not None else None
+        plan = tier_plan(snap)
         if snap is None or plan is None:
-            asked = snap is not None and snap.tiers_requested
+            asked = snap is not None and snap.get(Tiers) is not None
             return Text(WAITING if asked else "no tiers: give --tiers C1,C2", style=p.rich("muted"))
         unit = self.view.effective_unit(snap)
         if self.compact:

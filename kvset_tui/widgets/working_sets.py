@@ -12,9 +12,17 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset import quantities as fmt
-from kvset.snapshot import Snapshot, WorkingSetRow
-from kvset.snapshot.model import FITS_WITH_RESERVE, FITS_WORKING_SET
+from kvset.api import (
+    FITS_WITH_RESERVE,
+    FITS_WORKING_SET,
+    BeladyMin,
+    Curves,
+    Ranks,
+    Snapshot,
+    WorkingSetRow,
+    WorkingSets,
+)
+from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import capacity_text, hit_unit
 from kvset_tui.sparkline import sparkline
 from kvset_tui.theming import KvsetTheme
@@ -75,9 +83,12 @@ OPT_ALL_TIME = "MIN: of the whole trace, in the all window (w)"
 def opt_gap_text(snapshot: Snapshot, unit: str, narrow: bool = False) -> str:
     """With --opt: MIN's hit rate against LRU's at the engine's pool (or --capacity), else what MIN is
     waiting for; nothing without --opt."""
-    gap = snapshot.policy_gap
+    belady = snapshot.get(BeladyMin)
+    if belady is None:
+        return ""
+    gap = belady.gap
     if gap is None:
-        return snapshot.opt_note or ""
+        return belady.note or ""
     at = gap.at_capacity()
     if at is None:
         return (
@@ -99,16 +110,17 @@ def opt_gap_text(snapshot: Snapshot, unit: str, narrow: bool = False) -> str:
 
 def ranks_subtitle(snapshot: Snapshot, view: ViewState) -> str:
     """With data-parallel ranks: the selected rank's share and pool, or the merged stream's pooling gain."""
-    if not snapshot.ranks:
+    by_rank = snapshot.get(Ranks)
+    if by_rank is None:
         return ""
     rank = view.rank_view(snapshot)
     if rank is not None:
         share = rank.accesses / snapshot.totals.accesses if snapshot.totals.accesses else None
         pool = f" · own pool {fmt.count(rank.pool_blocks)} blk" if rank.pool_blocks else ""
         return f"{fmt.percent(share)} of accesses{pool}"
-    p = snapshot.pooling
+    p = by_rank.pooling
     if p is None:
-        return f"{len(snapshot.ranks)} ranks · pooling gain not computed"
+        return f"{len(by_rank.views)} ranks · pooling gain not computed"
     return (
         f"pooled {fmt.count(p.capacity_blocks)} blk: {fmt.points(p.gain('blocks'))} over {p.ranks} rank pools"
     )
@@ -133,7 +145,8 @@ class WorkingSetTable(SnapshotView, Widget):
     def shows_opt(self) -> bool:
         """MIN's column: with its curve, on the merged stream (ranks have none)."""
         snap = self.snapshot
-        return snap is not None and snap.opt_curve is not None and self.view.rank_view(snap) is None
+        opt = snap.get(BeladyMin) if snap is not None else None
+        return opt is not None and opt.curve is not None and self.view.rank_view(snap) is None
 
     def on_data(self) -> None:
         rank = self.view.rank_label(self.snapshot)
@@ -155,7 +168,8 @@ class WorkingSetTable(SnapshotView, Widget):
         if snap is None:
             return Text("waiting for data…", style=p.rich("muted"))
         window = self.view.window
-        rows = snap.working_set_rows(window, self.view.target_mode)
+        ws = snap.get(WorkingSets)
+        rows = ws.rows_for(window, self.view.target_mode) if ws is not None else ()
         rank = self.view.rank_view(snap)
         if rank is not None:
             window, rows = "all", rank.working_set_rows(self.view.target_mode)
@@ -179,7 +193,9 @@ class WorkingSetTable(SnapshotView, Widget):
             table.add_column("trend", no_wrap=True)
         table.add_column("fits", justify="right", no_wrap=True)
         bound = ""
-        empty = (rank.curve if rank is not None else snap.curve(window)).accesses == 0
+        curves = snap.get(Curves)
+        shown = rank.curve if rank is not None else curves.curve(window) if curves is not None else None
+        empty = shown is None or shown.accesses == 0
         for row in rows:
             target = fmt.target_label(row.target, row.mode)
             if not row.reached:

@@ -70,11 +70,11 @@ def test_min_never_needs_more_capacity_than_lru_for_any_target(capsys, mode, tar
     r = json.loads(out)
     gaps = r["policy_gap"]["working_sets"]
     assert (
-        [w["target"] for w in r["working_sets"]]
+        [w["target"] for w in [w for w in r["working_sets"] if w["window"] == "all"]]
         == [g["target"] for g in gaps]
         == [float(t) for t in targets.split(",")]
     )
-    for w, g in zip(r["working_sets"], gaps, strict=True):
+    for w, g in zip([w for w in r["working_sets"] if w["window"] == "all"], gaps, strict=True):
         assert w["opt_capacity_blocks"] is not None and w["opt_capacity_blocks"] <= w["capacity_blocks"]
         assert (
             g["opt_capacity_blocks"] == w["opt_capacity_blocks"]
@@ -83,7 +83,7 @@ def test_min_never_needs_more_capacity_than_lru_for_any_target(capsys, mode, tar
         assert g["capacity_gap_blocks"] == w["capacity_blocks"] - w["opt_capacity_blocks"] >= 0
         assert g["capacity_ratio"] == pytest.approx(w["capacity_blocks"] / w["opt_capacity_blocks"])
     # the smallest capacity: the curve reaches the target there and not one block below
-    rows = {w["opt_capacity_blocks"]: w for w in r["working_sets"]}
+    rows = {w["opt_capacity_blocks"]: w for w in [w for w in r["working_sets"] if w["window"] == "all"]}
     caps = sorted({c for c in rows} | {c - 1 for c in rows})
     _, out, _ = run_cli(
         capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json", "--capacities", ",".join(map(str, caps))
@@ -103,7 +103,9 @@ def test_the_text_shows_the_gap_at_the_capacity_and_the_knee(capsys):
     start = (
         lines.index("policy gap: LRU against Belady MIN (a policy with foresight) on the same accesses:") + 3
     )
-    for w, line in zip(r["working_sets"], lines[start : start + 3], strict=True):
+    for w, line in zip(
+        [w for w in r["working_sets"] if w["window"] == "all"], lines[start : start + 3], strict=True
+    ):
         cells = [c.strip() for c in line.split("  ") if c.strip()]
         lru, opt = w["capacity_blocks"], w["opt_capacity_blocks"]
         assert cells[1:] == [f"{lru:,}", f"{opt:,}", f"{lru - opt:,}", f"{lru / opt:.2f}x"]
@@ -152,7 +154,9 @@ def test_verify_opt_passes_on_the_mooncake_trace(capsys):
     opt_caps = [row["capacity_blocks"] for row in r["opt"]["capacities"]]
     assert opt_caps == [row["capacity_blocks"] for row in r["capacities"]] and len(opt_caps) >= 20
     _, out, _ = run_cli(capsys, "analyze", str(MOONCAKE_TRACE), "--opt", "--json")
-    for w in json.loads(out)["working_sets"]:  # MIN's own working sets and the capacity below are checked
+    for w in [
+        w for w in json.loads(out)["working_sets"] if w["window"] == "all"
+    ]:  # MIN's own working sets and the capacity below are checked
         assert {w["opt_capacity_blocks"], w["opt_capacity_blocks"] - 1} <= set(opt_caps)
 
 
@@ -198,7 +202,10 @@ def test_kvset_top_once_opt_gives_what_analyze_opt_gives(capsys):
         for w in snap["working_sets"]
         if w["window"] == "all" and w["mode"] == "coverage"
     }
-    assert live == {w["target"]: w["opt_capacity_blocks"] for w in offline["working_sets"]}
+    assert live == {
+        w["target"]: w["opt_capacity_blocks"]
+        for w in [w for w in offline["working_sets"] if w["window"] == "all"]
+    }
     assert all(w["opt_capacity_blocks"] is None for w in snap["working_sets"] if w["window"] != "all")
     pool = next(h for h in snap["policy_gap"]["hit_rates"] if h["where"] == "chosen")
     assert pool == offline["policy_gap"]["hit_rates"][0]

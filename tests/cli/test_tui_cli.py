@@ -142,4 +142,6 @@ def test_main_starts_the_app_with_the_display_flags(monkeypatch, tmp_path):
         "absolute",
     )
     assert app.monitor is not None and app.monitor.interval == 1.0
-    assert app.monitor.builder.config.main_mode == "absolute"  # the snapshot carries it to the churn panel
+    assert (
+        app.monitor.builder.config.targets.main_mode == "absolute"
+    )  # the snapshot carries it to the churn panel

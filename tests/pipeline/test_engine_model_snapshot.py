@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from kvset.api import MISSES_ONLY, Curves, OperatingPoint
 from kvset.core.analyzer import Analyzer
 from kvset.engine.kv_event_tracker import KvEventTracker
+from kvset.engine_model.summed import MODEL_NAME, EngineModel
 from kvset.rejects import RejectCounter
 from kvset.report import snapshot_json
 from kvset.report.as_text import snapshot_text
-from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
-from kvset.snapshot.engine_model import MODEL_NAME, EngineModel
-from kvset.snapshot.model import MISSES_ONLY
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import EngineReading, SourceHealth
 from kvset.units import NULL_BLOCKS_VLLM, EnginePool
 from tests.support.kv_values import message, removed, stored
@@ -47,14 +47,14 @@ def replayed(report_hits: bool = True):
     )
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
     snap = SnapshotBuilder(SnapshotConfig()).build(
-        analyzer, (health,), reading, (), 0.0, now=0.0, engine_model=model
+        analyzer, Readings(sources=(health,), engine=reading, engine_model=model), now=0.0
     )
     return engine, snap
 
 
 def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause():
     engine, snap = replayed()
-    op = snap.operating_point
+    op = snap.get(OperatingPoint)
     assert op.model == MODEL_NAME and op.capacity_blocks == USABLE  # the blocks that can cache
     assert op.predicted_token_hit_rate == pytest.approx(engine.measured_token_hit_rate, abs=0.02)
     assert op.difference() == pytest.approx(engine.measured_token_hit_rate - op.predicted_token_hit_rate)
@@ -62,7 +62,7 @@ def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause(
     assert sum(breakdown.values()) == pytest.approx(1.0)
     assert breakdown["hit"] == pytest.approx(op.predicted_token_hit_rate)
     # the effective capacity is where the exact LRU curve has the model's hits
-    curve = snap.curve("all")
+    curve = snap.get(Curves).curve("all")
     assert curve.hit_rate(op.effective_capacity_blocks, "tokens") >= curve.hit_rate(
         op.effective_capacity_blocks - 1, "tokens"
     )
@@ -85,7 +85,7 @@ def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause(
 
 def test_misses_only_says_what_cannot_be_predicted():
     _, snap = replayed(report_hits=False)  # vLLM's default: its hits are not in the events
-    op = snap.operating_point
+    op = snap.get(OperatingPoint)
     assert snap.curve_scope == MISSES_ONLY
     assert op.predicted_token_hit_rate is None and op.model is None and op.effective_capacity_blocks is None
     assert any("cannot be predicted" in n for n in op.notes)
@@ -119,9 +119,9 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     reading = EngineReading(at=0.0, pools=pools, token_hit_rate=measured, label="vllm /metrics")
     health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
     snap = SnapshotBuilder(SnapshotConfig()).build(
-        merged, (health,), reading, (), 0.0, now=0.0, engine_model=model, ranks=per_rank
+        merged, Readings(sources=(health,), engine=reading, engine_model=model, ranks=per_rank), now=0.0
     )
-    op = snap.operating_point
+    op = snap.get(OperatingPoint)
     # each rank's block pool is replayed at its own size: read at the merged pool it would be far too high
     assert op.predicted_token_hit_rate == pytest.approx(measured, abs=0.02)
     assert model.at(pool).hit_rate > measured + 0.05
@@ -130,7 +130,7 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     own = [a.curve() for a in per_rank.values()]
     separate = sum(c.hits(USABLE, "tokens") for c in own) / sum(c.tokens for c in own)
     assert op.lru("all") == pytest.approx(separate)
-    assert op.lru("all") != pytest.approx(snap.curve("all").hit_rate(pool, "tokens"))
+    assert op.lru("all") != pytest.approx(snap.get(Curves).curve("all").hit_rate(pool, "tokens"))
     assert any("2 data-parallel ranks" in n for n in op.notes)
     # the effective capacity is each rank's: their own LRUs of that size hit what the model hits
     eff = op.effective_capacity_blocks

@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 import pytest
 
+from kvset.api import Curves, EngineState, ThrashingByWindow, WorkingSets
 from kvset.cli.flags import add_monitor_arguments
 from kvset.cli.live_monitor import UsageError, build_monitor, once_seconds
 from kvset.core.analyzer import Analyzer
@@ -52,7 +53,7 @@ def test_collect_gives_the_same_curve_as_feeding_directly():
     keys = np.array(toy_keys(), dtype=np.uint64)
     src = ListSource([AccessBatch(keys[:20], timestamps=1.0), AccessBatch(keys[20:], timestamps=2.0)])
     snap = _monitor(src).collect()
-    c = snap.curve("all")
+    c = snap.get(Curves).curve("all")
     assert c.accesses == 50 and c.hits(8) == 37 and c.hits(7) == 30
     assert snap.sources[0].finished
     assert snap.totals.first_time == 13
@@ -93,13 +94,13 @@ def test_engine_capacity_drives_thrashing_and_fits_pool():
     keys = np.tile(np.arange(40, dtype=np.uint64), 20)  # a scan over 40 blocks: every reuse at distance 40
     engine = EngineReading(at=time.time(), pools=(EnginePool(36, 16),))
     snap = _monitor(ListSource([AccessBatch(keys, timestamps=5.0, block_size=16)], engine=engine)).collect()
-    th = snap.thrashing["all"]
+    th = snap.get(ThrashingByWindow).windows["all"]
     assert th.capacity_blocks == 36 and th.capacity_source == "engine"
     assert th.hit_rate == 0.0 and th.gain_25pct > 0.9
     assert (
         th.near_miss_share == pytest.approx(760 / 800) and th.level == "thrashing"
     )  # first accesses are far misses
-    row = snap.working_set_rows("all", "coverage")[0]
+    row = snap.get(WorkingSets).rows_for("all", "coverage")[0]
     assert row.capacity_blocks == 40 and row.fits_pool is False
 
 
@@ -127,7 +128,7 @@ def test_once_replay_equals_offline_analysis():
     a = Analyzer()
     a.feed(trace.keys, tokens=trace.tokens, timestamps=0.0)
     offline = a.curve()
-    live = snap.curve("all")
+    live = snap.get(Curves).curve("all")
     assert live.accesses == offline.accesses == 121_877
     for c in (10, 1000, 25_000, 43_000):
         assert live.hits(c) == offline.hits(c) and live.hits(c, "tokens") == offline.hits(c, "tokens")
@@ -138,9 +139,9 @@ def test_demo_once_shows_phases_and_pool():
     m = build_monitor(args)
     m.sources[0].duration = 200.0  # keep the test short
     snap = m.collect(once_seconds(args, m))
-    assert snap.demo and snap.engine.capacity_blocks
+    assert snap.demo and snap.get(EngineState).reading.capacity_blocks
     assert any(e.kind == "phase" for e in snap.events)
-    assert snap.thrashing["all"].capacity_source == "engine"
+    assert snap.get(ThrashingByWindow).windows["all"].capacity_source == "engine"
 
 
 def test_follow_tails_a_growing_trace(tmp_path):
@@ -199,7 +200,7 @@ def test_engine_pool_is_converted_to_the_streams_blocks_through_tokens():
     src = ListSource([AccessBatch(np.tile(keys, 2), timestamps=1.0, block_size=512)], engine=engine)
     src.units = StreamUnits(512, "format")
     snap = _monitor(src).collect()
-    assert snap.thrashing["all"].capacity_blocks == 1_914
+    assert snap.get(ThrashingByWindow).windows["all"].capacity_blocks == 1_914
     assert snapshot_json(snap)["operating_point"]["capacity_blocks"] == 1_914
 
 
@@ -262,12 +263,12 @@ def test_a_live_engine_clock_ahead_of_ours_does_not_freeze_the_windows():
     normal = AccessBatch(np.arange(100, 200, dtype=np.uint64), timestamps=now + 2)  # after the re-stamped one
     snap = _monitor(LiveListSource([ahead, normal])).collect()
     assert snap.totals.late_accesses == 0  # the future batch was re-stamped, so nothing lands "late"
-    assert snap.curve("1m").accesses == 105
+    assert snap.get(Curves).curve("1m").accesses == 105
     assert any("ahead of this clock" in r.reason for r in snap.sources[0].rejected)
 
 
 def test_misses_only_sources_make_the_curve_scope_misses_only():
-    from kvset.snapshot import MISSES_ONLY
+    from kvset.api import MISSES_ONLY
 
     engine = EngineReading(at=time.time(), pools=(EnginePool(50, 16),), token_hit_rate=0.5)
     batch = AccessBatch(np.tile(np.arange(40, dtype=np.uint64), 3), timestamps=time.time(), block_size=16)
@@ -290,5 +291,5 @@ def test_engine_history_keeps_only_what_the_engine_measured():
                 yield SourceUpdate(engine=EngineReading(at=float(i), token_hit_rate=rate, resident_blocks=i))
 
     snap = _monitor(Readings()).collect()
-    assert len(snap.engine_history) == 4
-    assert all(r.token_hit_rate == 0.5 for r in snap.engine_history)
+    assert len(snap.get(EngineState).history) == 4
+    assert all(r.token_hit_rate == 0.5 for r in snap.get(EngineState).history)

@@ -7,11 +7,13 @@ from functools import partial
 import numpy as np
 import pytest
 
+from kvset.api import BeladyMin, Curves, WorkingSets
 from kvset.core.naive import naive_min_curve, reverse_within_requests
 from kvset.core.opt import opt_histogram
 from kvset.core.stack_distance import new_analyzer
 from kvset.formats import read_trace
 from kvset.monitor import OPT_COMPUTING, OPT_WAITING, Monitor
+from kvset.report import snapshot_json
 from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.base import Source
 from kvset.sources.replay import ReplaySource
@@ -52,7 +54,7 @@ def _monitor(sources, order="forward", **config):
 def test_replayed_file_gets_the_min_curve_of_exactly_what_was_analyzed(order):
     trace = read_trace(MOONCAKE_TRACE)
     snap = _monitor([ReplaySource(str(MOONCAKE_TRACE), speed=None)], order).collect()
-    assert snap.opt_note is None and snap.opt_curve is not None
+    assert snap.get(BeladyMin).note is None and snap.get(BeladyMin).curve is not None
     keys, tokens = [], []
     for b in trace.batches():
         k, t = b.keys.tolist(), b.tokens.tolist()
@@ -60,12 +62,12 @@ def test_replayed_file_gets_the_min_curve_of_exactly_what_was_analyzed(order):
             k, t = reverse_within_requests(k, b.request_starts), reverse_within_requests(t, b.request_starts)
         keys += k
         tokens += t
-    c = snap.opt_curve
+    c = snap.get(BeladyMin).curve
     assert c.accesses == len(keys) == snap.totals.accesses and c.tokens == sum(tokens) == snap.totals.tokens
     caps = [1, 7, 100, 2_000, 9_000, 30_000]
     for cap, (hits, token_hits) in naive_min_curve(keys, caps, tokens).items():
         assert (c.hits(cap), c.hits(cap, "tokens")) == (hits, token_hits), cap
-    assert all(c.hits(cap) >= snap.curve("all").hits(cap) for cap in caps)
+    assert all(c.hits(cap) >= snap.get(Curves).curve("all").hits(cap) for cap in caps)
 
 
 def test_min_waits_for_the_whole_file_then_every_snapshot_has_it():
@@ -74,12 +76,15 @@ def test_min_waits_for_the_whole_file_then_every_snapshot_has_it():
         AccessBatch(rng.integers(0, 400, 500).astype(np.uint64), timestamps=float(i)) for i in range(6)
     ]
     source = GatedSource(batches)
-    monitor = _monitor([source], capacity_blocks=100)
+    monitor = _monitor([source], options={"capacity": 100})
     seen, stop = [], threading.Event()
 
     def publish(snap):
         seen.append(snap)
-        if snap.opt_curve is not None and len([s for s in seen if s.opt_curve is not None]) >= 2:
+        if (
+            snap.get(BeladyMin).curve is not None
+            and len([s for s in seen if s.get(BeladyMin).curve is not None]) >= 2
+        ):
             stop.set()
 
     worker = threading.Thread(target=monitor.run, args=(stop, publish), daemon=True)
@@ -87,32 +92,38 @@ def test_min_waits_for_the_whole_file_then_every_snapshot_has_it():
     while not any(s.totals.accesses == 3000 for s in seen):  # every batch analyzed, the file not yet ended
         stop.wait(0.01)
     waiting = [s for s in seen if s.totals.accesses == 3000][-1]
-    assert waiting.opt_curve is None and waiting.policy_gap is None and waiting.opt_note == OPT_WAITING
+    assert (
+        waiting.get(BeladyMin).curve is None
+        and waiting.get(BeladyMin).gap is None
+        and waiting.get(BeladyMin).note == OPT_WAITING
+    )
     source.release.set()
     worker.join(10)
     assert not worker.is_alive()
-    notes = [s.opt_note for s in seen]
+    notes = [s.get(BeladyMin).note for s in seen]
     assert OPT_COMPUTING in notes and notes[-1] is None  # said so while computing, then the curve
     final = seen[-1]
     keys = np.concatenate([b.keys for b in batches])
-    assert np.array_equal(final.opt_curve.block_hits, opt_histogram(keys).curve().block_hits)
-    gap = final.policy_gap.at_capacity()
+    assert np.array_equal(final.get(BeladyMin).curve.block_hits, opt_histogram(keys).curve().block_hits)
+    gap = final.get(BeladyMin).gap.at_capacity()
     assert (gap.capacity_blocks, gap.where) == (100, "chosen")
     assert (
         gap.opt_block_hit_rate
-        == final.opt_curve.hit_rate(100)
+        == final.get(BeladyMin).curve.hit_rate(100)
         >= gap.lru_block_hit_rate
-        == final.curve().hit_rate(100)
+        == final.get(Curves).curve().hit_rate(100)
     )
-    rows = final.working_set_rows("all", "coverage")
-    assert [r.opt_capacity_blocks for r in rows] == [final.opt_curve.working_set(r.target) for r in rows]
-    assert all(r.opt_capacity_blocks is None for r in final.working_set_rows("5m", "coverage"))
+    rows = final.get(WorkingSets).rows_for("all", "coverage")
+    assert [r.opt_capacity_blocks for r in rows] == [
+        final.get(BeladyMin).curve.working_set(r.target) for r in rows
+    ]
+    assert all(r.opt_capacity_blocks is None for r in final.get(WorkingSets).rows_for("5m", "coverage"))
 
 
 def test_a_replay_cut_short_gets_no_min_curve_and_says_why():
     source = GatedSource([AccessBatch(np.arange(50, dtype=np.uint64), timestamps=1.0)])
     snap = _monitor([source]).collect(seconds=0.3)  # --once --duration: the source never finished
-    assert snap.opt_curve is None and "not read to its end" in snap.opt_note
+    assert snap.get(BeladyMin).curve is None and "not read to its end" in snap.get(BeladyMin).note
 
 
 def test_without_opt_nothing_is_kept_and_nothing_is_said():
@@ -120,4 +131,5 @@ def test_without_opt_nothing_is_kept_and_nothing_is_said():
         [ReplaySource(str(MOONCAKE_TRACE), speed=None)], new_analyzer, SnapshotBuilder(SnapshotConfig())
     )
     snap = monitor.collect()
-    assert snap.opt_curve is None and snap.opt_note is None and snap.policy_gap is None
+    assert snap.get(BeladyMin) is None  # MIN was not asked for: no result, and its JSON keys are null
+    assert snapshot_json(snap)["opt"] is None and snapshot_json(snap)["opt_note"] is None

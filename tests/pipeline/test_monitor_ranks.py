@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from kvset.api import Curves, Ranks
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import simulate_lru
 from kvset.monitor import Monitor
@@ -94,7 +95,7 @@ def ranked():
     traffic = agent_traffic()
     publishers = [FakeVllmPublisher(rank=r) for r in range(RANKS)]
     try:
-        snap, analyzer = run_monitor(publishers, traffic, SnapshotConfig(capacity_blocks=RANK_POOL))
+        snap, analyzer = run_monitor(publishers, traffic, SnapshotConfig(options={"capacity": RANK_POOL}))
     finally:
         for p in publishers:
             p.close()
@@ -119,8 +120,8 @@ def test_the_merged_stream_is_every_ranks_accesses_interleaved(ranked):
 
 def test_each_ranks_curve_is_the_offline_analysis_of_what_it_published(ranked):
     snap, sent, *_ = ranked
-    assert [v.rank for v in snap.ranks] == list(range(RANKS))
-    for view in snap.ranks:
+    assert [v.rank for v in snap.get(Ranks).views] == list(range(RANKS))
+    for view in snap.get(Ranks).views:
         keys, tokens = sent[view.rank]
         expected = offline(keys, tokens).curve()
         assert view.accesses == len(keys) and view.distinct_blocks == len(set(keys))
@@ -137,8 +138,8 @@ def test_each_ranks_curve_is_the_offline_analysis_of_what_it_published(ranked):
 def test_the_merged_curve_is_the_offline_analysis_of_the_interleaved_stream(ranked):
     snap, _, merged_keys, merged_tokens, _ = ranked
     expected = offline(merged_keys, merged_tokens).curve()
-    np.testing.assert_array_equal(snap.curve("all").block_hits, expected.block_hits)
-    np.testing.assert_array_equal(snap.curve("all").token_hits, expected.token_hits)
+    np.testing.assert_array_equal(snap.get(Curves).curve("all").block_hits, expected.block_hits)
+    np.testing.assert_array_equal(snap.get(Curves).curve("all").token_hits, expected.token_hits)
 
 
 def test_the_pooling_gain_is_a_shared_lru_against_one_lru_per_rank(ranked):
@@ -146,8 +147,8 @@ def test_the_pooling_gain_is_a_shared_lru_against_one_lru_per_rank(ranked):
     total_blocks, total_tokens = len(merged_keys), sum(merged_tokens)
     shared = simulate_lru(merged_keys, RANKS * RANK_POOL, merged_tokens)
     separate = [simulate_lru(keys, RANK_POOL, tokens) for keys, tokens in sent.values()]
-    p = snap.pooling
-    assert p is not None and snap.pooling_note is None
+    p = snap.get(Ranks).pooling
+    assert p is not None and snap.get(Ranks).note is None
     assert p.capacity_blocks == RANKS * RANK_POOL and p.capacity_source == "chosen"
     assert p.shared_hit_rate["blocks"] == pytest.approx(shared[0] / total_blocks)
     assert p.shared_hit_rate["tokens"] == pytest.approx(shared[1] / total_tokens)
@@ -181,8 +182,8 @@ def test_once_json_and_text_carry_the_ranks_and_the_pooling_gain(ranked):
     pooling = out["pooling"]
     assert pooling["computed"] and pooling["capacity_blocks"] == RANKS * RANK_POOL
     assert pooling["rank_capacity_blocks"] == {str(r): RANK_POOL for r in range(RANKS)}
-    assert pooling["block_gain"] == pytest.approx(snap.pooling.gain("blocks"))
+    assert pooling["block_gain"] == pytest.approx(snap.get(Ranks).pooling.gain("blocks"))
     assert "sum of the ranks' pools" in pooling["how"]
     text = snapshot_text(snap)
     assert f"one shared pool of {RANKS * RANK_POOL:,} blocks" in text
-    assert f"gain {100 * snap.pooling.gain('blocks'):+.2f} pt" in text
+    assert f"gain {100 * snap.get(Ranks).pooling.gain('blocks'):+.2f} pt" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from kvset.api import Curves
 from kvset.core.stack_distance import Sampling, new_analyzer
 from kvset.exporter.collector import snapshot_families
 from kvset.monitor import Monitor
@@ -23,7 +24,7 @@ def _snapshot(sampling):
 def test_snapshot_of_a_sample_carries_it_into_json_and_metrics():
     snap = _snapshot(Sampling(rate=0.1, seed=3))
     assert snap.sample is not None and (snap.sample.rate, snap.sample.seed) == (0.1, 3)
-    assert all(c.estimate for c in snap.curves.values())
+    assert all(w.curve.estimate for w in snap.get(Curves).windows.values())
     assert snap.totals.accesses == 121_877  # counted, not estimated
     js = snapshot_json(snap)
     assert js["estimate"]["tracked_blocks"] == snap.sample.tracked_blocks

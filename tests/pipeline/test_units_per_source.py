@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from kvset.api import Curves, EngineState, OperatingPoint, Reserve, WorkingSets
 from kvset.cli.flags import add_monitor_arguments
 from kvset.cli.live_monitor import build_monitor, once_seconds
 from kvset.core.stack_distance import new_analyzer
@@ -51,15 +52,15 @@ def assert_figures_in(snap, block_size: int, pool_blocks: int | None) -> None:
     per_block = block_size * KV_BYTES_PER_TOKEN
     assert snap.block_tokens == block_size and snap.units.block_size == block_size
     assert snap.bytes_per_block == per_block
-    rows = [r for r in snap.working_sets if r.capacity_blocks is not None]
+    rows = [r for r in snap.get(WorkingSets).rows if r.capacity_blocks is not None]
     assert rows, "no working set reached"
     for r in rows:
         assert r.capacity_bytes == r.capacity_blocks * per_block  # GiB = this / 2**30
         assert r.capacity_tokens == r.capacity_blocks * block_size
-    assert snap.engine_capacity_blocks == pool_blocks
+    assert snap.get(EngineState).pool_blocks == pool_blocks
     if pool_blocks is not None:
-        assert snap.reserve.pool_bytes == pool_blocks * per_block
-        assert snap.operating_point.capacity_tokens == pool_blocks * block_size
+        assert snap.get(Reserve).pool_bytes == pool_blocks * per_block
+        assert snap.get(OperatingPoint).capacity_tokens == pool_blocks * block_size
     js = snapshot_json(snap)
     assert js["block_tokens"] == block_size and js["units"]["block_size"] == block_size
 
@@ -151,8 +152,8 @@ def test_metrics_alone_are_in_the_engines_own_blocks():
     finally:
         engine.stop()
     assert snap.units == StreamUnits(16, "metrics") and snap.totals.accesses == 0
-    assert snap.engine_capacity_blocks == 61_274 and snap.bytes_per_block == 16 * KV_BYTES_PER_TOKEN
-    assert snap.reserve.pool_bytes == 61_274 * 16 * KV_BYTES_PER_TOKEN
+    assert snap.get(EngineState).pool_blocks == 61_274 and snap.bytes_per_block == 16 * KV_BYTES_PER_TOKEN
+    assert snap.get(Reserve).pool_bytes == 61_274 * 16 * KV_BYTES_PER_TOKEN
 
 
 def test_the_demo_is_generated_in_the_block_size_asked_for():
@@ -206,7 +207,7 @@ def test_accesses_before_the_units_wait_for_them_and_none_is_lost():
     )
     snap = collect(late)
     assert snap.units == StreamUnits(64, "inferred") and snap.totals.accesses == 5
-    assert snap.totals.tokens == 5 * 64 and snap.curve("all").hits(3) == 2
+    assert snap.totals.tokens == 5 * 64 and snap.get(Curves).curve("all").hits(3) == 2
 
 
 def test_a_batch_of_another_block_size_is_refused_counted_and_named():

@@ -21,7 +21,6 @@ from tests.support.paths import MOONCAKE_TRACE
 
 def compile_kernels() -> None:
     from kvset.cli import main
-    from kvset.core.free_queue import FreeQueue
     from kvset.core.opt import opt_histogram
     from kvset.core.partial_sample import merge as merge_samples
     from kvset.core.partial_sample import partial_sample
@@ -29,6 +28,7 @@ def compile_kernels() -> None:
     from kvset.core.partial_stack import partial_stack
     from kvset.core.stack_distance import Sampling, new_analyzer
     from kvset.engine.resident_set import U64Set
+    from kvset.engine_model.free_queue import FreeQueue
     from kvset.units import StreamUnits
 
     units = StreamUnits(16, "default")

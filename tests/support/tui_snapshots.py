@@ -23,11 +23,12 @@ from kvset.core.opt import opt_histogram
 from kvset.core.stack_distance import new_analyzer
 from kvset.engine.kv_event_health import HITS_REPORTED_NOTE, MISSES_ONLY_NOTE
 from kvset.engine.metrics_tracker import MetricsTracker
+from kvset.figures.inputs import OptCurve
 from kvset.formats.traces import read_trace
 from kvset.geometry import load_model
 from kvset.rejects import Rejection
 from kvset.snapshot import Snapshot
-from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.sources.demo import DEMO_POOL_BLOCKS, repeating_phases
 from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import EnginePool, StreamUnits
@@ -90,18 +91,21 @@ def fed_snapshot(
     and return the last one."""
     analyzer = Analyzer(units=units_of(batches))  # as the monitor makes it, in its source's units
     builder = SnapshotBuilder(config)
+    readings = Readings(
+        sources=sources,
+        engine=engine,
+        events=events,
+        accesses_per_second=accesses_per_second,
+        engine_history=engine_history,
+    )
     built_at = None
     for batch in batches:
         analyzer.feed_batch(batch)
         t = float(batch.timestamps[-1])
         if built_at is None or t - built_at >= build_every:
-            builder.build(
-                analyzer, sources, engine, events, accesses_per_second, now=now, engine_history=engine_history
-            )
+            builder.build(analyzer, readings, now=now)
             built_at = t
-    return builder.build(
-        analyzer, sources, engine, events, accesses_per_second, now=now, engine_history=engine_history
-    )
+    return builder.build(analyzer, readings, now=now)
 
 
 def units_of(batches: list[AccessBatch]) -> StreamUnits:
@@ -283,13 +287,11 @@ NEXT_TIER_TARGET = 0.99
 
 @functools.cache
 def _tiers() -> Snapshot:
-    from kvset.quantities import parse_bytes
+    from kvset.figures.tiers import NEXT_TIER, TIERS
 
+    tiers = TIERS.read(",".join(TIER_SIZES))  # as the command line reads --tiers
     config = SnapshotConfig(
-        geometry=load_model(ENGINE_MODEL),
-        tier_sizes=tuple(parse_bytes(t) for t in TIER_SIZES),
-        tier_unit="bytes",
-        next_tier_target=NEXT_TIER_TARGET,
+        geometry=load_model(ENGINE_MODEL), options={TIERS.dest: tiers, NEXT_TIER.dest: NEXT_TIER_TARGET}
     )
     return _engine_run(True, config)
 
@@ -354,7 +356,7 @@ def _ranks() -> Snapshot:
         details=(("endpoints", endpoints),),
         reports_hits=True,
     )
-    config = SnapshotConfig(capacity_blocks=RANK_POOL_BLOCKS)
+    config = SnapshotConfig(options={"capacity": RANK_POOL_BLOCKS})
     # the monitor's own feeding: the merged analyzer and one per rank
     monitor = Monitor(
         [ListSource(health.source, [SourceUpdate(accesses=b) for b in batches])],
@@ -363,7 +365,11 @@ def _ranks() -> Snapshot:
     )
     monitor.collect()
     return monitor.builder.build(
-        monitor.analyzer, (health,), None, (), accesses / RANK_SECONDS, now=NOW, ranks=monitor.rank_analyzers
+        monitor.analyzer,
+        Readings(
+            sources=(health,), accesses_per_second=accesses / RANK_SECONDS, ranks=monitor.rank_analyzers
+        ),
+        now=NOW,
     )
 
 
@@ -416,7 +422,7 @@ def _mooncake() -> Snapshot:
     for batch in trace.batches(1 << 16):
         analyzer.feed_batch(batch)
     return SnapshotBuilder(SnapshotConfig()).build(
-        analyzer, (_mooncake_replayed(trace),), None, (), 0.0, now=NOW
+        analyzer, Readings(sources=(_mooncake_replayed(trace),)), now=NOW
     )
 
 
@@ -435,9 +441,10 @@ def _mooncake_opt() -> Snapshot:
     for batch in trace.batches(1 << 16):  # as the monitor does with --opt: each batch analyzed and kept
         analyzer.feed_batch(batch)
         stream.add(batch)
-    opt = opt_histogram(*stream.arrays()).curve()
-    builder = SnapshotBuilder(SnapshotConfig(capacity_blocks=OPT_CAPACITY_BLOCKS))
-    return builder.build(analyzer, (_mooncake_replayed(trace),), None, (), 0.0, now=NOW, opt_curve=opt)
+    histogram = opt_histogram(*stream.arrays())
+    opt = OptCurve(histogram.curve(), histogram.distinct_blocks)
+    builder = SnapshotBuilder(SnapshotConfig(options={"capacity": OPT_CAPACITY_BLOCKS}))
+    return builder.build(analyzer, Readings(sources=(_mooncake_replayed(trace),), opt=opt), now=NOW)
 
 
 def mooncake_opt_snapshot(seq: int | None = None) -> Snapshot:

@@ -13,6 +13,7 @@ from textual import events
 from textual.widgets import Static
 
 from kvset import quantities as fmt
+from kvset.api import ChurnSeries, OperatingPoint, Reserve, ThrashingByWindow
 from kvset_tui.app import PAUSED_INTERVAL_SECONDS, KvsetTopApp
 from kvset_tui.help_screen import HelpScreen
 from kvset_tui.messages import SnapshotReady
@@ -295,8 +296,8 @@ async def test_panels_redraw_only_when_their_part_changed():
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_every_panel_shows_numbers_at_both_sizes(size):
     snap = engine_snapshot()
-    t, op = snap.thrashing["5m"], snap.operating_point
-    share = f"{snap.reserve.total_bytes / snap.reserve.pool_bytes:.0%}"
+    t, op = snap.get(ThrashingByWindow).windows["5m"], snap.get(OperatingPoint)
+    share = f"{snap.get(Reserve).total_bytes / snap.get(Reserve).pool_bytes:.0%}"
     app = make_app(snap)
     async with app.run_test(size=size) as pilot:
         # a loaded machine may need more than one refresh before every panel has laid out
@@ -313,7 +314,7 @@ async def test_every_panel_shows_numbers_at_both_sizes(size):
             "Reserve",
             share,
             "Page churn",
-            fmt.rate(snap.churn.accesses[-1]),
+            fmt.rate(snap.get(ChurnSeries).accesses[-1]),
             fmt.percent(op.measured_token_hit_rate),
             "events tcp://127.0.0.1:5557",
             "? Help",

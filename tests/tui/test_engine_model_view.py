@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from kvset.snapshot.model import OperatingPoint
+from kvset.api import Curves, EngineState, OperatingPoint
 from kvset_tui.app import KvsetTopApp
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.curve_plot import plot_data
@@ -36,7 +36,7 @@ def modelled(effective: int = 9_000):
     op = OperatingPoint(
         capacity_blocks=ENGINE_POOL_BLOCKS,
         capacity_tokens=ENGINE_POOL_BLOCKS * 16,
-        measured_token_hit_rate=snap.engine.token_hit_rate,
+        measured_token_hit_rate=snap.get(EngineState).reading.token_hit_rate,
         measured_over_seconds=60.0,
         lru_by_window={"all": 0.66, "5m": 0.65},
         curve_scope=snap.curve_scope,
@@ -47,7 +47,8 @@ def modelled(effective: int = 9_000):
         effective_capacity_blocks=effective,
         miss_breakdown=BREAKDOWN,
     )
-    return replace(snap, operating_point=op, engine_capacity_blocks=ENGINE_POOL_BLOCKS)
+    engine = replace(snap.get(EngineState), pool_blocks=ENGINE_POOL_BLOCKS)
+    return replace(snap, results={**snap.results, OperatingPoint: op, EngineState: engine})
 
 
 def test_the_effective_capacity_sits_on_the_curve_below_the_pool():
@@ -56,7 +57,7 @@ def test_the_effective_capacity_sits_on_the_curve_below_the_pool():
     assert d is not None and d.effective is not None
     x, y = d.effective
     assert x == 9_000 < d.engine_capacity
-    assert y == pytest.approx(100 * snap.curves["all"].hit_rate(9_000, "blocks"))
+    assert y == pytest.approx(100 * snap.get(Curves).curve("all").hit_rate(9_000, "blocks"))
 
 
 def test_no_model_no_effective_capacity():
@@ -69,7 +70,7 @@ async def test_the_thrashing_panel_names_the_model_and_the_misses_by_cause():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         text = screen_text(app)
-    measured = modelled().operating_point.measured_token_hit_rate
+    measured = modelled().get(OperatingPoint).measured_token_hit_rate
     assert (
         f"engine measured {100 * measured:.1f} % · model 51.2 % · LRU 65.0 %" in text
     )  # the LRU in the 5m window

@@ -9,6 +9,7 @@ import pytest
 from textual.widgets import Static
 
 from kvset import quantities as fmt
+from kvset.api import Ranks
 from kvset_tui.app import KvsetTopApp
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.curve_plot import HitRateCurvePlot, plot_data
@@ -55,7 +56,7 @@ async def test_r_cycles_merged_then_each_rank_then_merged_again():
 
 async def test_a_rank_shows_its_own_curve_working_sets_and_pool():
     snap = ranks_snapshot()
-    rank = snap.rank_view(1)
+    rank = snap.get(Ranks).view(1)
     view = ViewState(rank=1)
     d = plot_data(snap, view)
     merged = plot_data(snap, ViewState())
@@ -78,7 +79,7 @@ async def test_a_rank_shows_its_own_curve_working_sets_and_pool():
 
 async def test_the_merged_view_gives_the_pooling_gain_under_the_working_sets():
     snap = ranks_snapshot()
-    p = snap.pooling
+    p = snap.get(Ranks).pooling
     app = panel_app(WorkingSetTable, snap)
     async with app.run_test(size=(120, 40)):
         subtitle = str(app.panel.border_subtitle)

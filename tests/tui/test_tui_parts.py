@@ -10,6 +10,7 @@ import math
 import pytest
 
 from kvset import quantities as fmt
+from kvset.api import EngineState, Targets
 from kvset.report import curve_csv
 from kvset.report.as_csv import COLUMNS as CSV_COLUMNS
 from kvset.report.as_json import snapshot_json
@@ -126,7 +127,7 @@ def test_units_cycle_skips_what_the_snapshot_cannot_show():
     view, skipped = view.next_unit(demo)
     assert view.unit == "blocks" and len(skipped) == 1 and "--model" in skipped[0]
     assert ViewState(unit="tokens").next_unit(engine)[0].unit == "GiB"
-    no_block_size = dataclasses.replace(empty_snapshot(), block_tokens=None, units=None)  # a hand-made one
+    no_block_size = dataclasses.replace(empty_snapshot(), units=None)  # a hand-made one
     assert unit_missing_reason("tokens", no_block_size) is not None
     assert ViewState(unit="GiB").effective_unit(demo) == "blocks"
 
@@ -136,7 +137,7 @@ def test_windows_and_target_sets_cycle():
     assert [v := v.next_window() for _ in range(4)][-1].window == "5m"
     snap = engine_snapshot()
     assert ViewState().next_target_mode(snap)[0].target_mode == "absolute"
-    only_cov = type(snap)(**{**snap.__dict__, "targets": {"coverage": (0.95,)}})
+    only_cov = dataclasses.replace(snap, targets=Targets({"coverage": (0.95,)}))
     view, notice = ViewState().next_target_mode(only_cov)
     assert view.target_mode == "coverage" and "only coverage" in notice
 
@@ -149,7 +150,7 @@ def test_capacities_convert_with_the_snapshots_geometry():
     )  # Qwen3-Next: 24 KiB of full attention a token
     assert to_unit(1000, snap, "tokens") == 16_000
     assert to_unit(1000, snap, "GiB") == pytest.approx(1000 * per_block / 2**30)
-    assert capacity_text(snap.engine_capacity_blocks, snap, "blocks") == "12.0k blk"
+    assert capacity_text(snap.get(EngineState).pool_blocks, snap, "blocks") == "12.0k blk"
     assert capacity_text(None, snap, "GiB") == "–"
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from kvset import quantities as fmt
+from kvset.api import ChurnSeries, EngineState
 from kvset.snapshot.builder import SnapshotConfig
 from kvset.workload import AgenticWorkload, WorkloadConfig
 from kvset_tui.view_state import ViewState
@@ -34,12 +35,12 @@ def last(values) -> float:
 
 def test_rows_show_the_snapshots_rates_per_second_and_say_what_they_are_per():
     snap = demo_snapshot()
-    c = snap.churn
+    c = snap.get(ChurnSeries)
     rows = {r.label: r for r in churn_rows(snap, "blocks")}
     assert rows["accesses/s"].latest == fmt.rate(last(c.accesses))  # the snapshot's series are per second
     assert rows["re-refs/s"].latest == fmt.rate(last(c.rereferences))
     hit = rows[
-        f"hit/1 s @ {fmt.count(snap.engine_capacity_blocks)} blk"
+        f"hit/1 s @ {fmt.count(snap.get(EngineState).pool_blocks)} blk"
     ]  # each 1 s slot's hit rate at the pool
     assert hit.latest == fmt.percent(last(c.hit_rate_at_capacity))
     ws = rows["WS 95% cov/1 min"]  # the working set of each 1-minute slot, not of a longer window
@@ -48,7 +49,9 @@ def test_rows_show_the_snapshots_rates_per_second_and_say_what_they_are_per():
 
 def test_the_working_set_row_follows_the_snapshots_main_target():
     batches = list(workload_batches(AgenticWorkload(WorkloadConfig(seed=1)), 120.0))
-    snap = fed_snapshot(batches, SnapshotConfig(main_mode="absolute", absolute_targets=(0.6, 0.8)), ())
+    snap = fed_snapshot(
+        batches, SnapshotConfig(options={"target_mode": "absolute", "absolute_targets": (0.6, 0.8)}), ()
+    )
     assert [r.label for r in churn_rows(snap, "blocks")][-1] == "WS 60% abs/1 min"
 
 
@@ -74,7 +77,7 @@ async def test_metrics_only_shows_the_engines_history():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         text = screen_text(app)
-    latest = snap.engine_history[-1]
+    latest = snap.get(EngineState).history[-1]
     assert (
         "Engine history" in text and "engine hit (tok)" in text and fmt.percent(latest.token_hit_rate) in text
     )
@@ -99,7 +102,9 @@ async def test_a_short_screen_puts_two_sparklines_on_a_line():
 def test_churn_rows_in_tokens_convert_the_capacities():
     snap = engine_snapshot()
     rows = churn_rows(snap, "tokens")
-    assert rows[3].label == f"hit/1 s @ {fmt.count(snap.engine_capacity_blocks * snap.block_tokens)} tok"
+    assert (
+        rows[3].label == f"hit/1 s @ {fmt.count(snap.get(EngineState).pool_blocks * snap.block_tokens)} tok"
+    )
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])

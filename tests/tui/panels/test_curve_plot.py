@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvset.api import BeladyMin, Curves, EngineState, OperatingPoint, WorkingSets
 from kvset_tui.capacity_units import to_unit
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.curve_plot import (
@@ -35,7 +36,7 @@ SIZES = [(80, 24), (120, 40)]
 # -- what is plotted -------------------------------------------------------------------------------
 def test_plot_data_stops_where_the_curve_saturates_not_at_the_grid_horizon():
     snap = demo_snapshot()
-    assert saturation_capacity(snap.curves["5m"]) <= snap.curves["5m"].max_distance()
+    assert saturation_capacity(snap.get(Curves).curve("5m")) <= snap.get(Curves).curve("5m").max_distance()
     data = plot_data(snap, ViewState())
     assert data is not None and data.window is not None
     assert data.x_high < snap.horizon
@@ -54,16 +55,18 @@ def test_the_axis_starts_where_the_curve_moves_and_ends_past_every_line(snapshot
     final = max(data.all_time.y)
     flat = [y for y in data.all_time.y if y < MOVES_AT * final]
     assert len(flat) <= len(data.all_time.y) / 5, (len(flat), len(data.all_time.y))
-    assert data.x_low <= capacity_reaching(snap.curves["all"], MOVES_AT)  # the rise itself is on the plot
-    rows = snap.working_set_rows("all", "coverage")
+    assert data.x_low <= capacity_reaching(
+        snap.get(Curves).curve("all"), MOVES_AT
+    )  # the rise itself is on the plot
+    rows = snap.get(WorkingSets).rows_for("all", "coverage")
     largest = max(r.capacity_blocks for r in rows if r.reached)
-    assert data.x_high > max(largest, snap.engine_capacity_blocks or 0)
+    assert data.x_high > max(largest, snap.get(EngineState).pool_blocks or 0)
 
 
 def test_plot_data_in_gib_uses_token_hit_rates_and_the_engine_point():
     snap = engine_snapshot()
     data = plot_data(snap, ViewState(unit="GiB"))
-    op = snap.operating_point
+    op = snap.get(OperatingPoint)
     assert data.hit_unit == "tokens"
     assert data.engine == (
         pytest.approx(to_unit(op.capacity_blocks, snap, "GiB")),
@@ -113,10 +116,10 @@ async def test_metrics_only_shows_the_engine_point():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         plot = app.panel
-        op = snap.operating_point
+        op = snap.get(OperatingPoint)
         assert plot.data is not None
         assert plot.data.engine == (
-            float(snap.engine_capacity_blocks),
+            float(snap.get(EngineState).pool_blocks),
             pytest.approx(100 * op.measured_token_hit_rate),
         )
         assert "engine's own point only" in str(plot.border_subtitle)
@@ -145,7 +148,7 @@ def test_curve_screenshot_mono(snap_compare):
 
 async def test_the_knee_is_marked_where_the_reports_put_it():
     snap = mooncake_snapshot()
-    curve = snap.curve("all")
+    curve = snap.get(Curves).curve("all")
     d = plot_data(snap, ViewState(window="all"))
     knee = curve.knee()
     assert knee is not None and d.knee == (float(knee), 100.0 * curve.hit_rate(knee))
@@ -166,7 +169,7 @@ async def test_min_is_a_second_line_labelled_min_above_lru():
     snap = mooncake_opt_snapshot()
     d = plot_data(snap, ViewState(window="all"))
     assert d.opt is not None and d.opt.x == d.all_time.x
-    assert d.opt.y == [100.0 * r for r in snap.opt_curve.hit_rates([int(x) for x in d.opt.x])]
+    assert d.opt.y == [100.0 * r for r in snap.get(BeladyMin).curve.hit_rates([int(x) for x in d.opt.x])]
     assert all(o >= a for o, a in zip(d.opt.y, d.all_time.y, strict=True))
     assert (
         sum(o > a for o, a in zip(d.opt.y, d.all_time.y, strict=True)) > len(d.opt.y) / 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvset import quantities as fmt
+from kvset.api import Reserve, WorkingSets
 from kvset.geometry import load_model
 from kvset.snapshot.builder import SnapshotConfig
 from kvset_tui.widgets.reserve import NO_MODEL, ReservePanel
@@ -24,9 +25,9 @@ SIZES = [(80, 24), (120, 40)]
 
 async def test_the_sum_against_the_pool_and_the_same_fits_as_the_working_set_row():
     snap = engine_snapshot()
-    r = snap.reserve
+    r = snap.get(Reserve)
     main_row = next(
-        row for row in snap.working_set_rows("all", snap.main_mode) if row.target == snap.main_target
+        row for row in snap.get(WorkingSets).rows_for("all", snap.main_mode) if row.target == snap.main_target
     )
     assert r.fits is main_row.fits_pool is False  # one definition: the reserve panel and the table agree
     app = panel_app(ReservePanel, snap)
@@ -40,7 +41,7 @@ async def test_the_sum_against_the_pool_and_the_same_fits_as_the_working_set_row
 
 async def test_a_short_screen_keeps_the_sum_and_the_verdict_on_two_lines():
     snap = engine_snapshot()
-    r = snap.reserve
+    r = snap.get(Reserve)
     app = panel_app(ReservePanel, snap)
     async with app.run_test(size=(80, 24)):
         lines = [line.rstrip() for line in screen_text(app).splitlines() if line.strip()]

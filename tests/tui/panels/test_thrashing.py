@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvset import quantities as fmt
+from kvset.api import OperatingPoint, ThrashingByWindow
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.thrashing import ALL_TIME_ONLY, NOT_JUDGED, ThrashingPanel
 from tests.support.tui_snapshots import (
@@ -25,7 +26,7 @@ SIZES = [(80, 24), (120, 40)]
 @pytest.mark.parametrize("window", ["1m", "5m", "1h", "all"])
 async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
     snap = engine_snapshot()
-    t, op = snap.thrashing[window], snap.operating_point
+    t, op = snap.get(ThrashingByWindow).windows[window], snap.get(OperatingPoint)
     app = panel_app(ThrashingPanel, snap, ViewState(window=window))
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
@@ -42,7 +43,9 @@ async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
 
 async def test_a_trace_without_a_capacity_is_not_judged_and_the_panel_says_what_to_give():
     snap = replay_snapshot()
-    assert snap.thrashing == {}  # no engine pool, no --capacity: the builder judges nothing
+    assert (
+        snap.get(ThrashingByWindow).windows == {}
+    )  # no engine pool, no --capacity: the builder judges nothing
     app = panel_app(ThrashingPanel, snap)
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
@@ -52,7 +55,7 @@ async def test_a_trace_without_a_capacity_is_not_judged_and_the_panel_says_what_
 
 async def test_data_parallel_ranks_are_judged_at_each_ranks_own_pool_over_all_time():
     snap = ranks_snapshot()
-    t = snap.thrashing["all"]
+    t = snap.get(ThrashingByWindow).windows["all"]
     app = panel_app(ThrashingPanel, snap, ViewState(window="all"))
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)

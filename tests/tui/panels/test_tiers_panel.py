@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kvset import quantities as fmt
+from kvset.api import Tiers
 from kvset_tui.app import KvsetTopApp
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
@@ -35,15 +36,18 @@ async def test_each_tier_shows_its_size_in_the_chosen_unit_and_its_shares(unit):
     app = panel_app(TiersPanel, snap, ViewState(unit=unit))
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
-    assert len(snap.tiers.tiers) == 2
-    for t in snap.tiers.tiers:
+    assert len(snap.get(Tiers).plan.tiers) == 2
+    for t in snap.get(Tiers).plan.tiers:
         line = tier_line(text, t.index)
         assert capacity_text(t.capacity_blocks, snap, unit) in line
         cells = line.rstrip(" │").rsplit(maxsplit=4)  # ..., block share, "%", token share, "%"
         assert " ".join(cells[-4:]) == f"{fmt.percent(t.block_hit_rate)} {fmt.percent(t.token_hit_rate)}"
     miss = next(line for line in text.splitlines() if line.strip(" │").startswith("miss"))
-    assert fmt.percent(snap.tiers.miss_block_rate) in miss and fmt.percent(snap.tiers.miss_token_rate) in miss
-    n = snap.tiers.next_tier
+    assert (
+        fmt.percent(snap.get(Tiers).plan.miss_block_rate) in miss
+        and fmt.percent(snap.get(Tiers).plan.miss_token_rate) in miss
+    )
+    n = snap.get(Tiers).plan.next_tier
     assert n.target == NEXT_TIER_TARGET and n.capacity_blocks > 0
     assert f"next tier for 99 % cov: {capacity_text(n.capacity_blocks, snap, unit)}" in text
     assert f"all tiers {fmt.percent(n.block_hit_rate)}" in text
@@ -51,7 +55,7 @@ async def test_each_tier_shows_its_size_in_the_chosen_unit_and_its_shares(unit):
 
 async def test_the_shares_and_the_misses_add_up_to_all_accesses():
     snap = tiers_snapshot()
-    plan = snap.tiers
+    plan = snap.get(Tiers).plan
     assert sum(t.block_hit_rate for t in plan.tiers) + plan.miss_block_rate == pytest.approx(1.0)
     app = panel_app(TiersPanel, snap)
     async with app.run_test(size=(120, 40)):
@@ -64,7 +68,7 @@ async def test_a_short_screen_keeps_a_line_per_tier_and_the_next_tier():
     async with app.run_test(size=(80, 24)):
         lines = [line.strip() for line in screen_text(app).splitlines() if line.strip()]
     assert lines[0].startswith("─Tiers · exclusive · miss")
-    for t, line in zip(snap.tiers.tiers, lines[1:3], strict=True):
+    for t, line in zip(snap.get(Tiers).plan.tiers, lines[1:3], strict=True):
         assert line.startswith(f"{t.index} ") and capacity_text(t.capacity_blocks, snap, "GiB") in line
         assert (
             f"{fmt.percent(t.block_hit_rate)} blk" in line and f"{fmt.percent(t.token_hit_rate)} tok" in line
@@ -75,7 +79,8 @@ async def test_a_short_screen_keeps_a_line_per_tier_and_the_next_tier():
 async def test_tiers_in_bytes_before_the_block_size_is_known_say_so():
     import dataclasses
 
-    snap = dataclasses.replace(tiers_snapshot(), tiers=None)  # what the builder gives before the first access
+    snap = tiers_snapshot()  # what the builder gives before the first access: the tiers, not yet in blocks
+    snap = dataclasses.replace(snap, results={**snap.results, Tiers: Tiers(None)})
     app = panel_app(TiersPanel, snap)
     async with app.run_test(size=(120, 40)):
         assert WAITING in screen_text(app)

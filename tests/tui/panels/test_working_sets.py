@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvset import quantities as fmt
-from kvset.snapshot.model import FITS_WITH_RESERVE, FITS_WORKING_SET
+from kvset.api import FITS_WITH_RESERVE, FITS_WORKING_SET, BeladyMin, WorkingSets
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.working_sets import OPT_ALL_TIME, WorkingSetTable
 from tests.support.tui_snapshots import (
@@ -32,7 +32,7 @@ async def test_fits_adds_the_hybrid_reserve_and_says_so():
     """The row that fits the pool in blocks but not with the reserve its requests need says "no",
     as the reserve panel does, and the line under the table names what was compared."""
     snap = engine_snapshot()
-    row = next(r for r in snap.working_set_rows("5m", "absolute") if r.target == 0.7)
+    row = next(r for r in snap.get(WorkingSets).rows_for("5m", "absolute") if r.target == 0.7)
     assert row.capacity_blocks <= ENGINE_POOL_BLOCKS and row.fits_pool is False and row.fits_counts_reserve
     app = panel_app(WorkingSetTable, snap, ViewState(target_mode="absolute"))
     async with app.run_test(size=(120, 40)):
@@ -47,7 +47,7 @@ async def test_without_a_model_fits_compares_blocks_with_the_pool():
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
     assert f"fits: {FITS_WORKING_SET}" in text
-    for row in snap.working_set_rows("5m", "coverage"):
+    for row in snap.get(WorkingSets).rows_for("5m", "coverage"):
         cell = "yes" if row.fits_pool else "no"
         assert row_line(text, fmt.target_label(row.target, "coverage")).rstrip(" │").endswith(cell)
 
@@ -75,7 +75,7 @@ async def test_the_title_names_the_window_and_target_set_and_the_rows_follow_it(
             app.set_view(ViewState(window=window))
             await pilot.pause()
             assert f"coverage · {window} window" in str(app.panel.border_title)
-            row = snap.working_set_rows(window, "coverage")[0]
+            row = snap.get(WorkingSets).rows_for(window, "coverage")[0]
             bound = "" if row.exact else "≤"
             assert f"{bound}{fmt.count(row.capacity_blocks)}" in row_line(screen_text(app), "95 % cov")
 
@@ -89,9 +89,9 @@ def test_working_sets_screenshot(snap_compare, size):
 # -- Belady MIN (--opt) ----------------------------------------------------------------------------
 async def test_min_column_beside_lru_and_the_gap_at_the_chosen_capacity():
     snap = mooncake_opt_snapshot()
-    rows = snap.working_set_rows("all", "coverage")
+    rows = snap.get(WorkingSets).rows_for("all", "coverage")
     assert all(r.opt_capacity_blocks <= r.capacity_blocks for r in rows)
-    at = snap.policy_gap.at_capacity()
+    at = snap.get(BeladyMin).gap.at_capacity()
     gap = f"MIN {fmt.percent(at.opt_block_hit_rate)} · LRU {fmt.percent(at.lru_block_hit_rate)}"
     app = panel_app(WorkingSetTable, snap, ViewState(window="all"))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -118,7 +118,10 @@ async def test_before_the_whole_file_is_known_the_border_says_what_min_waits_for
 
     from kvset.monitor import OPT_WAITING
 
-    waiting = dataclasses.replace(replay_snapshot(), opt_note=OPT_WAITING)
+    replayed = replay_snapshot()
+    waiting = dataclasses.replace(
+        replayed, results={**replayed.results, BeladyMin: BeladyMin(None, note=OPT_WAITING)}
+    )
     app = panel_app(WorkingSetTable, waiting, ViewState(window="all"))
     async with app.run_test(size=(120, 40)):
         assert str(app.panel.border_subtitle) == OPT_WAITING

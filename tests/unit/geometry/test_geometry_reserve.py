@@ -116,61 +116,6 @@ def test_reserve_dict_breaks_the_parts_down():
     assert "per request" in r["summary"]
 
 
-def test_snapshot_reserve_fills_the_panel_from_tokens():
-    from kvset.snapshot.reserve import snapshot_reserve
-
-    g = load_preset("gemma-3-27b")
-    # A working set of 1,000 Mooncake blocks of 512 tokens = 512,000 tokens x 81,920 B = 41,943,040,000 B.
-    panel, reserve = snapshot_reserve(
-        g,
-        concurrency=8,
-        concurrency_source="measured",
-        context_tokens=32_768,
-        working_set_target=0.95,
-        working_set_tokens=512_000,
-        pool_bytes=80 * 1024**3,
-    )
-    assert panel.working_set_bytes == 41_943_040_000
-    assert panel.hybrid_reserve_bytes == reserve.total_bytes == 3_489_660_928  # 436,207,616 x 8
-    assert panel.total_bytes == 41_943_040_000 + 3_489_660_928
-    assert panel.full_attention_bytes_per_block == 81_920 * 16
-    assert (panel.concurrency, panel.concurrency_source, panel.model) == (8, "measured", "gemma-3-27b")
-    assert any("not part of the working set" in n for n in panel.notes)
-
-    # Unknown concurrency: sized for one request, and the panel says so; target not reached -> None.
-    panel, _ = snapshot_reserve(
-        g,
-        concurrency=None,
-        concurrency_source="measured",
-        context_tokens=4096,
-        working_set_target=0.99,
-        working_set_tokens=None,
-    )
-    assert panel.hybrid_reserve_bytes == 436_207_616 and panel.concurrency_source == "none"
-    assert panel.working_set_bytes is None and panel.total_bytes is None
-    assert any("concurrency unknown" in n for n in panel.notes)
-
-    dense, _ = snapshot_reserve(
-        load_preset("llama-3.1-70b"),
-        concurrency=32,
-        concurrency_source="given",
-        context_tokens=8192,
-        working_set_target=0.95,
-        working_set_tokens=100,
-    )
-    assert dense.hybrid_reserve_bytes == 0 and dense.working_set_bytes == 32_768_000  # 100 x 327,680
-    assert any("no hybrid layers: reserve 0" in n for n in dense.notes)
-    with pytest.raises(ValueError, match="concurrency_source"):
-        snapshot_reserve(
-            g,
-            concurrency=1,
-            concurrency_source="guessed",
-            context_tokens=1,
-            working_set_target=0.9,
-            working_set_tokens=1,
-        )
-
-
 def test_model_dtype_override_carries_state_that_followed_it():
     g = load_preset("qwen3-next-80b-a3b").with_overrides(model_dtype="fp32")
     assert (g.conv_state_dtype, g.ssm_state_dtype) == ("fp32", "fp32")

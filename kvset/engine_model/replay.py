@@ -23,7 +23,7 @@ the 10th percentile of the time between consecutive batches). A request whose ca
 request stored, and whose prefill only recomputes that request's blocks, is that request readmitted
 after a preemption: vLLM keeps readmissions out of its prefix-cache counters, and so does this.
 
-The model (see kvset.core.free_queue): vLLM's pinned blocks and free queue, replayed on the requests'
+The model (see kvset.engine_model.free_queue): vLLM's pinned blocks and free queue, replayed on the requests'
 admissions and estimated finishes. A request finishes unseen: its last output tokens fill no block.
 vLLM stores an output block every 16 tokens, one token a step, and an answer ends anywhere in its
 last block; so a request is taken to finish `FINISH_SHARE` of the way to its next output block
@@ -44,8 +44,8 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from kvset.core.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
-from kvset.engine.request_records import (
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
     CAUSE_RECOMPUTED,

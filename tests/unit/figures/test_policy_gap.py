@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_min_curve
 from kvset.core.opt import opt_histogram
-from kvset.core.policy_gap import policy_gap
+from kvset.figures.policy_gap import policy_gap
 from tests.support.toy import toy_keys
 
 

@@ -1,4 +1,4 @@
-"""The records kvset.engine.kv_requests keeps: hit reports waiting for their admission, open requests,
+"""The records kvset.engine_model.replay keeps: hit reports waiting for their admission, open requests,
 the counters of the grouping and the dedupe, and the engine model's output for the snapshot."""
 
 from __future__ import annotations

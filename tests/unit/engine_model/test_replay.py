@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvset.engine.kv_requests import RequestReplay
-from kvset.engine.request_records import CAUSE_FIRST_TIME, INFINITE
+from kvset.engine_model.records import CAUSE_FIRST_TIME, INFINITE
+from kvset.engine_model.replay import RequestReplay
 from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 
 K = np.uint64

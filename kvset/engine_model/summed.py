@@ -1,6 +1,6 @@
 """The engine model's figures over the whole stream: the block-pool replay's distances, summed.
 
-Each EngineModelDelta a source hands over (kvset.engine.kv_requests) gives, for every query block of
+Each EngineModelDelta a source hands over (kvset.engine_model.replay) gives, for every query block of
 the requests that finished, the pool size from which it was a hit. Summed into exact histograms of
 tokens by distance, they give the model's token hit rate at any pool size, and why the misses there
 were misses. Fed in the pipeline thread, read by the snapshot builder.
@@ -9,11 +9,12 @@ were misses. Fed in the pipeline thread, read by the snapshot builder.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from kvset.engine.request_records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
+from kvset.engine_model.records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
 from kvset.types import EngineModelDelta
 
 MODEL_NAME = "vLLM block-pool replay"
@@ -125,7 +126,7 @@ class EngineModel:
         )
 
 
-def _summed(parts) -> dict[str, int]:
+def _summed(parts: Iterable[tuple[tuple[str, int], ...]]) -> dict[str, int]:
     total: Counter[str] = Counter()
     for part in parts:
         total.update(dict(part))

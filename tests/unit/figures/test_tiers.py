@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import simulate_lru, simulate_tiers
-from kvset.core.tiers import next_tier, plan_tiers, tier_blocks, tier_reaches
+from kvset.figures.curve import in_blocks as tier_blocks
+from kvset.figures.tiers import next_tier, plan_tiers, tier_reaches
 
 
 @st.composite

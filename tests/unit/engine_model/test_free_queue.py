@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from kvset.core.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from tests.support.block_pool import NaiveBlockPool
 
 

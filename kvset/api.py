@@ -1,0 +1,81 @@
+"""kvset's public face for front ends: what a view of snapshots needs, and nothing else.
+
+The terminal app (kvset_tui) imports kvset only from here (and its command line from kvset.cli, which
+builds the monitor): the snapshot and every figure's result type, the constants the views colour by,
+the formatters of every unit (`quantities`), the reports the app exports and prints, and the caveats.
+A figure's result is read off a snapshot by its type: `snapshot.get(WorkingSets)`.
+"""
+
+from __future__ import annotations
+
+from kvset import quantities
+from kvset.core.curve import HitRateCurve, Unit
+from kvset.figures.churn import ChurnSeries
+from kvset.figures.curve import Curves, WindowCurve
+from kvset.figures.engine import EngineState
+from kvset.figures.hybrid_reserve import ModelReserve
+from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY, TARGET_MODES, WINDOWS, Targets
+from kvset.figures.operating_point import OperatingPoint
+from kvset.figures.policy_gap import BeladyMin, HitRateGap, PolicyGap
+from kvset.figures.ranks import Pooling, Ranks, RankView
+from kvset.figures.reserve import Reserve
+from kvset.figures.thrashing import (
+    NEAR_MISS_THRASHING,
+    NEAR_MISS_WARN,
+    RANK_POOL_SOURCE,
+    Thrashing,
+    ThrashingByWindow,
+)
+from kvset.figures.tiers import NextTier, Tier, TierPlan, Tiers
+from kvset.figures.working_sets import FITS_WITH_RESERVE, FITS_WORKING_SET, WorkingSetRow, WorkingSets
+from kvset.report import CAVEATS, WINDOWED_CURVES, Caveat, curve_csv, snapshot_json, snapshot_text
+from kvset.snapshot import Snapshot, Totals
+from kvset.types import EngineReading, SourceHealth, TimelineEvent
+
+__all__ = [
+    "ALL_ACCESSES",
+    "CAVEATS",
+    "FITS_WITH_RESERVE",
+    "FITS_WORKING_SET",
+    "MISSES_ONLY",
+    "NEAR_MISS_THRASHING",
+    "NEAR_MISS_WARN",
+    "RANK_POOL_SOURCE",
+    "TARGET_MODES",
+    "WINDOWED_CURVES",
+    "WINDOWS",
+    "BeladyMin",
+    "Caveat",
+    "ChurnSeries",
+    "Curves",
+    "EngineReading",
+    "EngineState",
+    "HitRateCurve",
+    "HitRateGap",
+    "ModelReserve",
+    "NextTier",
+    "OperatingPoint",
+    "PolicyGap",
+    "Pooling",
+    "RankView",
+    "Ranks",
+    "Reserve",
+    "Snapshot",
+    "SourceHealth",
+    "Targets",
+    "Thrashing",
+    "ThrashingByWindow",
+    "Tier",
+    "TierPlan",
+    "Tiers",
+    "TimelineEvent",
+    "Totals",
+    "Unit",
+    "WindowCurve",
+    "WorkingSetRow",
+    "WorkingSets",
+    "curve_csv",
+    "quantities",
+    "snapshot_json",
+    "snapshot_text",
+]
