@@ -119,6 +119,17 @@ class KvsetTopApp(App[int]):
         Binding(
             "w", "cycle_window", "Window", id="kvset.window", tooltip="cycle the window: 1m, 5m, 1h, all"
         ),
+        *(
+            Binding(
+                key, f"show_window('{label}')", label, show=False, id=f"kvset.window_{label}", tooltip=tip
+            )
+            for key, label, tip in (
+                ("1", "1m", "the last minute"),
+                ("5", "5m", "the last 5 minutes"),
+                ("h", "1h", "the last hour"),
+                ("a", "all", "all time"),
+            )
+        ),
         Binding(
             "u",
             "cycle_units",
@@ -267,6 +278,10 @@ class KvsetTopApp(App[int]):
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self.frames_received += 1
         self.latest = message.snapshot
+        if not self.view.window_chosen and self.view.window != "all" and _replay_finished(message.snapshot):
+            # The whole file is read: its last minutes are not what `kvset analyze` of it reports.
+            self.view = self.view.with_window("all", chosen=False)
+            self.notify("replay finished: showing all time (w, 1, 5, h pick another window)", timeout=6)
         if not self.view.paused:
             self._render_view()
 
@@ -327,6 +342,9 @@ class KvsetTopApp(App[int]):
     def action_cycle_window(self) -> None:
         self._set_view(self.view.next_window())
 
+    def action_show_window(self, label: str) -> None:
+        self._set_view(self.view.with_window(label))
+
     def action_cycle_units(self) -> None:
         view, skipped = self.view.next_unit(self.shown)
         for notice in skipped:
@@ -376,6 +394,12 @@ class KvsetTopApp(App[int]):
     def on_unmount(self) -> None:
         self._stop.set()
         _remove_signal_handlers(getattr(self, "_signals", ()))
+
+
+def _replay_finished(snapshot: Snapshot) -> bool:
+    """Every source is a replay, and each has read its whole file."""
+    sources = snapshot.sources
+    return bool(sources) and all(h.kind == "replay" and h.finished for h in sources)
 
 
 def _add_signal_handlers(handler: Callable[[int], None]) -> tuple[signal.Signals, ...]:

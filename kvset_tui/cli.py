@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--window",
         choices=WINDOW_LABELS,
         default=None,
-        help="initial window (w cycles; default 5m, all with --opt: MIN's curve is of all time)",
+        help="initial window (w cycles, 1 5 h a pick one; default 5m, all time for a replay at --speed max "
+        "and with --opt, and once a replay has finished)",
     )
     ui.add_argument("--units", choices=UNITS, default="blocks", help="initial capacity unit (u cycles)")
     ui.add_argument("--linear", action="store_true", help="start with a linear capacity axis (l toggles)")
@@ -77,8 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def initial_window(args: argparse.Namespace) -> str:
     """The window the app opens on: --window, else 5 minutes, or all time with --opt (MIN's curve is of
-    the whole trace, so its working sets are in that window only)."""
-    return args.window or ("all" if args.opt else "5m")
+    the whole trace, so its working sets are in that window only) and for a replay at --speed max (read
+    in seconds: its last 5 trace minutes are not what `kvset analyze` of the file reports)."""
+    if args.window:
+        return str(args.window)
+    as_fast_as_possible = getattr(args, "replay", None) is not None and getattr(args, "speed", 1.0) is None
+    return "all" if args.opt or as_fast_as_possible else "5m"
 
 
 def print_once(snapshot: Snapshot, as_json: bool, out=None, as_csv: bool = False) -> None:
@@ -131,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     from kvset_tui.app import KvsetTopApp
 
     view = ViewState(
-        window=initial_window(args), unit=args.units, log_x=not args.linear, target_mode=args.target_mode
+        window=initial_window(args),
+        window_chosen=args.window is not None,
+        unit=args.units,
+        log_x=not args.linear,
+        target_mode=args.target_mode,
     )
     app = KvsetTopApp(monitor, palette=palette, view=view, export_dir=args.export_dir, keymap=keymap)
     try:

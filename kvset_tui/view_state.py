@@ -31,10 +31,18 @@ class ViewState:
     target_mode: str = "coverage"
     paused: bool = False
     rank: int | None = None  # a data-parallel rank's own cache; None: the merged stream of all ranks
+    # Whether the user picked the window (a key or --window): only a window nobody chose follows the
+    # stream, e.g. to all time once a replay has finished.
+    window_chosen: bool = False
 
     def next_window(self) -> ViewState:
         i = WINDOW_LABELS.index(self.window) if self.window in WINDOW_LABELS else -1
-        return replace(self, window=WINDOW_LABELS[(i + 1) % len(WINDOW_LABELS)])
+        return self.with_window(WINDOW_LABELS[(i + 1) % len(WINDOW_LABELS)])
+
+    def with_window(self, label: str, chosen: bool = True) -> ViewState:
+        if label not in WINDOW_LABELS:
+            raise ValueError(f"no such window {label!r} (windows: {', '.join(WINDOW_LABELS)})")
+        return replace(self, window=label, window_chosen=chosen)
 
     def next_unit(self, snapshot: Snapshot | None) -> tuple[ViewState, list[str]]:
         """The next unit this snapshot can show, and a notice for each one skipped."""
