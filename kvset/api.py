@@ -19,13 +19,9 @@ from kvset.figures.operating_point import OperatingPoint
 from kvset.figures.policy_gap import BeladyMin, HitRateGap, PolicyGap
 from kvset.figures.ranks import Pooling, Ranks, RankView
 from kvset.figures.reserve import Reserve
-from kvset.figures.thrashing import (
-    NEAR_MISS_THRASHING,
-    NEAR_MISS_WARN,
-    RANK_POOL_SOURCE,
-    Thrashing,
-    ThrashingByWindow,
-)
+from kvset.figures.thrashing import RANK_POOL_SOURCE, CapacityGain, Thrashing, ThrashingByWindow
+from kvset.figures.thrashing import RULE as THRASHING_RULE
+from kvset.figures.thrashing import RULE_SHORT as THRASHING_RULE_SHORT
 from kvset.figures.tiers import NextTier, Tier, TierPlan, Tiers
 from kvset.figures.working_sets import FITS_WITH_RESERVE, FITS_WORKING_SET, WorkingSetRow, WorkingSets
 from kvset.report import CAVEATS, WINDOWED_CURVES, Caveat, curve_csv, snapshot_json, snapshot_text
@@ -38,8 +34,9 @@ __all__ = [
     "FITS_WITH_RESERVE",
     "FITS_WORKING_SET",
     "MISSES_ONLY",
-    "NEAR_MISS_THRASHING",
-    "NEAR_MISS_WARN",
+    "THRASHING_RULE",
+    "THRASHING_RULE_SHORT",
+    "CapacityGain",
     "RANK_POOL_SOURCE",
     "TARGET_MODES",
     "WINDOWED_CURVES",

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from kvset.api import CAVEATS, WINDOWED_CURVES
+from kvset.api import CAVEATS, THRASHING_RULE, WINDOWED_CURVES
 
 PANELS = (
     (
@@ -41,11 +41,14 @@ PANELS = (
     ),
     (
         "Thrashing",
-        "At the engine's pool (or --capacity): the hit rate gained by +10 % and +25 % capacity, and the "
-        "near-miss share: misses whose stack distance is within 1.25× the capacity. Many near misses means "
-        "a slightly larger cache would hit them: the cache thrashes. Levels: OK below 10 % near misses, WARN "
-        "from 10 %, THRASHING from 25 %. Its hit rate is over the chosen window. Without an engine capacity or "
-        "--capacity it is not judged. With an engine that reports its hit rate, its measured token hit rate is "
+        "At the engine's pool (or --capacity): what more capacity would buy. The hit rate gained by +10 % and "
+        "+25 % capacity; re-stores, the share of accesses to a block the cache held before and removed (the "
+        "misses that capacity alone causes); near misses, the share of misses whose stack distance is within "
+        "1.25× the capacity. A thrashing cache keeps removing what it needs next, so a little more memory buys "
+        "a lot: " + THRASHING_RULE + " (near misses judge nothing: a healthy cache with few misses can have "
+        "most of them near). Its figures are over the chosen window; in tokens and GiB the token hit rates. "
+        "Without an engine capacity or --capacity it is not judged. With an engine that reports its hit rate, "
+        "its measured token hit rate is "
         "shown beside the LRU prediction at its pool, in the same window.",
     ),
     (

@@ -1,4 +1,4 @@
-"""Thrashing at the engine's (or a chosen) capacity: what more capacity buys, and the near-miss share."""
+"""Thrashing at the engine's (or a chosen) capacity: what more capacity buys, and the re-stores."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from textual.widget import Widget
 
 from kvset.api import (
     MISSES_ONLY,
-    NEAR_MISS_THRASHING,
-    NEAR_MISS_WARN,
     RANK_POOL_SOURCE,
+    THRASHING_RULE_SHORT,
     OperatingPoint,
     Snapshot,
     Thrashing,
@@ -82,27 +81,43 @@ class ThrashingPanel(SnapshotView, Widget):
             )
             return out
         unit = self.view.effective_unit(snap)
+        # in tokens (and GiB, which counts tokens' bytes) the token figures, as engines report them
+        in_tokens = unit != "blocks" and t.tokens is not None
+        g = t.in_unit("tokens" if in_tokens else "blocks")
         level = t.level
         colour = p.rich(LEVEL_COLOR[level])
         out = Text(no_wrap=True, overflow="ellipsis")
         badge_style = f"bold reverse {colour}" if not p.monochrome else "bold reverse"
         out.append(LEVEL_LABEL[level], style=badge_style)
-        out.append(" ")
-        out.append(fmt.percent(t.near_miss_share), style=f"bold {colour}")
-        out.append(" of misses are near misses\n" if not self.narrow else " near misses\n", style="bold")
+        if self.narrow:  # the gains on the third line, both of them
+            out.append(" ")
+            out.append(fmt.percent(g.restore_share), style=f"bold {colour}")
+            out.append(" re-stores\n", style="bold")
+        else:
+            out.append(" +25 % cap ", style="bold")
+            out.append(fmt.points(g.gain_25pct), style=f"bold {colour}")
+            out.append(" · ", style="bold")
+            out.append(fmt.percent(g.restore_share), style=f"bold {colour}")
+            out.append(" re-stores\n", style="bold")
         out.append("at ", style=p.rich("muted"))
         out.append(capacity_text(t.capacity_blocks, snap, unit), style="bold")
         names = CAPACITY_SOURCE_SHORT if self.narrow else CAPACITY_SOURCE
         out.append(f" ({names.get(t.capacity_source, t.capacity_source)})", style=p.rich("muted"))
         # the hit rate over the chosen window (the churn panel's is per time slot)
+        what = "token" if in_tokens else "block"
         out.append(
-            f" · {window} hit " if self.narrow else f" · block hit over {window} ", style=p.rich("muted")
+            f" · {window} hit " if self.narrow else f" · {what} hit over {window} ", style=p.rich("muted")
         )
-        out.append(fmt.percent(t.hit_rate), style="bold")
+        out.append(fmt.percent(g.hit_rate), style="bold")
         out.append("\n+10 % cap ", style=p.rich("muted"))
-        out.append(fmt.points(t.gain_10pct), style=f"bold {p.rich('ok')}" if t.gain_10pct > 0 else "bold")
-        out.append("   +25 % cap ", style=p.rich("muted"))
-        out.append(fmt.points(t.gain_25pct), style=f"bold {p.rich('ok')}" if t.gain_25pct > 0 else "bold")
+        out.append(fmt.points(g.gain_10pct), style=f"bold {p.rich('ok')}" if g.gain_10pct > 0 else "bold")
+        if self.narrow:
+            out.append("   +25 % cap ", style=p.rich("muted"))
+            out.append(fmt.points(g.gain_25pct), style="bold")
+        else:
+            out.append("   near misses ", style=p.rich("muted"))
+            out.append(fmt.percent(g.near_miss_share), style="bold")
+            out.append(" of misses", style=p.rich("muted"))
         op = snap.get(OperatingPoint)
         if snap.curve_scope == MISSES_ONLY:
             # the engine's KV events show its misses only: this curve is not the engine's own
@@ -122,10 +137,7 @@ class ThrashingPanel(SnapshotView, Widget):
             if op.miss_breakdown and not self.compact:
                 out.append(miss_line(dict(op.miss_breakdown)), style=p.rich("muted"))
         if not self.compact and not self.crowded:
-            out.append(
-                f"\nnear miss ≤ 1.25× cap · warn ≥ {NEAR_MISS_WARN:.0%}, thrashing ≥ {NEAR_MISS_THRASHING:.0%}",
-                style=p.rich("muted"),
-            )
+            out.append(f"\n{THRASHING_RULE_SHORT}", style=p.rich("muted"))
         return out
 
 

@@ -96,9 +96,9 @@ def test_engine_capacity_drives_thrashing_and_fits_pool():
     snap = _monitor(ListSource([AccessBatch(keys, timestamps=5.0, block_size=16)], engine=engine)).collect()
     th = snap.get(ThrashingByWindow).windows["all"]
     assert th.capacity_blocks == 36 and th.capacity_source == "engine"
-    assert th.hit_rate == 0.0 and th.gain_25pct > 0.9
+    assert th.blocks.hit_rate == 0.0 and th.blocks.gain_25pct > 0.9
     assert (
-        th.near_miss_share == pytest.approx(760 / 800) and th.level == "thrashing"
+        th.blocks.near_miss_share == pytest.approx(760 / 800) and th.level == "thrashing"
     )  # first accesses are far misses
     row = snap.get(WorkingSets).rows_for("all", "coverage")[0]
     assert row.capacity_blocks == 40 and row.fits_pool is False

@@ -129,8 +129,8 @@ def test_thrashing_and_the_lru_at_the_pool_are_each_ranks_own_cache():
     }
     th = snap.get(ThrashingByWindow).windows["all"]
     assert (th.capacity_blocks, th.capacity_source) == (50, "rank")
-    assert th.hit_rate == pytest.approx(own[50])
-    assert th.gain_10pct == pytest.approx(own[55] - own[50]) and th.gain_25pct == pytest.approx(
+    assert th.blocks.hit_rate == pytest.approx(own[50])
+    assert th.blocks.gain_10pct == pytest.approx(own[55] - own[50]) and th.blocks.gain_25pct == pytest.approx(
         own[63] - own[50]
     )
     assert set(snap.get(ThrashingByWindow).windows) == {
@@ -186,7 +186,7 @@ def test_unequal_ranks_keep_their_own_pools():
         c: sum(simulate_lru(own[r], c * pool // 50)[0] for r, pool in ((0, 60), (1, 40)))
         for c in (50, 55, 63)
     }
-    assert th.hit_rate == pytest.approx(at[50] / len(keys))
-    assert th.gain_10pct == pytest.approx((at[55] - at[50]) / len(keys))
-    assert th.gain_25pct == pytest.approx((at[63] - at[50]) / len(keys))
+    assert th.blocks.hit_rate == pytest.approx(at[50] / len(keys))
+    assert th.blocks.gain_10pct == pytest.approx((at[55] - at[50]) / len(keys))
+    assert th.blocks.gain_25pct == pytest.approx((at[63] - at[50]) / len(keys))
     assert any("each with its own pool (60, 40)" in n for n in snap.get(OperatingPoint).notes)

@@ -306,9 +306,9 @@ async def test_every_panel_shows_numbers_at_both_sizes(size):
         for must in (
             "LRU block hit rate",
             "Thrashing",
-            "THRASHING",
-            fmt.percent(t.near_miss_share),
-            "near misses",
+            t.level.upper(),
+            fmt.percent(t.blocks.restore_share),
+            "re-stores",
             "Working sets",
             "99.9 % cov",
             "Reserve",

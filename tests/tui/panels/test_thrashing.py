@@ -32,8 +32,12 @@ async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
         text = screen_text(app)
         assert str(app.panel.border_title) == f"Thrashing · {window} window"
         assert app.panel.has_class(f"-{t.level}")
-    assert f"{fmt.percent(t.near_miss_share)} of misses are near misses" in text
-    assert f"(engine pool) · block hit over {window} {fmt.percent(t.hit_rate)}" in text
+    b = t.blocks
+    assert (
+        f"+25 % cap {fmt.points(b.gain_25pct)} · {fmt.percent(b.restore_share)} re-stores" in text
+    )
+    assert f"(engine pool) · block hit over {window} {fmt.percent(b.hit_rate)}" in text
+    assert f"near misses {fmt.percent(b.near_miss_share)} of misses" in text
     # the engine's own rate beside the curve's prediction at its pool, in the same window
     assert (
         f"engine measured {fmt.percent(op.measured_token_hit_rate)} vs LRU {fmt.percent(op.lru(window))} "
@@ -60,7 +64,7 @@ async def test_data_parallel_ranks_are_judged_at_each_ranks_own_pool_over_all_ti
     async with app.run_test(size=(120, 40)):
         text = screen_text(app)
     assert (
-        f"at {t.capacity_blocks:,} blk (each rank's own pool) · block hit over all {fmt.percent(t.hit_rate)}"
+        f"at {t.capacity_blocks:,} blk (each rank's own pool) · block hit over all {fmt.percent(t.blocks.hit_rate)}"
         in text
     )
     app = panel_app(ThrashingPanel, snap, ViewState(window="5m"))
@@ -88,3 +92,14 @@ async def test_misses_only_curve_is_labelled_not_compared_with_the_engine():
 def test_thrashing_screenshot(snap_compare, size):
     """The engine's pool thrashes: the badge, the near misses, what more capacity buys."""
     assert snap_compare(panel_app(ThrashingPanel, engine_snapshot()), terminal_size=size)
+
+
+async def test_in_token_units_the_panel_gives_the_token_figures():
+    snap = engine_snapshot()
+    t = snap.get(ThrashingByWindow).windows["5m"]
+    assert t.tokens is not None  # its own values are tested in tests/unit/figures
+    app = panel_app(ThrashingPanel, snap, ViewState(window="5m", unit="tokens"))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert f"token hit over 5m {fmt.percent(t.tokens.hit_rate)}" in text
+    assert f"{fmt.percent(t.tokens.restore_share)} re-stores" in text
