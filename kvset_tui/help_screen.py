@@ -56,8 +56,9 @@ PANELS = (
         "Per time slot of the data's own clock (trace time in a replay or the demo), newest on the right: "
         "block accesses/s, first-time blocks/s (never seen before), re-references/s (hits inside the "
         "horizon), the block hit rate of each slot's accesses at the engine's pool (hit/1 s), and the "
-        "working set of the main target per coarse slot (WS .../1 min), which is smaller than a longer "
-        "window's. With only --metrics: the engine's own hit rate and KV use over time.",
+        "working set of the main target of the accesses in each whole clock minute (slot WS .../1 min; the "
+        "newest slot is still filling, so its figure is of fewer accesses): not the Working sets panel's "
+        "1m window, which slides over the last 60 seconds. With only --metrics: the engine's own hit rate and KV use over time.",
     ),
     (
         "Tiers",

@@ -43,7 +43,7 @@ def test_rows_show_the_snapshots_rates_per_second_and_say_what_they_are_per():
         f"hit/1 s @ {fmt.count(snap.get(EngineState).pool_blocks)} blk"
     ]  # each 1 s slot's hit rate at the pool
     assert hit.latest == fmt.percent(last(c.hit_rate_at_capacity))
-    ws = rows["WS 95% cov/1 min"]  # the working set of each 1-minute slot, not of a longer window
+    ws = rows["slot WS 95% cov/1 min"]  # the working set of each 1-minute slot, not of a longer window
     assert ws.latest == f"{fmt.count(last(c.working_set_main))} blk"
 
 
@@ -52,7 +52,7 @@ def test_the_working_set_row_follows_the_snapshots_main_target():
     snap = fed_snapshot(
         batches, SnapshotConfig(options={"target_mode": "absolute", "absolute_targets": (0.6, 0.8)}), ()
     )
-    assert [r.label for r in churn_rows(snap, "blocks")][-1] == "WS 60% abs/1 min"
+    assert [r.label for r in churn_rows(snap, "blocks")][-1] == "slot WS 60% abs/1 min"
 
 
 def test_without_a_capacity_there_is_no_hit_rate_row():
