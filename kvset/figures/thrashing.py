@@ -130,7 +130,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> ThrashingByWindow:
         out["all"] = thrashing_at(split.curve, split.pool_blocks, RANK_POOL_SOURCE, "all")
     elif capacity.blocks:
         for label, curve in inputs.curves.items():
-            if curve.accesses:  # a window without accesses has no misses to judge
+            # a window without re-references yet has nothing capacity could buy: nothing to judge
+            if curve.accesses and curve.infinite_capacity_hits():
                 out[label] = thrashing_at(curve, capacity.blocks, capacity.source, label)
     return ThrashingByWindow(out)
 

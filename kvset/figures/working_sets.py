@@ -92,7 +92,10 @@ def working_set_row(
     ws = curve.working_set(target, mode=mode)
     ws_bytes = sizes.bytes(ws)
     with_reserve = hybrid_bytes is not None and sizes.bytes_per_block is not None and pool is not None
-    if with_reserve:
+    fits: bool | None
+    if ws == 0:  # nothing is re-read yet (a coverage target of no hits): no working set to fit
+        fits = None
+    elif with_reserve:
         fits = fits_in_pool(ws_bytes, sizes.bytes(pool), hybrid_bytes or 0)
     else:
         fits = fits_in_pool(ws, pool)

@@ -12,6 +12,7 @@ from kvset.api import (
     MISSES_ONLY,
     RANK_POOL_SOURCE,
     THRASHING_RULE_SHORT,
+    Curves,
     OperatingPoint,
     Snapshot,
     Thrashing,
@@ -27,6 +28,7 @@ LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
 CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "--capacity", RANK_POOL_SOURCE: "each rank's own pool"}
 CAPACITY_SOURCE_SHORT = {"engine": "pool", "chosen": "chosen", RANK_POOL_SOURCE: "rank pool"}
 ALL_TIME_ONLY = "judged over all time only: each data-parallel rank has its own pool (w: cycle to all)"
+NO_REUSE = "not judged yet: no block re-read in this window"
 NOT_JUDGED = "not judged: no cache capacity to judge at"
 NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine"
 NOT_JUDGED_HOW_SHORT = "give --capacity BLOCKS or --metrics"
@@ -75,6 +77,9 @@ class ThrashingPanel(SnapshotView, Widget):
             by_window = snap.get(ThrashingByWindow)
             if by_window is not None and by_window.by_rank_pools:
                 return Text(ALL_TIME_ONLY, style=p.rich("muted"))
+            curves = snap.get(Curves)
+            if curves is not None and not curves.curve(window).infinite_capacity_hits():
+                return Text(NO_REUSE, style=p.rich("muted"))
             out = Text(NOT_JUDGED, style=p.rich("muted"))
             out.append(
                 "\n" + (NOT_JUDGED_HOW_SHORT if self.narrow else NOT_JUDGED_HOW), style=p.rich("muted")

@@ -32,6 +32,7 @@ from kvset_tui.widgets.panel import SnapshotView
 FULL_TABLE_WIDTH = 48  # below this, one capacity column (in the chosen unit) instead of three
 TREND_CELLS = 6
 NO_DATA = "no data"  # the window holds no access yet: nothing to reach
+NO_REUSE = "no reuse yet"  # accesses, none re-read: a coverage target needs no capacity yet
 NOT_REACHED = "not reached"  # not reached inside the tracked horizon
 
 
@@ -203,6 +204,9 @@ class WorkingSetTable(SnapshotView, Widget):
                     Text(NO_DATA, style=p.rich("muted")) if empty else Text(NOT_REACHED, style=p.rich("warn"))
                 )
                 cells = [miss, Text("–"), Text("–")] if full else [miss]
+            elif row.capacity_blocks == 0:  # a window with accesses but no re-reference yet
+                reuse = Text(NO_REUSE, style=p.rich("muted"))
+                cells = [reuse, Text("–"), Text("–")] if full else [reuse]
             else:
                 prefix = "" if row.exact else "≤"
                 if not row.exact:

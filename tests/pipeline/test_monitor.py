@@ -293,3 +293,17 @@ def test_engine_history_keeps_only_what_the_engine_measured():
     snap = _monitor(Readings()).collect()
     assert len(snap.get(EngineState).history) == 4
     assert all(r.token_hit_rate == 0.5 for r in snap.get(EngineState).history)
+
+
+def test_before_any_reuse_nothing_is_judged_and_no_working_set_fits():
+    # the first blocks of a stream: all first-time, none re-read yet, with an engine pool known
+    engine = EngineReading(at=time.time(), pools=(EnginePool(36, 16),))
+    snap = _monitor(
+        ListSource(
+            [AccessBatch(np.arange(40, dtype=np.uint64), timestamps=5.0, block_size=16)], engine=engine
+        )
+    ).collect()
+    assert snap.totals.accesses == 40
+    assert snap.get(ThrashingByWindow).windows == {}  # no "OK" for a cache that has not been tried
+    rows = snap.get(WorkingSets).rows_for("all", "coverage")
+    assert rows and all(r.capacity_blocks == 0 and r.fits_pool is None for r in rows)

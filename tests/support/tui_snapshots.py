@@ -462,6 +462,16 @@ def empty_snapshot(seq: int = 0) -> Snapshot:
     return dataclasses.replace(snap, seq=seq)
 
 
+def first_accesses_snapshot() -> Snapshot:
+    """The first blocks an engine stored, none of them re-read yet, with its pool known."""
+    health = SourceHealth(
+        source="events tcp://127.0.0.1:5557", kind="events", connected=True, state="connected"
+    )
+    engine = EngineReading(at=NOW - 1.0, pools=(EnginePool(12_000, 16),))
+    batch = AccessBatch(np.arange(500, dtype=np.uint64), timestamps=np.full(500, NOW - 2.0), block_size=16)
+    return fed_snapshot((batch,), SnapshotConfig(), (health,), engine=engine)
+
+
 def metrics_only_snapshot(seq: int = 3) -> Snapshot:
     """Only the engine's /metrics: no block accesses, just its operating point and history."""
     readings = metrics_readings(NOW - 400.0, NOW - 3.0, 40_000.0)

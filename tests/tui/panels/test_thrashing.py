@@ -8,10 +8,11 @@ import pytest
 from kvset import quantities as fmt
 from kvset.api import OperatingPoint, ThrashingByWindow
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.thrashing import ALL_TIME_ONLY, NOT_JUDGED, ThrashingPanel
+from kvset_tui.widgets.thrashing import ALL_TIME_ONLY, NO_REUSE, NOT_JUDGED, ThrashingPanel
 from tests.support.tui_snapshots import (
     empty_snapshot,
     engine_snapshot,
+    first_accesses_snapshot,
     misses_only_snapshot,
     panel_app,
     ranks_snapshot,
@@ -33,9 +34,7 @@ async def test_the_figures_are_the_snapshots_for_the_chosen_window(window):
         assert str(app.panel.border_title) == f"Thrashing · {window} window"
         assert app.panel.has_class(f"-{t.level}")
     b = t.blocks
-    assert (
-        f"+25 % cap {fmt.points(b.gain_25pct)} · {fmt.percent(b.restore_share)} re-stores" in text
-    )
+    assert f"+25 % cap {fmt.points(b.gain_25pct)} · {fmt.percent(b.restore_share)} re-stores" in text
     assert f"(engine pool) · block hit over {window} {fmt.percent(b.hit_rate)}" in text
     assert f"near misses {fmt.percent(b.near_miss_share)} of misses" in text
     # the engine's own rate beside the curve's prediction at its pool, in the same window
@@ -103,3 +102,12 @@ async def test_in_token_units_the_panel_gives_the_token_figures():
         text = screen_text(app)
     assert f"token hit over 5m {fmt.percent(t.tokens.hit_rate)}" in text
     assert f"{fmt.percent(t.tokens.restore_share)} re-stores" in text
+
+
+async def test_before_any_reuse_the_panel_says_so_and_gives_no_level():
+    snap = first_accesses_snapshot()
+    app = panel_app(ThrashingPanel, snap)
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+        assert not any(app.panel.has_class(f"-{name}") for name in ("ok", "warn", "thrashing"))
+    assert NO_REUSE in text and " OK " not in text

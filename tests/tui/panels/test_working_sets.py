@@ -8,12 +8,13 @@ import pytest
 from kvset import quantities as fmt
 from kvset.api import FITS_WITH_RESERVE, FITS_WORKING_SET, BeladyMin, WorkingSets
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.working_sets import OPT_ALL_TIME, WorkingSetTable
+from kvset_tui.widgets.working_sets import NO_REUSE, OPT_ALL_TIME, WorkingSetTable
 from tests.support.tui_snapshots import (
     ENGINE_POOL_BLOCKS,
     demo_snapshot,
     empty_snapshot,
     engine_snapshot,
+    first_accesses_snapshot,
     mooncake_opt_snapshot,
     panel_app,
     replay_snapshot,
@@ -134,3 +135,11 @@ def test_working_sets_with_min_screenshot(snap_compare, size):
     assert snap_compare(
         panel_app(WorkingSetTable, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size
     )
+
+
+async def test_before_any_reuse_the_rows_say_so_and_nothing_fits():
+    app = panel_app(WorkingSetTable, first_accesses_snapshot(), ViewState(window="all"))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert text.count(NO_REUSE) == 3  # 95, 99, 99.9 % coverage
+    assert "≤0" not in text and " yes" not in text
