@@ -317,10 +317,10 @@ def curve_table(rows: Sequence[CurveRow], sizes: Sizes, knee: int | None = None)
         if opt:
             line += [percent_cell(row.opt_block_hit_rate), percent_cell(row.opt_token_hit_rate)]
         if knee is not None:
-            line.append("<- knee" if row.capacity_blocks == knee else "")
+            line.append("<- knee" if row.capacity_blocks == knee else "")  # under the "knee" header
         cells.append(line)
     return format_table(
-        headers + ([""] if knee is not None else []),
+        headers + (["knee"] if knee is not None else []),
         cells,
         None if knee is None else "l" + "r" * (len(headers) - 1) + "l",
     )

@@ -234,14 +234,23 @@ def text(result: WorkingSets, view: TextView) -> list[str]:
     extra = [
         [
             {True: "yes", False: "NO", None: NOT_KNOWN}[r.fits_pool],
-            " ".join(NOT_KNOWN if v is None else f"{v:,}" for v in r.trend_blocks),
+            trend_cell(r.trend_blocks),
         ]
         for r in rows
     ]
-    table = working_set_table(rows, view.with_gib, ["fits pool", "trend (blocks)"], extra)
+    table = working_set_table(rows, view.with_gib, ["fits pool", "trend"], extra)
     span = duration(dict(WINDOWS).get(view.window))
     span = span if span == "all time" else f"last {span}"
     return ["", f"working sets ({view.mode}, {span}):", table]
+
+
+def trend_cell(trend: Sequence[int | None]) -> str:
+    """The change over the trend's windows, first to last (its values are in the JSON; the table has
+    the working set already)."""
+    known = [v for v in trend if v is not None]
+    if len(known) < 2 or known[0] == 0:
+        return NOT_KNOWN
+    return f"{(known[-1] / known[0] - 1) * 100:+.0f} % in {len(known)} windows"
 
 
 def target_value(target: float) -> str:

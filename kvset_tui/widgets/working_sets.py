@@ -24,7 +24,7 @@ from kvset.api import (
 )
 from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import capacity_text, hit_unit
-from kvset_tui.sparkline import sparkline
+from kvset_tui.sparkline import sparkline, trend_arrow
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -46,17 +46,14 @@ def fits_note(rows: tuple[WorkingSetRow, ...], short: bool = False) -> str | Non
 
 
 def trend_text(trend: tuple[int | None, ...], palette: KvsetTheme) -> Text:
-    """A sparkline of the working set over recent windows and an arrow for its direction."""
+    """A sparkline of the working set over recent windows, from zero (so that a few per cent do not
+    look like a cliff), and the arrow of what it draws."""
     if not trend or all(v is None for v in trend):  # no window reached it yet, or none holds data
         return Text("–", style=palette.rich("muted"))
     values = [math.nan if v is None else float(v) for v in trend]
-    line = sparkline(values, TREND_CELLS, low=None)
-    known = [v for v in values if not math.isnan(v)]
-    arrow = "·"
-    if len(known) >= 2 and known[0] > 0:
-        change = known[-1] / known[0] - 1.0
-        arrow = "↑" if change > 0.05 else "↓" if change < -0.05 else "→"
-    elif values and math.isnan(values[-1]):
+    line = sparkline(values, TREND_CELLS)
+    arrow = trend_arrow(values, TREND_CELLS) or "·"
+    if math.isnan(values[-1]):
         arrow = "∅"  # not reached in the latest window
     return Text(line + " " + arrow, style=palette.rich("spark"))
 

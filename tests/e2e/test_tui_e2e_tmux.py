@@ -24,7 +24,7 @@ PANEL_NUMBERS = {
     # y ticks, then x ticks (the axis starts where the curve starts to rise)
     "hit-rate curve": re.compile(r"100%┤(?:.*\n)+.*│\s+\d+[kM]?\s+\d+[kM]?\s"),
     "working sets": re.compile(r"95 % cov\s+≤?[\d.,]+k?(?: blk)?\s"),
-    "thrashing": re.compile(r"\d+\.\d % (?:of misses are )?near misses"),
+    "thrashing": re.compile(r"\+25 % cap [+-]?\d+\.\d pt"),
     "page churn": re.compile(r"accesses/s .*\s[\d.,]+[kM]?/s"),
 }
 

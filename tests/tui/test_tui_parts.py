@@ -16,7 +16,7 @@ from kvset.report.as_csv import COLUMNS as CSV_COLUMNS
 from kvset.report.as_json import snapshot_json
 from kvset_tui.capacity_units import capacity_text, to_unit
 from kvset_tui.export import export_snapshot
-from kvset_tui.sparkline import sparkline
+from kvset_tui.sparkline import DOWN, FLAT, UP, spark_levels, sparkline, trend_arrow
 from kvset_tui.theming import (
     ANSI_NAMES,
     REQUIRED_KEYS,
@@ -115,6 +115,26 @@ def test_sparkline_scales_from_zero_and_keeps_gaps():
     assert sparkline([1, math.nan, 2], 3)[1] == " "
     assert sparkline(range(100), 5) == sparkline(range(95, 100), 5)  # the newest values
     assert sparkline([10, 11], 2, low=None) == "▁█"  # own range: drift shows
+
+
+@pytest.mark.parametrize(
+    "values,arrow",
+    [
+        ([1_000, 6_000, 6_783, 4_735], DOWN),  # a fall after a rise: the last step, not first to last
+        ([6_783, 6_000, 5_500, 5_000, 4_735, 4_000], DOWN),  # a steady fall
+        ([4_900, 4_880, 4_850, 4_820, 4_790, 4_760], FLAT),  # a few per cent: flat bars, a flat arrow
+        ([1_000, 2_000, 8_000, 8_000], UP),  # risen, then level: from the first bar
+        ([5_000, math.nan, 6_000, 9_000], UP),  # gaps are not bars
+        ([5_000], None),
+    ],
+)
+def test_the_trend_arrow_is_what_the_sparkline_draws(values, arrow):
+    assert trend_arrow(values, 6) == arrow
+    bars = [b for b in spark_levels(values, 6) if b is not None]
+    if arrow == DOWN:
+        assert bars[-1] < max(bars)  # the line drawn ends below where it was
+    if arrow == FLAT:
+        assert len(set(sparkline(values, 6))) == 1
 
 
 # -- view state and units --------------------------------------------------------------------
