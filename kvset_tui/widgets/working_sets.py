@@ -186,7 +186,8 @@ class WorkingSetTable(SnapshotView, Widget):
         full = self.content_width >= FULL_TABLE_WIDTH
         with_gib = any(r.capacity_bytes is not None for r in rows)  # GiB needs a model's geometry
         unit = self.view.effective_unit(snap)
-        table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=True, show_edge=False)  # one space between columns
+        # one space between columns (rich pads both sides of a cell otherwise): the row fits 54 cells
+        table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=True, show_edge=False)
         table.add_column("target", style="bold", no_wrap=True)
         if full:
             table.add_column("blocks", justify="right", no_wrap=True)
