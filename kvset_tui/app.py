@@ -72,7 +72,10 @@ Screen { layout: vertical; }
     padding: 0 1;
 }
 #curve { padding: 0; }
+#events { text-wrap: wrap; }  /* a long event's hint is at its end: wrap it, the oldest give way */
 Screen.-narrow #side { width: 38; }
+/* a wide terminal gives the side column its share, so that hints and notes are not cut */
+Screen.-huge #side { width: 40%; }
 Screen.-short .panel { border: none; border-top: solid $primary 40%; padding: 0; }
 Screen.-short #events { display: none; }
 /* --tiers: the tiers panel takes the events panel's place; on a short screen the reserve's too (the
@@ -104,7 +107,7 @@ class KvsetTopApp(App[int]):
     TITLE = "kvset-top"
     ENABLE_COMMAND_PALETTE = False
     CSS = APP_CSS
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide"), (150, "-huge")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
     # Each binding's tooltip is its line in the help screen, which reads the live bindings.
     BINDINGS = [
