@@ -161,7 +161,8 @@ def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
         except ValueError:
             raise ValueError(f"{what} {part!r} is not a number") from None
         if not 0 < value <= 1:
-            raise ValueError(f"{what} {part!r} must lie in (0, 1] (or (0 %, 100 %])")
+            hint = f": did you mean {part}%?" if 1 < value <= 100 and not part.endswith("%") else ""
+            raise ValueError(f"{what} {part!r} must lie in (0, 1] (or (0 %, 100 %]){hint}")
         out.append(value)
     if not out:
         raise ValueError(f"no {what} given")

@@ -106,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     health = source.health()
     elapsed = time.monotonic() - started
+    if recorder.requests == 0:  # one line: the reason; the empty counters after it would only bury it
+        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
+        if source.rejects:
+            _say("  " + source.rejects.describe().replace("\n", "\n  "))
+        return 1
     _say(
         f"recorded {plural(recorder.requests, 'request')}, {plural(recorder.accesses, 'block access', 'block accesses')} "
         f"({plural(recorder.tokens, 'token')}) in {elapsed:.1f} s to {args.out}"
@@ -121,7 +126,4 @@ def run(args: argparse.Namespace) -> int:
         _say(f"  note: {note}")
     if source.rejects:
         _say("  " + source.rejects.describe().replace("\n", "\n  "))
-    if recorder.requests == 0:
-        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
-        return 1
     return 0

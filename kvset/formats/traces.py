@@ -14,7 +14,13 @@ from typing import BinaryIO
 import numpy as np
 
 from kvset.formats.block_size import blocks_of, check_block_size, settle
-from kvset.formats.byte_input import INFLATE_ERRORS, INPUT_ENDS_EARLY, TraceError, open_trace_input
+from kvset.formats.byte_input import (
+    GZIP_MAGIC,
+    INFLATE_ERRORS,
+    INPUT_ENDS_EARLY,
+    TraceError,
+    open_trace_input,
+)
 from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import (
     FORMATS,
@@ -242,7 +248,19 @@ def no_request_error(name: str, lines: int, parser: TraceLineParser) -> TraceErr
         if lines == 0
         else "no line is a request"
     )
+    if _named_gzip_but_not(name):  # random bytes called .gz: say that first, not only "not JSON"
+        return TraceError(f"{name} is named .gz but is not gzip (it does not start with 1f 8b)\n{why}")
     return TraceError(f"no valid request in {name} ({plural(lines, 'line')} read)\n{why}")
+
+
+def _named_gzip_but_not(name: str) -> bool:
+    if not name.endswith(".gz"):
+        return False
+    try:
+        with open(name, "rb") as f:
+            return f.read(2) != GZIP_MAGIC
+    except OSError:
+        return False
 
 
 def warning_notes(warnings: RejectCounter) -> list[str]:

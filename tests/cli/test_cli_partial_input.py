@@ -61,3 +61,13 @@ def test_a_whole_gzip_exits_0(capsys, tmp_path):
     whole.write_bytes(gzip.compress(MOONCAKE_TRACE.read_bytes()))
     code, _, err = run(capsys, "analyze", str(whole))
     assert code == 0 and "ends early" not in err
+
+
+def test_random_bytes_named_gz_are_called_not_gzip(capsys, tmp_path):
+    noise = tmp_path / "noise.jsonl.gz"
+    noise.write_bytes(bytes(range(256)) * 8)
+    code, _, err = run(capsys, "analyze", str(noise))
+    assert code == 2 and err.startswith(f"kvset analyze: {noise} is named .gz but is not gzip")
+    plain = tmp_path / "plain.jsonl.gz"  # a plain trace misnamed .gz is still read
+    plain.write_bytes(MOONCAKE_TRACE.read_bytes())
+    assert run(capsys, "analyze", str(plain))[0] == 0
