@@ -212,7 +212,12 @@ def empty_slots(horizon: int, slot_seconds: float = 1.0, fine_slots: int = 360,
     nb = len(WINDOW_GRID.capacities(horizon))
     none = np.zeros(0, dtype=np.int64)
     return PartialSlots(
-        empty_ring(slot_seconds, fine_slots, nb), empty_ring(coarse_seconds, coarse_slots, nb), none, none, none, 0
+        empty_ring(slot_seconds, fine_slots, nb),
+        empty_ring(coarse_seconds, coarse_slots, nb),
+        none,
+        none,
+        none,
+        0,
     )
 
 

@@ -120,6 +120,11 @@ class PartialStack:
         return None
 
     @property
+    def tracked_blocks(self) -> int:
+        """The blocks one process tracks at the end: its LRU stack, cut at the horizon."""
+        return len(self.stack)
+
+    @property
     def max_distance(self) -> int:
         """The largest distance seen: hist is cut after its row (kept so by the analyzer and the merge)."""
         return len(self.hist) - 1
@@ -222,7 +227,9 @@ class PartitionAnalyzer:
         assert isinstance(a.fine, SpillRing) and isinstance(a.coarse, SpillRing)
         on_slots, on_time = self._marks.on_time()
         first_slots = np.concatenate([np.zeros(0, dtype=np.int64), *self._first_slots])
-        return PartialSlots(ring_state(a.fine), ring_state(a.coarse), first_slots, on_slots, on_time, a.late_accesses)
+        return PartialSlots(
+            ring_state(a.fine), ring_state(a.coarse), first_slots, on_slots, on_time, a.late_accesses
+        )
 
     def state(self) -> PartialStack:
         a = self.analyzer
@@ -467,7 +474,9 @@ def merge(a: PartialStack, b: PartialStack) -> PartialStack:
     )
 
 
-def _merge_windows(a: PartialStack, b: PartialStack, distance: Ints, new: npt.NDArray[np.bool_]) -> PartialSlots | None:
+def _merge_windows(
+    a: PartialStack, b: PartialStack, distance: Ints, new: npt.NDArray[np.bool_]
+) -> PartialSlots | None:
     if a.windows is None or b.windows is None:
         return None
     return merge_slots(a.windows, b.windows, distance, b.first_tokens, new, a.complete, a.horizon)
