@@ -299,7 +299,9 @@ def array_batch(
         keys=np.ascontiguousarray(keys, dtype=np.uint64),
         tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
         request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
-        timestamps=timestamps if np.ndim(timestamps) == 0 else np.asarray(timestamps, dtype=np.float64),
+        timestamps=float(timestamps)
+        if np.ndim(timestamps) == 0
+        else np.asarray(timestamps, dtype=np.float64),  # type: ignore[arg-type]
     )
 
 

@@ -25,7 +25,7 @@ class MergedAnalysis(TimeSlotViews):
 
     def __init__(self, state: Any, order: str, units: StreamUnits | None) -> None:
         self.state = state
-        self.order = order  # type: ignore[assignment]
+        self.order = order
         self.units = units or DEFAULT_UNITS
         self.computed: dict[str, Any] = {}  # partitions, workers, rounds, seconds
         self.horizon = int(state.horizon)
