@@ -258,6 +258,27 @@ def merge_slots(
     return PartialSlots(fine, coarse, firsts, slots, counts, late)
 
 
+@njit(nogil=True, cache=True)
+def _mark_slots(
+    stamps: npt.NDArray[np.float64], width: float, newest: Int, slots: Ints, ids: Ints, on_time: Ints
+) -> Int:  # pragma: no cover - compiled
+    """Per access, the slot the analyzer counts it in (its stamp's, or the newest before it if later):
+    into slots; per slot of the batch, in order, its id and the accesses stamped in it (on time).
+    Returns the number of slots. One pass, in the kernel's arithmetic."""
+    k = -1
+    for i in range(slots.shape[0]):
+        own = np.int64(np.floor(stamps[i] / width))
+        if own > newest:
+            newest = own
+        if k < 0 or ids[k] != newest:
+            k += 1
+            ids[k] = newest
+            on_time[k] = 0
+        on_time[k] += own >= newest
+        slots[i] = newest
+    return k + 1
+
+
 class SlotMarks:
     """What the analyzer's rings do not say about a partition's accesses: the fine slot each access is
     counted in (to give the firsts theirs) and the accesses on time per slot (the rest are late).
@@ -266,30 +287,29 @@ class SlotMarks:
     def __init__(self, width: float) -> None:
         self.width = float(width)
         self.newest = NO_SLOT
-        self._slots: list[int] = []
-        self._on_time: list[int] = []
+        self._ids: list[Ints] = []
+        self._on_time: list[Ints] = []
 
     def feed(self, stamps: np.ndarray, n: int) -> Ints:
         """The slots of the batch's n accesses (stamps: one per access, or one for all)."""
+        slots = np.empty(n, dtype=np.int64)
         if len(stamps) == n and n > 1:
-            own = np.floor(stamps / self.width).astype(np.int64)
-            slots = np.maximum.accumulate(np.maximum(own, self.newest))
-            on_time = own >= slots
+            ids, on_time = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+            k = _mark_slots(stamps, self.width, self.newest, slots, ids, on_time)
+            ids, on_time = ids[:k], on_time[:k]
         else:  # one stamp for the batch, as the analyzer reads it
             first = math.floor(float(stamps[0]) / self.width)
-            slots = np.full(n, max(first, self.newest), dtype=np.int64)
-            on_time = np.full(n, first >= self.newest)
-        ends = np.flatnonzero(np.diff(slots)).tolist() + [n - 1]
-        counts = np.add.reduceat(on_time.astype(np.int64), [0] + [e + 1 for e in ends[:-1]])
-        for end, c in zip(ends, counts.tolist(), strict=True):
-            s = int(slots[end])
-            if self._slots and self._slots[-1] == s:
-                self._on_time[-1] += c
-            else:
-                self._slots.append(s)
-                self._on_time.append(c)
+            slots[:] = max(first, self.newest)
+            ids, on_time = slots[:1].copy(), np.array([n if first >= self.newest else 0], dtype=np.int64)
         self.newest = int(slots[-1])
+        self._ids.append(ids)
+        self._on_time.append(on_time)
         return slots
 
     def on_time(self) -> tuple[Ints, Ints]:
-        return np.array(self._slots, dtype=np.int64), np.array(self._on_time, dtype=np.int64)
+        """The slots touched, ascending, and the accesses on time in each."""
+        none = np.zeros(0, dtype=np.int64)
+        ids, counts = np.concatenate([none, *self._ids]), np.concatenate([none, *self._on_time])
+        first = np.concatenate([[True], np.diff(ids) != 0]) if len(ids) else np.zeros(0, dtype=bool)
+        starts = np.flatnonzero(first)
+        return ids[starts], np.add.reduceat(counts, starts) if len(starts) else none
