@@ -123,11 +123,18 @@ def ring_state(ring: SpillRing) -> RingState:
         ("requests", ring.spill_requests),
     ):
         whole = getattr(out, name)
-        np.add.at(whole, dst, getattr(ring, name)[rows])
+        _add_rows(whole, dst, getattr(ring, name), rows)
         whole[n] += spill
     kept = dst < n
     out.ids[dst[kept]] = ring.slot_ids[rows[kept]]
     return out
+
+
+@njit(nogil=True, cache=True)
+def _add_rows(whole: np.ndarray, dst: Ints, part: np.ndarray, src: Ints) -> None:  # pragma: no cover
+    """whole[dst[i]] += part[src[i]], row by row (np.add.at and reduceat took 15 ms a ring)."""
+    for i in range(dst.shape[0]):
+        whole[dst[i]] += part[src[i]]
 
 
 def _replace(state: RingState, current: int) -> None:
@@ -153,8 +160,8 @@ def merge_rings(a: RingState, b: RingState) -> RingState:
     src_b = np.concatenate([b_rows, [n]])
     for name in ("blocks", "tokens", "counts", "requests"):
         whole = getattr(out, name)
-        np.add.at(whole, dst_a, getattr(a, name)[src_a])
-        np.add.at(whole, dst_b, getattr(b, name)[src_b])
+        _add_rows(whole, dst_a, getattr(a, name), src_a)
+        _add_rows(whole, dst_b, getattr(b, name), src_b)
     in_ring = dst[:-1] < n
     out.ids[dst[:-1][in_ring]] = slots[:-1][in_ring]
     return out

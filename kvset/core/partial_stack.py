@@ -299,10 +299,13 @@ def array_batch(
         keys=np.ascontiguousarray(keys, dtype=np.uint64),
         tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
         request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
-        timestamps=float(timestamps)
-        if np.ndim(timestamps) == 0
-        else np.asarray(timestamps, dtype=np.float64),  # type: ignore[arg-type]
+        timestamps=_stamps(timestamps),
     )
+
+
+def _stamps(timestamps: npt.ArrayLike | float) -> np.ndarray | float:
+    stamps = np.asarray(timestamps, dtype=np.float64)
+    return float(stamps) if stamps.ndim == 0 else stamps
 
 
 # The merge's join of B's firsts with A's stack is radix-partitioned: both sides are scattered by the
