@@ -78,11 +78,6 @@ def analyze_from_args(args: argparse.Namespace) -> AnalysisResult:
         raise ValueError(
             "--sample-size lowers its rate as the whole stream grows, which does not distribute: give --sample R"
         )
-    if args.sample is not None:
-        raise ValueError(
-            "--sample with --workers or --dask: a sampled run's time windows do not merge yet "
-            "(docs/method.md, section 13): run it in one process"
-        )
     if args.dashboard and args.dask:
         raise ValueError("--dashboard is for --workers: a cluster's scheduler serves its own")
     try:
