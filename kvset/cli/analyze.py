@@ -24,7 +24,7 @@ from kvset.cli.flags import (
     add_sampling_arguments,
 )
 from kvset.cli.from_flags import geometry_from_args
-from kvset.cli.inputs import InputError, load_input
+from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
 from kvset.core.stack_distance import Sampling
 from kvset.figures import curve, tiers
 from kvset.figures.base import ANALYZE
@@ -99,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
+    partial = partial_read(summary, "analyze", args.allow_partial)
+    if partial is not None:
+        print(partial, file=sys.stderr)
+        if not args.allow_partial:
+            return EXIT_PARTIAL
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2

@@ -165,6 +165,11 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     add_trace_arguments(p)
     add_units_arguments(p)
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="give the figures of an input that ends early (truncated .gz) instead of exit code 3",
+    )
     add_log_arguments(p, live=False)
 
 
