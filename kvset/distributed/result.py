@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from kvset.core.curve import HitRateCurve, SampleInfo
 from kvset.core.log_grid import WINDOW_GRID
-from kvset.core.slots import SlotSeries, TimeSlotViews
+from kvset.core.slots import TimeSlotViews
 from kvset.distributed.partitions import PartitionError
 from kvset.offline import AnalysisResult, InputSummary
 from kvset.rejects import RejectCounter
@@ -19,9 +19,9 @@ from kvset.units import DEFAULT_UNITS, StreamUnits
 
 
 class MergedAnalysis(TimeSlotViews):
-    """The analyzer protocol (kvset.core.stack_distance.StackDistanceAnalyzer) over a merged state (a
-    PartialStack or a PartialSample, which carry the analyzer's names and time slots): what the
-    snapshot and the reports read, and how it was computed. It takes no more accesses."""
+    """The analyzer protocol (kvset.core.stack_distance.StackDistanceAnalyzer) over a merged
+    PartialStack, which carries the analyzer's names and time slots (a PartialSample's do not merge
+    yet): what the snapshot and the reports read, and how it was computed. It takes no more accesses."""
 
     def __init__(self, state: Any, order: str, units: StreamUnits | None) -> None:
         self.state = state
@@ -85,12 +85,7 @@ class MergedAnalysis(TimeSlotViews):
         if window is None:
             curve: HitRateCurve = self.state.curve()
             return curve
-        ring = self.fine if window <= self.fine.span_seconds() else self.coarse
-        return ring.window_curve(float(window), self.grid_capacities, self.horizon)
-
-    def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
-        ring = self.coarse if coarse else self.fine
-        return ring.series(seconds, self.grid_capacities, self.horizon)
+        return self.window_curve(float(window))
 
     def memory_bytes(self) -> int:
         return int(self.state.nbytes())
