@@ -10,6 +10,7 @@ from kvset.core import kernel as K
 from kvset.core.analyzer import Analyzer
 from kvset.core.partial_stack import PartitionAnalyzer, empty_stack, merge
 from kvset.core.partial_stack import array_batch as batch_of
+from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.distributed.result import MergedAnalysis
 from kvset.units import DEFAULT_UNITS
 from tests.support.merge_tree import merge_in_random_tree
@@ -145,5 +146,7 @@ def test_a_later_partition_stamped_before_the_earlier_one_counts_late_in_its_new
 
 def test_a_merged_analysis_takes_no_more_accesses():
     m = MergedAnalysis(empty_stack(8), "forward", DEFAULT_UNITS)
+    assert isinstance(m, StackDistanceAnalyzer)  # every name the snapshot reads off an analyzer
+    assert m.curve(window=60.0).accesses == 0 and m.last_time_at is None and m.late_accesses == 0
     with pytest.raises(TypeError, match="no more accesses"):
         m.feed(np.arange(3, dtype=np.uint64))
