@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         for update in source.updates(stop):
             if update.accesses is not None:
                 recorder.write(update.accesses, block_size=update.units.block_size if update.units else None)
+            if recorder.failure is not None:
+                break  # a full disk: nothing more can be kept
             health = update.health or health
             for event in update.events:
                 _say(f"{event.kind}: {event.text}")
@@ -98,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         if restore is not None:
             signal.signal(signal.SIGTERM, restore)
+    if recorder.failure is not None:
+        kept = "the file that was there is untouched" if args.force else "nothing was written there"
+        _say(f"kvset record: {recorder.failure}; the recording is discarded ({kept})")
+        return 1
     health = source.health()
     elapsed = time.monotonic() - started
     _say(

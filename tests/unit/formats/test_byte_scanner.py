@@ -284,3 +284,21 @@ def test_corrupt_gzip_data_is_a_counted_rejection_on_both_paths():
         # lines inflated wrongly before the damage is found are rejected as what they are
         assert "input ends early (truncated or corrupt data)" in reasons
         assert 0 < trace.requests < 3000
+
+
+@pytest.mark.parametrize("where", ["hash_ids", "extra"])
+def test_a_line_nested_thousands_deep_is_one_counted_rejection_on_both_paths(where):
+    deep = "[" * 3_000 + "]" * 3_000
+    odd = (
+        '{"timestamp": 3, "input_length": 512, "hash_ids": ' + deep + "}"
+        if where == "hash_ids"
+        else '{"timestamp": 3, "input_length": 512, "hash_ids": [9], "x": ' + deep + "}"
+    )
+    data = lines(moon(1, [1, 2]), moon(2, [1, 3]), odd, moon(4, [1, 2, 4]))
+    for trace in both(data):
+        assert not isinstance(trace, str), trace
+        assert trace.keys.tolist() == [1, 2, 1, 3, 1, 2, 4]
+        ((reason, count, examples),) = [(r.reason, r.count, r.examples) for r in trace.rejects.summary()]
+        assert count == 1 and examples[0].startswith("line 3: ")
+        # in hash_ids the schema refuses the first nested array; elsewhere the depth is what stops it
+        assert reason == ("nested too deeply" if where == "extra" else "wrong type (hash_ids[])")
