@@ -19,8 +19,8 @@ What cannot be read back is not written as such: a timestamp that is not finite,
 outside what the reader accepts, is written as the previous request's time and counted in
 `clamped` (one absurd clock reading must not make every later request unreadable).
 
-A path is written atomically: to a hidden temporary file beside it, renamed over the target on
-close, so a half-written recording never replaces a good file and a symlink at the target is
+A path is written atomically: to a hidden temporary file beside it (`partial_path`), renamed over
+the target on close; every CHECKPOINT_SECONDS the temporary file is made readable as it stands, so a half-written recording never replaces a good file and a symlink at the target is
 replaced, not followed. An existing target is refused unless overwrite=True. A write that fails (a
 full disk) ends the recording: the temporary file is removed, nothing is renamed, the target is left
 as it was, and `failure` says why; later batches are counted in `unrecorded`, not written.
@@ -43,6 +43,11 @@ import numpy as np
 
 from kvset.formats.trace_lines import MAX_TIMESTAMP_SECONDS
 from kvset.types import AccessBatch
+
+# How often a recording to a path is made readable as it stands: the file is flushed, and a .gz one
+# ends its gzip member and starts the next, so that a recording killed outright (SIGKILL, a power
+# cut) keeps everything up to its last checkpoint in the temporary file, readable as a trace.
+CHECKPOINT_SECONDS = 5.0
 
 
 class RecordTargetError(ValueError):
@@ -96,6 +101,9 @@ class TraceRecorder:
             self._owned = True
         else:
             self._file, self._raw, self._owned = out, None, False
+        self.partial_path = self._tmp  # where the recording is until it ends (None: a file object)
+        self.checkpoint_seconds = CHECKPOINT_SECONDS
+        self._checkpointed = time.monotonic()
         self.block_size = block_size
         self.clamped = 0  # requests whose timestamp could not be written as given
         self.first_timestamp: float | None = None  # seconds, the time of the first recorded request
@@ -157,11 +165,24 @@ class TraceRecorder:
             )
         try:
             self._file.write(b"".join(lines))
+            if self._owned and time.monotonic() - self._checkpointed >= self.checkpoint_seconds:
+                self._checkpoint()
         except OSError as exc:
             self._fail(exc)
             self.unrecorded += n
             return 0
         return len(lines)
+
+    def _checkpoint(self) -> None:
+        """Make the temporary file readable as it stands: a .gz ends its member (a gzip file may hold
+        several, read one after another) and starts the next; both flush to the operating system."""
+        if self._raw is not None:
+            self._file.close()  # writes the member's trailer; the raw file stays open
+            self._raw.flush()
+            self._file = gzip.GzipFile(fileobj=self._raw, mode="wb")
+        else:
+            self._file.flush()
+        self._checkpointed = time.monotonic()
 
     def _line(self, keys: np.ndarray, tokens: np.ndarray, ts: float, block_size: int | None) -> bytes:
         if not (math.isfinite(ts) and abs(ts) <= MAX_TIMESTAMP_SECONDS):
