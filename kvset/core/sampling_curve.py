@@ -91,7 +91,9 @@ def post_stratified_curve(
             token_hit_rate=errors["tokens"][0],
             block_coverage=errors["blocks"][1],
             token_coverage=errors["tokens"][1],
-        ),
+        )
+        if info.meaningful
+        else None,  # too few blocks for the groups' spread to measure anything: no interval
     )
 
 

@@ -36,7 +36,10 @@ def estimate_json(info: SampleInfo | None) -> Json | None:
         "tracked_blocks": info.tracked_blocks,
         "tracked_accesses": info.tracked_accesses,
         "tracked_share": info.tracked_share,
-        "error_bound": f"{ERROR_Z:g} standard errors (about 95 %) from the spread of the sample's random groups",
+        "meaningful": info.meaningful,  # False: fewer than MIN_SAMPLE_BLOCKS blocks, and no interval
+        "error_bound": f"{ERROR_Z:g} standard errors (about 95 %) from the spread of the sample's random groups"
+        if info.meaningful
+        else None,
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvset.core.curve import MIN_SAMPLE_BLOCKS
 from kvset.figures import FIGURES
 from kvset.figures.base import Json, TextView
 from kvset.figures.inputs import MISSES_ONLY
@@ -32,10 +33,20 @@ def estimate_text(estimate: Json | None) -> list[str]:
     if estimate is None:
         return []
     size = f", at most {estimate['sample_size']:,} blocks" if estimate["sample_size"] else ""
-    return [
+    label = (
         f"  ESTIMATE from a {target_label(estimate['sample_rate'])} spatial sample of the blocks{size} "
         f"(seed {estimate['seed']}; request heads sampled more: {percent_cell(estimate['tracked_share'], 1)} of the "
-        f"accesses looked at, {estimate['tracked_blocks']:,} blocks tracked)",
+        f"accesses looked at, {plural(estimate['tracked_blocks'], 'block')} tracked)"
+    )
+    if not estimate["meaningful"]:
+        return [
+            label,
+            f"  NOT MEANINGFUL: the sample holds {plural(estimate['tracked_blocks'], 'block')}, fewer than "
+            f"{MIN_SAMPLE_BLOCKS}: its numbers are decided by a handful of blocks and have no interval; "
+            "sample at a higher rate or a larger size",
+        ]
+    return [
+        label,
         f"  every number but requests, accesses and tokens is an estimate; ± is {estimate['error_bound']}",
     ]
 

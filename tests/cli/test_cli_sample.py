@@ -98,3 +98,24 @@ def test_analyze_csv_of_a_sample_marks_every_row_an_estimate(capsys):
         line.split(",") for line in run(capsys, "analyze", str(MOONCAKE_TRACE), "--csv")[1].splitlines()[1:]
     ]
     assert all(r[est] == "0" and r[err] == "" for r in exact)
+
+
+@pytest.mark.parametrize("sampling", [["--sample-size", "2"], ["--sample", "1e-9"], ["--sample-size", "40"]])
+def test_a_sample_too_small_to_mean_anything_says_so_and_gives_no_interval(capsys, sampling):
+    from kvset.core.curve import MIN_SAMPLE_BLOCKS
+
+    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), *sampling, "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["estimate"]["tracked_blocks"] < MIN_SAMPLE_BLOCKS and r["estimate"]["meaningful"] is False
+    assert r["estimate"]["error_bound"] is None
+    assert all(p.get("block_hit_rate_error") is None for p in r["curve"])
+    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), *sampling)
+    assert "NOT MEANINGFUL" in out and "±" not in out
+
+
+def test_a_sample_large_enough_keeps_its_interval(capsys):
+    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "0.2", "--json")
+    r = json.loads(out)
+    assert r["estimate"]["meaningful"] is True and r["estimate"]["error_bound"]
+    assert any(p.get("block_hit_rate_error") for p in r["curve"])

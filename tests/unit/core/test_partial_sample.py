@@ -1,6 +1,7 @@
 """The sampled analysis in partitions, merged in order, gives one process's estimate for the same seed."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,17 @@ def sampled_traces(draw):
     return keys, tokens, starts.astype(np.int64), rng
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _intervals_of_tiny_samples_too():
+    """These traces are small: compare their intervals too, which a sample under MIN_SAMPLE_BLOCKS
+    blocks otherwise drops."""
+    import kvset.core.curve as curve_module
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(curve_module, "MIN_SAMPLE_BLOCKS", 0)
+        yield
+
+
 def _one_process(keys, tokens, starts, horizon, rate, seed, order):
     a = new_analyzer(array_units(tokens), horizon, order, Sampling(rate=rate, seed=seed))
     a.feed(keys, tokens=tokens, request_starts=starts, timestamps=0.0)
@@ -34,6 +46,7 @@ def _assert_same_estimate(merged, a):
     c, m = a.curve(), merged.curve()
     for name in ("capacities", "block_hits", "token_hits"):
         assert np.array_equal(getattr(m, name), getattr(c, name)), name
+    assert m.sample.tracked_blocks == c.sample.tracked_blocks
     for name in ("block_hit_rate", "token_hit_rate", "block_coverage", "token_coverage"):
         assert np.array_equal(getattr(m.errors, name), getattr(c.errors, name)), name
     assert (m.beyond_horizon_blocks, m.beyond_horizon_tokens) == (
