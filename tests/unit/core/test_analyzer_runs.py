@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvset.core import kernel as K
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_stack_distances
 from tests.unit.core.test_analyzer_property import traces
@@ -18,7 +19,7 @@ from tests.unit.core.test_analyzer_property import traces
 def prefix_chained(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     conversations = draw(st.integers(1, 4))
-    requests = draw(st.integers(1, 14))
+    requests = draw(st.integers(1, 30))
     turn_blocks = draw(st.sampled_from([1, 5, 30, 140]))  # long turns cross words and superblocks
     stray = draw(st.sampled_from([0.0, 0.01, 0.1]))  # a re-read of any earlier block, mid-request
     big_ids = draw(st.booleans())
@@ -161,3 +162,24 @@ def test_a_re_sent_conversation_is_taken_as_runs_and_split_where_a_block_was_rea
     runs, run_accesses = a.runs_taken
     assert runs == 2  # the send before block 1350 and the one after
     assert run_accesses == len(context) - 1  # all but block 1350 itself
+
+
+def test_runs_stay_exact_while_the_slots_are_compacted_under_them():
+    rng = np.random.default_rng(23)
+    contexts = [list(range(c * 100_000, c * 100_000 + 300)) for c in range(3)]
+    keys: list[int] = []
+    for turn in range(60):
+        c = int(rng.integers(3))
+        contexts[c] = contexts[c] + list(
+            range(10**6 + 100 * turn, 10**6 + 100 * turn + int(rng.integers(1, 60)))
+        )
+        keys += contexts[c]
+    keys_array = np.asarray(keys, dtype=np.uint64)
+    stamps = np.arange(len(keys), dtype=np.float64) * 0.001
+    runs, blocks = Analyzer(horizon=1 << 20), Analyzer(horizon=1 << 20, runs=False)
+    d = runs.feed(keys_array, timestamps=stamps, return_distances=True)
+    assert d.tolist() == blocks.feed(keys_array, timestamps=stamps, return_distances=True).tolist()
+    assert d.tolist() == naive_stack_distances(keys)
+    _same_figures(runs, blocks)
+    assert runs.runs_taken[1] > 0.9 * len(keys)
+    assert runs._t.meta[K.M_COMPACTIONS] > 5
