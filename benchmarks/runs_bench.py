@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(f, dict):
             print(
                 f"{name}: runs {f['speedup']:.2f}x the per-block kernel ({f['cpu_speedup']:.2f}x in CPU seconds); "
-                f"{100 * f['share_in_runs']:.2f} % of the accesses in runs, {f['blocks_per_run']:,.0f} blocks a run, "
+                f"{100 * f['share_in_runs']:.2f} % of the accesses taken in runs, {f['blocks_per_run']:,.0f} blocks a run "
+                "(beside the two per-block accesses each starts from), "
                 f"{f['runs_per_second']:,.0f} runs/s; curves identical: {'yes' if f['identical'] else 'NO'}"
             )
     if "analyze_vs_gzip" in figures:

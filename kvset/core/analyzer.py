@@ -349,7 +349,8 @@ class Analyzer(TimeSlotViews):
 
     @property
     def runs_taken(self) -> tuple[int, int]:
-        """(runs of re-read blocks taken at once, the accesses in them), all time."""
+        """(runs of re-read blocks taken at once, the accesses taken in them), all time; each run
+        starts from two accesses the per-block path took, not counted in it."""
         return int(self._t.meta[K.M_RUNS]), int(self._t.meta[K.M_RUN_ACCESSES])
 
     @property

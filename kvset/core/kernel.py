@@ -39,7 +39,7 @@ M_LATE = 10  # accesses stamped before the current slot, all time
 M_REASON = 11  # why feed_kernel returned
 M_MAX_DISTANCE = 12  # largest stack distance seen: the exact curve's last capacity
 M_RUNS = 13  # runs taken at once, all time
-M_RUN_ACCESSES = 14  # accesses of those runs, the two each began with included
+M_RUN_ACCESSES = 14  # accesses taken in those runs (not the two per-block ones each starts from)
 META_SIZE = 15
 
 STOP_DONE = 0
@@ -616,7 +616,7 @@ def feed_kernel(
             )
             if k:
                 meta[M_RUNS] += 1
-                meta[M_RUN_ACCESSES] += k + 2
+                meta[M_RUN_ACCESSES] += k
                 # all k at the distance d of the access before them; the stack's order below is unchanged,
                 # so run_prefix holds for the run's last slot too
                 hist[d, 0] += k
