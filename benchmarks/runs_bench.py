@@ -15,6 +15,7 @@ The two analyzers' curves must be identical (blocks and tokens), or the run fail
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -57,6 +58,7 @@ def write_mooncake(trace: BenchTrace, path: Path) -> None:
 
 # -- one part in its own process ------------------------------------------------------------------
 def run_analyzer(trace_dir: str, runs: bool) -> dict:
+    from kvset.core import kernel as K
     from kvset.core.analyzer import Analyzer
     from kvset.units import StreamUnits
 
@@ -79,9 +81,10 @@ def run_analyzer(trace_dir: str, runs: bool) -> dict:
         "runs": taken,
         "run_accesses": in_runs,
         "max_distance": curve.max_distance(),
-        "compactions": int(a._t.meta[7]),
-        "block_hits": curve.block_hits.tolist()[-1:] + [int(np.sum(curve.block_hits))],
-        "token_hits": curve.token_hits.tolist()[-1:] + [int(np.sum(curve.token_hits))],
+        "compactions": int(a._t.meta[K.M_COMPACTIONS]),
+        # the whole curve, every capacity, as a digest: the two kernels' must be the same
+        "block_hits": hashlib.sha256(curve.block_hits.astype(np.int64).tobytes()).hexdigest(),
+        "token_hits": hashlib.sha256(curve.token_hits.astype(np.int64).tobytes()).hexdigest(),
     }
 
 
