@@ -135,6 +135,20 @@ def run_opt_benchmark(
         return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
 
 
+def run_runs_benchmark(cpu: int | None) -> tuple[list[str], dict | None]:
+    """Runs of re-read blocks against the per-block kernel on a real trace's shape (benchmarks/runs_bench.py)."""
+    with tempfile.TemporaryDirectory(prefix="kvset-bench-runs-") as tmp:
+        out = Path(tmp) / "runs.json"
+        cmd = [sys.executable, "-m", "benchmarks.runs_bench", "--json", str(out)]
+        cmd += [] if cpu is None else ["--cpu", str(cpu)]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        if not out.exists():
+            return [
+                f"runs_bench.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
+            ], None
+        return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
+
+
 def run_parse_benchmark(cpu: int | None, accesses: int) -> list[str]:
     """The trace readers' throughput (benchmarks/trace_parse.py), pinned to the same core."""
     script = ROOT / "benchmarks" / "trace_parse.py"
@@ -415,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-opt", action="store_true", help="skip Belady MIN's one pass (benchmarks/opt_bench.py)"
     )
+    parser.add_argument(
+        "--no-runs",
+        action="store_true",
+        help="skip the real-trace shape: runs against the per-block kernel (benchmarks/runs_bench.py)",
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.python_prefix <= 0 or args.python_prefix > args.accesses:
@@ -476,6 +495,17 @@ def main(argv: list[str] | None = None) -> int:
         for line in opt_lines:
             print("  " + line)
 
+    runs_lines, runs_figures = [], None
+    if not args.no_runs:
+        print(
+            "\nthe real-trace shape: runs of re-read blocks against the per-block kernel "
+            "(benchmarks/runs_bench.py, same core):",
+            flush=True,
+        )
+        runs_lines, runs_figures = run_runs_benchmark(args.cpu)
+        for line in runs_lines:
+            print("  " + line)
+
     load_after = os.getloadavg()
     elapsed = time.perf_counter() - began
     print(f"\nload average {load_after[0]:.2f} at the end; whole run {elapsed:.0f} s; results in {args.json}")
@@ -497,11 +527,15 @@ def main(argv: list[str] | None = None) -> int:
         "trace_parse": parse_lines,
         "sampling": sampling,
         "opt": opt,
+        "real_trace_runs": runs_figures,
         "seconds": elapsed,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     ok = checks["python_histogram_equals_analyzer"] and checks["analyzer_hits_stable"]
+    ok &= runs_figures is None or all(
+        f["identical"] for f in runs_figures["figures"].values() if isinstance(f, dict)
+    )
     ok &= opt is None or all(
         same for r in opt for _, _, same in r["replays"]
     )  # MIN's replays agree with its curve

@@ -148,9 +148,13 @@ class Analyzer(TimeSlotViews):
         coarse_seconds: float = 60.0,
         coarse_slots: int = 120,
         initial_tracked: int = _MIN_TRACKED,
+        runs: bool = True,
     ) -> None:
         check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         self.horizon = int(horizon)
+        # runs of re-read blocks taken at once (docs/method.md, section 3); False: the per-block
+        # kernel, the same figures more slowly (the tests and `make bench` compare the two)
+        self.runs = bool(runs)
         self.order: Order = order
         self.units = units
         self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)))
@@ -266,6 +270,7 @@ class Analyzer(TimeSlotViews):
                 ts,
                 per_access,
                 fine.width,
+                self.runs,
                 i,
                 n,
                 t.table,
@@ -341,6 +346,12 @@ class Analyzer(TimeSlotViews):
         lo, hi = int(t.meta[K.M_OLDEST]), int(t.meta[K.M_NOW])
         bits = np.unpackbits(t.live.view(np.uint8), bitorder="little")[lo:hi].astype(bool)
         return np.ascontiguousarray(t.slot_keys[lo:hi][bits][::-1])
+
+    @property
+    def runs_taken(self) -> tuple[int, int]:
+        """(runs of re-read blocks taken at once, the accesses taken in them), all time; each run
+        starts from two accesses the per-block path took, not counted in it."""
+        return int(self._t.meta[K.M_RUNS]), int(self._t.meta[K.M_RUN_ACCESSES])
 
     @property
     def first_time(self) -> int:

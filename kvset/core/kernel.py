@@ -38,7 +38,9 @@ M_SLOT = 9  # the fine time slot accesses are counted in
 M_LATE = 10  # accesses stamped before the current slot, all time
 M_REASON = 11  # why feed_kernel returned
 M_MAX_DISTANCE = 12  # largest stack distance seen: the exact curve's last capacity
-META_SIZE = 13
+M_RUNS = 13  # runs taken at once, all time
+M_RUN_ACCESSES = 14  # accesses taken in those runs (not the two per-block ones each starts from)
+META_SIZE = 15
 
 STOP_DONE = 0
 STOP_GROW = 1
@@ -180,6 +182,49 @@ def compact_slots(
 
 
 @njit(nogil=True, cache=True)
+def compact_by_table(
+    table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
+) -> None:
+    """compact_slots for state that runs have moved blocks in (the table may say a freed slot).
+
+    Instead of one hash lookup per tracked block (a cache miss each), three sequential passes:
+    freed slots that a run moved on are made to say their block's live slot directly (from the
+    top down, so a chain of moves collapses in one pass), the table's cells are renumbered in
+    place by the rank of that live slot, and the keys move down."""
+    now = meta[M_NOW]
+    unow = np.uint64(now)
+    for s in range(now - 1, -1, -1):
+        if not _live_test(live, s):
+            t = slot_keys[s]
+            # a freed slot a run moved on says a later slot; others say a key, and no table entry
+            # leads to them, so whatever is written there is never read
+            if t > np.uint64(s) and t < unow and not _live_test(live, np.int64(t)):
+                slot_keys[s] = slot_keys[np.int64(t)]
+    nwords = (now + 63) >> 6
+    rank = np.empty(nwords + 1, dtype=np.int64)  # live slots in the words before
+    rank[0] = 0
+    for w in range(nwords):
+        rank[w + 1] = rank[w] + popcount(live[w])
+    for c in range(mask + 1):
+        v = table[2 * c + 1]
+        if v != EMPTY:
+            q = np.int64(v)
+            if not _live_test(live, q):
+                q = np.int64(slot_keys[q])
+            below = (np.uint64(1) << np.uint64(q & 63)) - np.uint64(1)
+            table[2 * c + 1] = np.uint64(rank[q >> 6] + popcount(live[q >> 6] & below))
+    j = 0
+    for s in range(meta[M_OLDEST], now):
+        if _live_test(live, s):
+            slot_keys[j] = slot_keys[s]
+            j += 1
+    _live_build(live, fen, j)
+    meta[M_NOW] = j
+    meta[M_OLDEST] = 0
+    meta[M_COMPACTIONS] += 1
+
+
+@njit(nogil=True, cache=True)
 def rebuild_into(
     old_slot_keys: np.ndarray,
     old_live: np.ndarray,
@@ -218,6 +263,125 @@ def _release(live: np.ndarray, fen: np.ndarray, pend: np.uint64, now: Int, p: In
     return pend
 
 
+@njit(inline="always")
+def _lowest_bit(x: np.uint64) -> Int:
+    """Index of the lowest set bit of x (x != 0)."""
+    return popcount((x & (~x + np.uint64(1))) - np.uint64(1))
+
+
+@njit(inline="always")
+def _resolve(live: np.ndarray, slot_keys: np.ndarray, p: Int) -> Int:
+    """The live slot of a block whose table entry says p: a run moved it on from p if p is free."""
+    while not _live_test(live, p):
+        p = np.int64(slot_keys[p])
+    return p
+
+
+@njit(nogil=True)
+def _extend_run(
+    keys: np.ndarray,
+    tokens: np.ndarray,
+    stamps: np.ndarray,
+    per_access: bool,
+    slot_width: float,
+    slot: Int,
+    i: Int,
+    stop: Int,
+    q: Int,
+    now: Int,
+    slot_keys: np.ndarray,
+    live: np.ndarray,
+    fen: np.ndarray,
+    d: Int,
+    out: np.ndarray,
+) -> tuple[Int, Int, Int, Int]:
+    """Take accesses i, i+1, ... as one run: block j of it is the block in the next live slot after
+    the previous one's (q, the slot access i-1 hit, is freed already), so every access of the run
+    has the distance d of access i-1. Each block moves to a new slot at the top (now, now+1, ...);
+    its old slot is freed and keeps the new slot's number in slot_keys, so that the hash table,
+    which still says the old slot, is not written (`_resolve` follows the numbers). The tree gets
+    one update per superblock of slots freed or filled, not one per block.
+
+    The caller has put every live bit into the tree. Stops at a block that is not the next, at the
+    first access of a later time slot, or where the slots run out. Returns (accesses taken, their
+    tokens, how many were stamped before the current slot, the last slot freed)."""
+    nslots = slot_keys.shape[0]
+    per_access_tokens = tokens.shape[0] == keys.shape[0]
+    want_out = out.shape[0] == keys.shape[0]
+    slot_begin = slot * slot_width
+    slot_end = (slot + 1) * slot_width
+    # The run's old slots lie below the newest word (a run in it is short and left to the
+    # per-block path), so the word being freed and the word being filled are never the same and
+    # both stay in registers, written back when the run leaves them.
+    limit = min(now - 1, (now >> 6) << 6)
+    first = now
+    n_tok = late = 0
+    freed = filled = 0
+    freed_sb: Int = q >> SB_SHIFT
+    filled_sb: Int = now >> SB_SHIFT
+    w = q >> 6
+    word = live[w]  # the freed word, as it will be written back
+    ahead = word & ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (q & 63)))  # live bits above q
+    dw = now >> 6
+    dword = live[dw] if dw < live.shape[0] else np.uint64(0)
+    j = i
+    while j < stop and now < nslots:
+        if ahead == 0:
+            # a word of freed slots, or more, ends the run: the per-block path takes the access
+            if ((w + 1) << 6) >= limit:
+                break
+            live[w] = word
+            w += 1
+            word = live[w]
+            ahead = word
+            if ahead == 0:
+                break
+        b = _lowest_bit(ahead)
+        nq = (w << 6) + b
+        if nq >= limit or slot_keys[nq] != keys[j]:
+            break
+        if per_access:
+            t = stamps[j]
+            if t >= slot_end or t < slot_begin:
+                s = np.int64(np.floor(t / slot_width))
+                if s > slot:
+                    break
+                if s < slot:
+                    late += 1
+        bit = np.uint64(1) << np.uint64(b)
+        ahead &= ~bit
+        word &= ~bit
+        if (nq >> SB_SHIFT) != freed_sb:
+            fenwick.add(fen, freed_sb, -freed)
+            freed_sb = nq >> SB_SHIFT
+            freed = 0
+        freed += 1
+        slot_keys[now] = keys[j]
+        slot_keys[nq] = np.uint64(now)
+        dword |= np.uint64(1) << np.uint64(now & 63)
+        if (now >> SB_SHIFT) != filled_sb:
+            fenwick.add(fen, filled_sb, filled)
+            filled_sb = now >> SB_SHIFT
+            filled = 0
+        filled += 1
+        n_tok += tokens[j] if per_access_tokens else tokens[0]
+        if want_out:
+            out[j] = d
+        q = nq
+        now += 1
+        j += 1
+        if (now & 63) == 0:
+            live[dw] = dword
+            dw += 1
+            dword = live[dw] if dw < live.shape[0] else np.uint64(0)
+    live[w] = word
+    if dw < live.shape[0]:
+        live[dw] = dword
+    fenwick.add(fen, freed_sb, -freed)
+    fenwick.add(fen, filled_sb, filled)
+    return j - i, n_tok, late, q if now > first else -1
+
+
 @njit(nogil=True, cache=True)
 def feed_kernel(
     keys: np.ndarray,
@@ -225,6 +389,7 @@ def feed_kernel(
     stamps: np.ndarray,
     per_access: bool,
     slot_width: float,
+    runs: bool,
     start: Int,
     stop: Int,
     table: np.ndarray,
@@ -248,6 +413,8 @@ def feed_kernel(
       STOP_GROW: a new block needs a larger table (tracked == max_tracked < horizon), or
       STOP_NEXT_SLOT: an access belongs to a later time slot than the current one.
     Accesses stamped before the current slot count in it (meta[M_LATE]).
+    With `runs`, a run of re-read blocks (see _extend_run) is taken at once after its first two
+    accesses; without, every access goes through the hash table (the per-block kernel).
     """
     nslots = slot_keys.shape[0]
     horizon = meta[M_HORIZON]
@@ -279,6 +446,7 @@ def feed_kernel(
     run_prefix: Int = 0  # live slots in [0, run_p] before it was freed
     freed = 0  # slots freed in superblock freed_sb, not yet subtracted in the tree
     freed_sb: Int = -1
+    last_hit: Int = -1  # the access run_p belongs to
     reason = STOP_DONE
     i: Int = start
     while i < stop:
@@ -303,7 +471,10 @@ def feed_kernel(
                 freed = 0
             run_p = -1
             meta[M_NOW] = now
-            compact_slots(table, mask, slot_keys, live, fen, meta)
+            if runs:
+                compact_by_table(table, mask, slot_keys, live, fen, meta)
+            else:
+                compact_slots(table, mask, slot_keys, live, fen, meta)
             now = meta[M_NOW]
         if i + PREFETCH_CELL < stop:
             home = np.int64(mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
@@ -319,11 +490,14 @@ def feed_kernel(
         key = keys[i]
         tok = tokens[i] if per_access_tokens else tokens[0]
         h = table_probe(table, mask, key, homes[i & HOMES_MASK])
+        in_run = False  # this access hit the next live slot after the previous access's
         if h >= 0:
-            p = np.int64(table[2 * h + 1])
+            p = _resolve(live, slot_keys, np.int64(table[2 * h + 1]))
             if run_p >= 0 and p > run_p and (p >> 6) - (run_p >> 6) <= WORDS_PER_SB:
                 # the previous hit's slot was just below: count up from its prefix, no tree query
-                prefix = run_prefix - 1 + _live_between(live, run_p, p)
+                between = _live_between(live, run_p, p)
+                prefix = run_prefix - 1 + between
+                in_run = between == 1 and last_hit == i - 1
             else:
                 if freed and (p >> SB_SHIFT) > freed_sb:  # the query reads the tree below p's superblock
                     fenwick.add(fen, freed_sb, -freed)
@@ -346,6 +520,7 @@ def feed_kernel(
                 freed += 1
             run_p = p
             run_prefix = prefix
+            last_hit = i
             hist[d, 0] += 1  # blocks and tokens side by side: one cache line
             hist[d, 1] += tok
             b = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
@@ -415,6 +590,51 @@ def feed_kernel(
         n_tok += tok
         late += is_late
         i += 1
+        if runs and in_run and i < stop:
+            if pend:
+                fenwick.add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
+                pend = np.uint64(0)
+            if freed:
+                fenwick.add(fen, freed_sb, -freed)
+                freed = 0
+            k, k_tok, k_late, last_q = _extend_run(
+                keys,
+                tokens,
+                stamps,
+                per_access,
+                slot_width,
+                slot,
+                i,
+                stop,
+                p,
+                now,
+                slot_keys,
+                live,
+                fen,
+                d,
+                out,
+            )
+            if k:
+                meta[M_RUNS] += 1
+                meta[M_RUN_ACCESSES] += k
+                # all k at the distance d of the access before them; the stack's order below is unchanged,
+                # so run_prefix holds for the run's last slot too
+                hist[d, 0] += k
+                hist[d, 1] += k_tok
+                bucket_blocks[b] += k
+                bucket_tokens[b] += k_tok
+                n_hits += k
+                n_acc += k
+                n_tok += k_tok
+                late += k_late
+                now += k
+                i += k
+                run_p = last_q
+                last_hit = i - 1
+                for j in range(i, min(stop, i + PREFETCH_CELL)):  # the skipped keys' homes were not hashed
+                    home = np.int64(mix(keys[j]) & np.uint64(mask))
+                    homes[j & HOMES_MASK] = home
+                    prefetch(table, 2 * home)
     if pend:
         fenwick.add(fen, (now - 1) >> SB_SHIFT, popcount(pend))
     if freed:

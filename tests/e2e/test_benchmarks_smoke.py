@@ -126,6 +126,7 @@ def test_whole_benchmark_end_to_end(tmp_path):
             "--no-parse",
             "--no-sampling",
             "--no-opt",  # Belady MIN's section runs opt_bench at 1e6 and 1e7 accesses: tested below on 2e4
+            "--no-runs",  # the real-trace shape's section: test_runs_bench_smoke.py, on a tiny trace
             "--capacities",
             "4",
             "--json",
