@@ -1,6 +1,7 @@
 """--sample, --sample-size and --seed as a user runs them: every sampled number says it is an estimate."""
 
 import json
+import warnings
 
 import pytest
 
@@ -98,3 +99,16 @@ def test_analyze_csv_of_a_sample_marks_every_row_an_estimate(capsys):
         line.split(",") for line in run(capsys, "analyze", str(MOONCAKE_TRACE), "--csv")[1].splitlines()[1:]
     ]
     assert all(r[est] == "0" and r[err] == "" for r in exact)
+
+
+
+@pytest.mark.parametrize("rate", ["1e-300", "1e-13"])
+def test_a_sample_rate_too_thin_to_weigh_is_refused_in_one_line(capsys, rate):
+    """A sampled block weighs 1 / rate in int64 fixed point: the rate is refused, not overflowed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarning on the cast fails the test
+        with pytest.raises(SystemExit) as exc:
+            main(["analyze", str(MOONCAKE_TRACE), "--sample", rate])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--sample: sample rate must lie in [1e-12, 1]" in err and len(err.strip().splitlines()) == 1

@@ -12,6 +12,7 @@ from kvset.sources import metrics
 from kvset.sources.metrics import MetricsSource
 from kvset.types import SourceUpdate
 from tests.support.engine_metrics_server import FakeEngine
+from tests.support.fake_clock import FakeClock
 
 
 @pytest.fixture
@@ -90,6 +91,17 @@ def test_the_wait_after_failures_doubles_from_the_interval_up_to_the_cap() -> No
         src.failures = failures
         delays.append(src.backoff())
     assert delays == pytest.approx([0.05, 0.05, 0.1, 0.2, 0.4, 0.4])
+    src.close()
+
+
+@pytest.mark.parametrize(
+    ("left", "said"), [(3.2, "retry in 3 s"), (0.4, "retry in 0.4 s"), (0.01, "retrying now")]
+)
+def test_the_down_state_says_when_the_next_try_is(left: float, said: str) -> None:
+    clock = FakeClock()
+    src = source("http://127.0.0.1:9/metrics", clock=clock)  # never polled
+    src.last_error, src._next_at = "connection refused", clock.wall() + left
+    assert src.health().state == f"down: connection refused, {said}"
     src.close()
 
 
