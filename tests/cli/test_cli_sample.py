@@ -101,7 +101,6 @@ def test_analyze_csv_of_a_sample_marks_every_row_an_estimate(capsys):
     assert all(r[est] == "0" and r[err] == "" for r in exact)
 
 
-
 @pytest.mark.parametrize("rate", ["1e-300", "1e-13"])
 def test_a_sample_rate_too_thin_to_weigh_is_refused_in_one_line(capsys, rate):
     """A sampled block weighs 1 / rate in int64 fixed point: the rate is refused, not overflowed."""
