@@ -72,7 +72,9 @@ def test_http_errors_back_off_keep_stale_values_and_recover(engine: FakeEngine) 
     assert down and all(u.engine.stale for u in down)
     assert down[-1].engine.capacity_blocks == good.capacity_blocks
     h = ups[-1].health
-    assert not h.connected and h.state.startswith("down: HTTP 500, retry in")
+    assert not h.connected and h.state.startswith(
+        ("down: HTTP 500, retry in", "down: HTTP 500, retrying now")
+    )
     assert "stale" in " ".join(h.notes)
     assert h.rejected == ()  # an HTTP error is the endpoint's state, not rejected input
     assert [e.kind for u in ups for e in u.events].count("source-down") == 1
@@ -110,7 +112,9 @@ def test_connection_refused_then_the_engine_comes_back(engine: FakeEngine) -> No
     drive(src, lambda u: u.engine is not None)
     engine.stop()
     ups = drive(src, lambda u: u.health is not None and "connection refused" in u.health.state)
-    assert ups[-1].health.state.startswith("down: connection refused, retry in")
+    assert ups[-1].health.state.startswith(
+        ("down: connection refused, retry in", "down: connection refused, retrying now")
+    )
     engine.start()  # same port
     ups = drive(src, lambda u: u.engine is not None and not u.engine.stale, timeout=8.0)
     assert ups[-1].health.state == "connected"
