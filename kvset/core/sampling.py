@@ -202,6 +202,11 @@ class EstimatedCounts:
         return self._estimated(SK.T_BEYOND)
 
     @property
+    def misses_split_exact(self) -> bool:
+        """The sample forgets no block: its split of the misses is as good as its estimate."""
+        return True
+
+    @property
     def forgotten_blocks(self) -> int:
         """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
         return self.beyond_horizon
