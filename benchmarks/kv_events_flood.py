@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rate", type=float, default=100.0, help="messages per second (every second one left out)"
     )
     ap.add_argument("--blocks", type=int, default=10_000, help="blocks per batch")
+    ap.add_argument("--verbose", action="store_true", help="print every scrape and the end of stderr")
     ap.add_argument("--no-gaps", action="store_true", help="deliver every batch (the steady baseline)")
     args = ap.parse_args(argv)
     pub = Publisher(args.blocks)
@@ -105,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"kvset serve exited: {serve.wait()}")
         if m := re.search(r"metrics on (http://\S+)", line):
             url = m.group(1)
-    threading.Thread(target=lambda: [None for _ in serve.stderr], daemon=True).start()  # drain
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(serve.stderr), daemon=True).start()  # drained, kept
     time.sleep(1.0)  # the subscription reaches the publisher
     samples: list[tuple[float, float, float]] = []  # (t, accesses, rss MB)
     stop_sending = threading.Event()
@@ -149,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  longest stall of kvset_accesses_total: {longest:.1f} s")
     print(f"  accesses counted {counted:,.0f} of {pub.delivered_blocks:,} delivered")
     print(f"  largest RSS of kvset serve: {max(r for _, _, r in samples):,.0f} MB")
+    if args.verbose:
+        for t, acc, rss in samples:
+            print(f"  {t:6.2f} s  {acc:12,.0f} accesses  {rss:7,.0f} MB")
+        print("".join(log[-20:]), end="")
     return 0
 
 

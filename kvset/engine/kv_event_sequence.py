@@ -28,9 +28,9 @@ caller gives the replay up at its deadline even while batches keep arriving (`ti
 (or is given up), the gaps found among the batches held during that wait are counted lost at once
 instead of starting another wait: otherwise, with gaps more often than the timeout, each wait
 would hold the batches that reveal the next one and the stream would fall further behind with
-every gap. A replay that got no answer at all (not a batch, not the end marker) pauses replays
-for UNANSWERED_PAUSE_S: the gaps found meanwhile are counted lost at once and their batches
-analysed without a wait, so a dead replay endpoint costs one timeout per pause, not one per gap.
+every gap. Two replays in a row that got no answer at all (not a batch, not the end marker) pause
+replays for UNANSWERED_PAUSE_S: the gaps found meanwhile are counted lost at once and their batches
+analysed without a wait, so a dead replay endpoint costs two timeouts per pause, not one per gap.
 After the pause the next gap asks again. Every batch is accepted, held (and shown as
 held), recovered, counted lost, or rejected with its reason.
 """
@@ -48,8 +48,10 @@ from kvset.rejects import RejectCounter
 SUSPECT_JUMP = 10_000  # vLLM's default replay buffer (buffer_steps)
 MAX_HELD = 4096  # batches held while a replay is pending
 MAX_HELD_BYTES = 16 << 20  # their decoded size (about 200 batches of 10,000 blocks)
-# After a replay that got no answer at all, gaps are counted lost at once for this long, without a
-# wait: an endpoint that never answers would otherwise hold every batch after a gap for the timeout.
+# After UNANSWERED_IN_A_ROW replays that got no answer at all, gaps are counted lost at once for
+# UNANSWERED_PAUSE_S, without a wait: an endpoint that never answers would otherwise hold the batches
+# after every gap for the timeout. (One unanswered replay alone may be a slow moment.)
+UNANSWERED_IN_A_ROW = 2
 UNANSWERED_PAUSE_S = 10.0
 IMPLAUSIBLE_REASON = "sequence number jumps and the next batch does not follow it: batch refused"
 
@@ -180,7 +182,9 @@ class KvEventSequence:
         self.retry_unreadable = True
         self._suspect: tuple[int, KvEventBatch] | None = None  # an implausible number, until the next batch
         self._after_unanswered = False  # releasing the batches held during a replay that went unanswered
-        self.paused_until: float | None = None  # replays paused after one got no answer (monotonic s)
+        self.paused_until: float | None = None  # replays paused after unanswered ones (monotonic s)
+        self._unanswered = 0  # replays in a row that got no answer at all
+        self.pauses = 0  # times replays were paused
         self.gaps = 0
         self.missing = 0
         self.recovered = 0
@@ -372,7 +376,12 @@ class KvEventSequence:
         self._replay = None
         steps: list[Step] = [DropReplayConnection()] if timed_out else []
         if timed_out and not replay.got and (held_full or now >= replay.deadline):  # not a word back
-            self.paused_until = now + UNANSWERED_PAUSE_S
+            self._unanswered += 1
+            if self._unanswered >= UNANSWERED_IN_A_ROW:
+                self.paused_until, self._unanswered = now + UNANSWERED_PAUSE_S, 0
+                self.pauses += 1
+        elif replay.got or not timed_out:
+            self._unanswered = 0
         if replay.stop is None:  # a tail probe: what came back is a gap at the end, recovered
             if not replay.got:
                 return steps + self._release_held(now)

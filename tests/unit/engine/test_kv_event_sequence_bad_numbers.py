@@ -8,6 +8,7 @@ from kvset.engine.kv_event_sequence import (
     MAX_HELD,
     MAX_HELD_BYTES,
     SUSPECT_JUMP,
+    UNANSWERED_IN_A_ROW,
     UNANSWERED_PAUSE_S,
     Accept,
     AskReplay,
@@ -166,4 +167,5 @@ def test_a_dead_replay_endpoint_under_a_flood_costs_one_wait_per_pause() -> None
     assert accepted(steps) == sorted(arrived_at)  # every batch that arrived is analysed, in order
     assert latest <= timeout + 1 / rate  # none held longer than the stated wait
     assert seq.lost == len(arrived_at) - 1 and seq.held == 0  # every missing one counted lost
-    assert len(asks) <= seconds / UNANSWERED_PAUSE_S + 1  # not one wait per gap
+    assert len(asks) <= UNANSWERED_IN_A_ROW * (seconds / UNANSWERED_PAUSE_S + 1)  # not one wait per gap
+    assert seq.pauses >= seconds / (UNANSWERED_PAUSE_S + UNANSWERED_IN_A_ROW * timeout) - 1
