@@ -47,7 +47,7 @@ from kvset.rejects import RejectCounter
 
 SUSPECT_JUMP = 10_000  # vLLM's default replay buffer (buffer_steps)
 MAX_HELD = 4096  # batches held while a replay is pending
-MAX_HELD_BYTES = 16 << 20  # their decoded size (about 200 batches of 10,000 blocks)
+MAX_HELD_BYTES = 2 << 20  # their decoded size (about 25 batches of 10,000 blocks: seconds to analyse)
 # After UNANSWERED_IN_A_ROW replays that got no answer at all, gaps are counted lost at once for
 # UNANSWERED_PAUSE_S, without a wait: an endpoint that never answers would otherwise hold the batches
 # after every gap for the timeout. (One unanswered replay alone may be a slow moment.)
