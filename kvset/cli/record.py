@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         for update in source.updates(stop):
             if update.accesses is not None:
                 recorder.write(update.accesses, block_size=update.units.block_size if update.units else None)
+            if recorder.failure is not None:
+                break  # a full disk: nothing more can be kept
             health = update.health or health
             for event in update.events:
                 _say(f"{event.kind}: {event.text}")
@@ -98,8 +100,17 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         if restore is not None:
             signal.signal(signal.SIGTERM, restore)
+    if recorder.failure is not None:
+        kept = "the file that was there is untouched" if args.force else "nothing was written there"
+        _say(f"kvset record: {recorder.failure}; the recording is discarded ({kept})")
+        return 1
     health = source.health()
     elapsed = time.monotonic() - started
+    if recorder.requests == 0:  # one line: the reason; the empty counters after it would only bury it
+        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
+        if source.rejects:
+            _say("  " + source.rejects.describe().replace("\n", "\n  "))
+        return 1
     _say(
         f"recorded {plural(recorder.requests, 'request')}, {plural(recorder.accesses, 'block access', 'block accesses')} "
         f"({plural(recorder.tokens, 'token')}) in {elapsed:.1f} s to {args.out}"
@@ -115,7 +126,4 @@ def run(args: argparse.Namespace) -> int:
         _say(f"  note: {note}")
     if source.rejects:
         _say("  " + source.rejects.describe().replace("\n", "\n  "))
-    if recorder.requests == 0:
-        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
-        return 1
     return 0

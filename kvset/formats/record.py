@@ -21,7 +21,9 @@ outside what the reader accepts, is written as the previous request's time and c
 
 A path is written atomically: to a hidden temporary file beside it, renamed over the target on
 close, so a half-written recording never replaces a good file and a symlink at the target is
-replaced, not followed. An existing target is refused unless overwrite=True.
+replaced, not followed. An existing target is refused unless overwrite=True. A write that fails (a
+full disk) ends the recording: the temporary file is removed, nothing is renamed, the target is left
+as it was, and `failure` says why; later batches are counted in `unrecorded`, not written.
 """
 
 from __future__ import annotations
@@ -102,6 +104,20 @@ class TraceRecorder:
         self.tokens = 0
         self._last_ms = 0
         self._encoder = msgspec.json.Encoder()
+        self.failure: str | None = None  # why the recording stopped (a failed write), None while it runs
+        self.unrecorded = 0  # accesses given after it stopped
+
+    def _fail(self, exc: OSError) -> None:
+        """Stop recording after a failed write: drop the temporary file, keep the target as it was."""
+        where = self.path if self.path is not None else "the recording"
+        self.failure = f"cannot write {where}: {exc.strerror or exc}"
+        if self._owned:
+            for f in (self._file, self._raw):
+                with contextlib.suppress(OSError, ValueError):
+                    if f is not None:
+                        f.close()
+            if self._tmp is not None:
+                self._tmp.unlink(missing_ok=True)
 
     def _tokens_of(self, batch: AccessBatch, block_size: int | None) -> np.ndarray:
         if batch.tokens is not None:
@@ -124,6 +140,9 @@ class TraceRecorder:
         n = len(batch.keys)
         if n == 0:
             return 0
+        if self.failure is not None:
+            self.unrecorded += n
+            return 0
         block_size = batch.block_size or block_size or self.block_size
         tokens = self._tokens_of(batch, block_size)
         times = self._times_of(batch, arrival)
@@ -136,7 +155,12 @@ class TraceRecorder:
             lines.append(
                 self._line(batch.keys[start:end], tokens[start:end], float(times[start]), block_size)
             )
-        self._file.write(b"".join(lines))
+        try:
+            self._file.write(b"".join(lines))
+        except OSError as exc:
+            self._fail(exc)
+            self.unrecorded += n
+            return 0
         return len(lines)
 
     def _line(self, keys: np.ndarray, tokens: np.ndarray, ts: float, block_size: int | None) -> bytes:
@@ -169,20 +193,31 @@ class TraceRecorder:
         return self._encoder.encode(record) + b"\n"
 
     def flush(self) -> None:
-        self._file.flush()
+        if self.failure is not None:
+            return
+        try:
+            self._file.flush()
+        except OSError as exc:
+            self._fail(exc)
 
     def close(self) -> None:
         """Finish the file: a path is renamed into place only now. A recording that holds nothing
         writes nothing: a file that was there is kept (overwrite or not), and none is created, so that
         running the same command again does not stop at "exists"."""
+        if self.failure is not None:
+            return  # the temporary file is gone already; the target was never touched
         if not self._owned:
-            self._file.flush()
+            self.flush()
             return
         if self._file.closed:
             return
-        self._file.close()
-        if self._raw is not None:
-            self._raw.close()
+        try:
+            self._file.close()  # gzip writes its last block and trailer here: it may fail too
+            if self._raw is not None:
+                self._raw.close()
+        except OSError as exc:
+            self._fail(exc)
+            return
         if self._tmp is not None and self.path is not None:
             if self.requests == 0:
                 self._tmp.unlink(missing_ok=True)

@@ -156,6 +156,9 @@ def test_kvset_record_with_nothing_arriving_fails_visibly(
         assert args.func(args) == 1  # the same command again: no empty file left to refuse ("exists")
     err = capsys.readouterr().err
     assert err.count("nothing recorded") == 2 and "exists" not in err and not (tmp_path / "t.jsonl").exists()
+    assert err.splitlines() == [
+        line for line in err.splitlines() if "nothing recorded" in line
+    ]  # one line each
     bad = parse(["record", "--events", "tcp://h:9-1", "--out", str(tmp_path / "u.jsonl")])
     assert bad.func(bad) == 2
 

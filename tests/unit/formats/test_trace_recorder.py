@@ -96,3 +96,41 @@ def test_an_empty_recording_never_replaces_a_file_even_with_overwrite(tmp_path: 
     TraceRecorder(fresh).close()
     assert not fresh.exists()  # nor is an empty file created, that the next run would stop at
     assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+class _FullDisk:
+    """A file that takes `room` bytes, then fails as a full disk does (ENOSPC)."""
+
+    def __init__(self, inner, room: int) -> None:
+        self.inner, self.room = inner, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(28, "No space left on device")
+        self.room -= len(data)
+        return self.inner.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("name", ["t.jsonl", "t.jsonl.gz"])
+def test_a_full_disk_discards_the_recording_and_leaves_the_old_file_untouched(
+    tmp_path: Path, monkeypatch, name
+):
+    import kvset.formats.record as record
+
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(record.os, "fdopen", lambda fd, mode: _FullDisk(real_fdopen(fd, mode), 300))
+    out = tmp_path / name
+    out.write_bytes(b"a good recording\n")
+    rec = TraceRecorder(out, overwrite=True)
+    rng = np.random.default_rng(1)
+    for t in range(20):  # incompressible keys: gzip too fills the disk before its close
+        rec.write(batch(rng.integers(0, 1 << 60, 50).tolist(), float(t)))
+    rec.close()
+    assert rec.failure is not None and "No space left on device" in rec.failure and str(out) in rec.failure
+    if name == "t.jsonl":  # the batches after the failed write are counted, not written
+        assert rec.unrecorded >= 50 * 19
+    assert out.read_bytes() == b"a good recording\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no .part left behind
