@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-large bench-dask validate-vllm clean
+.PHONY: run test lint bench bench-large bench-dask bench-flood validate-vllm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ bench-large: $(STAMP)
 # against the horizon and the partitions (about 15 min). Not part of `make test`.
 bench-dask: $(STAMP)
 	$(PY) -m benchmarks.distributed
+
+# A KV-event flood against a replay endpoint that never answers (issue 25): 10,000-block batches at
+# 100 messages/s, every second one left out; the longest stall of kvset_accesses_total, the accesses
+# counted and the RSS of `kvset serve` (about 1 min). FLOOD_ARGS passes options (--rate, --seconds).
+bench-flood: $(STAMP)
+	$(PY) -m benchmarks.kv_events_flood $(FLOOD_ARGS)
 
 # The real engine: vLLM 0.33.0's scheduler, KV cache manager and publisher, without a GPU (about 20 min,
 # 3.2 GB of engine venv). Not part of `make test`. VALIDATE_ARGS passes options to run.py.

@@ -324,7 +324,7 @@ class Monitor:
         self._pipeline_rejects[index].reject(
             f"timestamp not within ±{MAX_TIMESTAMP:g} s: access refused",
             count=refused,
-            example=f"timestamp {ts.flat[int(np.argmin(usable))]!r}",
+            example=f"timestamp {float(ts.flat[int(np.argmin(usable))])!r}",  # a float, not a numpy repr
         )
         self._changed = True
         if ts.ndim == 0:

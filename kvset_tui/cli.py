@@ -22,7 +22,7 @@ from kvset.cli.flags import (
     add_monitor_arguments,
     add_version_argument,
 )
-from kvset.cli.live_monitor import UsageError, build_monitor, check_flags, once_failures, once_seconds
+from kvset.cli.live_monitor import STDIN, UsageError, build_monitor, check_flags, once_failures, once_seconds
 from kvset.cli.parser import USAGE_ERROR, CommandParser
 from kvset.cli.serve import check_exporter_flags, exporter_beside_ui
 from kvset_tui.keymap import KeymapError, load_keymap
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.once and args.keymap is not None:
         parser.error("--keymap is for the full-screen app: --once has no keys")
+    if not args.once and args.replay == STDIN:
+        parser.error("--replay - reads the trace from stdin, which the app needs for its keys: add --once")
     palette = keymap = None
     if not args.once:
         palette, keymap = _display_choices(parser, args)

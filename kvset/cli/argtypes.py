@@ -62,6 +62,12 @@ def sample_rate(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if len(values) != 1:
         raise argparse.ArgumentTypeError(f"one sample rate, got {text!r}")
+    from kvset.core.sampling import rate_limit  # here: the parser loads no kernels
+
+    try:
+        rate_limit(values[0])  # the analyzer's own bounds, said before anything is read
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return values[0]
 
 

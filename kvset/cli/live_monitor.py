@@ -36,12 +36,17 @@ from kvset.workload import WorkloadConfig
 ONCE_DEMO_SECONDS = 600.0  # trace seconds of demo traffic behind `--once --demo`
 
 
+STDIN = "-"  # as a trace file: read standard input
+
+
 class UsageError(Exception):
     """Flags that do not fit together; front ends print it and exit with code 2."""
 
 
 def check_file_input(path: str, what: str, must_exist: bool) -> None:
     """A file to read: a folder is never one; a missing file is an error where it must exist now."""
+    if path == STDIN:
+        return  # read as a stream by the trace reader
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{what} {path} is a folder: give the file itself")
@@ -111,6 +116,8 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--force needs --record FILE")
     if args.follow and not args.replay:
         raise UsageError("--follow needs --replay TRACE")
+    if args.follow and args.replay == STDIN:
+        raise UsageError("--follow tails a file that is being written: stdin (--replay -) is read to its end")
     if args.once and hasattr(args, "speed"):
         raise UsageError(
             "--speed does not apply to --once: a replay is read whole and the demo plays 10 minutes of "

@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if exporter.server is not None:
         print(f"kvset serve: metrics on {exporter.server.url}", file=sys.stderr, flush=True)
+        warn_exposure("kvset serve", exporter)
     if args.textfile:
         print(f"kvset serve: writing {args.textfile} every refresh", file=sys.stderr, flush=True)
     stop = threading.Event()
@@ -105,4 +106,11 @@ def exporter_beside_ui(args: argparse.Namespace, monitor: Monitor) -> Exporter |
     except OSError as exc:
         raise _cannot_listen("--serve-metrics", args.serve_metrics, exc) from None
     monitor.add_listener(exporter.publish)
+    warn_exposure("kvset-top", exporter)
     return exporter
+
+
+def warn_exposure(prog: str, exporter: Exporter) -> None:
+    """Say so when the endpoint can be reached from other machines (every interface, however written)."""
+    if exporter.server is not None and exporter.server.exposure:
+        print(f"{prog}: warning: {exporter.server.exposure}", file=sys.stderr, flush=True)

@@ -42,6 +42,12 @@ from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 _MIN_TRACKED = 1 << 10
+FORGOTTEN_PER_HORIZON = 8  # the forgotten set's budget: 8 H blocks (512 MiB at the default horizon)
+
+
+def forgotten_budget(horizon: int) -> int:
+    """Forgotten blocks remembered exactly before the set is full: 8 H, at least 2^20."""
+    return max(FORGOTTEN_PER_HORIZON * horizon, 1 << 20)
 
 
 def _next_pow2(n: int) -> int:
@@ -51,15 +57,15 @@ def _next_pow2(n: int) -> int:
 class _Tracker:
     """The kernel's state arrays, sized for `max_tracked` blocks; grown by doubling."""
 
-    def __init__(self, horizon: int, max_tracked: int) -> None:
+    def __init__(self, horizon: int, max_tracked: int, max_forgotten: int | None = None) -> None:
         self.horizon = horizon
         self.meta = np.zeros(K.META_SIZE, dtype=np.int64)
         self.meta[K.M_HORIZON] = horizon
-        self.bloom = np.zeros((2, 1), dtype=np.uint64)
-        self.bloom_cap = 0
+        # blocks the forgotten set may hold before it is full (kernel.py, "The forgotten set")
+        self.max_forgotten = forgotten_budget(horizon) if max_forgotten is None else max_forgotten
+        self.gone = np.zeros(1, dtype=np.uint64)  # no forgotten set until the horizon is reached
         self.hist = np.zeros((2, 2), dtype=np.int64)  # [distance, (blocks, tokens)]
         self._allocate(max_tracked)
-        self.meta[K.M_BLOOM_CAP] = self.bloom_cap
 
     def _allocate(self, max_tracked: int) -> None:
         with _no_hugepage_advice():
@@ -84,13 +90,30 @@ class _Tracker:
             grown = np.zeros((min(self.horizon + 2, 16 * hist_len), 2), dtype=np.int64)
             grown[: len(self.hist)] = self.hist
             self.hist = grown
-        if self.max_tracked >= self.horizon and self.bloom.shape[1] == 1:
-            # Remember forgotten blocks to tell "beyond the horizon" from "first time": two
-            # generations of a Bloom filter (16 bits a key, 4 probes: ~0.2 % false positives),
-            # each holding the last max(2H, 65536) forgotten blocks.
-            remembered = max(2 * self.horizon, 1 << 16)
-            self.bloom_cap = remembered
-            self.bloom = cache_aligned_zeros((2, _next_pow2(16 * remembered) // 64))
+        if self.max_tracked >= self.horizon and self.gone.shape[0] == 1:
+            # Remember forgotten blocks, exactly, to tell "beyond the horizon" from "first time".
+            self._new_gone(_next_pow2(2 * min(max(self.horizon, 1 << 12), self.max_forgotten)))
+
+    def _new_gone(self, cells: int) -> np.ndarray:
+        old = self.gone
+        self.gone = np.full(cells, HT.EMPTY, dtype=np.uint64)
+        self.meta[K.M_GONE_CAP] = min(cells // 2, self.max_forgotten)
+        return old
+
+    def grow_forgotten(self) -> None:
+        """The forgotten set is at its fill limit: twice its size, or full once at its budget."""
+        if self.meta[K.M_GONE_CAP] >= self.max_forgotten:
+            self.meta[K.M_GONE_FLAGS] |= K.GONE_FULL  # remembers no more: the split is a bound
+            return
+        old = self._new_gone(2 * len(self.gone))
+        K.regrow_gone(old, self.gone, self.meta)
+
+    @property
+    def forgotten_complete(self) -> bool:
+        """Whether every forgotten block is remembered: the split of misses into first accesses and
+        re-references beyond the horizon is exact (else first accesses are at most, and
+        re-references beyond the horizon at least, what is counted)."""
+        return not int(self.meta[K.M_GONE_FLAGS]) & K.GONE_FULL
 
     def grow(self) -> None:
         old_keys, old_live, old_meta = self.slot_keys, self.live, self.meta
@@ -107,7 +130,6 @@ class _Tracker:
             self.fen,
             self.meta,
         )
-        self.meta[K.M_BLOOM_CAP] = self.bloom_cap
 
     @property
     def tracked(self) -> int:
@@ -115,7 +137,7 @@ class _Tracker:
 
     def nbytes(self) -> int:
         """Bytes of state in use (histogram rows reserved beyond the tracked blocks are never touched)."""
-        arrays = (self.table, self.slot_keys, self.live, self.fen, self.bloom)
+        arrays = (self.table, self.slot_keys, self.live, self.fen, self.gone)
         return (
             sum(a.nbytes for a in arrays) + min(len(self.hist), self.max_tracked + 2) * self.hist.strides[0]
         )
@@ -149,7 +171,9 @@ class Analyzer(TimeSlotViews):
         coarse_slots: int = 120,
         initial_tracked: int = _MIN_TRACKED,
         runs: bool = True,
+        max_forgotten: int | None = None,
     ) -> None:
+        """max_forgotten: forgotten blocks remembered exactly (default forgotten_budget(horizon))."""
         check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         self.horizon = int(horizon)
         # runs of re-read blocks taken at once (docs/method.md, section 3); False: the per-block
@@ -157,7 +181,7 @@ class Analyzer(TimeSlotViews):
         self.runs = bool(runs)
         self.order: Order = order
         self.units = units
-        self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)))
+        self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)), max_forgotten)
         self.grid_capacities = WINDOW_GRID.capacities(self.horizon)
         nb = len(self.grid_capacities)
         self.fine = SlotRing(slot_seconds, fine_slots, nb)
@@ -280,7 +304,7 @@ class Analyzer(TimeSlotViews):
                 t.live,
                 t.fen,
                 t.meta,
-                t.bloom,
+                t.gone,
                 t.hist,
                 self._scratch_blocks,
                 self._scratch_tokens,
@@ -290,6 +314,9 @@ class Analyzer(TimeSlotViews):
             reason = int(t.meta[K.M_REASON])
             if reason == K.STOP_GROW:
                 t.grow()
+                continue
+            if reason == K.STOP_GROW_GONE:
+                t.grow_forgotten()
                 continue
             requests = (
                 int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
@@ -360,6 +387,12 @@ class Analyzer(TimeSlotViews):
     @property
     def beyond_horizon(self) -> int:
         return int(self.counts[K.C_BEYOND])
+
+    @property
+    def misses_split_exact(self) -> bool:
+        """Whether first_time and beyond_horizon are exact: every forgotten block is remembered (else
+        first_time is an upper bound and beyond_horizon a lower one; their sum is exact)."""
+        return self._t.forgotten_complete
 
     @property
     def rereferences(self) -> int:

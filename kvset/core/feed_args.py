@@ -50,7 +50,7 @@ def no_hugepage_advice() -> Iterator[None]:
 
 def cache_aligned_zeros(shape: int | tuple[int, ...], dtype: type[np.generic] = np.uint64) -> np.ndarray:
     """Zeros whose first element starts a cache line, so 64-byte groups (a live-bit superblock,
-    a Bloom block) are one line each, not two."""
+    for one) are one line each, not two."""
     n = int(np.prod(shape))
     raw = np.zeros(n + 8, dtype=dtype)
     skip = (-raw.ctypes.data % 64) // raw.itemsize

@@ -30,10 +30,10 @@ M_TRACKED = 1  # live slots == tracked blocks
 M_OLDEST = 2  # no live slot below this index
 M_HORIZON = 3
 M_EVICTED = 4  # blocks forgotten at the horizon, all time
-M_BLOOM_GEN = 5  # which bloom row is current
-M_BLOOM_FILL = 6  # keys added to the current bloom row
+M_GONE_FLAGS = 5  # the forgotten set: GONE_FULL, GONE_HAS_EMPTY_KEY
+M_GONE_FILL = 6  # keys in the forgotten set's table
 M_COMPACTIONS = 7
-M_BLOOM_CAP = 8  # keys per bloom row before it rotates
+M_GONE_CAP = 8  # keys the forgotten set's table takes before it must grow
 M_SLOT = 9  # the fine time slot accesses are counted in
 M_LATE = 10  # accesses stamped before the current slot, all time
 M_REASON = 11  # why feed_kernel returned
@@ -45,6 +45,7 @@ META_SIZE = 15
 STOP_DONE = 0
 STOP_GROW = 1
 STOP_NEXT_SLOT = 2
+STOP_GROW_GONE = 3  # the forgotten set is half full: grow it (or call it full)
 
 # counts[] layout (int64), accumulated per call
 C_ACCESSES = 0
@@ -131,34 +132,57 @@ def _live_build(live: np.ndarray, fen: np.ndarray, j: Int) -> None:
             fen[q] += fen[i]
 
 
-# A blocked Bloom filter: a key's four bits lie in one block of 512 bits (8 words, one cache line),
-# chosen by the high half of its hash; the low half gives the four bit positions, 9 bits each.
-BLOOM_BLOCK_WORDS = 8
+# The forgotten set: every block forgotten at the horizon, exactly, so that a miss is called a
+# re-reference beyond the horizon only for a block really seen before (a Bloom filter's false "seen"
+# made first accesses into re-references). Open addressing over uint64 keys with EMPTY marking a free
+# cell; the one key equal to EMPTY is a flag. Kept at most half full: the kernel stops
+# (STOP_GROW_GONE) for the analyzer to double it, until its budget, after which it is full
+# (GONE_FULL) and remembers no more: the split of misses is then a bound, and said to be.
+GONE_FULL = 1  # meta[M_GONE_FLAGS] bits
+GONE_HAS_EMPTY_KEY = 2
 
 
 @njit(inline="always")
-def _bloom_block(key: np.uint64, words: Int) -> tuple[Int, np.uint64]:
-    h = mix(key + np.uint64(0x9E3779B97F4A7C15))
-    blocks = words // BLOOM_BLOCK_WORDS
-    return np.int64((h >> np.uint64(32)) % np.uint64(blocks)) * BLOOM_BLOCK_WORDS, h
-
-
-@njit(inline="always")
-def _bloom_add(bloom: np.ndarray, row: Int, key: np.uint64) -> None:
-    base, h = _bloom_block(key, bloom.shape[1])
-    for i in range(4):
-        b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
-        bloom[row, base + (b >> 6)] |= np.uint64(1) << np.uint64(b & 63)
-
-
-@njit(inline="always")
-def _bloom_has(bloom: np.ndarray, row: Int, key: np.uint64) -> bool:
-    base, h = _bloom_block(key, bloom.shape[1])
-    for i in range(4):
-        b = np.int64((h >> np.uint64(9 * i)) & np.uint64(511))
-        if (bloom[row, base + (b >> 6)] >> np.uint64(b & 63)) & np.uint64(1) == 0:
+def _gone_has(gone: np.ndarray, meta: np.ndarray, key: np.uint64) -> bool:
+    if key == EMPTY:
+        return bool(meta[M_GONE_FLAGS] & GONE_HAS_EMPTY_KEY)
+    mask = np.uint64(gone.shape[0] - 1)
+    j = mix(key) & mask
+    while True:
+        k = gone[j]
+        if k == key:
+            return True
+        if k == EMPTY:
             return False
-    return True
+        j = (j + np.uint64(1)) & mask
+
+
+@njit(inline="always")
+def gone_add(gone: np.ndarray, meta: np.ndarray, key: np.uint64) -> None:
+    """Remember `key` (the caller has made room: fill below half the cells)."""
+    if key == EMPTY:
+        meta[M_GONE_FLAGS] |= GONE_HAS_EMPTY_KEY
+        return
+    mask = np.uint64(gone.shape[0] - 1)
+    j = mix(key) & mask
+    while True:
+        k = gone[j]
+        if k == key:
+            return
+        if k == EMPTY:
+            gone[j] = key
+            meta[M_GONE_FILL] += 1
+            return
+        j = (j + np.uint64(1)) & mask
+
+
+@njit(nogil=True, cache=True)
+def regrow_gone(old: np.ndarray, new: np.ndarray, meta: np.ndarray) -> None:
+    """Move the forgotten set's keys into the larger (empty) table `new`."""
+    meta[M_GONE_FILL] = 0
+    for k in old:
+        if k != EMPTY:
+            gone_add(new, meta, k)
 
 
 @njit(nogil=True, cache=True)
@@ -399,7 +423,7 @@ def feed_kernel(
     live: np.ndarray,
     fen: np.ndarray,
     meta: np.ndarray,
-    bloom: np.ndarray,
+    gone: np.ndarray,
     hist: np.ndarray,
     bucket_blocks: np.ndarray,
     bucket_tokens: np.ndarray,
@@ -418,7 +442,7 @@ def feed_kernel(
     """
     nslots = slot_keys.shape[0]
     horizon = meta[M_HORIZON]
-    track_bloom = bloom.shape[1] > 1
+    track_gone = gone.shape[0] > 1
     # one token count for all, and no distances wanted, are given as length-1 arrays
     per_access_tokens = tokens.shape[0] == keys.shape[0]
     want_out = out.shape[0] == keys.shape[0]
@@ -531,6 +555,13 @@ def feed_kernel(
                 out[i] = d
         else:
             if tracked >= horizon:
+                if (
+                    track_gone
+                    and meta[M_GONE_FILL] >= meta[M_GONE_CAP]
+                    and not meta[M_GONE_FLAGS] & GONE_FULL
+                ):
+                    reason = STOP_GROW_GONE
+                    break
                 # forget the least recently used tracked block (stack position H)
                 s = meta[M_OLDEST]
                 while not _live_test(live, s):
@@ -545,25 +576,13 @@ def feed_kernel(
                 table_delete(table, mask, table_find(table, mask, old))
                 tracked -= 1
                 meta[M_EVICTED] += 1
-                if track_bloom:
-                    gen = meta[M_BLOOM_GEN]
-                    if meta[M_BLOOM_FILL] >= meta[M_BLOOM_CAP]:
-                        # rotate: the older row is cleared and becomes current
-                        gen = 1 - gen
-                        bloom[gen, :] = 0
-                        meta[M_BLOOM_GEN] = gen
-                        meta[M_BLOOM_FILL] = 0
-                    _bloom_add(bloom, gen, old)
-                    meta[M_BLOOM_FILL] += 1
+                if track_gone and meta[M_GONE_FILL] < meta[M_GONE_CAP]:
+                    gone_add(gone, meta, old)
                 h = table_find(table, mask, key)
             elif tracked >= max_tracked:
                 reason = STOP_GROW
                 break
-            if (
-                track_bloom
-                and meta[M_EVICTED] > 0
-                and (_bloom_has(bloom, 0, key) or _bloom_has(bloom, 1, key))
-            ):
+            if track_gone and meta[M_EVICTED] > 0 and _gone_has(gone, meta, key):
                 counts[C_BEYOND] += 1
                 counts[C_BEYOND_TOKENS] += tok
                 if want_out:

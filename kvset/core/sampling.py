@@ -78,6 +78,9 @@ BANDS = 13  # position bands 0..11 (positions below 2048), then the rest
 FIXED_SIZE_HEAD = 8  # fixed size: the boost of rate 1 % (2^8 x 0.01 = HEAD_SHARE)
 EVICT_SHARE = 16  # fixed size: a full sample drops 1/16 of its blocks at once (amortized O(1) a block)
 MAX_HASH = (1 << 64) - 1
+# A sampled block weighs 1 / rate in the kernel's int64 fixed point (WEIGHT_ONE = 2^16): below this
+# rate the weight would not fit (2^63 / 2^16 = 1.4e14), and no trace is large enough to sample so thinly.
+MIN_RATE = 1e-12
 _MIN_TRACKED = 1 << 14  # blocks the arrays start with: growing from 1k to 16k was 8 ms of a 65 ms run
 
 
@@ -91,8 +94,8 @@ def seed_salt(seed: int) -> np.uint64:
 
 def rate_limit(rate: float) -> int:
     """The largest priority kept at `rate`: keep iff priority <= limit, i.e. hash < rate x 2^64."""
-    if not 0.0 < rate <= 1.0:
-        raise ValueError(f"sample rate must lie in (0, 1], got {rate!r}")
+    if not MIN_RATE <= rate <= 1.0:
+        raise ValueError(f"sample rate must lie in [{MIN_RATE:g}, 1], got {rate!r}")
     return min(MAX_HASH, math.ceil(rate * 2.0**64) - 1)
 
 
@@ -197,6 +200,11 @@ class EstimatedCounts:
     @property
     def beyond_horizon(self) -> int:
         return self._estimated(SK.T_BEYOND)
+
+    @property
+    def misses_split_exact(self) -> bool:
+        """The sample forgets no block: its split of the misses is as good as its estimate."""
+        return True
 
     @property
     def forgotten_blocks(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvset.engine.kv_event_sequence import UNANSWERED_PAUSE_S
 from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEventTracker
 from kvset.engine.tracker_output import HealthParts
 from kvset.quantities import plural
@@ -81,6 +82,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             )
         )
     pending = sum(s.being_replayed for s in sequences)
+    pauses = sum(s.pauses for s in sequences)
     details.append(
         (
             "sequence gaps",
@@ -88,7 +90,13 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             f"{plural(sum(s.missing for s in sequences), 'batch', 'batches')} missing: "
             f"{sum(s.recovered for s in sequences)} recovered by replay, {lost} lost"
             + (f", {pending} being replayed" if pending else "")
-            + (f"; {refused} refused (implausible sequence number)" if refused else ""),
+            + (f"; {refused} refused (implausible sequence number)" if refused else "")
+            + (
+                f"; replays paused {plural(pauses, 'time')} for {UNANSWERED_PAUSE_S:g} s (the replay "
+                "endpoint did not answer): gaps meanwhile counted lost at once"
+                if pauses
+                else ""
+            ),
         )
     )
     probes = sum(s.tail_probes for s in sequences)

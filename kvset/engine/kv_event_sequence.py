@@ -22,11 +22,16 @@ refused and counted, and the sequence goes on as if it had never come. So one fr
 2**62 costs that frame only, not "4.6e18 batches lost" and a false restart.
 
 Waiting for a replay is bounded in time and in memory, and never chained. At most MAX_HELD
-batches are held while a replay is pending; one more gives the replay up. When a replay times out
+batches, and at most MAX_HELD_BYTES of them decoded, are held while a replay is pending; one more
+gives the replay up (a count of batches alone let 4,096 batches of 10,000 blocks pile up). The
+caller gives the replay up at its deadline even while batches keep arriving (`tick`). When a replay times out
 (or is given up), the gaps found among the batches held during that wait are counted lost at once
 instead of starting another wait: otherwise, with gaps more often than the timeout, each wait
 would hold the batches that reveal the next one and the stream would fall further behind with
-every gap. The next gap in live traffic asks again. Every batch is accepted, held (and shown as
+every gap. Two replays in a row that got no answer at all (not a batch, not the end marker) pause
+replays for UNANSWERED_PAUSE_S: the gaps found meanwhile are counted lost at once and their batches
+analysed without a wait, so a dead replay endpoint costs two timeouts per pause, not one per gap.
+After the pause the next gap asks again. Every batch is accepted, held (and shown as
 held), recovered, counted lost, or rejected with its reason.
 """
 
@@ -37,11 +42,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kvset.engine.kv_events import END_SEQ, KvEventBatch, decode_payload, decode_seq, split_replay_reply
-from kvset.quantities import plural
+from kvset.quantities import format_bytes, plural
 from kvset.rejects import RejectCounter
 
 SUSPECT_JUMP = 10_000  # vLLM's default replay buffer (buffer_steps)
 MAX_HELD = 4096  # batches held while a replay is pending
+MAX_HELD_BYTES = 2 << 20  # their decoded size (about 25 batches of 10,000 blocks: seconds to analyse)
+# After UNANSWERED_IN_A_ROW replays that got no answer at all, gaps are counted lost at once for
+# UNANSWERED_PAUSE_S, without a wait: an endpoint that never answers would otherwise hold the batches
+# after every gap for the timeout. (One unanswered replay alone may be a slow moment.)
+UNANSWERED_IN_A_ROW = 2
+UNANSWERED_PAUSE_S = 10.0
 IMPLAUSIBLE_REASON = "sequence number jumps and the next batch does not follow it: batch refused"
 
 
@@ -96,7 +107,7 @@ class GapClosed:
     unreadable: bool = False  # one batch that arrived in sequence but unreadable
     unreadable_again: bool = False  # ... and its replayed copy was unreadable too
     not_asked: bool = False  # found among the batches held during a replay that went unanswered
-    held_full: bool = False  # given up because MAX_HELD batches arrived during the wait
+    held_full: bool = False  # given up because MAX_HELD batches (or MAX_HELD_BYTES) arrived during the wait
 
     @property
     def missing(self) -> int:
@@ -117,7 +128,10 @@ class GapClosed:
             return f"{label}: {plural(self.missing, 'batch', 'batches')} lost ({span}); no replay endpoint"
         why = ""
         if self.held_full and self.lost:
-            why = f" (replay given up: {MAX_HELD:,} batches arrived while waiting)"
+            why = (
+                f" (replay given up: {MAX_HELD:,} batches, or {format_bytes(MAX_HELD_BYTES, 0)} of "
+                "batches arrived while waiting)"
+            )
         elif self.timed_out and self.lost:
             why = " (replay timed out)"
         if self.unreadable:
@@ -162,11 +176,15 @@ class KvEventSequence:
         self.first_seq: int | None = None
         self._replay: _Replay | None = None
         self._held: deque[tuple[int, KvEventBatch | None]] = deque()  # waiting for the replay
+        self._held_bytes = 0  # their decoded size
         # False once a batch asked again came back just as unreadable: the publisher itself sends such
         # bytes, and asking again for each would make it resend its replay buffer every time.
         self.retry_unreadable = True
         self._suspect: tuple[int, KvEventBatch] | None = None  # an implausible number, until the next batch
         self._after_unanswered = False  # releasing the batches held during a replay that went unanswered
+        self.paused_until: float | None = None  # replays paused after unanswered ones (monotonic s)
+        self._unanswered = 0  # replays in a row that got no answer at all
+        self.pauses = 0  # times replays were paused
         self.gaps = 0
         self.missing = 0
         self.recovered = 0
@@ -209,11 +227,12 @@ class KvEventSequence:
         """The implausible number waiting for the next batch to confirm it, if any."""
         return None if self._suspect is None else self._suspect[0]
 
-    @property
-    def replay_allowed(self) -> bool:
+    def replay_allowed(self, now: float) -> bool:
         """Whether a gap found now is asked of the replay endpoint: not one found among the batches
-        held while the last replay went unanswered."""
-        return self.can_replay and not self._after_unanswered
+        held while the last replay went unanswered, nor while replays are paused after one that got
+        no answer at all."""
+        paused = self.paused_until is not None and now < self.paused_until
+        return self.can_replay and not self._after_unanswered and not paused
 
     # ----------------------------------------------------------------- inputs
     def published(self, seq: int, batch: KvEventBatch | None, now: float) -> list[Step]:
@@ -223,9 +242,9 @@ class KvEventSequence:
             self._replay = None
             return [DropReplayConnection(), *self._place(seq, batch, now)]
         if self._replay is not None:
-            self._held.append((seq, batch))
-            if len(self._held) >= MAX_HELD:  # the wait holds too much: give the replay up now
-                return self._finish(timed_out=True, now=now, held_full=True)
+            self._hold(seq, batch, last=True)
+            if len(self._held) >= MAX_HELD or self._held_bytes >= MAX_HELD_BYTES:
+                return self._finish(timed_out=True, now=now, held_full=True)  # the wait holds too much
             return []
         return self._place(seq, batch, now)
 
@@ -281,7 +300,7 @@ class KvEventSequence:
             if batch is not None:
                 self.expected = seq + 1
                 return [Accept(seq, batch)]
-            if self.replay_allowed and self.retry_unreadable:
+            if self.replay_allowed(now) and self.retry_unreadable:
                 # Cut short on the way: the engine's replay buffer still holds it whole.
                 self.gaps += 1
                 self.missing += 1
@@ -336,13 +355,13 @@ class KvEventSequence:
         start = self.expected
         self.gaps += 1
         self.missing += seq - start
-        if not self.replay_allowed:
+        if not self.replay_allowed(now):
             self.lost += seq - start
             self.expected = seq + 1
             gap = GapClosed(start, seq, recovered=0, replayed=False, not_asked=self.can_replay)
             steps += [gap, EventsLost(), Accept(seq, batch)]
             return steps
-        self._held.appendleft((seq, batch))
+        self._hold(seq, batch, last=False)
         steps += self._start_replay(start, seq, now)
         return steps
 
@@ -356,6 +375,13 @@ class KvEventSequence:
         assert replay is not None
         self._replay = None
         steps: list[Step] = [DropReplayConnection()] if timed_out else []
+        if timed_out and not replay.got and (held_full or now >= replay.deadline):  # not a word back
+            self._unanswered += 1
+            if self._unanswered >= UNANSWERED_IN_A_ROW:
+                self.paused_until, self._unanswered = now + UNANSWERED_PAUSE_S, 0
+                self.pauses += 1
+        elif replay.got or not timed_out:
+            self._unanswered = 0
         if replay.stop is None:  # a tail probe: what came back is a gap at the end, recovered
             if not replay.got:
                 return steps + self._release_held(now)
@@ -403,9 +429,28 @@ class KvEventSequence:
         finally:
             self._after_unanswered = False
 
+    @property
+    def held_bytes(self) -> int:
+        """The decoded size of the batches held for the pending replay."""
+        return self._held_bytes
+
+    def _hold(self, seq: int, batch: KvEventBatch | None, last: bool) -> None:
+        """Hold a batch for the pending replay: at the end, or first (the one that revealed the gap)."""
+        (self._held.append if last else self._held.appendleft)((seq, batch))
+        self._held_bytes += batch_bytes(batch)
+
     def _release_held(self, now: float) -> list[Step]:
         steps: list[Step] = []
         while self._held and self._replay is None:
             seq, batch = self._held.popleft()
+            self._held_bytes -= batch_bytes(batch)
             steps += self._place(seq, batch, now)
         return steps
+
+
+def batch_bytes(batch: KvEventBatch | None) -> int:
+    """A decoded batch's size in memory: its arrays (the per-event tuples are small beside them)."""
+    if batch is None:
+        return 0
+    arrays = (batch.kinds, batch.key_offsets, batch.keys, batch.block_sizes, batch.token_counts)
+    return sum(a.nbytes for a in (*arrays, batch.group_idx, batch.parents, batch.has_parent))

@@ -145,6 +145,11 @@ class ResidentBlocks:
         self._generation_size = max(1, removed_memory // 2)
         self.resident = U64Set()
         self._uncertain = U64Set()  # a subset of `resident`
+        # The keys stored since the last loss: with `_uncertain`, they cover `resident`, so the next
+        # loss adds only them (events lost at every other batch made each loss copy the whole set).
+        # None: too many to keep (more than the resident blocks), the next loss reads `resident`.
+        self._stored_since_loss: list[np.ndarray] | None = []
+        self._stored_since_loss_n = 0
         self._removed_recent = U64Set()
         self._removed_older = U64Set()
         self.stored_total = 0
@@ -165,10 +170,12 @@ class ResidentBlocks:
 
     def mark_uncertain(self) -> None:
         """Events were lost: any block resident now may have been evicted without our seeing it."""
-        if len(self._uncertain):
-            self._uncertain.add(self.resident.keys())
-        else:
+        if not len(self._uncertain) or self._stored_since_loss is None:
             self._uncertain = self.resident.copy()
+        elif self._stored_since_loss:
+            stored = np.concatenate(self._stored_since_loss)
+            self._uncertain.add(stored[self.resident.contains(stored)])
+        self._stored_since_loss, self._stored_since_loss_n = [], 0
 
     def store(self, keys: np.ndarray, hit_evidence: bool = True) -> tuple[int, int]:
         """Record a BlockStored; returns (stores of blocks known to be resident, re-stores after removal).
@@ -176,6 +183,7 @@ class ResidentBlocks:
         hit_evidence: False for a store that chains onto a parent: a hit report has none, and a
         resident block stored with one is computed again (vLLM's last block of a cached prompt)."""
         present = self.resident.add(keys)
+        self._note_stored(keys)
         if len(self._uncertain):
             # Stored now, so resident for sure from here on; but this store is no evidence of a hit.
             unsure = self._uncertain.discard(keys)
@@ -196,6 +204,15 @@ class ResidentBlocks:
         self.peak_resident = max(self.peak_resident, len(self.resident))
         return already, restored
 
+    def _note_stored(self, keys: np.ndarray) -> None:
+        if self._stored_since_loss is None:
+            return
+        self._stored_since_loss_n += len(keys)
+        if self._stored_since_loss_n > max(len(self.resident), 1 << 16):
+            self._stored_since_loss = None  # the next loss copies `resident`, no dearer than these
+        else:
+            self._stored_since_loss.append(np.array(keys, dtype=np.uint64))
+
     def remove(self, keys: np.ndarray) -> int:
         """Record a BlockRemoved; returns how many of the keys were resident."""
         present = self.resident.discard(keys)
@@ -214,5 +231,6 @@ class ResidentBlocks:
         """The engine dropped everything (AllBlocksCleared or a restart): a larger cache would be empty too."""
         self.resident.clear()
         self._uncertain.clear()
+        self._stored_since_loss, self._stored_since_loss_n = [], 0
         self._removed_recent.clear()
         self._removed_older.clear()

@@ -66,6 +66,8 @@ PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (
 # DELAY_BATCHES, so that an admission found at the end is still replayed where it happened
 FORGOTTEN_MEMORY = 1 << 20
 OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it (readmissions)
+# ... and at most this many of their blocks: 4,096 batches of 10,000 blocks held 41 M keys (GBs)
+OWNER_KEEP_BLOCKS = 1 << 20
 
 
 class RequestReplay:
@@ -106,6 +108,7 @@ class RequestReplay:
             OrderedDict()
         )  # id -> (batch, keys)
         self._finished_sets: dict[int, set[int]] = {}
+        self._finished_blocks = 0  # blocks in _finished_keys
         self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
@@ -287,9 +290,10 @@ class RequestReplay:
             self._dropped.popitem(last=False)
         while self._finished_keys:
             rid, (batch, keys) = next(iter(self._finished_keys.items()))
-            if batch >= self._batch - OWNER_KEEP_BATCHES:
+            if batch >= self._batch - OWNER_KEEP_BATCHES and self._finished_blocks <= OWNER_KEEP_BLOCKS:
                 break
             del self._finished_keys[rid]
+            self._finished_blocks -= sum(len(arr) for arr in keys)
             self._finished_sets.pop(rid, None)
             for arr in keys:
                 for k in arr.tolist():
@@ -404,6 +408,7 @@ class RequestReplay:
             del self._tails[tail]
         stored = [s[1] for s in request.stores]
         self._finished_keys[request.id] = (batch, stored)
+        self._finished_blocks += sum(len(arr) for arr in stored)
         self._hand_out(request, batch)
 
     def _readmission_of(self, request: OpenRequest) -> int | None:

@@ -63,6 +63,14 @@ def header_families(snap: Snapshot) -> list[MetricFamily]:
             (),
             (MetricSample((), t.beyond_horizon),),
         ),
+        MetricFamily(
+            "kvset_misses_split_exact",
+            "gauge",
+            "1: kvset_first_time_blocks and kvset_beyond_horizon are exact; 0: an upper and a lower bound "
+            "(not every forgotten block could be remembered)",
+            (),
+            (MetricSample((), 1.0 if t.misses_split_exact else 0.0),),
+        ),
     ]
     up, rejected = [], []
     names = _unique(label_value(h.source) for h in snap.sources)

@@ -298,13 +298,13 @@ class TraceLineParser:
         example = f"line {lineno}: {detail}"
         if self.strict:
             raise TraceError(example)
-        self.rejects.reject(reason, example)
+        self.rejects.reject(reason, example, at=lineno)
 
     def _warn(self, reason: str, lineno: int, detail: str) -> None:
         example = f"line {lineno}: {detail}"
         if self.strict:
             raise TraceError(f"{example} ({reason.partition(';')[0]})")
-        self.warnings.reject(reason, example)
+        self.warnings.reject(reason, example, at=lineno)
 
     def _mismatch_reason(self, block: int) -> str:
         rule = RULES[self.convention].replace("len(hash_ids) = ", "").replace("block size", str(block))
@@ -320,7 +320,7 @@ class TraceLineParser:
         if strict:
             self._warn(self._mismatch_reason(block), lineno, detail)
         else:
-            self.warnings.reject(self._mismatch_reason(block), f"line {lineno}: {detail}")
+            self.warnings.reject(self._mismatch_reason(block), f"line {lineno}: {detail}", at=lineno)
 
     def count_mismatches(self, block: int, n: int) -> None:
         """n more such requests, past the examples kept (not strict: strict stops at the first)."""

@@ -87,6 +87,7 @@ def header_json(s: Snapshot) -> Json:
         "distinct_blocks": t.first_time,
         "rereferences": t.rereferences,
         "beyond_horizon": t.beyond_horizon,
+        "misses_split_exact": t.misses_split_exact,  # false: distinct_blocks at most, beyond_horizon at least
         "tracked_blocks": t.tracked_blocks,
         "late_accesses": t.late_accesses,
         "accesses_per_second": s.accesses_per_second,

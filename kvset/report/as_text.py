@@ -20,6 +20,10 @@ from kvset.text import printable
 from kvset.types import SourceHealth
 
 # What each kind of source adds, for the advice when no block access arrived.
+MISSES_SPLIT_BOUND = (
+    "not every forgotten block could be remembered: distinct blocks and the re-references beyond the "
+    "horizon are bounds (at most, at least); the misses they add up to are exact"
+)
 CURVE_SOURCES = {"events": "--events", "log": "--log", "replay": "--replay"}
 
 
@@ -70,14 +74,17 @@ def analysis_text(s: Snapshot) -> str:
         f"kvset analyze: {printable(read.name)} ({printable(read.format)}, {s.block_tokens} tokens per block, "
         f"order {s.order})",
         *estimate_text(estimate_json(s.sample)),
-        f"  requests {t.requests:,}   accesses {t.accesses:,}   distinct blocks {t.first_time:,}"
-        f"   tokens {t.tokens:,}",
+        f"  requests {t.requests:,}   accesses {t.accesses:,}   distinct blocks {t.first_time_bound}"
+        f"{t.first_time:,}   tokens {t.tokens:,}",
     ]
     if s.horizon_reached:
         lines.append(
             f"  horizon {s.horizon:,} blocks REACHED: curve exact up to it; "
-            f"{t.beyond_horizon:,} re-references lay beyond it (misses at every capacity shown)"
+            f"{t.beyond_horizon_bound}{t.beyond_horizon:,} re-references lay beyond it (misses at every "
+            "capacity shown)"
         )
+        if not t.misses_split_exact:
+            lines.append(f"  {MISSES_SPLIT_BOUND}")
     elif s.sample is not None:
         lines.append(f"  horizon {s.horizon:,} blocks, not reached")
     else:
@@ -156,16 +163,20 @@ def snapshot_text(snapshot: Snapshot, window: str = "all", mode: str | None = No
             lines.append(f"    note: {note}")
     t = s.totals
     lines.append(
-        f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time:,}   "
+        f"  accesses {t.accesses:,}   requests {t.requests:,}   distinct blocks {t.first_time_bound}"
+        f"{t.first_time:,}   "
         f"tokens {t.tokens:,}"
         + (f"; {s.units.describe()}" if s.units else f" ({bt} per block)" if bt else "")
     )
     horizon = (
-        f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon:,} re-references beyond it"
+        f"horizon {s.horizon:,} blocks REACHED: {t.beyond_horizon_bound}{t.beyond_horizon:,} re-references "
+        "beyond it"
         if t.beyond_horizon
         else f"horizon {s.horizon:,} blocks, not reached"
     )
     lines.append(f"  {horizon}; order {s.order}")
+    if not t.misses_split_exact:
+        lines.append(f"  {MISSES_SPLIT_BOUND}")
     if s.curve_scope == MISSES_ONLY and t.accesses:
         lines.append(
             "  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "

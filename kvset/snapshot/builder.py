@@ -157,6 +157,8 @@ class SnapshotBuilder:
                 tracked_blocks=analyzer.tracked_blocks,
                 late_accesses=analyzer.late_accesses,
                 forgotten_blocks=analyzer.forgotten_blocks,
+                # an analysis that cannot say (a merge of partitions) is exact only if nothing was forgotten
+                misses_split_exact=getattr(analyzer, "misses_split_exact", analyzer.forgotten_blocks == 0),
             ),
             targets=inputs.targets,
             sources=readings.sources,

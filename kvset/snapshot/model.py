@@ -33,6 +33,19 @@ class Totals:
     tracked_blocks: int
     late_accesses: int = 0  # out-of-order timestamps folded into the current slot
     forgotten_blocks: int = 0  # blocks forgotten at the horizon: the horizon was reached
+    # False once the analyzer could not remember every forgotten block: first_time is then at most,
+    # beyond_horizon at least, what they say (their sum, every miss, is exact)
+    misses_split_exact: bool = True
+
+    @property
+    def first_time_bound(self) -> str:
+        """'at most ' when first_time is an upper bound, else ''."""
+        return "" if self.misses_split_exact else "at most "
+
+    @property
+    def beyond_horizon_bound(self) -> str:
+        """'at least ' when beyond_horizon is a lower bound, else ''."""
+        return "" if self.misses_split_exact else "at least "
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ missed. What the messages mean (accesses, resident blocks, gaps, replays, health
 kvset.engine.kv_event_tracker's; this module only moves bytes and says whether it is connected.
 
 Nothing here blocks: sockets are polled with a timeout and an update is yielded at least
-every `idle_tick` seconds.
+every `idle_tick` seconds. A read stops at a pending replay's deadline, so a replay endpoint that
+never answers holds the batches after a gap for --replay-timeout and no longer, however fast they
+come.
 
 When no endpoint has answered after NO_PUBLISHER_AFTER_S, the state says so and asks whether the
 engine publishes at all (ZMQ keeps retrying a port where nothing listens, or a host that does not
@@ -237,9 +239,13 @@ class KvEventsSource(Source):
             self.received += 1
             self.last_data_at = stream.last_data_at = at
             stream.connected = stream.ever_connected = True
-            self._carry_out(stream, self.tracker.published(stream.index, frames, self.clock.monotonic(), at))
+            now = self.clock.monotonic()
+            self._carry_out(stream, self.tracker.published(stream.index, frames, now, at))
             if self.tracker.pending >= self.flush_accesses:
                 break
+            deadline = self.tracker.replay_deadline
+            if deadline is not None and now >= deadline:
+                break  # give the replay up now (tick), not after a full read of held batches
         # Stopped reading with messages still queued: the source is not keeping up.
         events = stream.sub.getsockopt(zmq.EVENTS)  # an int for this option
         self.behind = self.behind or bool(isinstance(events, int) and events & zmq.POLLIN)

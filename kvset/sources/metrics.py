@@ -320,8 +320,11 @@ class MetricsSource(Source):
         now = self.clock.wall()
         if self.last_error is not None:
             retry = max(0.0, self._next_at - now)
-            when = f"{retry:.0f}" if retry >= 1 else f"{retry:.1f}"
-            state = f"down: {self.last_error}, retry in {when} s"
+            if retry < 0.05:  # due: "retry in 0.0 s" would read as a wait
+                state = f"down: {self.last_error}, retrying now"
+            else:
+                when = f"{retry:.0f}" if retry >= 1 else f"{retry:.1f}"
+                state = f"down: {self.last_error}, retry in {when} s"
             connected = False
         elif self.good_polls == 0:
             state = "connecting" if waiting_for_response else "waiting for first poll"

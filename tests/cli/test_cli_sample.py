@@ -1,6 +1,7 @@
 """--sample, --sample-size and --seed as a user runs them: every sampled number says it is an estimate."""
 
 import json
+import warnings
 
 import pytest
 
@@ -119,3 +120,15 @@ def test_a_sample_large_enough_keeps_its_interval(capsys):
     r = json.loads(out)
     assert r["estimate"]["meaningful"] is True and r["estimate"]["error_bound"]
     assert any(p.get("block_hit_rate_error") for p in r["curve"])
+
+
+@pytest.mark.parametrize("rate", ["1e-300", "1e-13"])
+def test_a_sample_rate_too_thin_to_weigh_is_refused_in_one_line(capsys, rate):
+    """A sampled block weighs 1 / rate in int64 fixed point: the rate is refused, not overflowed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarning on the cast fails the test
+        with pytest.raises(SystemExit) as exc:
+            main(["analyze", str(MOONCAKE_TRACE), "--sample", rate])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--sample: sample rate must lie in [1e-12, 1]" in err and len(err.strip().splitlines()) == 1

@@ -91,6 +91,33 @@ def test_once_json_prints_the_snapshot_json():
     assert data["accesses"] == trace_blocks() and data["block_tokens"] == 512
 
 
+def test_replay_dash_reads_the_trace_from_stdin():
+    out = subprocess.run(
+        [sys.executable, "-m", "kvset_tui", "--once", "--json", "--replay", "-"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        input=TRACE.read_text(),
+        timeout=120,
+        check=True,
+    ).stdout
+    assert json.loads(out)["accesses"] == trace_blocks()
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--replay", "-"], "add --once"),  # the app reads its keys from stdin
+        (["--once", "--replay", "-", "--follow"], "stdin (--replay -) is read to its end"),
+    ],
+)
+def test_replay_dash_without_once_or_with_follow_is_a_usage_error(capsys, argv, said):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert said in capsys.readouterr().err
+
+
 def test_print_once_routes_to_the_library_report():
     from kvset.report import snapshot_json, snapshot_text
     from tests.support.tui_snapshots import engine_snapshot

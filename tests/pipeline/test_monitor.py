@@ -241,6 +241,7 @@ def test_only_the_accesses_with_unusable_timestamps_are_refused():
     assert snap.totals.accesses == 490
     assert snap.totals.requests == 10  # every request kept its other accesses
     assert snap.sources[0].rejected_total == 10
+    assert snap.sources[0].rejected[0].examples[0] == "timestamp -1e+300"  # a float, not np.float64(...)
 
 
 def test_a_batch_subset_keeps_whole_requests_where_they_survive():

@@ -12,6 +12,7 @@ from kvset.sources import metrics
 from kvset.sources.metrics import MetricsSource
 from kvset.types import SourceUpdate
 from tests.support.engine_metrics_server import FakeEngine
+from tests.support.fake_clock import FakeClock
 
 
 @pytest.fixture
@@ -71,7 +72,9 @@ def test_http_errors_back_off_keep_stale_values_and_recover(engine: FakeEngine) 
     assert down and all(u.engine.stale for u in down)
     assert down[-1].engine.capacity_blocks == good.capacity_blocks
     h = ups[-1].health
-    assert not h.connected and h.state.startswith("down: HTTP 500, retry in")
+    assert not h.connected and h.state.startswith(
+        ("down: HTTP 500, retry in", "down: HTTP 500, retrying now")
+    )
     assert "stale" in " ".join(h.notes)
     assert h.rejected == ()  # an HTTP error is the endpoint's state, not rejected input
     assert [e.kind for u in ups for e in u.events].count("source-down") == 1
@@ -93,12 +96,25 @@ def test_the_wait_after_failures_doubles_from_the_interval_up_to_the_cap() -> No
     src.close()
 
 
+@pytest.mark.parametrize(
+    ("left", "said"), [(3.2, "retry in 3 s"), (0.4, "retry in 0.4 s"), (0.01, "retrying now")]
+)
+def test_the_down_state_says_when_the_next_try_is(left: float, said: str) -> None:
+    clock = FakeClock()
+    src = source("http://127.0.0.1:9/metrics", clock=clock)  # never polled
+    src.last_error, src._next_at = "connection refused", clock.wall() + left
+    assert src.health().state == f"down: connection refused, {said}"
+    src.close()
+
+
 def test_connection_refused_then_the_engine_comes_back(engine: FakeEngine) -> None:
     src = source(engine.url)
     drive(src, lambda u: u.engine is not None)
     engine.stop()
     ups = drive(src, lambda u: u.health is not None and "connection refused" in u.health.state)
-    assert ups[-1].health.state.startswith("down: connection refused, retry in")
+    assert ups[-1].health.state.startswith(
+        ("down: connection refused, retry in", "down: connection refused, retrying now")
+    )
     engine.start()  # same port
     ups = drive(src, lambda u: u.engine is not None and not u.engine.stale, timeout=8.0)
     assert ups[-1].health.state == "connected"

@@ -6,12 +6,16 @@ from __future__ import annotations
 from kvset.engine.kv_event_sequence import (
     IMPLAUSIBLE_REASON,
     MAX_HELD,
+    MAX_HELD_BYTES,
     SUSPECT_JUMP,
+    UNANSWERED_IN_A_ROW,
+    UNANSWERED_PAUSE_S,
     Accept,
     AskReplay,
     EngineRestarted,
     GapClosed,
     KvEventSequence,
+    batch_bytes,
 )
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.rejects import RejectCounter
@@ -128,3 +132,40 @@ def test_a_wait_that_holds_too_many_batches_gives_the_replay_up() -> None:
     gap = next(s for s in steps if isinstance(s, GapClosed))
     assert gap.lost == 1 and "batches arrived while waiting" in gap.describe("rank 0")
     assert accepted(steps) == list(range(2, 3 + MAX_HELD))
+
+
+def test_a_wait_holds_at_most_max_held_bytes_of_large_batches() -> None:
+    big = batch([stored(list(range(1, 10_001)))])  # one 10,000-block batch, reused
+    size = batch_bytes(big)
+    seq = KvEventSequence(REPLAY, 3600.0, RejectCounter())  # a timeout that never comes here
+    seq.published(0, big, 0.0)
+    seq.published(2, big, 0.0)  # gap at 1: asked, held
+    steps, most = [], 0
+    for n in range(3, 3 + 2 * MAX_HELD_BYTES // size):
+        steps += seq.published(n, big, 0.0)
+        most = max(most, seq.held_bytes)
+    assert most < MAX_HELD_BYTES + size  # bounded in bytes, far below MAX_HELD batches
+    gap = next(s for s in steps if isinstance(s, GapClosed))
+    assert gap.held_full and gap.lost == 1 and seq.held_bytes < MAX_HELD_BYTES
+
+
+def test_a_dead_replay_endpoint_under_a_flood_costs_one_wait_per_pause() -> None:
+    """100 batches a second, every second one missing, an endpoint that never answers: each batch
+    that arrives is analysed within the timeout, in order, and only one gap per pause is waited for."""
+    rate, timeout, seconds = 100, 1.0, 60
+    seq = KvEventSequence(REPLAY, timeout, RejectCounter())
+    arrived_at: dict[int, float] = {}
+    steps, asks, latest = [], [], 0.0
+    for n in range(0, rate * seconds, 2):
+        now = n / rate
+        arrived_at[n] = now
+        out = seq.tick(now) + seq.published(n, one(n), now)
+        asks += [s.start for s in out if isinstance(s, AskReplay)]
+        latest = max([latest] + [now - arrived_at[s.seq] for s in out if isinstance(s, Accept)])
+        steps += out
+    steps += seq.tick(seconds + 10 * timeout)
+    assert accepted(steps) == sorted(arrived_at)  # every batch that arrived is analysed, in order
+    assert latest <= timeout + 1 / rate  # none held longer than the stated wait
+    assert seq.lost == len(arrived_at) - 1 and seq.held == 0  # every missing one counted lost
+    assert len(asks) <= UNANSWERED_IN_A_ROW * (seconds / UNANSWERED_PAUSE_S + 1)  # not one wait per gap
+    assert seq.pauses >= seconds / (UNANSWERED_PAUSE_S + UNANSWERED_IN_A_ROW * timeout) - 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from kvset.engine.resident_set import ResidentBlocks, U64Set
 
@@ -101,3 +102,32 @@ def test_u64set_copy_is_independent() -> None:
     copy = table.copy()
     table.discard(keys(1))
     assert copy.contains(keys(1, 2, 3)).all() and len(copy) == 3 and len(table) == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_uncertain_blocks_after_many_losses_are_those_of_a_plain_set_model(seed) -> None:
+    """A loss marks only what was stored since the last one (every second batch lost made each loss
+    copy the whole resident set); the outcome is a plain model's: every block resident at a loss and
+    neither stored nor removed since."""
+    rng = np.random.default_rng(seed)
+    blocks = ResidentBlocks()
+    resident: set[int] = set()
+    uncertain: set[int] = set()
+    stores_of_uncertain = 0
+    for _ in range(400):
+        op = rng.integers(0, 3)
+        keys = rng.choice(300, size=int(rng.integers(1, 40)), replace=False).astype(np.uint64)
+        if op == 0:
+            blocks.store(keys)
+            stores_of_uncertain += len(uncertain & set(keys.tolist()))
+            resident |= set(keys.tolist())
+            uncertain -= set(keys.tolist())
+        elif op == 1:
+            blocks.remove(keys)
+            resident -= set(keys.tolist())
+            uncertain -= set(keys.tolist())
+        else:
+            blocks.mark_uncertain()
+            uncertain = set(resident)
+        assert (len(blocks), blocks.uncertain) == (len(resident), len(uncertain))
+    assert blocks.stores_of_uncertain == stores_of_uncertain

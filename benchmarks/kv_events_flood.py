@@ -1,0 +1,162 @@
+"""A KV-event flood against a replay endpoint that never answers: does `kvset serve` keep counting?
+
+A publisher on 127.0.0.1 sends 10,000-block batches at 100 messages/s and leaves out every second
+one, so every batch that arrives reveals a gap; its replay (ROUTER) socket accepts connections and
+never answers. `kvset serve --events ... --replay-endpoint ... --listen 127.0.0.1:0` runs in a
+child process; /metrics is scraped every 0.25 s and the child's RSS read from /proc. Printed: the
+longest time kvset_accesses_total stood still while batches were arriving (and after the publisher
+stopped, until it counted them all), the accesses counted against the blocks delivered, and the
+largest RSS.
+
+    .venv/bin/python -m benchmarks.kv_events_flood [--seconds 40] [--rate 100] [--blocks 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import msgspec
+import zmq
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    m = re.search(r"VmRSS:\s+(\d+) kB", text)
+    return int(m.group(1)) / 1024 if m else 0.0
+
+
+def _accesses(url: str) -> float | None:
+    try:
+        text = httpx.get(url, timeout=2.0).text
+    except httpx.HTTPError:
+        return None
+    m = re.search(r"^kvset_accesses_total (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+class Publisher:
+    """vLLM's framing (topic, 8-byte sequence, msgpack payload), array-tagged BlockStored events."""
+
+    def __init__(self, blocks: int) -> None:
+        self.ctx = zmq.Context()
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.SNDHWM, 100_000)
+        self.pub_port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        self.router = self.ctx.socket(zmq.ROUTER)  # bound, connected to, never read: a dead replay
+        self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.blocks = blocks
+        self.encoder = msgspec.msgpack.Encoder()
+        self.tokens = msgspec.Raw(self.encoder.encode(list(range(16)) * blocks))  # encoded once
+        self.seq = 0
+        self.delivered_blocks = 0
+
+    def send(self, deliver: bool) -> None:
+        first = 1 + self.seq * self.blocks
+        hashes = list(range(first, first + self.blocks))
+        event = ["BlockStored", hashes, None, self.tokens, 16, None, "GPU"]
+        payload = self.encoder.encode([time.time(), [event], 0])
+        if deliver:
+            self.pub.send_multipart([b"", self.seq.to_bytes(8, "big"), payload])
+            self.delivered_blocks += self.blocks
+        self.seq += 1
+
+    def close(self) -> None:
+        self.pub.close(linger=0)
+        self.router.close(linger=0)
+        self.ctx.term()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=40.0, help="how long the publisher floods")
+    ap.add_argument("--after", type=float, default=20.0, help="how long to watch after it stops")
+    ap.add_argument(
+        "--rate", type=float, default=100.0, help="messages per second (every second one left out)"
+    )
+    ap.add_argument("--blocks", type=int, default=10_000, help="blocks per batch")
+    ap.add_argument("--verbose", action="store_true", help="print every scrape and the end of stderr")
+    ap.add_argument("--no-gaps", action="store_true", help="deliver every batch (the steady baseline)")
+    args = ap.parse_args(argv)
+    pub = Publisher(args.blocks)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "kvset", "serve", "--events", f"tcp://127.0.0.1:{pub.pub_port}"]
+        + ["--replay-endpoint", f"tcp://127.0.0.1:{pub.replay_port}", "--listen", "127.0.0.1:0"]
+        + ["--interval", "0.25"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert serve.stderr is not None
+    url = None
+    while url is None:
+        line = serve.stderr.readline()
+        if not line:
+            raise SystemExit(f"kvset serve exited: {serve.wait()}")
+        if m := re.search(r"metrics on (http://\S+)", line):
+            url = m.group(1)
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(serve.stderr), daemon=True).start()  # drained, kept
+    time.sleep(1.0)  # the subscription reaches the publisher
+    samples: list[tuple[float, float, float]] = []  # (t, accesses, rss MB)
+    stop_sending = threading.Event()
+
+    def flood() -> None:
+        t0 = time.monotonic()
+        n = 0
+        while not stop_sending.is_set() and time.monotonic() - t0 < args.seconds:
+            pub.send(deliver=args.no_gaps or n % 2 == 0)
+            n += 1
+            time.sleep(max(0.0, t0 + n / args.rate - time.monotonic()))
+
+    sender = threading.Thread(target=flood, daemon=True)
+    start = time.monotonic()
+    sender.start()
+    try:
+        while time.monotonic() - start < args.seconds + args.after:
+            acc = _accesses(url)
+            samples.append((time.monotonic() - start, acc if acc is not None else -1.0, _rss_mb(serve.pid)))
+            if not sender.is_alive() and acc is not None and acc >= pub.delivered_blocks:
+                break  # everything delivered is counted
+            time.sleep(0.25)
+    finally:
+        stop_sending.set()
+        sender.join()
+        serve.terminate()
+        serve.wait(timeout=20)
+        pub.close()
+    longest, since, last = 0.0, 0.0, -1.0
+    for t, acc, _ in samples:
+        if acc != last:
+            last, since = acc, t
+        elif acc < pub.delivered_blocks:  # standing still with accesses still to count
+            longest = max(longest, t - since)
+    counted = max(a for _, a, _ in samples)
+    print(
+        f"flood: {args.rate:g} msg/s x {args.blocks:,} blocks for {args.seconds:g} s, "
+        + ("every batch delivered" if args.no_gaps else "every second batch left out")
+        + ", replay endpoint silent"
+    )
+    print(f"  longest stall of kvset_accesses_total: {longest:.1f} s")
+    print(f"  accesses counted {counted:,.0f} of {pub.delivered_blocks:,} delivered")
+    print(f"  largest RSS of kvset serve: {max(r for _, _, r in samples):,.0f} MB")
+    if args.verbose:
+        for t, acc, rss in samples:
+            print(f"  {t:6.2f} s  {acc:12,.0f} accesses  {rss:7,.0f} MB")
+        print("".join(log[-20:]), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
