@@ -56,6 +56,7 @@ from kvset.engine.kv_events import (
     decode_message,
 )
 from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
@@ -110,6 +111,9 @@ class Publisher:
     batches: int = 0
     accesses: int = 0
     replay: RequestReplay = field(default_factory=RequestReplay)
+    # the stream's shape, and the grouping that keeps every page whatever the shape (stream_shape)
+    shape: StreamShape = field(default_factory=StreamShape)
+    pages: PageChainGrouping = field(default_factory=PageChainGrouping)
     last_batch_at: float | None = None  # wall time of its last accepted batch
     last_batch_now: float | None = None  # ... and monotonic time of its last message
     tail_asked: bool = False  # since that message
@@ -229,6 +233,7 @@ class KvEventTracker:
                     for blocks in publisher.groups.values():
                         blocks.clear()
                     publisher.replay.reset_cache()
+                    publisher.pages.reset()
                     self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
                 elif isinstance(step, GapClosed):
                     self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
@@ -311,6 +316,8 @@ class KvEventTracker:
         if self.group_idx is None:
             self._choose_group(publisher, batch, at)
         publisher.replay.begin_batch(batch.ts)
+        publisher.shape.begin_batch(batch.signed_hashes)
+        publisher.pages.begin_batch(batch.ts)
         for i in range(len(batch)):
             kind = int(batch.kinds[i])
             if kind == ALL_BLOCKS_CLEARED:
@@ -318,6 +325,7 @@ class KvEventTracker:
                 for blocks in publisher.groups.values():
                     blocks.clear()
                 publisher.replay.reset_cache()
+                publisher.pages.reset()
                 self._timeline.append(
                     TimelineEvent(
                         at,
@@ -359,6 +367,8 @@ class KvEventTracker:
                     len(keys), size, int(batch.token_counts[i]) if batch.block_sizes[i] else 0
                 )
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
+                publisher.shape.stored(len(keys), parent, int(keys[0]), int(keys[-1]))
+                publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
                 publisher.replay.stored(keys, tokens, parent, cached)
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
@@ -393,7 +403,10 @@ class KvEventTracker:
     @property
     def pending(self) -> int:
         """Accesses not yet handed out (of finished requests; open ones wait for their end)."""
-        return len(self._pending) + sum(p.replay.finished_blocks for p in self.publishers)
+        return len(self._pending) + sum(
+            p.pages.finished_pages if p.shape.decided == ONE_EVENT_PER_PAGE else p.replay.finished_blocks
+            for p in self.publishers
+        )
 
     def take(self, at: float, final: bool = False) -> SourceUpdate:
         """The accesses, the engine model, the engine reading and the timeline events since the last
@@ -404,14 +417,26 @@ class KvEventTracker:
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
-            if not publisher.flushed and (final or (quiet and not publisher.sequence.replaying)):
+            flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.replaying))
+            if flushing:
                 replay.flush()
+                publisher.pages.flush()
                 publisher.flushed = True
-            for keys, tokens, ts in replay.take_accesses():
+            # Accesses wait while the shape is undecided; then one grouping's are kept, the other's
+            # (the same pages) are let go.
+            shape = publisher.shape.shape(final=final or flushing)
+            if shape is None:
+                continue
+            per_page = shape == ONE_EVENT_PER_PAGE
+            grouped, other = (publisher.pages, replay) if per_page else (replay, publisher.pages)
+            other.take_accesses()
+            for keys, tokens, ts in grouped.take_accesses():
                 self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
-            parts += replay.take_model()
+            model_parts = replay.take_model()
+            if not per_page:  # vLLM's block-pool model is of vLLM's request steps only
+                parts += model_parts
         model = None
         if any(p.batches for p in self.publishers):
             block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
