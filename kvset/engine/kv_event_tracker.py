@@ -56,8 +56,10 @@ from kvset.engine.kv_events import (
     decode_message,
 )
 from kvset.engine.resident_set import ResidentBlocks
-from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, PageChainGrouping, StreamShape
+from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
+from kvset.engine_model.radix_cache import MODEL_NAME as RADIX_MODEL_NAME
+from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
@@ -114,6 +116,7 @@ class Publisher:
     # the stream's shape, and the grouping that keeps every page whatever the shape (stream_shape)
     shape: StreamShape = field(default_factory=StreamShape)
     pages: PageChainGrouping = field(default_factory=PageChainGrouping)
+    radix: RadixReplay = field(default_factory=RadixReplay)  # SGLang's radix cache, for its streams
     last_batch_at: float | None = None  # wall time of its last accepted batch
     last_batch_now: float | None = None  # ... and monotonic time of its last message
     tail_asked: bool = False  # since that message
@@ -122,6 +125,19 @@ class Publisher:
     @property
     def label(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else self.address
+
+    def grouping(self) -> RequestReplay | PageChainGrouping | RadixReplay:
+        """The grouping into requests whose accesses count, by the stream's shape (vLLM's until decided)."""
+        shape = self.shape.decided
+        if shape == ONE_EVENT_PER_PAGE:
+            return self.pages
+        return self.radix if shape == RADIX_INSERTS else self.replay
+
+    def reset_groupings(self) -> None:
+        """The engine dropped its cache: every grouping starts again."""
+        self.replay.reset_cache()
+        self.pages.reset()
+        self.radix.reset_cache()
 
 
 class KvEventTracker:
@@ -232,8 +248,7 @@ class KvEventTracker:
                 elif isinstance(step, EngineRestarted):
                     for blocks in publisher.groups.values():
                         blocks.clear()
-                    publisher.replay.reset_cache()
-                    publisher.pages.reset()
+                    publisher.reset_groupings()
                     self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
                 elif isinstance(step, GapClosed):
                     self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
@@ -318,14 +333,14 @@ class KvEventTracker:
         publisher.replay.begin_batch(batch.ts)
         publisher.shape.begin_batch(batch.signed_hashes)
         publisher.pages.begin_batch(batch.ts)
+        publisher.radix.begin_batch(batch.ts)
         for i in range(len(batch)):
             kind = int(batch.kinds[i])
             if kind == ALL_BLOCKS_CLEARED:
                 self.clears += 1
                 for blocks in publisher.groups.values():
                     blocks.clear()
-                publisher.replay.reset_cache()
-                publisher.pages.reset()
+                publisher.reset_groupings()
                 self._timeline.append(
                     TimelineEvent(
                         at,
@@ -369,6 +384,7 @@ class KvEventTracker:
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
                 publisher.shape.stored(len(keys), parent, int(keys[0]), int(keys[-1]))
                 publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
+                publisher.radix.stored(keys, tokens, parent, size)
                 publisher.replay.stored(keys, tokens, parent, cached)
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
@@ -403,10 +419,7 @@ class KvEventTracker:
     @property
     def pending(self) -> int:
         """Accesses not yet handed out (of finished requests; open ones wait for their end)."""
-        return len(self._pending) + sum(
-            p.pages.finished_pages if p.shape.decided == ONE_EVENT_PER_PAGE else p.replay.finished_blocks
-            for p in self.publishers
-        )
+        return len(self._pending) + sum(p.grouping().finished_blocks for p in self.publishers)
 
     def take(self, at: float, final: bool = False) -> SourceUpdate:
         """The accesses, the engine model, the engine reading and the timeline events since the last
@@ -414,6 +427,7 @@ class KvEventTracker:
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
+        model_name = ""
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
@@ -421,27 +435,33 @@ class KvEventTracker:
             if flushing:
                 replay.flush()
                 publisher.pages.flush()
+                publisher.radix.flush()
                 publisher.flushed = True
-            # Accesses wait while the shape is undecided; then one grouping's are kept, the other's
+            # Accesses wait while the shape is undecided; then one grouping's are kept, the others'
             # (the same pages) are let go.
             shape = publisher.shape.shape(final=final or flushing)
             if shape is None:
                 continue
-            per_page = shape == ONE_EVENT_PER_PAGE
-            grouped, other = (publisher.pages, replay) if per_page else (replay, publisher.pages)
-            other.take_accesses()
+            grouped = publisher.grouping()
+            for grouping in (replay, publisher.pages, publisher.radix):
+                if grouping is not grouped:
+                    grouping.take_accesses()
             for keys, tokens, ts in grouped.take_accesses():
                 self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
-            model_parts = replay.take_model()
-            if not per_page:  # vLLM's block-pool model is of vLLM's request steps only
-                parts += model_parts
+            # each engine model is of the shape it was built for: vLLM's request steps, SGLang's inserts
+            vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
+            if shape == RADIX_INSERTS:
+                parts += radix_parts
+                model_name = RADIX_MODEL_NAME
+            elif shape != ONE_EVENT_PER_PAGE:
+                parts += vllm_parts
         model = None
         if any(p.batches for p in self.publishers):
             block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
             tail = (block_size - 1) / 2  # the mean tokens past a prompt's last full block
-            model = merge_model(parts, tail, self.request_counts(), self.replay_state())
+            model = merge_model(parts, tail, self.request_counts(), self.replay_state(), model_name)
         return SourceUpdate(
             accesses=self._pending.take(self.block_size),
             engine=self.reading(at),
@@ -454,15 +474,15 @@ class KvEventTracker:
         """The grouping's and the dedupe's counters, summed over the publishers."""
         total: Counter[str] = Counter()
         for p in self.publishers:
-            total.update(vars(p.replay.counts))
+            total.update(vars(p.grouping().counts))
         return dict(total)
 
     def replay_state(self) -> dict[str, int]:
         """The replays' blocks now, summed over the publishers (the finish lag: the longest)."""
         total: Counter[str] = Counter()
         for p in self.publishers:
-            total.update(p.replay.state())
-        total["finish_lag"] = max(p.replay.finish_lag for p in self.publishers)
+            total.update(p.grouping().state())
+        total["finish_lag"] = max(p.grouping().finish_lag for p in self.publishers)
         return dict(total)
 
     def reading(self, at: float) -> EngineReading | None:

@@ -12,7 +12,11 @@ such a stream loses most of its accesses. So the shape is measured first:
 - "one event per page": (nearly) every store holds one block, and pages of one request follow each
   other chained (a store whose parent is the page stored just before it, in the same batch). Every
   stored page is an access: `PageChainGrouping` groups consecutive chained pages into requests;
-- and in either, whether hit reports are present (stores of pages already resident, without a
+- "radix inserts": signed 64-bit hashes, SGLang's: a store per radix-tree insert (its pages
+  coalesced into one event, or one event per page), chained onto the prefix it extends, no hit
+  reports. SGLang's radix cache is replayed on them (kvset.engine_model.radix_cache), which also keeps
+  every page and reads each request's cached prefix off the parent chain;
+- and in the first two, whether hit reports are present (stores of pages already resident, without a
   parent) or not (store-only: a request's cached prefix shows only as the parent of the first page it
   stores, as SGLang publishes; `PageChainGrouping` then reads the prefix off the known parent chain).
 
@@ -31,6 +35,7 @@ from kvset.quantities import plural
 
 REQUEST_STEPS = "request steps"
 ONE_EVENT_PER_PAGE = "one event per page"
+RADIX_INSERTS = "radix inserts"
 MIN_STORES = 32  # stores seen before the shape is decided
 PER_PAGE_SHARE = 0.99  # of stores holding one block, for "one event per page"
 CONTINUE_BATCHES = 2  # a page chained onto a request's last page this soon after continues it
@@ -74,6 +79,8 @@ class StreamShape:
 
     def _judge(self) -> str:
         c = self.counts
+        if c.signed_hash_events:
+            return RADIX_INSERTS
         per_page = c.single_page >= PER_PAGE_SHARE * c.stores and c.chained_pages > 0
         return ONE_EVENT_PER_PAGE if per_page else REQUEST_STEPS
 
@@ -104,6 +111,14 @@ class StreamShape:
 
 
 @dataclass
+class PageCounts:
+    requests: int = 0
+    pages: int = 0  # stored pages handed out (every one the stream holds)
+    prefix_pages: int = 0  # pages read back along parent chains
+    prefix_cut: int = 0  # chains longer than MAX_PREFIX, cut there
+
+
+@dataclass
 class _Run:
     """Pages of one request, in chain order."""
 
@@ -131,10 +146,8 @@ class PageChainGrouping:
         self._ts = 0.0
         self._out: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._out_pages = 0
-        self.requests = 0
-        self.pages = 0  # stored pages handed out (every one the stream holds)
-        self.prefix_pages = 0  # pages read back along parent chains
-        self.prefix_cut = 0  # chains longer than MAX_PREFIX, cut there (counted)
+        self.counts = PageCounts()
+        self.finish_lag = CONTINUE_BATCHES
 
     def begin_batch(self, ts: float) -> None:
         self._batch += 1
@@ -147,7 +160,12 @@ class PageChainGrouping:
             self._hand_out(run)
 
     def stored(
-        self, keys: np.ndarray, tokens: np.ndarray, parent: int | None, reconstruct_prefix: bool, page_tokens: int
+        self,
+        keys: np.ndarray,
+        tokens: np.ndarray,
+        parent: int | None,
+        reconstruct_prefix: bool,
+        page_tokens: int,
     ) -> None:
         if not len(keys):
             return
@@ -171,7 +189,7 @@ class PageChainGrouping:
         run.keys.append(keys)
         run.tokens.append(tokens)
         run.last_batch, run.ts = self._batch, self._ts
-        self.pages += len(keys)
+        self.counts.pages += len(keys)
         self._open[int(keys[-1])] = run
 
     def _remember(self, page: int, parent: int) -> None:
@@ -193,15 +211,15 @@ class PageChainGrouping:
             seen.add(parent)
             page = parent
         else:
-            self.prefix_cut += 1
+            self.counts.prefix_cut += 1
         return np.array(out[::-1], dtype=np.uint64)
 
     def _hand_out(self, run: _Run) -> None:
         keys = np.concatenate(run.keys).astype(np.uint64, copy=False)
         self._out.append((keys, np.concatenate(run.tokens).astype(np.int64, copy=False), run.ts))
         self._out_pages += len(keys)
-        self.requests += 1
-        self.prefix_pages += run.prefix_pages
+        self.counts.requests += 1
+        self.counts.prefix_pages += run.prefix_pages
 
     def flush(self) -> None:
         """The stream went quiet: every open request is finished."""
@@ -215,9 +233,12 @@ class PageChainGrouping:
         self._parent.clear()
 
     @property
-    def finished_pages(self) -> int:
+    def finished_blocks(self) -> int:
         return self._out_pages
 
     def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
         out, self._out, self._out_pages = self._out, [], 0
         return out
+
+    def state(self) -> dict[str, int]:
+        return {"open": len(self._open)}

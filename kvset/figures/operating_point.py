@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvset.core.curve import HitRateCurve
-from kvset.engine_model import MODEL_NAME, EngineModel
+from kvset.engine_model import EngineModel
 from kvset.figures import ranks
 from kvset.figures.base import Json, MetricFamily, MetricsView, OptionValues, Sizes, TextView, gauge
 from kvset.figures.inputs import MISSES_ONLY, Figure, FigureInputs
@@ -165,7 +165,7 @@ def operating_point(
     at = engine_model.at(usable)
     return _with(
         base,
-        model=MODEL_NAME,
+        model=engine_model.name,
         model_token_hit_rate=at.hit_rate,
         effective_capacity_blocks=effective_capacity(lru_curve, engine_model, at.hit_tokens),
         model_inputs=_inputs(engine, pool, usable, engine_model, ranks),

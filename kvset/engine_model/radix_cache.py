@@ -1,0 +1,285 @@
+"""SGLang's radix cache replayed on its KV events: the engine model of an SGLang stream.
+
+What SGLang 0.5.23 publishes for one request (RadixCache, scheduler): after its prefill, the pages
+of its prompt that were not cached are inserted into the tree, one BlockStored chain whose parent is
+the last page of the prefix it matched (none when it matched nothing); each further prefill chunk is
+inserted the same way, a step later; when it finishes, its output pages are inserted, chained onto
+its prompt's last page. The matched prefix itself is never published: it is read here off the parent
+chain (every page's parent is known from its own first store). A fully cached prompt stores nothing
+at its prefill, so its lookup is seen only when it finishes.
+
+SGLang evicts, when it needs room, the least recently used leaf of the tree that no running request
+locks (`--radix-eviction-policy lru`, the default). A lookup and an insert touch the whole path, so a
+page is never more recent than its parent: evicting the oldest leaf is evicting the oldest page, and a
+request's pages, touched at once, go leaf first. Locked pages (the paths of running requests, and
+their own pages not yet in the tree) are never evicted. That is the stack of
+kvset.engine_model.free_queue, replayed as vLLM's block pool is: a lookup QUERYs and PINs its path,
+pages a request computes are PINned, its finish RELEASEs everything from its last page to its first
+(the root released last, so it is the newest). A page is a hit in a pool of C pages iff its
+distance D <= C: the prediction at max_total_num_tokens / page_size and every other pool at once.
+
+A request's finish is its output store (a store chained onto its last page more than
+CHUNK_BATCHES batches after it); one whose output filled no page finishes unseen, after the median
+time the others took, or earlier when a later request's lookup holds its last page (the agent's next
+turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
+per tree node, which the events do not show; the others are not stack policies kvset can read off one
+pass. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.records import (
+    CAUSE_BEYOND_HORIZON,
+    CAUSE_FIRST_TIME,
+    INFINITE,
+    ModelPart,
+)
+
+MODEL_NAME = "SGLang radix-cache replay (lru)"
+REPLAYED_POLICIES = ("lru",)
+CHUNK_BATCHES = 2  # a store onto a running request's last page this soon after is its next prefill chunk
+DURATION_SAMPLES = 256
+DEFAULT_DURATION = 64  # batches a request runs, until measured
+PARENT_MEMORY = 1 << 21
+MAX_PREFIX = 1 << 16
+FORGOTTEN_MEMORY = 1 << 20
+
+
+@dataclass
+class RadixCounts:
+    requests: int = 0  # finished requests handed out
+    prefix_pages: int = 0  # cached-prefix pages read off the parent chain
+    computed_pages: int = 0  # prompt pages the requests computed (stored at prefill)
+    output_pages: int = 0  # stored at the finish: pinned, never queried
+    finished_by_store: int = 0
+    finished_by_evidence: int = 0  # a later request's lookup held its last page
+    finished_by_time: int = 0  # its output filled no page: after the measured median run
+    lookups_at_finish: int = 0  # fully cached prompts: nothing stored at the prefill
+
+
+@dataclass
+class _Request:
+    id: int
+    start: int  # batch of its first store
+    ts: float
+    last_store: int
+    tail: int  # its last page
+    held: list[np.ndarray] = field(default_factory=list)
+    keys: list[np.ndarray] = field(default_factory=list)  # accesses in chain order
+    tokens: list[np.ndarray] = field(default_factory=list)  # query tokens (0 for output pages)
+    dt: list[np.ndarray] = field(default_factory=list)
+    dq: list[np.ndarray] = field(default_factory=list)
+    cause: list[np.ndarray] = field(default_factory=list)
+    qtokens: list[np.ndarray] = field(default_factory=list)
+    prefix_dt: int = 0
+    prefix_dq: int = 0
+    prefix_cause: int = 0
+    finishing: bool = False  # its output store came in this batch: it finishes at the batch's end
+
+
+class RadixReplay:
+    """One SGLang rank's requests from its BlockStored events, and its radix cache replayed on them.
+
+    The same outputs as kvset.engine_model.replay.RequestReplay: accesses per finished request, and the
+    model's distances per query page."""
+
+    def __init__(self, horizon: int = 1 << 21) -> None:
+        self.queue = FreeQueue(horizon)
+        self.counts = RadixCounts()
+        self._parent: OrderedDict[int, int] = OrderedDict()
+        self._running: dict[int, _Request] = {}  # by id
+        self._by_tail: dict[int, _Request] = {}  # a running request's last page -> it
+        self._durations: deque[int] = deque(maxlen=DURATION_SAMPLES)
+        self.finish_lag = DEFAULT_DURATION
+        self._forgotten: set[int] = set()
+        self._batch = -1
+        self._ts = 0.0
+        self._next_id = 0
+        self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_pages = 0
+        self._out_model: list[ModelPart] = []
+
+    # ----------------------------------------------------------------- events
+    def begin_batch(self, ts: float) -> None:
+        self._batch += 1
+        self._ts = ts
+        for request in list(self._running.values()):
+            if request.finishing:
+                self._finish(request)
+            elif request.last_store + self.finish_lag < self._batch:
+                self.counts.finished_by_time += 1
+                self._finish(request)
+
+    def stored(self, keys: np.ndarray, tokens: np.ndarray, parent: int | None, page_tokens: int) -> None:
+        if not len(keys):
+            return
+        if parent is not None:
+            self._remember(int(keys[0]), parent)
+        for a, b in zip(keys[:-1].tolist(), keys[1:].tolist(), strict=True):
+            self._remember(b, a)
+        request = self._by_tail.pop(parent, None) if parent is not None else None
+        if request is not None:
+            self._continue(request, keys, tokens)
+            return
+        request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
+        self._next_id += 1
+        if parent is not None:
+            prefix = self._chain(parent)
+            self._evidence(prefix)
+            self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
+            self.counts.prefix_pages += len(prefix)
+        self._query(request, keys, tokens)
+        self.counts.computed_pages += len(keys)
+        self._running[request.id] = request
+        self._by_tail[request.tail] = request
+
+    def _continue(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
+        if request.finishing:  # more of its output (one event per page)
+            self._output(request, keys)
+            return
+        if self._batch - request.last_store <= CHUNK_BATCHES:  # its next prefill chunk
+            self._query(request, keys, tokens)
+            self.counts.computed_pages += len(keys)
+            request.last_store, request.tail = self._batch, int(keys[-1])
+            self._by_tail[request.tail] = request
+            return
+        # its finish: the output pages join the tree, then (at the batch's end) the request lets go
+        self._durations.append(self._batch - request.start)
+        if len(self._durations) >= 16 and len(self._durations) % 16 == 0:
+            self.finish_lag = max(CHUNK_BATCHES + 1, int(np.median(self._durations)))
+        self.counts.finished_by_store += 1
+        request.finishing, request.ts = True, self._ts
+        self._output(request, keys)
+
+    def _output(self, request: _Request, keys: np.ndarray) -> None:
+        self._pin(request, keys)
+        request.keys.append(keys)
+        request.tokens.append(np.zeros(len(keys), dtype=np.int64))
+        self.counts.output_pages += len(keys)
+        request.tail = int(keys[-1])
+        self._by_tail[request.tail] = request
+
+    def _evidence(self, prefix: np.ndarray) -> None:
+        """A lookup holding a running request's last page: that request has finished (an agent's next
+        turn, whose history it is)."""
+        for page in prefix[-1:].tolist():
+            other = self._by_tail.get(page)
+            if other is not None and other.last_store < self._batch:
+                self.counts.finished_by_evidence += 1
+                self._finish(other)
+
+    def _remember(self, page: int, parent: int) -> None:
+        self._parent[page] = parent
+        self._parent.move_to_end(page)
+        if len(self._parent) > PARENT_MEMORY:
+            self._parent.popitem(last=False)
+
+    def _chain(self, last: int) -> np.ndarray:
+        out, seen, page = [last], {last}, last
+        while len(out) < MAX_PREFIX:
+            parent = self._parent.get(page)
+            if parent is None or parent in seen:
+                break
+            out.append(parent)
+            seen.add(parent)
+            page = parent
+        return np.array(out[::-1], dtype=np.uint64)
+
+    # ----------------------------------------------------------------- the replay
+    def _query(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
+        n = len(keys)
+        ops = np.empty(2 * n, dtype=np.int8)
+        ops[0::2], ops[1::2] = QUERY, PIN
+        pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
+        self._forget(forgot)
+        pos, pinned = pos[0::2], pinned[0::2]
+        dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
+        dt = np.where(pos > 0, pos + pinned, dq).astype(np.int64)
+        cause = np.zeros(n, dtype=np.int8)
+        for i in np.flatnonzero(pos == ABSENT).tolist():
+            cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten else CAUSE_FIRST_TIME
+        # a match is a longest prefix: a page is a hit only with every page before it
+        dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
+        dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
+        c = np.maximum.accumulate(np.concatenate([[request.prefix_cause], cause]))[1:]
+        request.prefix_dt, request.prefix_dq, request.prefix_cause = int(dt[-1]), int(dq[-1]), int(c[-1])
+        request.dt.append(dt)
+        request.dq.append(dq)
+        request.cause.append(c)
+        request.qtokens.append(tokens)
+        request.held.append(keys)
+        request.keys.append(keys)
+        request.tokens.append(tokens)
+
+    def _pin(self, request: _Request, keys: np.ndarray) -> None:
+        _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
+        self._forget(forgot)
+        request.held.append(keys)
+
+    def _forget(self, pages: np.ndarray) -> None:
+        if len(self._forgotten) > FORGOTTEN_MEMORY:
+            self._forgotten.clear()
+        self._forgotten.update(pages.tolist())
+
+    def _finish(self, request: _Request) -> None:
+        self._running.pop(request.id, None)
+        if self._by_tail.get(request.tail) is request:
+            del self._by_tail[request.tail]
+        if request.held:
+            held = np.concatenate(request.held)
+            # its last page first: the root of its path is released last, the newest
+            _, _, forgot = self.queue.run(np.full(len(held), RELEASE, dtype=np.int8), held[::-1])
+            self._forget(forgot)
+        self.counts.requests += 1
+        keys = np.concatenate(request.keys).astype(np.uint64, copy=False)
+        self._out_accesses.append((keys, np.concatenate(request.tokens).astype(np.int64), request.ts))
+        self._out_pages += len(keys)
+        if request.dt:
+            self._out_model.append(
+                (
+                    np.concatenate(request.dt),
+                    np.concatenate(request.dq),
+                    np.concatenate(request.cause),
+                    np.concatenate(request.qtokens),
+                    request.ts,
+                )
+            )
+
+    def flush(self) -> None:
+        """The stream went quiet: every running request has finished."""
+        for request in list(self._running.values()):
+            self._finish(request)
+
+    def reset_cache(self) -> None:
+        """The engine flushed its tree (AllBlocksCleared, restart): start empty."""
+        self.flush()
+        self.queue = FreeQueue(self.queue.horizon)
+        self._parent.clear()
+        self._forgotten.clear()
+
+    # ----------------------------------------------------------------- outputs
+    @property
+    def finished_blocks(self) -> int:
+        return self._out_pages
+
+    def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        out, self._out_accesses, self._out_pages = self._out_accesses, [], 0
+        return out
+
+    def take_model(self) -> list[ModelPart]:
+        out, self._out_model = self._out_model, []
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {
+            "pinned": self.queue.pinned,
+            "queued": self.queue.queued,
+            "running": len(self._running),
+            "finish_lag": self.finish_lag,
+        }
