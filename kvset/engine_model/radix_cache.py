@@ -19,8 +19,8 @@ pages a request computes are PINned, its finish RELEASEs everything from its las
 distance D <= C: the prediction at max_total_num_tokens / page_size and every other pool at once.
 
 A request's finish is its output store (a store chained onto its last page more than
-CHUNK_BATCHES batches after it); one whose output filled no page finishes unseen, after the median
-time the others took, or earlier when a later request's lookup holds its last page (the agent's next
+CHUNK_BATCHES batches after it); one whose output filled no page finishes unseen, after 1.5 times
+the 95th percentile of the time the others took, or earlier when a later request's lookup holds its last page (the agent's next
 turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
 per tree node, which the events do not show; the others are not stack policies kvset can read off one
 pass. Pure: values in, values out.
@@ -49,6 +49,9 @@ DEFAULT_DURATION = 64  # batches a request runs, until measured
 PARENT_MEMORY = 1 << 21
 MAX_PREFIX = 1 << 16
 FORGOTTEN_MEMORY = 1 << 20
+TIMED_OUT_MEMORY = 4096
+LAG_QUANTILE = 0.95  # of the measured runs (first store to output store), in batches ...
+LAG_MARGIN = 1.5  # ... times this: how long a request without an output store is taken to run
 
 
 @dataclass
@@ -60,7 +63,7 @@ class RadixCounts:
     finished_by_store: int = 0
     finished_by_evidence: int = 0  # a later request's lookup held its last page
     finished_by_time: int = 0  # its output filled no page: after the measured median run
-    lookups_at_finish: int = 0  # fully cached prompts: nothing stored at the prefill
+    late_outputs: int = 0  # output stores of requests already finished by time
 
 
 @dataclass
@@ -96,6 +99,7 @@ class RadixReplay:
         self._running: dict[int, _Request] = {}  # by id
         self._by_tail: dict[int, _Request] = {}  # a running request's last page -> it
         self._durations: deque[int] = deque(maxlen=DURATION_SAMPLES)
+        self._timed_out: OrderedDict[int, int] = OrderedDict()  # last page of a request finished by time
         self.finish_lag = DEFAULT_DURATION
         self._forgotten: set[int] = set()
         self._batch = -1
@@ -115,6 +119,9 @@ class RadixReplay:
             elif request.last_store + self.finish_lag < self._batch:
                 self.counts.finished_by_time += 1
                 self._finish(request)
+                self._timed_out[request.tail] = request.id
+                if len(self._timed_out) > TIMED_OUT_MEMORY:
+                    self._timed_out.popitem(last=False)
 
     def stored(self, keys: np.ndarray, tokens: np.ndarray, parent: int | None, page_tokens: int) -> None:
         if not len(keys):
@@ -126,6 +133,14 @@ class RadixReplay:
         request = self._by_tail.pop(parent, None) if parent is not None else None
         if request is not None:
             self._continue(request, keys, tokens)
+            return
+        if parent is not None and self._timed_out.pop(parent, None) is not None:
+            # the output of a request taken to have finished already: pages, no lookup
+            late = _Request(self._next_id, self._batch, self._ts, self._batch, parent, finishing=True)
+            self._next_id += 1
+            self.counts.late_outputs += 1
+            self._running[late.id] = late
+            self._output(late, keys)
             return
         request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
         self._next_id += 1
@@ -152,7 +167,9 @@ class RadixReplay:
         # its finish: the output pages join the tree, then (at the batch's end) the request lets go
         self._durations.append(self._batch - request.start)
         if len(self._durations) >= 16 and len(self._durations) % 16 == 0:
-            self.finish_lag = max(CHUNK_BATCHES + 1, int(np.median(self._durations)))
+            # a generous bound: finishing a running request early releases its path too soon
+            lag = LAG_MARGIN * float(np.quantile(self._durations, LAG_QUANTILE))
+            self.finish_lag = max(CHUNK_BATCHES + 1, int(lag))
         self.counts.finished_by_store += 1
         request.finishing, request.ts = True, self._ts
         self._output(request, keys)
