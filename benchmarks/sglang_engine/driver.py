@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 import zmq
-from sglang.srt.disaggregation.kv_events import KVEventBatch, ZmqEventPublisher
+from sglang.srt.disaggregation.kv_events import BlockStored, KVEventBatch, ZmqEventPublisher
 from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
@@ -227,6 +227,66 @@ class Engine:
         return finished
 
 
+UINT64 = (1 << 64) - 1
+
+
+def reshape(events: list, wire: str, reports: list[list[int]], page_size: int) -> list:
+    """The step's events as published: SGLang's own (coalesced per insert), or, for the shape tests,
+    re-cut into one BlockStored per page ("per-page"), and with the matched pages of each lookup
+    re-reported first, parentless and unsigned, as a hit-reporting publisher does ("per-page-hits")."""
+    if wire == "coalesced":
+        return events
+    unsigned = wire == "per-page-hits"
+
+    def h(x):
+        return x & UINT64 if unsigned and x is not None else x
+
+    out = []
+    for pages in reports if unsigned else []:
+        for page in pages:
+            out.append(BlockStored([h(page)], None, [], page_size, None, "GPU"))
+    for e in events:
+        if not isinstance(e, BlockStored):
+            if hasattr(e, "block_hashes"):
+                e.block_hashes = [h(x) for x in e.block_hashes]
+            out.append(e)
+            continue
+        parent = e.parent_block_hash
+        size = e.block_size
+        for i, page in enumerate(e.block_hashes):
+            tokens = e.token_ids[i * size : (i + 1) * size]
+            out.append(BlockStored([h(page)], h(parent), tokens, size, e.lora_id, e.medium))
+            parent = page
+    return out
+
+
+def page_hashes(tree: RadixCache, node) -> list[int]:
+    """The event hashes of the pages on the path to `node` (root first), as its BlockStored named them."""
+    from sglang.srt.mem_cache.utils import hash_str_to_int64
+
+    chain = []
+    while node is not tree.root_node:
+        chain.append([hash_str_to_int64(v) for v in tree.kv_events._node_event_hash_values(node)])
+        node = node.parent
+    return [x for part in reversed(chain) for x in part]
+
+
+def probe_replay(endpoint: str, start: int, path: Path) -> None:
+    """A DEALER asks SGLang's replay ROUTER for every batch from `start`; each reply is recorded as
+    the DEALER receives it (["", topic, seq, payload], then the end marker)."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.connect(endpoint)
+    sock.send_multipart([b"", start.to_bytes(8, "big")])
+    writer = framesfile.Writer(path)
+    while sock.poll(5000):
+        reply = sock.recv_multipart()
+        writer.write(time.time(), reply)
+        if reply[-2] == ZmqEventPublisher.END_SEQ:
+            break
+    writer.close()
+    sock.close(linger=0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pool-tokens", type=int, required=True)
@@ -240,6 +300,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--truth", type=Path, required=True)
     ap.add_argument("--steps-per-second", type=float, default=2000.0)
+    ap.add_argument(
+        "--replay-probe", type=Path, help="ask the replay ROUTER for the last 3 batches; record its replies"
+    )
+    ap.add_argument("--wire", choices=("coalesced", "per-page", "per-page-hits"), default="coalesced")
     args = ap.parse_args()
 
     endpoint = f"tcp://127.0.0.1:{args.port}"
@@ -258,17 +322,22 @@ def main() -> None:
     submitted = len(waiting)
     t0 = time.time()
     batches = 0
+    published_pages = 0
     while engine.requests < args.requests or engine.running:
         waiting.sort(key=lambda t: t.ready_step)
+        reports: list[list[int]] = []
         while engine.requests < args.requests and waiting and waiting[0].ready_step <= step:
             if not engine.try_admit(waiting[0]):
                 break
             waiting.pop(0)
+            if args.wire == "per-page-hits":
+                reports.append(page_hashes(engine.tree, engine.running[-1].node))
         for turn in engine.step():
             if submitted < args.requests:
                 waiting.append(workload.finished(turn, step))
                 submitted += 1
-        events = engine.tree.kv_events.take()
+        events = reshape(engine.tree.kv_events.take(), args.wire, reports, args.page_size)
+        published_pages += sum(len(e.block_hashes) for e in events if isinstance(e, BlockStored))
         if events:
             publisher.publish(KVEventBatch(ts=time.time(), events=events))
             batches += 1
@@ -278,6 +347,8 @@ def main() -> None:
             if ahead > 0:
                 time.sleep(ahead)
     time.sleep(1.0)
+    if args.replay_probe:
+        probe_replay(f"tcp://127.0.0.1:{args.port + 1}", max(0, batches - 3), args.replay_probe)
     publisher.shutdown()
     recorder.stop.set()
     recorder.join()
@@ -289,6 +360,8 @@ def main() -> None:
         "requests": engine.requests,
         "steps": step,
         "batches": batches,
+        "wire": args.wire,
+        "published_pages": published_pages,
         "messages_recorded": recorder.messages,
         "prompt_tokens": engine.prompt_tokens,
         "cached_tokens": engine.cached_tokens,

@@ -190,6 +190,9 @@ class PageChainGrouping:
         run.tokens.append(tokens)
         run.last_batch, run.ts = self._batch, self._ts
         self.counts.pages += len(keys)
+        same_tail = self._open.pop(int(keys[-1]), None)
+        if same_tail is not None:  # two lookups of one prefix: the first is a request of its own
+            self._hand_out(same_tail)
         self._open[int(keys[-1])] = run
 
     def _remember(self, page: int, parent: int) -> None:

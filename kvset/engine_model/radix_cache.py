@@ -18,8 +18,8 @@ pages a request computes are PINned, its finish RELEASEs everything from its las
 (the root released last, so it is the newest). A page is a hit in a pool of C pages iff its
 distance D <= C: the prediction at max_total_num_tokens / page_size and every other pool at once.
 
-A request's finish is its output store (a store chained onto its last page more than
-CHUNK_BATCHES batches after it); one whose output filled no page finishes unseen, after 1.5 times
+A request's finish is its output store (a store chained onto its last page that is not its next
+prefill chunk: see CHUNK_MIN_TOKENS); one whose output filled no page finishes unseen, after 1.5 times
 the 95th percentile of the time the others took, or earlier when a later request's lookup holds its last page (the agent's next
 turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
 per tree node, which the events do not show; the others are not stack policies kvset can read off one
@@ -43,7 +43,11 @@ from kvset.engine_model.records import (
 
 MODEL_NAME = "SGLang radix-cache replay (lru)"
 REPLAYED_POLICIES = ("lru",)
-CHUNK_BATCHES = 2  # a store onto a running request's last page this soon after is its next prefill chunk
+CHUNK_BATCHES = 2  # batches from a request's first store before its output store can come
+# A store onto a running request's last page in the very next batch, after a store of this many tokens
+# or more, is its next prefill chunk (SGLang's chunked_prefill_size is 2048 or more by default);
+# any other is its output, stored when it finishes.
+CHUNK_MIN_TOKENS = 1024
 DURATION_SAMPLES = 256
 DEFAULT_DURATION = 64  # batches a request runs, until measured
 PARENT_MEMORY = 1 << 21
@@ -83,6 +87,7 @@ class _Request:
     prefix_dt: int = 0
     prefix_dq: int = 0
     prefix_cause: int = 0
+    last_store_tokens: int = 0
     finishing: bool = False  # its output store came in this batch: it finishes at the batch's end
 
 
@@ -150,6 +155,7 @@ class RadixReplay:
             self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
             self.counts.prefix_pages += len(prefix)
         self._query(request, keys, tokens)
+        request.last_store_tokens = int(tokens.sum())
         self.counts.computed_pages += len(keys)
         self._running[request.id] = request
         self._by_tail[request.tail] = request
@@ -158,9 +164,16 @@ class RadixReplay:
         if request.finishing:  # more of its output (one event per page)
             self._output(request, keys)
             return
-        if self._batch - request.last_store <= CHUNK_BATCHES:  # its next prefill chunk
+        same_insert = self._batch == request.last_store  # (one event per page)
+        if same_insert or (
+            self._batch == request.last_store + 1 and request.last_store_tokens >= CHUNK_MIN_TOKENS
+        ):
+            # more of its prefill, or its next prefill chunk (chunks come step after step, each
+            # chunked_prefill_size long)
             self._query(request, keys, tokens)
             self.counts.computed_pages += len(keys)
+            added = int(tokens.sum())
+            request.last_store_tokens = request.last_store_tokens + added if same_insert else added
             request.last_store, request.tail = self._batch, int(keys[-1])
             self._by_tail[request.tail] = request
             return
