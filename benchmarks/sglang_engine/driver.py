@@ -58,6 +58,7 @@ class Running:
     allocated: int  # tokens its pages cover
     generated: int = 0
     prefilled: bool = False
+    inserted: int = 0  # tokens it has inserted (req.kv.cache_inserted_len: hit counts count once)
 
 
 @dataclass
@@ -187,7 +188,15 @@ class Engine:
         if key_len <= r.protected:
             return
         key = RadixKey(array("q", tokens[:key_len]))
-        result = self.tree.insert(InsertParams(key=key, value=r.kv[:key_len].clone()))
+        values = r.kv[:key_len].clone()
+        result = self.tree.insert(InsertParams(key=key, value=values, inserted_len=r.inserted))
+        r.inserted = max(r.inserted, key_len)
+        prompt_len = len(r.turn.prompt) // self.page * self.page
+        if 0 < prompt_len < key_len:
+            # checkpoint's split_prompt: the prompt again, one priority up, so that eviction can drop
+            # the output without the prompt
+            prompt_key = RadixKey(array("q", tokens[:prompt_len]))
+            self.tree.insert(InsertParams(key=prompt_key, value=values[:prompt_len], inserted_len=prompt_len, priority=1))
         if result.prefix_len > r.protected:
             self.allocator.free(r.kv[r.protected : result.prefix_len])
         match = self.tree.match_prefix(MatchPrefixParams(key=key))

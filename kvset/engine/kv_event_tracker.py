@@ -1,6 +1,8 @@
 """What an engine's KV-cache events say: block accesses, its resident blocks, whether it reports hits.
 
-Meaning of the events:
+Meaning of the events (kvset.engine.stream_shape first measures the stream's shape: vLLM's request
+steps, one event per page, or SGLang's radix inserts; the grouping below is the one for vLLM's shape,
+the others keep every page and, for SGLang, replay its radix cache: kvset.engine_model.radix_cache):
 - the BlockStored events (of the selected medium and KV cache group) of one engine request are
   grouped into that request, and hit reports of lookups that were not admitted are dropped
   (kvset.engine_model.replay, which also replays vLLM's block pool on them: the engine model); a
