@@ -196,7 +196,9 @@ class Engine:
             # checkpoint's split_prompt: the prompt again, one priority up, so that eviction can drop
             # the output without the prompt
             prompt_key = RadixKey(array("q", tokens[:prompt_len]))
-            self.tree.insert(InsertParams(key=prompt_key, value=values[:prompt_len], inserted_len=prompt_len, priority=1))
+            self.tree.insert(
+                InsertParams(key=prompt_key, value=values[:prompt_len], inserted_len=prompt_len, priority=1)
+            )
         if result.prefix_len > r.protected:
             self.allocator.free(r.kv[r.protected : result.prefix_len])
         match = self.tree.match_prefix(MatchPrefixParams(key=key))

@@ -35,8 +35,8 @@ EVENTS_HELP = (
 
 PER_PAGE_NOTE = (
     "stream of one event per page: every stored page is an access ({pages}), grouped into requests by "
-    "their parent chain; vLLM's request grouping and block-pool model are built for its request steps and "
-    "do not apply, so no engine model is predicted"
+    "their parent chain, and the curve is of {scope}; vLLM's request grouping and block-pool model are "
+    "built for its request steps and do not apply, so no engine model is predicted"
 )
 RADIX_NOTE = (
     "SGLang's radix inserts (signed hashes, no hit reports): each request's cached prefix is read off the "
@@ -57,12 +57,13 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     lost = sum(s.lost for s in sequences)
 
     notes: list[str] = []
-    if ONE_EVENT_PER_PAGE in shapes:
-        pages = sum(p.pages.counts.pages for p in tracker.publishers)
-        notes.append(PER_PAGE_NOTE.format(pages=plural(pages, "page")))
     if radix:
         prefix = sum(p.radix.counts.prefix_pages for p in tracker.publishers)
         notes.append(RADIX_NOTE.format(prefix=f"{prefix:,}"))
+    elif ONE_EVENT_PER_PAGE in shapes:
+        pages = sum(p.pages.counts.pages for p in tracker.publishers)
+        scope = "all its accesses" if hits_reported else "the engine's misses (no hit reports)"
+        notes.append(PER_PAGE_NOTE.format(pages=plural(pages, "page"), scope=scope))
     elif hits_reported:
         notes.append(HITS_REPORTED_NOTE)
     elif stored:
