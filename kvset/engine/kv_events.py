@@ -148,11 +148,11 @@ def hashes_to_keys(values: object) -> np.ndarray:
     return np.array([hash_to_key(v) for v in values], dtype=np.uint64)
 
 
-def _has_negative(values: list[object]) -> bool:
+def _has_negative(values: list[Any]) -> bool:
     """Whether a list of hashes already read as keys holds a negative integer (an engine that
     publishes signed hashes: SGLang)."""
     try:
-        return bool(values) and _is_int(values[0]) and min(values) < 0  # type: ignore[type-var]
+        return bool(values) and _is_int(values[0]) and min(values) < 0
     except TypeError:  # mixed ints and digests
         return any(_is_int(v) and v < 0 for v in values)
 
