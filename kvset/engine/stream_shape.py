@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvset.engine_model.parent_chain import ParentChains
 from kvset.quantities import plural
 
 REQUEST_STEPS = "request steps"
@@ -39,8 +40,6 @@ RADIX_INSERTS = "radix inserts"
 MIN_STORES = 32  # stores seen before the shape is decided
 PER_PAGE_SHARE = 0.99  # of stores holding one block, for "one event per page"
 CONTINUE_BATCHES = 2  # a page chained onto a request's last page this soon after continues it
-PARENT_MEMORY = 1 << 21  # pages whose parent is remembered (oldest forgotten first)
-MAX_PREFIX = 1 << 16  # pages read back along one parent chain
 
 
 @dataclass
@@ -115,7 +114,6 @@ class PageCounts:
     requests: int = 0
     pages: int = 0  # stored pages handed out (every one the stream holds)
     prefix_pages: int = 0  # pages read back along parent chains
-    prefix_cut: int = 0  # chains longer than MAX_PREFIX, cut there
 
 
 @dataclass
@@ -140,7 +138,7 @@ class PageChainGrouping:
     """
 
     def __init__(self) -> None:
-        self._parent: OrderedDict[int, int] = OrderedDict()  # page -> its parent page
+        self.chains = ParentChains()
         self._open: OrderedDict[int, _Run] = OrderedDict()  # last page of an open request -> it
         self._batch = -1
         self._ts = 0.0
@@ -172,16 +170,13 @@ class PageChainGrouping:
         first = int(keys[0])
         given = parent is not None
         if parent is None:
-            parent = self._parent.get(first)  # a re-reported page: the parent of its first store
-        else:
-            self._remember(first, parent)
-        for a, b in zip(keys[:-1].tolist(), keys[1:].tolist(), strict=True):
-            self._remember(b, a)
+            parent = self.chains.parent(first)  # a re-reported page: the parent of its first store
+        self.chains.stored(keys, parent if given else None)
         run = self._open.pop(parent, None) if parent is not None else None
         if run is None:
             run = _Run([], [], self._batch, self._ts)
             if reconstruct_prefix and given and parent is not None:
-                prefix = self._chain(parent)
+                prefix = self.chains.chain(parent)
                 if len(prefix):
                     run.keys.append(prefix)
                     run.tokens.append(np.full(len(prefix), page_tokens, dtype=np.int64))
@@ -194,28 +189,6 @@ class PageChainGrouping:
         if same_tail is not None:  # two lookups of one prefix: the first is a request of its own
             self._hand_out(same_tail)
         self._open[int(keys[-1])] = run
-
-    def _remember(self, page: int, parent: int) -> None:
-        self._parent[page] = parent
-        self._parent.move_to_end(page)
-        if len(self._parent) > PARENT_MEMORY:
-            self._parent.popitem(last=False)
-
-    def _chain(self, last: int) -> np.ndarray:
-        """The pages from the root of `last`'s chain to `last`, as far as their parents are known."""
-        out = [last]
-        seen = {last}
-        page = last
-        while len(out) < MAX_PREFIX:
-            parent = self._parent.get(page)
-            if parent is None or parent in seen:
-                break
-            out.append(parent)
-            seen.add(parent)
-            page = parent
-        else:
-            self.counts.prefix_cut += 1
-        return np.array(out[::-1], dtype=np.uint64)
 
     def _hand_out(self, run: _Run) -> None:
         keys = np.concatenate(run.keys).astype(np.uint64, copy=False)
@@ -233,7 +206,7 @@ class PageChainGrouping:
     def reset(self) -> None:
         """The engine dropped its cache: open requests finish, no parent chain is known any more."""
         self.flush()
-        self._parent.clear()
+        self.chains.clear()
 
     @property
     def finished_blocks(self) -> int:

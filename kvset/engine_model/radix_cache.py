@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.parent_chain import ParentChains
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
@@ -50,8 +51,6 @@ CHUNK_BATCHES = 2  # batches from a request's first store before its output stor
 CHUNK_MIN_TOKENS = 1024
 DURATION_SAMPLES = 256
 DEFAULT_DURATION = 64  # batches a request runs, until measured
-PARENT_MEMORY = 1 << 21
-MAX_PREFIX = 1 << 16
 FORGOTTEN_MEMORY = 1 << 20
 TIMED_OUT_MEMORY = 4096
 LAG_QUANTILE = 0.95  # of the measured runs (first store to output store), in batches ...
@@ -100,7 +99,7 @@ class RadixReplay:
     def __init__(self, horizon: int = 1 << 21) -> None:
         self.queue = FreeQueue(horizon)
         self.counts = RadixCounts()
-        self._parent: OrderedDict[int, int] = OrderedDict()
+        self.chains = ParentChains()
         self._running: dict[int, _Request] = {}  # by id
         self._by_tail: dict[int, _Request] = {}  # a running request's last page -> it
         self._durations: deque[int] = deque(maxlen=DURATION_SAMPLES)
@@ -131,10 +130,7 @@ class RadixReplay:
     def stored(self, keys: np.ndarray, tokens: np.ndarray, parent: int | None, page_tokens: int) -> None:
         if not len(keys):
             return
-        if parent is not None:
-            self._remember(int(keys[0]), parent)
-        for a, b in zip(keys[:-1].tolist(), keys[1:].tolist(), strict=True):
-            self._remember(b, a)
+        self.chains.stored(keys, parent)
         request = self._by_tail.pop(parent, None) if parent is not None else None
         if request is not None:
             self._continue(request, keys, tokens)
@@ -150,7 +146,7 @@ class RadixReplay:
         request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
         self._next_id += 1
         if parent is not None:
-            prefix = self._chain(parent)
+            prefix = self.chains.chain(parent)
             self._evidence(prefix)
             self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
             self.counts.prefix_pages += len(prefix)
@@ -203,23 +199,6 @@ class RadixReplay:
             if other is not None and other.last_store < self._batch:
                 self.counts.finished_by_evidence += 1
                 self._finish(other)
-
-    def _remember(self, page: int, parent: int) -> None:
-        self._parent[page] = parent
-        self._parent.move_to_end(page)
-        if len(self._parent) > PARENT_MEMORY:
-            self._parent.popitem(last=False)
-
-    def _chain(self, last: int) -> np.ndarray:
-        out, seen, page = [last], {last}, last
-        while len(out) < MAX_PREFIX:
-            parent = self._parent.get(page)
-            if parent is None or parent in seen:
-                break
-            out.append(parent)
-            seen.add(parent)
-            page = parent
-        return np.array(out[::-1], dtype=np.uint64)
 
     # ----------------------------------------------------------------- the replay
     def _query(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
@@ -290,7 +269,7 @@ class RadixReplay:
         """The engine flushed its tree (AllBlocksCleared, restart): start empty."""
         self.flush()
         self.queue = FreeQueue(self.queue.horizon)
-        self._parent.clear()
+        self.chains.clear()
         self._forgotten.clear()
 
     # ----------------------------------------------------------------- outputs
