@@ -66,6 +66,7 @@ class RadixCounts:
     finished_by_store: int = 0
     finished_by_evidence: int = 0  # a later request's lookup held its last page
     finished_by_time: int = 0  # its output filled no page: after the measured median run
+    inserts: int = 0  # tree inserts (a prefill, a chunk, an output): the nodes SGLang evicts whole
     late_outputs: int = 0  # output stores of requests already finished by time
 
 
@@ -145,6 +146,7 @@ class RadixReplay:
             return
         request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
         self._next_id += 1
+        self.counts.inserts += 1
         if parent is not None:
             prefix = self.chains.chain(parent)
             self._evidence(prefix)
@@ -166,6 +168,7 @@ class RadixReplay:
         ):
             # more of its prefill, or its next prefill chunk (chunks come step after step, each
             # chunked_prefill_size long)
+            self.counts.inserts += not same_insert
             self._query(request, keys, tokens)
             self.counts.computed_pages += len(keys)
             added = int(tokens.sum())
@@ -180,6 +183,7 @@ class RadixReplay:
             lag = LAG_MARGIN * float(np.quantile(self._durations, LAG_QUANTILE))
             self.finish_lag = max(CHUNK_BATCHES + 1, int(lag))
         self.counts.finished_by_store += 1
+        self.counts.inserts += 1
         request.finishing, request.ts = True, self._ts
         self._output(request, keys)
 
@@ -209,7 +213,10 @@ class RadixReplay:
         self._forget(forgot)
         pos, pinned = pos[0::2], pinned[0::2]
         dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
-        dt = np.where(pos > 0, pos + pinned, dq).astype(np.int64)
+        # a cached page also waits behind the pages running requests hold outside the tree: the
+        # partial page past each one's last full page, and the output it has decoded so far
+        held = int(round(self.private_pages() * len(self._running)))
+        dt = np.where(pos > 0, pos + pinned + held, dq).astype(np.int64)
         cause = np.zeros(n, dtype=np.int8)
         for i in np.flatnonzero(pos == ABSENT).tolist():
             cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten else CAUSE_FIRST_TIME
@@ -225,6 +232,17 @@ class RadixReplay:
         request.held.append(keys)
         request.keys.append(keys)
         request.tokens.append(tokens)
+
+    def private_pages(self) -> float:
+        """Pages a running request holds outside the tree, on average: its partial last page, and half
+        its output (it is, on average, half way through), the output measured on the finished ones;
+        and, shared among them, the pool's free pages: SGLang evicts whole leaf nodes, so an eviction
+        frees half a node more than it needs, on average (a node: one insert's pages)."""
+        finished = self.counts.finished_by_store
+        output = self.counts.output_pages / finished if finished else 0.0
+        stores = self.counts.inserts
+        slack = (self.counts.computed_pages + self.counts.output_pages) / stores / 2 if stores else 0.0
+        return 1.0 + output / 2 + slack / max(1, len(self._running))
 
     def _pin(self, request: _Request, keys: np.ndarray) -> None:
         _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
