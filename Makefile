@@ -62,7 +62,7 @@ validate-vllm: $(STAMP)
 	$(VLLM_VENV)/bin/python benchmarks/vllm_engine/run.py --kvset-python $(PY) --check $(VALIDATE_ARGS)
 
 # The real SGLang: 0.5.23's RadixCache, paged allocator and ZMQ publisher on CPU tensors, at 6 pool
-# sizes under lru, priority and lfu (about 12 minutes; the venv about 11 GB; --check: lru within 2
+# sizes under lru, priority and lfu (15 to 30 minutes; the venv about 11 GB; --check: lru within 2
 # points at every pool). Not part of `make test`.
 SGLANG_VENV ?= .venv-sglang
 validate-sglang: $(STAMP)
