@@ -135,6 +135,12 @@ class Publisher:
             return self.pages
         return self.radix if shape == RADIX_INSERTS else self.replay
 
+    def fed(self) -> tuple[RequestReplay | PageChainGrouping | RadixReplay, ...]:
+        """The groupings the events go to: all three while the shape is undecided, then its own."""
+        if self.shape.decided is None:
+            return (self.replay, self.pages, self.radix)
+        return (self.grouping(),)
+
     def reset_groupings(self) -> None:
         """The engine dropped its cache: every grouping starts again."""
         self.replay.reset_cache()
@@ -332,10 +338,9 @@ class KvEventTracker:
             publisher.rank = batch.rank
         if self.group_idx is None:
             self._choose_group(publisher, batch, at)
-        publisher.replay.begin_batch(batch.ts)
         publisher.shape.begin_batch(batch.signed_hashes)
-        publisher.pages.begin_batch(batch.ts)
-        publisher.radix.begin_batch(batch.ts)
+        for grouping in publisher.fed():
+            grouping.begin_batch(batch.ts)
         for i in range(len(batch)):
             kind = int(batch.kinds[i])
             if kind == ALL_BLOCKS_CLEARED:
@@ -385,9 +390,13 @@ class KvEventTracker:
                 )
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
                 publisher.shape.stored(len(keys), parent, int(keys[0]), int(keys[-1]))
-                publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
-                publisher.radix.stored(keys, tokens, parent, size)
-                publisher.replay.stored(keys, tokens, parent, cached)
+                fed = publisher.fed()
+                if publisher.pages in fed:
+                    publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
+                if publisher.radix in fed:
+                    publisher.radix.stored(keys, tokens, parent, size)
+                if publisher.replay in fed:
+                    publisher.replay.stored(keys, tokens, parent, cached)
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
         """The block size of a counted store: the first one decides the stream's units (the event's
