@@ -16,12 +16,13 @@ their own pages not yet in the tree) are never evicted. That is the stack of
 kvset.engine_model.free_queue, replayed as vLLM's block pool is: a lookup QUERYs and PINs its path,
 pages a request computes are PINned, its finish RELEASEs everything from its last page to its first
 (the root released last, so it is the newest). A page is a hit in a pool of C pages iff its
-distance D <= C: the prediction at max_total_num_tokens / page_size and every other pool at once.
+distance D <= C: the prediction at max_total_num_tokens / page_size and every other pool at once. The
+distance also counts what the pool holds outside the tree (`private_pages`).
 
 A request's finish is its output store (a store chained onto its last page that is not its next
-prefill chunk: see CHUNK_MIN_TOKENS); one whose output filled no page finishes unseen, after 1.5 times
-the 95th percentile of the time the others took, or earlier when a later request's lookup holds its last page (the agent's next
-turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
+prefill chunk: see CHUNK_MIN_TOKENS); one whose output filled no page finishes unseen, after 1.5
+times the 95th percentile of the time the others took, or earlier when a later request's lookup
+holds its last page (the agent's next turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
 per tree node, which the events do not show; the others are not stack policies kvset can read off one
 pass. Pure: values in, values out.
 """
@@ -43,8 +44,7 @@ from kvset.engine_model.records import (
 )
 
 MODEL_NAME = "SGLang radix-cache replay (lru)"
-REPLAYED_POLICIES = ("lru",)
-CHUNK_BATCHES = 2  # batches from a request's first store before its output store can come
+MIN_LAG_BATCHES = 3  # the shortest run a request without an output store is given
 # A store onto a running request's last page in the very next batch, after a store of this many tokens
 # or more, is its next prefill chunk (SGLang's chunked_prefill_size is 2048 or more by default);
 # any other is its output, stored when it finishes.
@@ -181,7 +181,7 @@ class RadixReplay:
         if len(self._durations) >= 16 and len(self._durations) % 16 == 0:
             # a generous bound: finishing a running request early releases its path too soon
             lag = LAG_MARGIN * float(np.quantile(self._durations, LAG_QUANTILE))
-            self.finish_lag = max(CHUNK_BATCHES + 1, int(lag))
+            self.finish_lag = max(MIN_LAG_BATCHES, int(lag))
         self.counts.finished_by_store += 1
         self.counts.inserts += 1
         request.finishing, request.ts = True, self._ts
