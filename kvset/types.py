@@ -220,6 +220,7 @@ class EngineModelDelta:
     time: float | None = None
     counts: tuple[tuple[str, int], ...] = ()
     state: tuple[tuple[str, int], ...] = ()
+    model: str = ""  # which engine's policy the distances replay ("": vLLM's block pool)
 
 
 @dataclass(frozen=True)

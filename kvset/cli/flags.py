@@ -104,7 +104,7 @@ def add_units_arguments(p: Parser) -> None:
         "--hash-algo",
         choices=HASH_ALGOS,
         default=DEFAULT_HASH_ALGO,
-        help=f"vLLM's --prefix-caching-hash-algo, for token ids in a trace or a log (default {DEFAULT_HASH_ALGO})",
+        help=f"how token ids in a trace or a log become block keys: vLLM's --prefix-caching-hash-algo, or sglang for SGLang's page hash (default {DEFAULT_HASH_ALGO})",
     )
     p.add_argument("--python-hash-seed", metavar="SEED", help="the engine's PYTHONHASHSEED, if it had one")
     add_removed_arguments(p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvset.engine.kv_event_sequence import UNANSWERED_PAUSE_S
 from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEventTracker
+from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS
 from kvset.engine.tracker_output import HealthParts
 from kvset.quantities import plural
 
@@ -33,16 +34,38 @@ EVENTS_HELP = (
 )
 
 
+PER_PAGE_NOTE = (
+    "stream of one event per page: every stored page is an access ({pages}), grouped into requests by "
+    "their parent chain, and the curve is of {scope}; vLLM's request grouping and block-pool model are "
+    "built for its request steps and do not apply, so no engine model is predicted"
+)
+RADIX_NOTE = (
+    "SGLang's radix inserts (signed hashes, no hit reports): each request's cached prefix is read off the "
+    "parent chain of the pages it stores ({prefix} pages so far), so the curve is of all its accesses; "
+    "the engine model replays SGLang's radix cache with its default policy, lru"
+)
+
+
 def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     """The notes and details of the source's health; `at` (wall seconds) samples the eviction rate."""
     stored = tracker.counted_total(lambda b: b.stored_total)
-    hits_reported = tracker.hits_reported
+    shapes = {p.shape.decided for p in tracker.publishers}
+    radix = RADIX_INSERTS in shapes
+    # SGLang's hits are in the accesses, read off the parent chains
+    hits_reported = tracker.hits_reported or radix
     group_facts = _group_facts(tracker)
     sequences = [p.sequence for p in tracker.publishers]
     lost = sum(s.lost for s in sequences)
 
     notes: list[str] = []
-    if hits_reported:
+    if radix:
+        prefix = sum(p.radix.counts.prefix_pages for p in tracker.publishers)
+        notes.append(RADIX_NOTE.format(prefix=f"{prefix:,}"))
+    elif ONE_EVENT_PER_PAGE in shapes:
+        pages = sum(p.pages.counts.pages for p in tracker.publishers)
+        scope = "all its accesses" if hits_reported else "the engine's misses (no hit reports)"
+        notes.append(PER_PAGE_NOTE.format(pages=plural(pages, "page"), scope=scope))
+    elif hits_reported:
         notes.append(HITS_REPORTED_NOTE)
     elif stored:
         notes.append(MISSES_ONLY_NOTE)
@@ -107,6 +130,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         ("re-stores after removal", str(tracker.counted_total(lambda b: b.restores_after_removal)))
     )
     details.append(("hit reporting", _hit_reporting(tracker)))
+    details.append(("stream shape", _shapes(tracker)))
     details.append(("requests", _requests(tracker.request_counts())))
     unsure = tracker.counted_total(lambda b: b.stores_of_uncertain)
     if unsure:
@@ -153,6 +177,14 @@ def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
     return note, detail
 
 
+def _shapes(tracker: KvEventTracker) -> str:
+    """Each publisher's stream shape; one line when they agree."""
+    said = [p.shape.describe(tracker.hits_reported) for p in tracker.publishers]
+    if len(set(said)) == 1:
+        return said[0]
+    return "; ".join(f"{p.label}: {text}" for p, text in zip(tracker.publishers, said, strict=True))
+
+
 def _hit_reporting(tracker: KvEventTracker) -> str:
     resident, stored = tracker.hit_evidence()
     if tracker.hits_reported:
@@ -178,6 +210,9 @@ def _requests(c: dict[str, int]) -> str:
             ("readmissions", "readmissions after preemption"),
             ("decode_blocks", "output blocks"),
             ("unknown_prefix", "without a known cached prefix"),
+            ("prefix_pages", "cached pages read off parent chains"),
+            ("output_pages", "output pages"),
+            ("finished_by_time", "finished unseen (no output store)"),
         )
         if c.get(k)
     ]

@@ -1,6 +1,8 @@
 """What an engine's KV-cache events say: block accesses, its resident blocks, whether it reports hits.
 
-Meaning of the events:
+Meaning of the events (kvset.engine.stream_shape first measures the stream's shape: vLLM's request
+steps, one event per page, or SGLang's radix inserts; the grouping below is the one for vLLM's shape,
+the others keep every page and, for SGLang, replay its radix cache: kvset.engine_model.radix_cache):
 - the BlockStored events (of the selected medium and KV cache group) of one engine request are
   grouped into that request, and hit reports of lookups that were not admitted are dropped
   (kvset.engine_model.replay, which also replays vLLM's block pool on them: the engine model); a
@@ -56,7 +58,10 @@ from kvset.engine.kv_events import (
     decode_message,
 )
 from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
+from kvset.engine_model.radix_cache import MODEL_NAME as RADIX_MODEL_NAME
+from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
@@ -110,6 +115,10 @@ class Publisher:
     batches: int = 0
     accesses: int = 0
     replay: RequestReplay = field(default_factory=RequestReplay)
+    # the stream's shape, and the grouping that keeps every page whatever the shape (stream_shape)
+    shape: StreamShape = field(default_factory=StreamShape)
+    pages: PageChainGrouping = field(default_factory=PageChainGrouping)
+    radix: RadixReplay = field(default_factory=RadixReplay)  # SGLang's radix cache, for its streams
     last_batch_at: float | None = None  # wall time of its last accepted batch
     last_batch_now: float | None = None  # ... and monotonic time of its last message
     tail_asked: bool = False  # since that message
@@ -118,6 +127,25 @@ class Publisher:
     @property
     def label(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else self.address
+
+    def grouping(self) -> RequestReplay | PageChainGrouping | RadixReplay:
+        """The grouping into requests whose accesses count, by the stream's shape (vLLM's until decided)."""
+        shape = self.shape.decided
+        if shape == ONE_EVENT_PER_PAGE:
+            return self.pages
+        return self.radix if shape == RADIX_INSERTS else self.replay
+
+    def fed(self) -> tuple[RequestReplay | PageChainGrouping | RadixReplay, ...]:
+        """The groupings the events go to: all three while the shape is undecided, then its own."""
+        if self.shape.decided is None:
+            return (self.replay, self.pages, self.radix)
+        return (self.grouping(),)
+
+    def reset_groupings(self) -> None:
+        """The engine dropped its cache: every grouping starts again."""
+        self.replay.reset_cache()
+        self.pages.reset()
+        self.radix.reset_cache()
 
 
 class KvEventTracker:
@@ -228,7 +256,7 @@ class KvEventTracker:
                 elif isinstance(step, EngineRestarted):
                     for blocks in publisher.groups.values():
                         blocks.clear()
-                    publisher.replay.reset_cache()
+                    publisher.reset_groupings()
                     self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
                 elif isinstance(step, GapClosed):
                     self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
@@ -310,14 +338,16 @@ class KvEventTracker:
             publisher.rank = batch.rank
         if self.group_idx is None:
             self._choose_group(publisher, batch, at)
-        publisher.replay.begin_batch(batch.ts)
+        publisher.shape.begin_batch(batch.signed_hashes)
+        for grouping in publisher.fed():
+            grouping.begin_batch(batch.ts)
         for i in range(len(batch)):
             kind = int(batch.kinds[i])
             if kind == ALL_BLOCKS_CLEARED:
                 self.clears += 1
                 for blocks in publisher.groups.values():
                     blocks.clear()
-                publisher.replay.reset_cache()
+                publisher.reset_groupings()
                 self._timeline.append(
                     TimelineEvent(
                         at,
@@ -359,7 +389,14 @@ class KvEventTracker:
                     len(keys), size, int(batch.token_counts[i]) if batch.block_sizes[i] else 0
                 )
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
-                publisher.replay.stored(keys, tokens, parent, cached)
+                publisher.shape.stored(len(keys), parent, int(keys[0]), int(keys[-1]))
+                fed = publisher.fed()
+                if publisher.pages in fed:
+                    publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
+                if publisher.radix in fed:
+                    publisher.radix.stored(keys, tokens, parent, size)
+                if publisher.replay in fed:
+                    publisher.replay.stored(keys, tokens, parent, cached)
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
         """The block size of a counted store: the first one decides the stream's units (the event's
@@ -393,7 +430,7 @@ class KvEventTracker:
     @property
     def pending(self) -> int:
         """Accesses not yet handed out (of finished requests; open ones wait for their end)."""
-        return len(self._pending) + sum(p.replay.finished_blocks for p in self.publishers)
+        return len(self._pending) + sum(p.grouping().finished_blocks for p in self.publishers)
 
     def take(self, at: float, final: bool = False) -> SourceUpdate:
         """The accesses, the engine model, the engine reading and the timeline events since the last
@@ -401,22 +438,41 @@ class KvEventTracker:
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
+        model_name = ""
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
-            if not publisher.flushed and (final or (quiet and not publisher.sequence.replaying)):
+            flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.replaying))
+            if flushing:
                 replay.flush()
+                publisher.pages.flush()
+                publisher.radix.flush()
                 publisher.flushed = True
-            for keys, tokens, ts in replay.take_accesses():
+            # Accesses wait while the shape is undecided; then one grouping's are kept, the others'
+            # (the same pages) are let go.
+            shape = publisher.shape.shape(final=final or flushing)
+            if shape is None:
+                continue
+            grouped = publisher.grouping()
+            for grouping in (replay, publisher.pages, publisher.radix):
+                if grouping is not grouped:
+                    grouping.take_accesses()
+            for keys, tokens, ts in grouped.take_accesses():
                 self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
-            parts += replay.take_model()
+            # each engine model is of the shape it was built for: vLLM's request steps, SGLang's inserts
+            vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
+            if shape == RADIX_INSERTS:
+                parts += radix_parts
+                model_name = RADIX_MODEL_NAME
+            elif shape != ONE_EVENT_PER_PAGE:
+                parts += vllm_parts
         model = None
         if any(p.batches for p in self.publishers):
             block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
             tail = (block_size - 1) / 2  # the mean tokens past a prompt's last full block
-            model = merge_model(parts, tail, self.request_counts(), self.replay_state())
+            model = merge_model(parts, tail, self.request_counts(), self.replay_state(), model_name)
         return SourceUpdate(
             accesses=self._pending.take(self.block_size),
             engine=self.reading(at),
@@ -429,15 +485,15 @@ class KvEventTracker:
         """The grouping's and the dedupe's counters, summed over the publishers."""
         total: Counter[str] = Counter()
         for p in self.publishers:
-            total.update(vars(p.replay.counts))
+            total.update(vars(p.grouping().counts))
         return dict(total)
 
     def replay_state(self) -> dict[str, int]:
         """The replays' blocks now, summed over the publishers (the finish lag: the longest)."""
         total: Counter[str] = Counter()
         for p in self.publishers:
-            total.update(p.replay.state())
-        total["finish_lag"] = max(p.replay.finish_lag for p in self.publishers)
+            total.update(p.grouping().state())
+        total["finish_lag"] = max(p.grouping().finish_lag for p in self.publishers)
         return dict(total)
 
     def reading(self, at: float) -> EngineReading | None:

@@ -93,6 +93,7 @@ class KvEventBatch:
     media: tuple[str | None, ...]
     spec_kinds: tuple[str | None, ...]  # BlockStored's kv_cache_spec_kind, e.g. "full_attention"
     layout: str  # "map" or "array" (of its first good event; "" when it has none)
+    signed_hashes: int = 0  # events with a negative block hash: signed 64-bit hashes, SGLang's form
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -147,6 +148,15 @@ def hashes_to_keys(values: object) -> np.ndarray:
     return np.array([hash_to_key(v) for v in values], dtype=np.uint64)
 
 
+def _has_negative(values: list[Any]) -> bool:
+    """Whether a list of hashes already read as keys holds a negative integer (an engine that
+    publishes signed hashes: SGLang)."""
+    try:
+        return bool(values) and _is_int(values[0]) and min(values) < 0
+    except TypeError:  # mixed ints and digests
+        return any(_is_int(v) and v < 0 for v in values)
+
+
 def _optional_int(fields: dict[str, Any], name: str, minimum: int, maximum: int) -> int | None:
     value = fields.get(name)
     if value is None:
@@ -169,6 +179,7 @@ class _BatchBuilder:
         self.has_parent: list[bool] = []
         self.media: list[str | None] = []
         self.spec_kinds: list[str | None] = []
+        self.signed_hashes = 0
 
     def add(self, kind: int, fields: dict[str, Any]) -> None:
         # Every check comes before the first append, so a rejected event leaves no trace.
@@ -176,10 +187,12 @@ class _BatchBuilder:
         if kind == ALL_BLOCKS_CLEARED:
             keys = np.empty(0, dtype=np.uint64)
             block_size, token_count, group, medium, parent = 0, -1, -1, None, None
+            negative = False
         else:
             if "block_hashes" not in fields:
                 raise _BadEvent("event without block_hashes")
             keys = hashes_to_keys(fields["block_hashes"])
+            negative = _has_negative(fields["block_hashes"])
             medium = fields.get("medium")
             if medium is not None and not isinstance(medium, str):
                 raise _BadEvent("medium is not a string")
@@ -206,6 +219,7 @@ class _BatchBuilder:
         self.has_parent.append(parent is not None)
         self.media.append(medium)
         self.spec_kinds.append(spec_kind)
+        self.signed_hashes += negative
 
     def build(self, ts: float, rank: int | None, layout: str) -> KvEventBatch:
         offsets = np.zeros(len(self.kinds) + 1, dtype=np.int64)
@@ -228,6 +242,7 @@ class _BatchBuilder:
             media=tuple(self.media),
             spec_kinds=tuple(self.spec_kinds),
             layout=layout,
+            signed_hashes=self.signed_hashes,
         )
 
 

@@ -8,6 +8,8 @@ One package for the one idea (README: "The engine model"):
   their admissions and estimated finishes (`RequestReplay`); `records`: what it keeps, and the
   `EngineModelDelta` it hands over (a contract type, defined with the others in kvset.types, because it
   crosses from a source's thread to the pipeline's);
+- `radix_cache`: SGLang's radix cache replayed on its events the same way (`RadixReplay`), its lookups
+  read off the parent chains of `parent_chain` (`ParentChains`);
 - `summed`: the deltas of every source summed into the model's figures at any pool size (`EngineModel`),
   which the operating-point figure (kvset.figures.operating_point) reads.
 

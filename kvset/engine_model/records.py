@@ -94,7 +94,11 @@ class RequestCounts:
 
 
 def merge_model(
-    parts: list[ModelPart], partial_tail_per_request: float, counts: dict[str, int], state: dict[str, int]
+    parts: list[ModelPart],
+    partial_tail_per_request: float,
+    counts: dict[str, int],
+    state: dict[str, int],
+    model: str = "",
 ) -> EngineModelDelta:
     """One EngineModelDelta from the finished requests of every rank's replay."""
 
@@ -113,4 +117,5 @@ def merge_model(
         time=max((p[4] for p in parts), default=None),
         counts=tuple(counts.items()),
         state=tuple(state.items()),
+        model=model,
     )

@@ -65,9 +65,12 @@ class EngineModel:
         self._counts: dict[int, tuple[tuple[str, int], ...]] = {}  # cumulative, by source
         self._state: dict[int, tuple[tuple[str, int], ...]] = {}
         self.updates = 0
+        self.name = MODEL_NAME  # the policy replayed, as the last delta names it
 
     def add(self, source: int, delta: EngineModelDelta) -> None:
         self.updates += 1
+        if delta.model:
+            self.name = delta.model
         self._counts[source] = delta.counts
         self._state[source] = delta.state
         self.requests += delta.requests

@@ -31,7 +31,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvset.core.curve import HitRateCurve
-from kvset.engine_model import MODEL_NAME, EngineModel
+from kvset.engine_model import EngineModel
+from kvset.engine_model.radix_cache import MODEL_NAME as SGLANG_MODEL_NAME
 from kvset.figures import ranks
 from kvset.figures.base import Json, MetricFamily, MetricsView, OptionValues, Sizes, TextView, gauge
 from kvset.figures.inputs import MISSES_ONLY, Figure, FigureInputs
@@ -69,6 +70,11 @@ class OperatingPoint:
     # shares of the engine's query tokens at the pool: hit, first_time, capacity, pinned, ...
     miss_breakdown: tuple[tuple[str, float], ...] = ()
     notes: tuple[str, ...] = ()  # what can and cannot be predicted
+
+    @property
+    def model_label(self) -> str:
+        """The model in one word or two, for narrow panels: whose engine it replays when not vLLM's."""
+        return "SGLang model" if self.model == SGLANG_MODEL_NAME else "model"
 
     @property
     def comparable(self) -> bool:
@@ -165,7 +171,7 @@ def operating_point(
     at = engine_model.at(usable)
     return _with(
         base,
-        model=MODEL_NAME,
+        model=engine_model.name,
         model_token_hit_rate=at.hit_rate,
         effective_capacity_blocks=effective_capacity(lru_curve, engine_model, at.hit_tokens),
         model_inputs=_inputs(engine, pool, usable, engine_model, ranks),

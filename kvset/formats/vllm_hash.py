@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from kvset.formats.sglang_hash import SGLANG_HASH_ALGO, page_keys
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
 
@@ -34,7 +35,8 @@ def _cbor(obj: object) -> bytes:
 
 # vLLM's prefix_caching_hash_algo names -> how the object is serialized before sha256
 _SERIALIZERS = {"sha256": _pickled, "sha256_cbor": _cbor}
-HASH_ALGOS = tuple(_SERIALIZERS)
+# the names --hash-algo accepts: vLLM's, and "sglang" for SGLang's page hash (kvset.formats.sglang_hash)
+HASH_ALGOS = (*_SERIALIZERS, SGLANG_HASH_ALGO)
 assert DEFAULT_HASH_ALGO in HASH_ALGOS
 
 
@@ -86,6 +88,9 @@ def block_keys(
     algo: str = DEFAULT_HASH_ALGO,
     python_hash_seed: str | None = None,
 ) -> np.ndarray:
-    """uint64 block keys of one prompt, identical to the hashes in vLLM's KV events."""
+    """uint64 block keys of one prompt, identical to the hashes in vLLM's KV events (or in SGLang's, with
+    algo "sglang", which has no hash seed)."""
+    if algo == SGLANG_HASH_ALGO:
+        return page_keys(token_ids, block_size)
     digests = block_digests(token_ids, block_size, algo, python_hash_seed=python_hash_seed)
     return np.fromiter((digest_to_key(d) for d in digests), dtype=np.uint64, count=len(digests))

@@ -156,7 +156,7 @@ class ThrashingPanel(SnapshotView, Widget):
             out.append(fmt.percent(op.measured_token_hit_rate), style=f"bold {p.rich('engine')}")
             modelled = op.model is not None and op.predicted_token_hit_rate is not None
             if modelled:
-                out.append(" · model ", style=p.rich("muted"))
+                out.append(f" · {op.model_label} ", style=p.rich("muted"))
                 out.append(fmt.percent(op.predicted_token_hit_rate), style="bold")
             out.append(" · LRU " if modelled else " vs LRU ", style=p.rich("muted"))
             out.append(fmt.percent(op.lru(window)), style="bold")

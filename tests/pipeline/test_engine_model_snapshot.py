@@ -138,3 +138,45 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     tokens = sum(c.tokens for c in own)
     need = model.at(USABLE).hit_tokens * tokens / (model.query_tokens - model.partial_tail_tokens)
     assert sum(c.hits(eff - 1, "tokens") for c in own) < need <= sum(c.hits(eff, "tokens") for c in own)
+
+
+def test_an_sglang_stream_is_predicted_by_sglangs_own_policy():
+    """SGLang 0.5.23's own events (tests/fixtures/sglang_kv_events) through the tracker, the summed model
+    and the snapshot: the operating point names SGLang's radix cache, predicts within 2 points of what
+    SGLang counted, and gives no advice meant for vLLM."""
+    from kvset.engine.kv_event_health import kv_event_health
+    from kvset.engine_model.radix_cache import MODEL_NAME as SGLANG_MODEL_NAME
+    from tests.support.sglang_fixtures import consume, messages, truth
+
+    t = truth("coalesced")
+    pages = t["pool_tokens"] // t["page_size"]
+    rejects = RejectCounter()
+    tracker = KvEventTracker(["tcp://sglang"], [None], rejects)
+    analyzer, model = Analyzer(), EngineModel()
+    for ts, frames in messages("coalesced"):
+        tracker.published(0, frames, now=ts, at=ts)
+    update = tracker.take(at=0.0, final=True)
+    analyzer.feed_batch(update.accesses)
+    model.add(0, update.engine_model)
+    assert consume(messages("coalesced")).accesses == len(update.accesses.keys)
+    reading = EngineReading(
+        at=0.0,
+        pools=(EnginePool(pages, t["page_size"]),),
+        token_hit_rate=t["hit_rate"],
+        label="sglang /metrics",
+    )
+    parts = kv_event_health(tracker, 0.0)
+    health = SourceHealth(
+        "events", "events", True, "connected", notes=parts.notes, reports_hits=parts.reports_hits
+    )
+    snap = SnapshotBuilder(SnapshotConfig()).build(
+        analyzer, Readings(sources=(health,), engine=reading, engine_model=model), now=0.0
+    )
+    op = snap.get(OperatingPoint)
+    assert op.model == SGLANG_MODEL_NAME and op.model_label == "SGLang model"
+    assert op.predicted_token_hit_rate == pytest.approx(t["hit_rate"], abs=0.02)
+    assert snap.curve_scope != MISSES_ONLY
+    js = snapshot_json(snap)
+    assert js["operating_point"]["predicted_by"] == SGLANG_MODEL_NAME
+    assert "vllm_xargs" not in str(js)
+    assert f"predicted (a MODEL: {SGLANG_MODEL_NAME}, whole stream)" in snapshot_text(snap)

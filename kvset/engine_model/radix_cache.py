@@ -1,0 +1,312 @@
+"""SGLang's radix cache replayed on its KV events: the engine model of an SGLang stream.
+
+What SGLang 0.5.23 publishes for one request (RadixCache, scheduler): after its prefill, the pages
+of its prompt that were not cached are inserted into the tree, one BlockStored chain whose parent is
+the last page of the prefix it matched (none when it matched nothing); each further prefill chunk is
+inserted the same way, a step later; when it finishes, its output pages are inserted, chained onto
+its prompt's last page. The matched prefix itself is never published: it is read here off the parent
+chain (every page's parent is known from its own first store). A fully cached prompt stores nothing
+at its prefill, so its lookup is seen only when it finishes.
+
+SGLang evicts, when it needs room, the least recently used leaf of the tree that no running request
+locks (`--radix-eviction-policy lru`, the default). A lookup and an insert touch the whole path, so a
+page is never more recent than its parent: evicting the oldest leaf is evicting the oldest page, and a
+request's pages, touched at once, go leaf first. Locked pages (the paths of running requests, and
+their own pages not yet in the tree) are never evicted. That is the stack of
+kvset.engine_model.free_queue, replayed as vLLM's block pool is: a lookup QUERYs and PINs its path,
+pages a request computes are PINned, its finish RELEASEs everything from its last page to its first
+(the root released last, so it is the newest). A page is a hit in a pool of C pages iff its
+distance D <= C: the prediction at max_total_num_tokens / page_size and every other pool at once. The
+distance also counts what the pool holds outside the tree (`private_pages`).
+
+A request's finish is its output store (a store chained onto its last page that is not its next
+prefill chunk: see CHUNK_MIN_TOKENS); one whose output filled no page finishes unseen, after 1.5
+times the 95th percentile of the time the others took, or earlier when a later request's lookup
+holds its last page (the agent's next turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
+per tree node, which the events do not show; the others are not stack policies kvset can read off one
+pass. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.parent_chain import ParentChains
+from kvset.engine_model.records import (
+    CAUSE_BEYOND_HORIZON,
+    CAUSE_FIRST_TIME,
+    INFINITE,
+    ModelPart,
+)
+
+MODEL_NAME = "SGLang radix-cache replay (lru)"
+MIN_LAG_BATCHES = 3  # the shortest run a request without an output store is given
+# A store onto a running request's last page in the very next batch, after a store of this many tokens
+# or more, is its next prefill chunk (SGLang's chunked_prefill_size is 2048 or more by default);
+# any other is its output, stored when it finishes.
+CHUNK_MIN_TOKENS = 1024
+DURATION_SAMPLES = 256
+DEFAULT_DURATION = 64  # batches a request runs, until measured
+FORGOTTEN_MEMORY = 1 << 20
+TIMED_OUT_MEMORY = 4096
+LAG_QUANTILE = 0.95  # of the measured runs (first store to output store), in batches ...
+LAG_MARGIN = 1.5  # ... times this: how long a request without an output store is taken to run
+
+
+@dataclass
+class RadixCounts:
+    requests: int = 0  # finished requests handed out
+    prefix_pages: int = 0  # cached-prefix pages read off the parent chain
+    computed_pages: int = 0  # prompt pages the requests computed (stored at prefill)
+    output_pages: int = 0  # stored at the finish: pinned, never queried
+    finished_by_store: int = 0
+    finished_by_evidence: int = 0  # a later request's lookup held its last page
+    finished_by_time: int = 0  # its output filled no page: after the measured median run
+    inserts: int = 0  # tree inserts (a prefill, a chunk, an output): the nodes SGLang evicts whole
+    late_outputs: int = 0  # output stores of requests already finished by time
+
+
+@dataclass
+class _Request:
+    id: int
+    start: int  # batch of its first store
+    ts: float
+    last_store: int
+    tail: int  # its last page
+    held: list[np.ndarray] = field(default_factory=list)
+    keys: list[np.ndarray] = field(default_factory=list)  # accesses in chain order
+    tokens: list[np.ndarray] = field(default_factory=list)  # query tokens (0 for output pages)
+    dt: list[np.ndarray] = field(default_factory=list)
+    dq: list[np.ndarray] = field(default_factory=list)
+    cause: list[np.ndarray] = field(default_factory=list)
+    qtokens: list[np.ndarray] = field(default_factory=list)
+    prefix_dt: int = 0
+    prefix_dq: int = 0
+    prefix_cause: int = 0
+    last_store_tokens: int = 0
+    finishing: bool = False  # its output store came in this batch: it finishes at the batch's end
+
+
+class RadixReplay:
+    """One SGLang rank's requests from its BlockStored events, and its radix cache replayed on them.
+
+    The same outputs as kvset.engine_model.replay.RequestReplay: accesses per finished request, and the
+    model's distances per query page."""
+
+    def __init__(self, horizon: int = 1 << 21) -> None:
+        self.queue = FreeQueue(horizon)
+        self.counts = RadixCounts()
+        self.chains = ParentChains()
+        self._running: dict[int, _Request] = {}  # by id
+        self._by_tail: dict[int, _Request] = {}  # a running request's last page -> it
+        self._durations: deque[int] = deque(maxlen=DURATION_SAMPLES)
+        self._timed_out: OrderedDict[int, int] = OrderedDict()  # last page of a request finished by time
+        self.finish_lag = DEFAULT_DURATION
+        self._forgotten: set[int] = set()
+        self._batch = -1
+        self._ts = 0.0
+        self._next_id = 0
+        self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_pages = 0
+        self._out_model: list[ModelPart] = []
+
+    # ----------------------------------------------------------------- events
+    def begin_batch(self, ts: float) -> None:
+        self._batch += 1
+        self._ts = ts
+        for request in list(self._running.values()):
+            if request.finishing:
+                self._finish(request)
+            elif request.last_store + self.finish_lag < self._batch:
+                self.counts.finished_by_time += 1
+                self._finish(request)
+                self._timed_out[request.tail] = request.id
+                if len(self._timed_out) > TIMED_OUT_MEMORY:
+                    self._timed_out.popitem(last=False)
+
+    def stored(self, keys: np.ndarray, tokens: np.ndarray, parent: int | None, page_tokens: int) -> None:
+        if not len(keys):
+            return
+        self.chains.stored(keys, parent)
+        request = self._by_tail.pop(parent, None) if parent is not None else None
+        if request is not None:
+            self._continue(request, keys, tokens)
+            return
+        if parent is not None and self._timed_out.pop(parent, None) is not None:
+            # the output of a request taken to have finished already: pages, no lookup
+            late = _Request(self._next_id, self._batch, self._ts, self._batch, parent, finishing=True)
+            self._next_id += 1
+            self.counts.late_outputs += 1
+            self._running[late.id] = late
+            self._output(late, keys)
+            return
+        request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
+        self._next_id += 1
+        self.counts.inserts += 1
+        if parent is not None:
+            prefix = self.chains.chain(parent)
+            self._evidence(prefix)
+            self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
+            self.counts.prefix_pages += len(prefix)
+        self._query(request, keys, tokens)
+        request.last_store_tokens = int(tokens.sum())
+        self.counts.computed_pages += len(keys)
+        self._running[request.id] = request
+        self._by_tail[request.tail] = request
+
+    def _continue(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
+        if request.finishing:  # more of its output (one event per page)
+            self._output(request, keys)
+            return
+        same_insert = self._batch == request.last_store  # (one event per page)
+        if same_insert or (
+            self._batch == request.last_store + 1 and request.last_store_tokens >= CHUNK_MIN_TOKENS
+        ):
+            # more of its prefill, or its next prefill chunk (chunks come step after step, each
+            # chunked_prefill_size long)
+            self.counts.inserts += not same_insert
+            self._query(request, keys, tokens)
+            self.counts.computed_pages += len(keys)
+            added = int(tokens.sum())
+            request.last_store_tokens = request.last_store_tokens + added if same_insert else added
+            request.last_store, request.tail = self._batch, int(keys[-1])
+            self._by_tail[request.tail] = request
+            return
+        # its finish: the output pages join the tree, then (at the batch's end) the request lets go
+        self._durations.append(self._batch - request.start)
+        if len(self._durations) >= 16 and len(self._durations) % 16 == 0:
+            # a generous bound: finishing a running request early releases its path too soon
+            lag = LAG_MARGIN * float(np.quantile(self._durations, LAG_QUANTILE))
+            self.finish_lag = max(MIN_LAG_BATCHES, int(lag))
+        self.counts.finished_by_store += 1
+        self.counts.inserts += 1
+        request.finishing, request.ts = True, self._ts
+        self._output(request, keys)
+
+    def _output(self, request: _Request, keys: np.ndarray) -> None:
+        self._pin(request, keys)
+        request.keys.append(keys)
+        request.tokens.append(np.zeros(len(keys), dtype=np.int64))
+        self.counts.output_pages += len(keys)
+        request.tail = int(keys[-1])
+        self._by_tail[request.tail] = request
+
+    def _evidence(self, prefix: np.ndarray) -> None:
+        """A lookup holding a running request's last page: that request has finished (an agent's next
+        turn, whose history it is)."""
+        for page in prefix[-1:].tolist():
+            other = self._by_tail.get(page)
+            if other is not None and other.last_store < self._batch:
+                self.counts.finished_by_evidence += 1
+                self._finish(other)
+
+    # ----------------------------------------------------------------- the replay
+    def _query(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
+        n = len(keys)
+        ops = np.empty(2 * n, dtype=np.int8)
+        ops[0::2], ops[1::2] = QUERY, PIN
+        pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
+        self._forget(forgot)
+        pos, pinned = pos[0::2], pinned[0::2]
+        dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
+        # a cached page also waits behind the pages running requests hold outside the tree: the
+        # partial page past each one's last full page, and the output it has decoded so far
+        held = int(round(self.private_pages() * len(self._running)))
+        dt = np.where(pos > 0, pos + pinned + held, dq).astype(np.int64)
+        cause = np.zeros(n, dtype=np.int8)
+        for i in np.flatnonzero(pos == ABSENT).tolist():
+            cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten else CAUSE_FIRST_TIME
+        # a match is a longest prefix: a page is a hit only with every page before it
+        dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
+        dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
+        c = np.maximum.accumulate(np.concatenate([[request.prefix_cause], cause]))[1:]
+        request.prefix_dt, request.prefix_dq, request.prefix_cause = int(dt[-1]), int(dq[-1]), int(c[-1])
+        request.dt.append(dt)
+        request.dq.append(dq)
+        request.cause.append(c)
+        request.qtokens.append(tokens)
+        request.held.append(keys)
+        request.keys.append(keys)
+        request.tokens.append(tokens)
+
+    def private_pages(self) -> float:
+        """Pages a running request holds outside the tree, on average: its partial last page, and half
+        its output (it is, on average, half way through), the output measured on the finished ones;
+        and, shared among them, the pool's free pages: SGLang evicts whole leaf nodes, so an eviction
+        frees half a node more than it needs, on average (a node: one insert's pages)."""
+        finished = self.counts.finished_by_store
+        output = self.counts.output_pages / finished if finished else 0.0
+        stores = self.counts.inserts
+        slack = (self.counts.computed_pages + self.counts.output_pages) / stores / 2 if stores else 0.0
+        return 1.0 + output / 2 + slack / max(1, len(self._running))
+
+    def _pin(self, request: _Request, keys: np.ndarray) -> None:
+        _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
+        self._forget(forgot)
+        request.held.append(keys)
+
+    def _forget(self, pages: np.ndarray) -> None:
+        if len(self._forgotten) > FORGOTTEN_MEMORY:
+            self._forgotten.clear()
+        self._forgotten.update(pages.tolist())
+
+    def _finish(self, request: _Request) -> None:
+        self._running.pop(request.id, None)
+        if self._by_tail.get(request.tail) is request:
+            del self._by_tail[request.tail]
+        if request.held:
+            held = np.concatenate(request.held)
+            # its last page first: the root of its path is released last, the newest
+            _, _, forgot = self.queue.run(np.full(len(held), RELEASE, dtype=np.int8), held[::-1])
+            self._forget(forgot)
+        self.counts.requests += 1
+        keys = np.concatenate(request.keys).astype(np.uint64, copy=False)
+        self._out_accesses.append((keys, np.concatenate(request.tokens).astype(np.int64), request.ts))
+        self._out_pages += len(keys)
+        if request.dt:
+            self._out_model.append(
+                (
+                    np.concatenate(request.dt),
+                    np.concatenate(request.dq),
+                    np.concatenate(request.cause),
+                    np.concatenate(request.qtokens),
+                    request.ts,
+                )
+            )
+
+    def flush(self) -> None:
+        """The stream went quiet: every running request has finished."""
+        for request in list(self._running.values()):
+            self._finish(request)
+
+    def reset_cache(self) -> None:
+        """The engine flushed its tree (AllBlocksCleared, restart): start empty."""
+        self.flush()
+        self.queue = FreeQueue(self.queue.horizon)
+        self.chains.clear()
+        self._forgotten.clear()
+
+    # ----------------------------------------------------------------- outputs
+    @property
+    def finished_blocks(self) -> int:
+        return self._out_pages
+
+    def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        out, self._out_accesses, self._out_pages = self._out_accesses, [], 0
+        return out
+
+    def take_model(self) -> list[ModelPart]:
+        out, self._out_model = self._out_model, []
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {
+            "pinned": self.queue.pinned,
+            "queued": self.queue.queued,
+            "running": len(self._running),
+            "finish_lag": self.finish_lag,
+        }
