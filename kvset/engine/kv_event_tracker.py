@@ -345,6 +345,8 @@ class KvEventTracker:
             blocks = self._blocks(publisher, group)
             if kind == BLOCK_REMOVED:
                 blocks.remove(keys)
+                if counted:
+                    publisher.replay.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])

@@ -84,7 +84,9 @@ class RequestCounts:
     recovered: int = 0  # a store whose report had been taken for a re-report: confirmed after all
     without_report: int = 0  # requests whose first store came without a report (no cached prefix)
     unknown_prefix: int = 0  # ... whose first store chains onto blocks no report named: its hits are
-    # unknown (every request when the engine reports misses only); left out of the model
+    # unknown (the chain it hangs on is not known: stored before kvset listened); left out of the model
+    reconstructed: int = 0  # ... whose cached prefix was read off the resident chain (no report came)
+    reconstructed_blocks: int = 0
     readmissions: int = 0  # after a preemption: kept out of the query counts, as vLLM does
     readmission_tokens: int = 0
     decode_blocks: int = 0  # output blocks: stored, never queried

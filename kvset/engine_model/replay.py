@@ -14,8 +14,13 @@ chain in a later batch means the first was a lookup that was not admitted (dropp
 does a later report of a chain nested in it or holding it (the waiting request's cached prefix
 shrank or grew: block hashes are chained, so equal hashes at one position mean equal prefixes). A
 report neither confirmed nor superseded within `pending_batches` is an admission that stored nothing
-(its prompt was cached but for a partial block, and its output filled no block). Without hit reports
-(the default "incremental" mode) a request is its stored blocks only: its misses.
+(its prompt was cached but for a partial block, and its output filled no block).
+
+Without hit reports (vLLM's default "incremental" mode) a request's first store still hangs on the
+last block of the prefix its lookup found (its parent): that parent and its ancestors among the
+resident blocks (kvset.engine_model.prefix_chain) are its hit blocks, looked up in the batch of that
+store. A request whose prompt was cached but for a partial block and whose answer filled no block
+stores nothing in this mode: it is not seen at all (the operating point sizes that from /metrics).
 
 A store is a decode block when it is one block and the request stored nothing in the batch before,
 or stored last more than 1.5 engine steps before (prefill chunks come step after step; a step is
@@ -45,6 +50,7 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
@@ -90,6 +96,10 @@ class RequestReplay:
         self.counts = RequestCounts()
         self.filling = 1  # blocks each running request holds that are not full yet (uncached)
         self.queue = FreeQueue(horizon)
+        self.chain = (
+            PrefixChain()
+        )  # parent links of the resident blocks: the hits incremental mode leaves out
+        self.block_size = 0  # tokens of a full block, the largest a store said
         self._forgotten_recent: set[int] = set()
         self._forgotten_older: set[int] = set()
         self._batch = -1  # index of the current batch
@@ -131,7 +141,10 @@ class RequestReplay:
         if self._batch < 0:
             raise RuntimeError("begin_batch first")
         b = self._batch
+        if len(tokens):
+            self.block_size = max(self.block_size, int(tokens.max()))
         if parent is None and all_resident:
+            self.chain.stored(keys, None)
             self._report(keys, tokens)
             return
         request = None
@@ -139,12 +152,15 @@ class RequestReplay:
             request = self._confirm(parent)
             if request is None:
                 request = self._continuation(parent, keys)
+            if request is None:
+                request = self._reconstructed(parent)
         if request is None:
             request = self._open(np.empty(0, np.uint64), np.empty(0, np.int64), parent, b)
             if parent is None:
                 self.counts.without_report += 1
             else:
                 self.counts.unknown_prefix += 1
+        self.chain.stored(keys, parent)
         # an output block: one block after a batch without the request's stores (prefill chunks come
         # step after step), or a first store after the lookup (the prompt was cached but its last part)
         previous = request.last_store if request.last_store >= 0 else request.reported
@@ -174,6 +190,20 @@ class RequestReplay:
             request.restores = self._owner.get(int(keys[0]))
         for k in keys.tolist():
             self._owner[k] = request.id
+
+    def removed(self, keys: np.ndarray) -> None:
+        """The engine evicted these blocks (BlockRemoved): no later lookup can have hit them."""
+        self.chain.removed(keys.tolist())
+
+    def _reconstructed(self, parent: int) -> OpenRequest | None:
+        """A new request whose hits were not reported: its cached prefix is the resident chain ending
+        in `parent`, looked up now (None: a link of that chain is not known)."""
+        hit = self.chain.walk(parent)
+        if hit is None:
+            return None
+        self.counts.reconstructed += 1
+        self.counts.reconstructed_blocks += len(hit)
+        return self._open(hit, np.full(len(hit), self.block_size, np.int64), None, self._batch)
 
     def _lag(self) -> int:
         gap = float(np.median(self._gaps)) if len(self._gaps) >= 16 else OUTPUT_BLOCK_GAP
@@ -310,6 +340,7 @@ class RequestReplay:
         """The engine dropped its cache (restart, AllBlocksCleared): finish everything, start empty."""
         self.flush()
         self.queue = FreeQueue(self.queue.horizon)
+        self.chain.clear()
         self._forgotten_recent, self._forgotten_older = set(), set()
         self._reports.clear()
         self._dropped.clear()
