@@ -14,7 +14,7 @@ from kvset.figures.churn import ChurnSeries
 from kvset.figures.curve import Curves, WindowCurve
 from kvset.figures.engine import EngineState
 from kvset.figures.hybrid_reserve import ModelReserve
-from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY, TARGET_MODES, WINDOWS, Targets
+from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY, RECONSTRUCTED, TARGET_MODES, WINDOWS, Targets
 from kvset.figures.operating_point import OperatingPoint
 from kvset.figures.policy_gap import BeladyMin, HitRateGap, PolicyGap
 from kvset.figures.ranks import Pooling, Ranks, RankView
@@ -34,6 +34,7 @@ __all__ = [
     "FITS_WITH_RESERVE",
     "FITS_WORKING_SET",
     "MISSES_ONLY",
+    "RECONSTRUCTED",
     "THRASHING_RULE",
     "THRASHING_RULE_SHORT",
     "CapacityGain",

@@ -114,6 +114,11 @@ class EngineReading:
     resident_blocks: int | None = None  # from BlockStored/BlockRemoved
     evictions_total: int | None = None
     restores_after_removal: int | None = None  # misses a larger cache would have hit
+    # the engine's counters since kvset's first reading of them (or its restart): query tokens, hit
+    # tokens, finished requests; what the KV events showed is measured against these
+    queries_since_start: float | None = None
+    hits_since_start: float | None = None
+    requests_since_start: float | None = None
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 
@@ -186,6 +191,9 @@ class SourceHealth:
     # (a trace, a log of prompts: every access is there); False while an engine's KV events show
     # only newly stored blocks (its misses), so the curve is not the engine's own.
     reports_hits: bool | None = None
+    # Hits not reported but read off the chains the stored blocks hang on: the curve is of all accesses,
+    # reconstructed (requests that stored nothing are not in it).
+    hits_reconstructed: bool = False
 
     def __post_init__(self) -> None:
         _escape_fields(self, "source", "kind", "state")

@@ -62,6 +62,9 @@ DEFAULT_ABSOLUTE_TARGETS = (0.50, 0.70, 0.90)
 # newly stored blocks: then it is not comparable with the engine's own hit rate).
 ALL_ACCESSES = "all accesses"
 MISSES_ONLY = "engine misses only"
+# KV events that show only the misses, but whose hits were read off the chains the misses hang on
+# (kvset.engine_model.prefix_chain): every access the events let kvset see, hits reconstructed.
+RECONSTRUCTED = "all accesses, hits reconstructed"
 
 
 def _fractions(values: tuple[float, ...]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from kvset.figures.base import TOP, OptionValues
 from kvset.figures.inputs import (
     ALL_ACCESSES,
     MISSES_ONLY,
+    RECONSTRUCTED,
     WINDOWS,
     FigureInputs,
     OptCurve,
@@ -110,7 +111,7 @@ class SnapshotBuilder:
             geometry=cfg.geometry,
             kv_dtype=cfg.kv_dtype,
             bytes_per_token=cfg.bytes_per_token,
-            curve_scope=MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES,
+            curve_scope=curve_scope(sources),
         )
 
     def _remember(self, inputs: FigureInputs, results: Mapping[type, object], t: float | None) -> None:
@@ -168,3 +169,11 @@ class SnapshotBuilder:
             input=readings.input,
             results=results,
         )
+
+
+def curve_scope(sources: Iterable[SourceHealth]) -> str:
+    """What the curve is of: misses only while a source shows neither its hits nor their chains."""
+    health = list(sources)
+    if any(h.reports_hits is False and not h.hits_reconstructed for h in health):
+        return MISSES_ONLY
+    return RECONSTRUCTED if any(h.hits_reconstructed for h in health) else ALL_ACCESSES
