@@ -49,6 +49,7 @@ DRIVER_VERSION = 2
 
 DEFAULT_BATCHED_TOKENS = 8192  # the harness's scheduler budget (engine_driver.py's default)
 
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -192,7 +193,9 @@ def engine_env() -> dict:
 
 
 def run_key(args, pool: int) -> str:
-    budget = "" if args.max_num_batched_tokens == DEFAULT_BATCHED_TOKENS else f"-b{args.max_num_batched_tokens}"
+    budget = (
+        "" if args.max_num_batched_tokens == DEFAULT_BATCHED_TOKENS else f"-b{args.max_num_batched_tokens}"
+    )
     return f"p{pool}-r{args.requests}-a{args.agents}-s{args.seed}{budget}"
 
 

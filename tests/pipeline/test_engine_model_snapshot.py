@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kvset.api import MISSES_ONLY, RECONSTRUCTED, Curves, OperatingPoint
-from kvset.engine.kv_event_health import kv_event_health
 from kvset.core.analyzer import Analyzer
+from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine_model.summed import MODEL_NAME, EngineModel
 from kvset.rejects import RejectCounter
