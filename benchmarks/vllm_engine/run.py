@@ -163,6 +163,8 @@ def driver_cmd(args, pool: int, mode: str) -> list[str]:
         str(args.seed),
         "--max-num-batched-tokens",
         str(args.max_num_batched_tokens),
+        "--sliding-window",
+        str(args.sliding_window),
     ]
 
 
@@ -196,7 +198,8 @@ def run_key(args, pool: int) -> str:
     budget = (
         "" if args.max_num_batched_tokens == DEFAULT_BATCHED_TOKENS else f"-b{args.max_num_batched_tokens}"
     )
-    return f"p{pool}-r{args.requests}-a{args.agents}-s{args.seed}{budget}"
+    window = f"-w{args.sliding_window}" if args.sliding_window else ""
+    return f"p{pool}-r{args.requests}-a{args.agents}-s{args.seed}{budget}{window}"
 
 
 def dry_run(args, pool: int) -> dict:
@@ -510,6 +513,12 @@ def main(argv=None) -> int:
         type=int,
         default=DEFAULT_BATCHED_TOKENS,
         help=f"the scheduler's chunked-prefill budget per step (default {DEFAULT_BATCHED_TOKENS})",
+    )
+    p.add_argument(
+        "--sliding-window",
+        type=int,
+        default=0,
+        help="a hybrid model: a full-attention group and a sliding-window group of this many tokens (default 0: none)",
     )
     p.add_argument(
         "--steps-per-second", type=float, default=1000.0, help="engine pace (default 1000; 0: unpaced)"
