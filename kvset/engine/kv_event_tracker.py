@@ -57,6 +57,7 @@ from kvset.engine.kv_events import (
 )
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.tracker_output import PendingAccesses
+from kvset.engine_model.kv_groups import KvGroup
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
@@ -161,6 +162,7 @@ class KvEventTracker:
         self.group_in_use: int | None = group_idx
         self.groups_seen: set[int] = set()
         self.group_kinds: dict[int, str] = {}  # kv_cache_spec_kind by group, where the events say
+        self.group_windows: dict[int, int | None] = {}  # kv_cache_spec_sliding_window by group
         self.ignored_group_events = 0
         self.ignored_group_blocks = 0
         self.ignored_media: Counter[str] = Counter()
@@ -294,6 +296,7 @@ class KvEventTracker:
         current_kind = self.group_kinds.get(current)
         if full is not None and current_kind is not None and current_kind not in FULL_ATTENTION_KINDS:
             self.group_in_use = full
+            publisher.replay.groups.pop(full, None)  # (the counted group is the model's primary)
             self._timeline.append(
                 TimelineEvent(
                     at,
@@ -341,6 +344,13 @@ class KvEventTracker:
                         self.ignored_group_blocks += len(keys)
                     if self.group_idx is not None:
                         continue  # the user chose a group: the others are not even tracked
+            if (
+                kind == BLOCK_STORED
+                and not counted
+                and self.group_idx is None
+                and self.group_in_use is not None
+            ):
+                self._learn_group(publisher, group, batch, i)
             # Every group keeps its own resident set, so that a later switch finds it right.
             blocks = self._blocks(publisher, group)
             if kind == BLOCK_REMOVED:
@@ -362,6 +372,20 @@ class KvEventTracker:
                 )
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
                 publisher.replay.stored(keys, tokens, parent, cached)
+
+    def _learn_group(self, publisher: Publisher, group: int, batch: KvEventBatch, i: int) -> None:
+        """Another KV cache group of a hybrid model: its copies of the blocks share the engine's pool,
+        so the engine model replays them beside the counted group's (kvset.engine_model.kv_groups)."""
+        known = publisher.replay.groups.get(group)
+        size = (
+            int(batch.block_sizes[i]) or self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
+        )
+        window = int(batch.sliding_windows[i]) or None
+        kind = batch.spec_kinds[i] or self.group_kinds.get(group)
+        if known is not None and (known.kind, known.sliding_window, known.block_size) == (kind, window, size):
+            return
+        publisher.replay.add_group(KvGroup(group, kind, window, size))
+        self.group_windows[group] = window
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
         """The block size of a counted store: the first one decides the stream's units (the event's

@@ -57,6 +57,11 @@ class OpenRequest:
     prefix_dq: int = 0
     prefix_cause: int = CAUSE_NONE
     queried: int = 0  # blocks the replay has seen
+    # a hybrid model (kvset.engine_model.kv_groups): raw (distance, unpinned) per query call, the other
+    # groups' the same by group, and the other groups' blocks it still holds, in chain order
+    raw: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    twin_raw: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    twin_held: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def blocks(self) -> int:

@@ -1,0 +1,87 @@
+"""A hybrid model's KV cache groups in one block pool, and the hit length vLLM computes across them.
+
+vLLM 0.33 gives each KV cache group (a set of layers of one kind) its own blocks, all taken from one
+shared pool with one free queue; a block's hash is the same in every group (no group id is mixed into
+it), so a block is keyed here by (group, hash): the other groups' keys are the primary group's XOR a
+per-group constant (`twin_keys`), which keeps them apart from each other and from the primary's.
+
+What each kind holds of a request, and what its lookup needs (HybridKVCacheCoordinator):
+- full attention: every block; a prefix of h blocks is a hit only if all h are cached;
+- sliding window of W tokens: only the blocks the window reaches. The lookup needs the last
+  ceil((W - 1) / block_size) blocks before the hit point cached (the earlier ones are not even
+  touched); while the request runs, a block that falls behind the window is freed into the shared
+  free queue at once, so a window group pins few blocks but fills the queue early;
+- mamba: one state block at the hit point.
+
+The hit length at a pool of C blocks is the longest h every group can serve. With D_g(h) the pool
+size from which group g serves a hit of h blocks (its blocks' free-queue distances: the prefix's
+largest for full attention, the window's before h for a sliding window, the block at h - 1 for
+mamba), E(h) = max_g D_g(h) and block j is a hit at C iff some h > j has E(h) <= C: its distance is
+the smallest E(h) over h > j (`joint_distances`), so one histogram still gives every pool at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+FULL_ATTENTION = "full_attention"
+SLIDING_WINDOW = "sliding_window"
+MAMBA = "mamba"
+_SALT = np.uint64(0x9E3779B97F4A7C15)
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One KV cache group as its events describe it."""
+
+    group_idx: int
+    kind: str | None  # kv_cache_spec_kind as vLLM names it (None: not said)
+    sliding_window: int | None  # tokens, for a sliding-window group
+    block_size: int
+
+    @property
+    def window_blocks(self) -> int | None:
+        """Blocks a hit needs before the hit point: None for all of them (full attention)."""
+        if self.kind == MAMBA:
+            return 1
+        if self.sliding_window:
+            return max(1, math.ceil((self.sliding_window - 1) / self.block_size))
+        return None
+
+    @property
+    def salt(self) -> np.uint64:
+        return np.uint64((int(_SALT) * (self.group_idx + 1)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def twin_keys(keys: np.ndarray, group: KvGroup) -> np.ndarray:
+    """The keys of `group`'s copies of the primary group's blocks `keys`."""
+    return np.asarray(keys, dtype=np.uint64) ^ group.salt
+
+
+def window_max(d: np.ndarray, k: int) -> np.ndarray:
+    """out[h - 1] = max(d[max(0, h - k) : h]) for h = 1 .. len(d): the largest distance in the k
+    blocks before each hit point."""
+    n = len(d)
+    if n == 0:
+        return d.copy()
+    if k >= n:
+        return np.maximum.accumulate(d)
+    padded = np.concatenate([np.full(k - 1, d.min(), dtype=d.dtype), d])
+    return np.lib.stride_tricks.sliding_window_view(padded, k).max(axis=1)
+
+
+def joint_distances(primary: np.ndarray, twins: list[tuple[KvGroup, np.ndarray]]) -> np.ndarray:
+    """Per block of a request's prompt, the pool size from which vLLM's hybrid lookup hits it.
+
+    `primary`: the full-attention group's raw free-queue distances, block by block; `twins`: each other
+    group's raw distances of its copies of the same blocks."""
+    need = np.maximum.accumulate(primary) if len(primary) else primary
+    for group, d in twins:
+        k = group.window_blocks
+        served = np.maximum.accumulate(d) if k is None else window_max(d, k)
+        need = np.maximum(need, served)
+    # block j is hit when some hit point h > j is served: the smallest need from j on
+    return np.minimum.accumulate(need[::-1])[::-1] if len(need) else need
