@@ -296,7 +296,7 @@ class KvEventTracker:
         current_kind = self.group_kinds.get(current)
         if full is not None and current_kind is not None and current_kind not in FULL_ATTENTION_KINDS:
             self.group_in_use = full
-            publisher.replay.groups.pop(full, None)  # (the counted group is the model's primary)
+            publisher.replay.groups.pop(full)  # (the counted group is the model's primary)
             self._timeline.append(
                 TimelineEvent(
                     at,

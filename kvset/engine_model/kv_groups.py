@@ -23,9 +23,17 @@ the smallest E(h) over h > j (`joint_distances`), so one histogram still gives e
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from kvset.engine_model.free_queue import PIN, QUERY, RELEASE
+from kvset.engine_model.records import OpenRequest
+
+# the replay's free-queue runner: (ops, keys) -> (positions, pinned counts); and positions -> distances
+Run = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+Distances = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 FULL_ATTENTION = "full_attention"
 SLIDING_WINDOW = "sliding_window"
@@ -85,3 +93,66 @@ def joint_distances(primary: np.ndarray, twins: list[tuple[KvGroup, np.ndarray]]
         need = np.maximum(need, served)
     # block j is hit when some hit point h > j is served: the smallest need from j on
     return np.minimum.accumulate(need[::-1])[::-1] if len(need) else need
+
+
+def _ops(op: int, n: int) -> np.ndarray:
+    return np.full(n, op, dtype=np.int8)
+
+
+class GroupCopies:
+    """The other groups' copies of a request's blocks in the replay's one free queue (module docstring)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[int, KvGroup] = {}
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def get(self, group_idx: int) -> KvGroup | None:
+        return self._groups.get(group_idx)
+
+    def pop(self, group_idx: int, default: KvGroup | None = None) -> KvGroup | None:
+        return self._groups.pop(group_idx, default)
+
+    def add(self, group: KvGroup) -> None:
+        self._groups[group.group_idx] = group
+
+    def read(self, request: OpenRequest, keys: np.ndarray, run: Run, distances: Distances) -> None:
+        """Their distances, read before anything is pinned: one lookup across the groups."""
+        for group in self._groups.values():
+            twins = twin_keys(keys, group)
+            request.twin_raw.setdefault(group.group_idx, []).append(
+                distances(*run(_ops(QUERY, len(twins)), twins))
+            )
+
+    def pin(self, request: OpenRequest, keys: np.ndarray, hit: bool, run: Run) -> None:
+        """Pinned as vLLM holds them: a window group only the blocks its window reaches (a hit's earlier
+        blocks are not even touched), those that fall behind it freed while the request runs, last first."""
+        for group in self._groups.values():
+            twins = twin_keys(keys, group)
+            k = group.window_blocks
+            held = request.twin_held.setdefault(group.group_idx, [])
+            pin = twins if k is None or not hit else twins[-k:]
+            run(_ops(PIN, len(pin)), pin)
+            held.extend(pin.tolist())
+            if k is not None and len(held) > k + 1:
+                early, held[:] = held[: len(held) - k - 1], held[len(held) - k - 1 :]
+                run(_ops(RELEASE, len(early)), np.array(early[::-1], dtype=np.uint64))
+
+    def release(self, request: OpenRequest, run: Run) -> None:
+        """The request finished: group by group after the primary's, each last block first (vLLM's order)."""
+        for twins in request.twin_held.values():
+            run(_ops(RELEASE, len(twins)), np.array(twins[::-1], dtype=np.uint64))
+
+    def joint(self, request: OpenRequest) -> tuple[np.ndarray, np.ndarray]:
+        """The request's (distance, unpinned distance) per prompt block across the groups."""
+        out = []
+        for i in (0, 1):
+            primary = np.concatenate([r[i] for r in request.raw])
+            twins = [
+                (self._groups[g], np.concatenate([r[i] for r in raw]))
+                for g, raw in request.twin_raw.items()
+                if g in self._groups
+            ]
+            out.append(joint_distances(primary, twins))
+        return out[0], out[1]

@@ -50,7 +50,7 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
-from kvset.engine_model.kv_groups import KvGroup, joint_distances, twin_keys
+from kvset.engine_model.kv_groups import GroupCopies, KvGroup
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
@@ -101,7 +101,7 @@ class RequestReplay:
             PrefixChain()
         )  # parent links of the resident blocks: the hits incremental mode leaves out
         self.block_size = 0  # tokens of a full block, the largest a store said
-        self.groups: dict[int, KvGroup] = {}  # a hybrid model's other KV cache groups, in the same pool
+        self.groups = GroupCopies()  # a hybrid model's other KV cache groups, in the same pool
         self._forgotten_recent: set[int] = set()
         self._forgotten_older: set[int] = set()
         self._batch = -1  # index of the current batch
@@ -196,7 +196,7 @@ class RequestReplay:
     def add_group(self, group: KvGroup) -> None:
         """Another KV cache group shares the pool: its copies of every block are replayed beside the
         primary group's (kvset.engine_model.kv_groups)."""
-        self.groups[group.group_idx] = group
+        self.groups.add(group)
 
     def removed(self, keys: np.ndarray) -> None:
         """The engine evicted these blocks (BlockRemoved): no later lookup can have hit them."""
@@ -381,37 +381,12 @@ class RequestReplay:
         filling = self.filling * len(self._running) * (1 + len(self.groups))
         return np.where(pos > 0, pos + pinned + filling, dq).astype(np.int64), dq
 
-    def _read_twins(self, request: OpenRequest, keys: np.ndarray) -> None:
-        """The other groups' copies of these blocks: their distances, read with the primary's (one lookup)."""
-        for group in self.groups.values():
-            twins = twin_keys(keys, group)
-            pos, pinned, _ = self.queue.run(np.full(len(twins), QUERY, dtype=np.int8), twins)
-            request.twin_raw.setdefault(group.group_idx, []).append(self._distances(pos, pinned))
-
-    def _pin_twins(self, request: OpenRequest, keys: np.ndarray, hit: bool) -> None:
-        """... then pinned as vLLM holds them (a window group: only the blocks its window reaches; those
-        behind it freed while the request runs)."""
-        for group in self.groups.values():
-            twins = twin_keys(keys, group)
-            k = group.window_blocks
-            held = request.twin_held.setdefault(group.group_idx, [])
-            pin = twins if k is None or not hit else twins[-k:]  # a hit's earlier blocks are not touched
-            _, _, forgot = self.queue.run(np.full(len(pin), PIN, dtype=np.int8), pin)
-            self._forget(forgot)
-            held.extend(pin.tolist())
-            if k is not None and len(held) > k + 1:
-                # behind the window: freed while the request runs, last first
-                early, held[:] = held[: len(held) - k - 1], held[len(held) - k - 1 :]
-                out = np.array(early[::-1], dtype=np.uint64)
-                _, _, forgot = self.queue.run(np.full(len(out), RELEASE, dtype=np.int8), out)
-                self._forget(forgot)
-
     def _query(
         self, request: OpenRequest, keys: np.ndarray, tokens: np.ndarray, recomputed: bool, hit: bool = False
     ) -> None:
         n = len(keys)
         if self.groups:
-            self._read_twins(request, keys)
+            self.groups.read(request, keys, self._run, self._distances)
         ops = np.empty(2 * n, dtype=np.int8)
         ops[0::2], ops[1::2] = QUERY, PIN
         pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
@@ -430,7 +405,7 @@ class RequestReplay:
             dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
             self.counts.recomputed_blocks += n
         if self.groups:
-            self._pin_twins(request, keys, hit)
+            self.groups.pin(request, keys, hit, self._run)
             request.raw.append((dt, dq))  # the lookup across groups is computed once it is complete
         # the engine's lookup is a longest prefix: a block is a hit only with all blocks before it
         dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
@@ -448,7 +423,7 @@ class RequestReplay:
         self._forget(forgot)
         request.held.append(keys)
         if self.groups:
-            self._pin_twins(request, keys, False)
+            self.groups.pin(request, keys, False, self._run)
 
     def _admit(self, request: OpenRequest) -> None:
         if len(request.hit_keys):
@@ -461,6 +436,12 @@ class RequestReplay:
             self._pin(request, keys)
         else:
             self._query(request, keys, tokens, recomputed)
+
+    def _run(self, ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Free-queue operations; blocks it forgets are remembered as forgotten."""
+        pos, pinned, forgot = self.queue.run(ops, keys)
+        self._forget(forgot)
+        return pos, pinned
 
     def _forget(self, keys: np.ndarray) -> None:
         if not len(keys):
@@ -477,29 +458,13 @@ class RequestReplay:
             held = np.concatenate(request.held)
             _, _, forgot = self.queue.run(np.full(len(held), RELEASE, dtype=np.int8), held[::-1])
             self._forget(forgot)
-        for twins in request.twin_held.values():  # group by group, after the primary (vLLM's order)
-            out = np.array(twins[::-1], dtype=np.uint64)
-            _, _, forgot = self.queue.run(np.full(len(out), RELEASE, dtype=np.int8), out)
-            self._forget(forgot)
+        self.groups.release(request, self._run)
         tail = request.tail()
         if tail is not None and self._tails.get(tail) is request:
             del self._tails[tail]
         stored = [s[1] for s in request.stores]
         self._finished_keys[request.id] = (batch, stored)
         self._hand_out(request, batch)
-
-    def _joint(self, request: OpenRequest) -> tuple[np.ndarray, np.ndarray]:
-        """A hybrid model's distances: the hit length every group can serve (kv_groups.joint_distances)."""
-        out = []
-        for i in (0, 1):
-            primary = np.concatenate([r[i] for r in request.raw])
-            twins = [
-                (self.groups[g], np.concatenate([r[i] for r in raw]))
-                for g, raw in request.twin_raw.items()
-                if g in self.groups
-            ]
-            out.append(joint_distances(primary, twins))
-        return out[0], out[1]
 
     def _readmission_of(self, request: OpenRequest) -> int | None:
         """The request this one readmits after a preemption, if it is one."""
@@ -542,7 +507,7 @@ class RequestReplay:
         if request.dt:
             dt, dq = np.concatenate(request.dt), np.concatenate(request.dq)
             if request.raw:
-                dt, dq = self._joint(request)
+                dt, dq = self.groups.joint(request)
             self._out_model.append(
                 (
                     dt,
