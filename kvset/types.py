@@ -231,6 +231,18 @@ class EngineModelDelta:
 
 
 @dataclass(frozen=True)
+class KvCacheGroup:
+    """One KV cache group of a hybrid model, as the engine's events say it (kind as vLLM names it:
+    full_attention, sliding_window, mamba, ...); `counted`: the group whose accesses are the stream's."""
+
+    group_idx: int
+    kind: str | None
+    sliding_window: int | None  # tokens
+    block_size: int | None
+    counted: bool = False
+
+
+@dataclass(frozen=True)
 class SourceUpdate:
     """units: the units of the source's stream, once the source knows them (on or before the update
     with its first accesses; a source that knows them from the start says so in `Source.units`)."""
@@ -241,3 +253,6 @@ class SourceUpdate:
     events: tuple[TimelineEvent, ...] = field(default_factory=tuple)
     engine_model: EngineModelDelta | None = None
     units: StreamUnits | None = None
+    # a hybrid model's groups, and each one's own accesses (the counted group's are `accesses` again)
+    kv_cache_groups: tuple[KvCacheGroup, ...] = ()
+    group_accesses: tuple[tuple[int, AccessBatch], ...] = ()

@@ -62,7 +62,7 @@ from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
-from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+from kvset.types import EngineReading, KvCacheGroup, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
@@ -153,6 +153,7 @@ class KvEventTracker:
         self.quiet_seconds = quiet_seconds
         self.tail_probe_seconds = quiet_seconds if tail_probe_seconds is None else tail_probe_seconds
         self._pending = PendingAccesses()
+        self._group_pending: dict[int, PendingAccesses] = {}  # a hybrid model's groups, each its own
         self._timeline: list[TimelineEvent] = []
         self.accesses = 0
         self.clears = 0
@@ -433,10 +434,18 @@ class KvEventTracker:
             if not publisher.flushed and (final or (quiet and not publisher.sequence.replaying)):
                 replay.flush()
                 publisher.flushed = True
+            hybrid = len(replay.groups) > 0 and self.group_in_use is not None
             for keys, tokens, ts in replay.take_accesses():
                 self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
+                if hybrid:
+                    assert self.group_in_use is not None
+                    self._group_pending.setdefault(self.group_in_use, PendingAccesses()).add_request(
+                        keys, tokens, ts
+                    )
+            for group, keys, tokens, ts in replay.take_group_accesses():
+                self._group_pending.setdefault(group, PendingAccesses()).add_request(keys, tokens, ts)
             parts += replay.take_model()
         model = None
         if any(p.batches for p in self.publishers):
@@ -449,7 +458,30 @@ class KvEventTracker:
             events=events,
             engine_model=model,
             units=self.units,
+            kv_cache_groups=self.kv_cache_groups(),
+            group_accesses=tuple(
+                (g, batch)
+                for g, pending in sorted(self._group_pending.items())
+                if (batch := pending.take(self.block_size)) is not None
+            ),
         )
+
+    def kv_cache_groups(self) -> tuple[KvCacheGroup, ...]:
+        """The groups of a hybrid model the engine model replays (none for a model of one group)."""
+        modelled = {g.group_idx: g for p in self.publishers for g in p.replay.groups}
+        if not modelled or self.group_in_use is None:
+            return ()
+        primary = KvCacheGroup(
+            self.group_in_use,
+            self.group_kinds.get(self.group_in_use),
+            self.group_windows.get(self.group_in_use),
+            self.block_size,
+            counted=True,
+        )
+        others = [
+            KvCacheGroup(g.group_idx, g.kind, g.sliding_window, g.block_size) for g in modelled.values()
+        ]
+        return tuple(sorted([primary, *others], key=lambda g: g.group_idx))
 
     def request_counts(self) -> dict[str, int]:
         """The grouping's and the dedupe's counters, summed over the publishers."""

@@ -23,7 +23,7 @@ the smallest E(h) over h > j (`joint_distances`), so one histogram still gives e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +116,18 @@ class GroupCopies:
 
     def add(self, group: KvGroup) -> None:
         self._groups[group.group_idx] = group
+
+    def __iter__(self) -> Iterator[KvGroup]:
+        return iter(self._groups.values())
+
+    def accessed_from(self, hit_blocks: int) -> list[tuple[int, int]]:
+        """(group, first block it reads) of a request whose lookup hit `hit_blocks`: a window group
+        reads only the blocks before the hit point its window reaches, then what the request adds."""
+        out = []
+        for group in self._groups.values():
+            k = group.window_blocks
+            out.append((group.group_idx, 0 if k is None else max(0, hit_blocks - k)))
+        return out
 
     def read(self, request: OpenRequest, keys: np.ndarray, run: Run, distances: Distances) -> None:
         """Their distances, read before anything is pinned: one lookup across the groups."""

@@ -121,6 +121,7 @@ class RequestReplay:
         self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_groups: list[tuple[int, np.ndarray, np.ndarray, float]] = []  # (group, keys, tokens, time)
         self._out_blocks = 0
         self._out_model: list[ModelPart] = []
 
@@ -496,8 +497,11 @@ class RequestReplay:
             tokens.append(np.zeros(len(k), np.int64) if decode or readmitted else t)
         all_keys = np.concatenate(keys).astype(np.uint64, copy=False)
         if len(all_keys):
-            self._out_accesses.append((all_keys, np.concatenate(tokens).astype(np.int64, copy=False), ts))
+            all_tokens = np.concatenate(tokens).astype(np.int64, copy=False)
+            self._out_accesses.append((all_keys, all_tokens, ts))
             self._out_blocks += len(all_keys)
+            for group, first in self.groups.accessed_from(len(request.hit_keys)):
+                self._out_groups.append((group, all_keys[first:], all_tokens[first:], ts))
         if readmitted:
             self.counts.readmissions += 1
             self.counts.readmission_tokens += int(sum(int(t.sum()) for t in request.qtokens))
@@ -538,6 +542,11 @@ class RequestReplay:
     def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Finished requests since the last take: (keys in chain order, tokens, time of the finish)."""
         out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
+        return out
+
+    def take_group_accesses(self) -> list[tuple[int, np.ndarray, np.ndarray, float]]:
+        """The other KV cache groups' own accesses of the finished requests: (group, keys, tokens, time)."""
+        out, self._out_groups = self._out_groups, []
         return out
 
     def take_model(self) -> list[ModelPart]:

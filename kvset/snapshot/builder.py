@@ -30,7 +30,7 @@ from kvset.figures.working_sets import TREND_POINTS
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.snapshot.model import InputRead, Snapshot, Totals
-from kvset.types import EngineReading, SourceHealth, TimelineEvent
+from kvset.types import EngineReading, KvCacheGroup, SourceHealth, TimelineEvent
 
 
 @dataclass
@@ -74,6 +74,8 @@ class Readings:
     engine_history: tuple[EngineReading, ...] = ()
     engine_model: EngineModel | None = None
     ranks: Mapping[int, StackDistanceAnalyzer] = field(default_factory=dict)
+    # a hybrid model's KV cache groups: each one's description and its own accesses' analyzer
+    kv_cache_groups: Mapping[int, tuple[KvCacheGroup, StackDistanceAnalyzer]] = field(default_factory=dict)
     opt: OptCurve | None = None
     opt_note: str | None = None
     input: InputRead | None = None  # kvset analyze: the file it read
@@ -106,6 +108,9 @@ class SnapshotBuilder:
             engine_history=readings.engine_history,
             engine_model=readings.engine_model,
             ranks={r: RankStream(a.curve(), a.first_time) for r, a in sorted(readings.ranks.items())},
+            kv_cache_groups={
+                g: (group, a.curve()) for g, (group, a) in sorted(readings.kv_cache_groups.items())
+            },
             opt=readings.opt,
             opt_note=readings.opt_note,
             geometry=cfg.geometry,

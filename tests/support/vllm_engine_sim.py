@@ -41,6 +41,7 @@ class SimRequest:
     blocks: list = field(default_factory=list)  # pool block ids, in order
     hashes: list = field(default_factory=list)  # full-block hashes so far (prompt, then output)
     admitted: int | None = None
+    hit_blocks: int = 0  # cached blocks its first admission found
     admissions: int = 0
     finished: int | None = None
 
@@ -175,6 +176,7 @@ class SimEngine:
                 self.query_tokens += n_tokens
                 self.hit_tokens += hit * BLOCK
                 r.admitted = step
+                r.hit_blocks = hit
             r.admissions += 1
             running.append(r)
 
