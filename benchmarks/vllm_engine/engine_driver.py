@@ -455,6 +455,7 @@ def main(argv=None) -> int:
     if args.metrics_port:
         import prometheus_client
         from vllm.v1.metrics.loggers import PrometheusStatLogger
+        from vllm.v1.metrics.stats import FinishedRequestStats, IterationStats
 
         prom = PrometheusStatLogger(vllm_config, engine_indexes=[0])
         prom.log_engine_initialized()
@@ -491,14 +492,22 @@ def main(argv=None) -> int:
         scheduled = {rid: scheduler.requests[rid] for rid in out.num_scheduled_tokens}
         eco = scheduler.update_from_output(out, mro)
         stats = None
+        finished = []
         for outs in eco.values():
             if outs.scheduler_stats is not None:
                 stats = outs.scheduler_stats
             for o in outs.outputs:
                 if o.finish_reason is not None:
                     agents.finish(o.request_id, step, truth, scheduled[o.request_id])
+                    if prom is not None:
+                        finished.append(
+                            FinishedRequestStats(finish_reason=o.finish_reason, request_id=o.request_id)
+                        )
         if prom is not None and stats is not None:
-            prom.record(scheduler_stats=stats, iteration_stats=None)
+            # the finished requests as vLLM's output processor would count them (vllm:request_success)
+            iteration = IterationStats()
+            iteration.finished_requests = finished
+            prom.record(scheduler_stats=stats, iteration_stats=iteration)
         truth.step_batch.append(published[0] - 1 if published[0] > published_before else -1)
         truth.after_step(bool(out.num_scheduled_tokens))
         step += 1
