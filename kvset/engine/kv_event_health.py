@@ -160,8 +160,9 @@ def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
     note = ""
     if not chosen:
         note = (
-            f"several KV cache groups: counting group {in_use} only; choose with --group-idx "
-            f"({tracker.ignored_group_blocks} stored blocks of {of} ignored)"
+            f"several KV cache groups (a hybrid model): the curve is group {in_use}'s, each group has its "
+            f"own (kv_cache_groups), and the engine model replays all of them in the one pool they share "
+            f"({tracker.ignored_group_blocks} stored blocks of {of} outside the curve); --group-idx counts one alone"
         )
     return note, detail
 

@@ -442,8 +442,8 @@ def test_two_kv_cache_groups_with_the_same_hashes_count_one_group(fake: FakeVllm
         assert run.detail("hit reporting") == "misses only so far"
         assert run.engine.resident_blocks == 24 and run.engine.evictions_total == 0
         note = next(n for n in run.health.notes if n.startswith("several KV cache groups"))
-        assert note.startswith("several KV cache groups: counting group 0 only; choose with --group-idx")
-        assert "24 stored blocks of group 1 ignored" in note
+        assert note.startswith("several KV cache groups (a hybrid model): the curve is group 0's")
+        assert "24 stored blocks of group 1 outside the curve" in note
         assert (
             run.detail("KV cache group") == "0 (first seen); ignored: 7 events, 24 stored blocks of group 1"
         )
@@ -461,7 +461,10 @@ def test_the_full_attention_group_is_counted_when_events_name_the_kinds(fake: Fa
         fake.publish([fake.stored([3], group_idx=1, spec_kind="full_attention")])
         run.wait_for(lambda r: r.health.received == 3 and len(r.keys) == 3)
         assert run.keys == [1, 2, 3]
-        assert any(n.startswith("several KV cache groups: counting group 1 only") for n in run.health.notes)
+        assert any(
+            n.startswith("several KV cache groups (a hybrid model): the curve is group 1's")
+            for n in run.health.notes
+        )
         assert run.detail("KV cache group").startswith("1 (full_attention); ignored: 2 events")
 
 
@@ -503,7 +506,7 @@ def test_all_media_and_several_groups_count_the_first_group_with_a_note(fake: Fa
         run.wait_for(lambda r: r.health.received == 1 and len(r.keys) == 1)
         assert run.keys == [1]
         assert any(
-            n.startswith("several KV cache groups: counting group 0 only; choose with --group-idx")
+            n.startswith("several KV cache groups (a hybrid model): the curve is group 0's")
             for n in run.health.notes
         )
 
