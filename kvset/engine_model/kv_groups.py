@@ -78,7 +78,7 @@ def window_max(d: np.ndarray, k: int) -> np.ndarray:
     if k >= n:
         return np.maximum.accumulate(d)
     padded = np.concatenate([np.full(k - 1, d.min(), dtype=d.dtype), d])
-    return np.lib.stride_tricks.sliding_window_view(padded, k).max(axis=1)
+    return np.asarray(np.lib.stride_tricks.sliding_window_view(padded, k).max(axis=1), dtype=d.dtype)
 
 
 def joint_distances(primary: np.ndarray, twins: list[tuple[KvGroup, np.ndarray]]) -> np.ndarray:
