@@ -9,34 +9,19 @@ vLLM's own counters measured.
 
 from __future__ import annotations
 
-import gzip
 import json
-import struct
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from benchmarks.vllm_engine.frames import read as recorded  # the harness's reader of its recordings
 from kvset.engine.kv_event_health import RECONSTRUCTED_NOTE, kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine_model.summed import EngineModel
 from kvset.rejects import RejectCounter
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm_kv_events"
-MAGIC = b"KVSET-ZMQ-FRAMES v1\n"
-
-
-def recorded(path: Path):
-    """(receive time, frames) per message of a .zmqframes.gz recording (format in the fixtures' README)."""
-    with gzip.open(path, "rb") as f:
-        assert f.read(len(MAGIC)) == MAGIC
-        while head := f.read(12):
-            t, n = struct.unpack(">dI", head)
-            frames = []
-            for _ in range(n):
-                (length,) = struct.unpack(">I", f.read(4))
-                frames.append(f.read(length))
-            yield t, frames
 
 
 def replayed(mode: str):
