@@ -97,9 +97,8 @@ class RequestReplay:
         self.counts = RequestCounts()
         self.filling = 1  # blocks each running request holds that are not full yet (uncached)
         self.queue = FreeQueue(horizon)
-        self.chain = (
-            PrefixChain()
-        )  # parent links of the resident blocks: the hits incremental mode leaves out
+        # parent links of the resident blocks: the hits the default (incremental) mode leaves out
+        self.chain = PrefixChain()
         self.block_size = 0  # tokens of a full block, the largest a store said
         self.groups = GroupCopies()  # a hybrid model's other KV cache groups, in the same pool
         self._forgotten_recent: set[int] = set()
