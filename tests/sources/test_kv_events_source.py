@@ -562,8 +562,10 @@ def test_a_batch_lost_at_the_end_of_the_stream_is_asked_for_when_the_stream_goes
     with running(source_for(fake, tail_probe_seconds=0.3), fake) as run:
         fake.publish([fake.stored([1, 2])], ts=1.0)
         fake.publish([fake.stored([3], parent=2)], ts=1.1, deliver=False)  # the last batch, lost on the way
-        run.wait_for(lambda r: len(r.keys) == 3)
-        assert run.keys == [1, 2, 3]
+        # recovered: block 3 continues the request (or, when the quiet stream finished that request
+        # first, starts the next one, its hits 1, 2 read off the chain it hangs on)
+        run.wait_for(lambda r: bool(r.keys) and r.keys[-1] == 3)
+        assert run.keys in ([1, 2, 3], [1, 2, 1, 2, 3])
         assert fake.replay_requests == [1]
         assert run.detail("sequence gaps") == "1 gap, 1 batch missing: 1 recovered by replay, 0 lost"
         assert run.detail("quiet stream") == "asked 1 times for batches after the last one seen"
