@@ -19,8 +19,9 @@ from kvset.figures.kv_cache_groups import GroupFigures, KvCacheGroups
 from kvset.figures.operating_point import OperatingPoint
 from kvset.figures.policy_gap import BeladyMin, HitRateGap, PolicyGap
 from kvset.figures.ranks import Pooling, Ranks, RankView
+from kvset.figures.reading import CurveReading, read_curve
 from kvset.figures.reserve import Reserve
-from kvset.figures.thrashing import RANK_POOL_SOURCE, CapacityGain, Thrashing, ThrashingByWindow
+from kvset.figures.thrashing import RANK_POOL_SOURCE, CapacityGain, Thrashing, ThrashingByWindow, thrashing_at
 from kvset.figures.thrashing import RULE as THRASHING_RULE
 from kvset.figures.thrashing import RULE_SHORT as THRASHING_RULE_SHORT
 from kvset.figures.tiers import NextTier, Tier, TierPlan, Tiers
@@ -46,6 +47,7 @@ __all__ = [
     "BeladyMin",
     "Caveat",
     "ChurnSeries",
+    "CurveReading",
     "Curves",
     "EngineReading",
     "EngineState",
@@ -77,6 +79,8 @@ __all__ = [
     "WorkingSets",
     "curve_csv",
     "quantities",
+    "read_curve",
     "snapshot_json",
     "snapshot_text",
+    "thrashing_at",
 ]

@@ -306,6 +306,10 @@ class Monitor:
             self._opt_stream.add(batch)
         if self.recorder is not None:
             self.recorder.write(batch, block_size=units.block_size)
+            if self.recorder.failure is not None:  # counted where the source's rejections are shown
+                self._pipeline_rejects[index].reject(
+                    f"not recorded: {self.recorder.failure}; the recording is discarded", count=len(batch)
+                )
         self._rate_window.append((time.monotonic(), len(batch)))
         self._changed = True
 

@@ -21,6 +21,7 @@ from kvset.core.opt import OptHistogram, opt_histogram
 from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
 from kvset.figures.inputs import OptCurve
 from kvset.formats import read_trace
+from kvset.formats.byte_input import INPUT_ENDS_EARLY
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
 from kvset.rejects import RejectCounter
 from kvset.snapshot import InputRead, Snapshot
@@ -44,6 +45,13 @@ class InputSummary:
     warnings: RejectCounter = field(default_factory=RejectCounter)
     notes: list[str] = field(default_factory=list)
     read_seconds: float = 0.0
+
+    @property
+    def ended_early(self) -> str | None:
+        """Where and why the input stopped before its end (a truncated or corrupt gzip), else None:
+        the figures are then of the part before it."""
+        found = next((r for r in self.rejects.summary() if r.reason == INPUT_ENDS_EARLY), None)
+        return None if found is None else (found.examples[0] if found.examples else found.reason)
 
 
 @dataclass

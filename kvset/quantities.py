@@ -106,7 +106,10 @@ def parse_bytes(text: str) -> int:
         raise ValueError(
             f"unknown byte unit {suffix!r} in {text!r} (use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB)"
         )
-    return int(round(float(number) * factor))
+    value = float(number) * factor
+    if value > MAX_COUNT:  # infinity too
+        raise ValueError(f"{text!r} is too large (at most {MAX_COUNT:,} bytes)")
+    return int(round(value))
 
 
 # -- hit rates and targets -------------------------------------------------------------------------
@@ -158,7 +161,8 @@ def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
         except ValueError:
             raise ValueError(f"{what} {part!r} is not a number") from None
         if not 0 < value <= 1:
-            raise ValueError(f"{what} {part!r} must lie in (0, 1] (or (0 %, 100 %])")
+            hint = f": did you mean {part}%?" if 1 < value <= 100 and not part.endswith("%") else ""
+            raise ValueError(f"{what} {part!r} must lie in (0, 1] (or (0 %, 100 %]){hint}")
         out.append(value)
     if not out:
         raise ValueError(f"no {what} given")
@@ -200,6 +204,18 @@ def rate(per_second: float | None, what: str = "/s") -> str:
     return f"{count(per_second)}{what}"
 
 
+# The largest count or size any flag takes: numpy's int64 holds it with room for sums, so a huge
+# number is a one-line error where it is read, not an overflow deep in the analysis.
+MAX_COUNT = 2**62
+
+
+def check_count(value: int, what: str) -> int:
+    """`value` if it is at most MAX_COUNT, else a ValueError naming `what`."""
+    if value > MAX_COUNT:
+        raise ValueError(f"{what} is too large (at most {MAX_COUNT:,})")
+    return value
+
+
 def parse_capacities(text: str) -> tuple[int, ...]:
     """'1000,10_000,1e5' -> (1000, 10000, 100000): whole numbers of blocks, sorted, each at least 1."""
     out = []
@@ -209,11 +225,11 @@ def parse_capacities(text: str) -> tuple[int, ...]:
             continue
         try:
             value = int(float(part)) if "e" in part.lower() else int(part)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: 1e400 reads as infinity
             raise ValueError(f"capacity {part!r} is not a whole number of blocks") from None
         if value < 1:
             raise ValueError(f"capacity {part!r} must be at least 1 block")
-        out.append(value)
+        out.append(check_count(value, f"capacity {part!r}"))
     if not out:
         raise ValueError("no capacity given")
     return tuple(sorted(set(out)))

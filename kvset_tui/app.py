@@ -25,13 +25,14 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from kvset.api import Ranks, Snapshot, Tiers
+from kvset_tui.capacity_prompt import CapacityPrompt
 from kvset_tui.export import ExportPaths, export_snapshot
 from kvset_tui.help_screen import HelpScreen, key_help
 from kvset_tui.messages import SnapshotReady
 from kvset_tui.theming import KvsetTheme, choose_theme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.churn import ChurnPanel
-from kvset_tui.widgets.curve_plot import HitRateCurvePlot
+from kvset_tui.widgets.curve_plot import HitRateCurvePlot, cursor_range
 from kvset_tui.widgets.demo_banner import DemoBanner
 from kvset_tui.widgets.events import EventsPanel
 from kvset_tui.widgets.panel import SnapshotView
@@ -72,7 +73,10 @@ Screen { layout: vertical; }
     padding: 0 1;
 }
 #curve { padding: 0; }
+#events { text-wrap: wrap; }  /* a long event's hint is at its end: wrap it, the oldest give way */
 Screen.-narrow #side { width: 38; }
+/* a wide terminal gives the side column its share, so that hints and notes are not cut */
+Screen.-huge #side { width: 40%; }
 Screen.-short .panel { border: none; border-top: solid $primary 40%; padding: 0; }
 Screen.-short #events { display: none; }
 /* --tiers: the tiers panel takes the events panel's place; on a short screen the reserve's too (the
@@ -104,7 +108,7 @@ class KvsetTopApp(App[int]):
     TITLE = "kvset-top"
     ENABLE_COMMAND_PALETTE = False
     CSS = APP_CSS
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide"), (150, "-huge")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
     # Each binding's tooltip is its line in the help screen, which reads the live bindings.
     BINDINGS = [
@@ -138,6 +142,43 @@ class KvsetTopApp(App[int]):
             tooltip="cycle units: blocks, tokens, GiB (GiB needs --model)",
         ),
         Binding("l", "toggle_log", "Log/lin", id="kvset.log", tooltip="log or linear capacity axis"),
+        *(
+            Binding(key, f"move_cursor({steps})", label, show=False, id=f"kvset.cursor_{name}", tooltip=tip)
+            for key, steps, label, name, tip in (
+                (
+                    "left",
+                    -1,
+                    "Cursor",
+                    "left",
+                    "the curve's cursor to a smaller capacity (at the pool first)",
+                ),
+                ("right", 1, "Cursor", "right", "the curve's cursor to a larger capacity"),
+                (
+                    "shift+left",
+                    -8,
+                    "Cursor",
+                    "halve",
+                    "the cursor to half the capacity (a doubling on a log axis)",
+                ),
+                ("shift+right", 8, "Cursor", "double", "the cursor to twice the capacity"),
+            )
+        ),
+        Binding(
+            "c",
+            "type_capacity",
+            "Capacity",
+            show=False,
+            id="kvset.cursor_type",
+            tooltip="type a capacity for the cursor (blocks, or GiB with --model)",
+        ),
+        Binding(
+            "escape",
+            "clear_cursor",
+            "No cursor",
+            show=False,
+            id="kvset.cursor_clear",
+            tooltip="hide the cursor",
+        ),
         Binding(
             "t",
             "cycle_targets",
@@ -353,6 +394,24 @@ class KvsetTopApp(App[int]):
 
     def action_toggle_log(self) -> None:
         self._set_view(self.view.toggle_log())
+
+    def action_move_cursor(self, steps: int) -> None:
+        ranged = cursor_range(self.shown, self.view)
+        if ranged is None:
+            self.notify("no curve yet: nothing to point at", severity="warning", timeout=3)
+            return
+        self._set_view(self.view.move_cursor(steps, *ranged))
+
+    def action_type_capacity(self) -> None:
+        def chosen(blocks: int | None) -> None:
+            if blocks is not None:
+                self._set_view(self.view.with_cursor(blocks))
+
+        self.push_screen(CapacityPrompt(self.shown), chosen)
+
+    def action_clear_cursor(self) -> None:
+        if self.view.cursor_blocks is not None:
+            self._set_view(self.view.with_cursor(None))
 
     def action_cycle_targets(self) -> None:
         view, notice = self.view.next_target_mode(self.shown)

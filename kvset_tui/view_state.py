@@ -8,6 +8,8 @@ from kvset.api import TARGET_MODES, WINDOWS, Ranks, RankView, Snapshot
 
 WINDOW_LABELS: tuple[str, ...] = tuple(label for label, _ in WINDOWS)
 UNITS: tuple[str, ...] = ("blocks", "tokens", "GiB")
+CURSOR_STEPS_PER_DOUBLING = 8  # a step of the curve's cursor on a log axis: an eighth of a doubling
+CURSOR_LINEAR_STEPS = 40  # on a linear axis: a fortieth of the axis
 
 
 def unit_missing_reason(unit: str, snapshot: Snapshot | None) -> str | None:
@@ -34,6 +36,22 @@ class ViewState:
     # Whether the user picked the window (a key or --window): only a window nobody chose follows the
     # stream, e.g. to all time once a replay has finished.
     window_chosen: bool = False
+    cursor_blocks: int | None = None  # the capacity the curve's cursor points at; None: no cursor
+
+    def move_cursor(self, steps: int, start: int, top: int) -> ViewState:
+        """The cursor moved `steps` steps right (left when negative), within 1..top blocks; without a
+        cursor yet, it appears at `start` (the pool, the knee) and the steps count from there."""
+        at = float(self.cursor_blocks if self.cursor_blocks is not None else start)
+        if self.cursor_blocks is not None:
+            if self.log_x:
+                moved = at * 2 ** (steps / CURSOR_STEPS_PER_DOUBLING)
+                at = max(moved, at + 1) if steps > 0 else min(moved, at - 1)  # at least a block a step
+            else:
+                at += steps * max(1.0, top / CURSOR_LINEAR_STEPS)
+        return replace(self, cursor_blocks=int(min(max(1, round(at)), max(1, top))))
+
+    def with_cursor(self, blocks: int | None) -> ViewState:
+        return replace(self, cursor_blocks=None if blocks is None else max(1, int(blocks)))
 
     def next_window(self) -> ViewState:
         i = WINDOW_LABELS.index(self.window) if self.window in WINDOW_LABELS else -1

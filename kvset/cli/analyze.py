@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from kvset.cli.argtypes import positive_int
 from kvset.cli.distributed_flags import add_distributed_arguments, analyze_from_args, distributed_requested
 from kvset.cli.figure_flags import add_figure_arguments, check_figure_options, option_values
 from kvset.cli.flags import (
@@ -24,7 +25,7 @@ from kvset.cli.flags import (
     add_sampling_arguments,
 )
 from kvset.cli.from_flags import geometry_from_args
-from kvset.cli.inputs import InputError, load_input
+from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
 from kvset.core.stack_distance import Sampling
 from kvset.figures import curve, tiers
 from kvset.figures.base import ANALYZE
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_opt_argument(p, "also MIN's hit rates and working sets, and how far LRU is from it")
     p.add_argument(
         "--bytes-per-token",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="full-attention KV bytes per token, to show capacities in GiB",
     )
@@ -65,8 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         values = option_values(args, ANALYZE)
-        if args.bytes_per_token is not None and args.bytes_per_token < 1:
-            raise ValueError("--bytes-per-token must be positive")
         if args.model and args.bytes_per_token:
             raise ValueError("give --model or --bytes-per-token, not both")
         if args.json and args.csv:
@@ -99,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, InputError, TraceError, GeometryError) as e:
         print(f"kvset analyze: {e}", file=sys.stderr)
         return 2
+    partial = partial_read(summary, "analyze", args.allow_partial)
+    if partial is not None:
+        print(partial, file=sys.stderr)
+        if not args.allow_partial:
+            return EXIT_PARTIAL
     if result.accesses == 0:
         print("kvset analyze: no block access in the input", file=sys.stderr)
         return 2

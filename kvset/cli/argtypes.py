@@ -9,14 +9,17 @@ import argparse
 
 from kvset.geometry.dtypes import canonical_dtype
 from kvset.geometry.errors import GeometryError
-from kvset.quantities import parse_bytes, parse_fractions
+from kvset.quantities import MAX_COUNT, parse_bytes, parse_fractions
 
 
 def _number(text: str, kind: type, what: str):
     try:
-        return kind(str(text).replace("_", "").replace(",", ""))
+        value = kind(str(text).replace("_", "").replace(",", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+    if kind is int and abs(value) > MAX_COUNT:  # it would overflow numpy's int64 further on
+        raise argparse.ArgumentTypeError(f"too large: {text} (at most {MAX_COUNT:,})")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -37,6 +40,17 @@ def positive_float(text: str) -> float:
     value = _number(text, float, "a number")
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+MAX_SECONDS = 366 * 86_400.0  # a duration, interval or timeout longer than a year is a typo
+
+
+def seconds(text: str) -> float:
+    """A positive duration in seconds, at most MAX_SECONDS (larger ones overflow the clocks' waits)."""
+    value = positive_float(text)
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SECONDS:,.0f} s (a year), got {text}")
     return value
 
 

@@ -21,9 +21,9 @@ from kvset.cli.argtypes import (
     dtype_name,
     listen_address,
     non_negative_int,
-    positive_float,
     positive_int,
     sample_rate,
+    seconds,
     speed,
 )
 from kvset.cli.figure_flags import add_figure_arguments
@@ -165,6 +165,11 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     add_trace_arguments(p)
     add_units_arguments(p)
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="give the figures of an input that ends early (truncated .gz) instead of exit code 3",
+    )
     add_log_arguments(p, live=False)
 
 
@@ -336,12 +341,10 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics",
     )
+    g.add_argument("--metrics-interval", type=seconds, default=1.0, metavar="S", help="poll every S seconds")
+    g.add_argument("--metrics-timeout", type=seconds, default=2.0, metavar="S", help="request timeout")
     g.add_argument(
-        "--metrics-interval", type=positive_float, default=1.0, metavar="S", help="poll every S seconds"
-    )
-    g.add_argument("--metrics-timeout", type=positive_float, default=2.0, metavar="S", help="request timeout")
-    g.add_argument(
-        "--metrics-window", type=positive_float, default=60.0, metavar="S", help="hit-rate window in seconds"
+        "--metrics-window", type=seconds, default=60.0, metavar="S", help="hit-rate window in seconds"
     )
     g.add_argument(
         "--metrics-max-bytes",
@@ -379,7 +382,7 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
     )
     group.add_argument(
         "--group-idx",
-        type=int,
+        type=non_negative_int,
         default=None,
         metavar="N",
         help="count only this KV cache group's events (default: the group the events call full attention, "
@@ -387,7 +390,7 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
     )
     group.add_argument(
         "--replay-timeout",
-        type=positive_float,
+        type=seconds,
         default=1.0,
         metavar="S",
         help="how long to wait for a replay before counting the missing batches as lost (default 1 s)",
@@ -445,7 +448,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
             "file has been replayed",
         )
     ana.add_argument(
-        "--interval", type=positive_float, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
+        "--interval", type=seconds, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
     )
     add_override_arguments(p)
 
@@ -460,7 +463,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
     add_csv_argument(once, "with --once: the all-time curve as CSV (one row per capacity)")
     once.add_argument(
         "--duration",
-        type=positive_float,
+        type=seconds,
         metavar="SECONDS",
         help="with --once: how long to listen to live sources (default 10 s; files and the "
         "demo are read to the end)",

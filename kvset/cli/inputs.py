@@ -23,6 +23,26 @@ class InputError(Exception):
     """Unusable input: the command prints it and exits with code 2."""
 
 
+# `kvset analyze` and `kvset verify` exit with it when the input ended before its end (a truncated or
+# corrupt .gz): the figures would be of a part only, so without --allow-partial none are printed.
+EXIT_PARTIAL = 3
+
+
+def partial_read(summary: InputSummary, command: str, allowed: bool) -> str | None:
+    """The stderr line for an input that ended early (None: it was read whole): a refusal, or with
+    --allow-partial the warning printed beside the figures."""
+    where = summary.ended_early
+    if where is None:
+        return None
+    read = f"{plural(summary.requests, 'request')} read before it"
+    if allowed:
+        return f"kvset {command}: partial input: {where}; the figures are of the {read} (--allow-partial)"
+    return (
+        f"kvset {command}: the input ends early: {where}; {read}. No figures printed "
+        f"(exit code {EXIT_PARTIAL}): give --allow-partial for those of the part read"
+    )
+
+
 def load_input(
     args: argparse.Namespace, stream: bool = False
 ) -> tuple[Callable[[], Iterable[AccessBatch]], InputSummary]:

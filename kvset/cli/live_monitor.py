@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,9 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
     )
 
 
+RETRY_PROMISE = re.compile(r", retry(?:ing now| in [0-9.]+ s)$")  # what a down source's state ends with
+
+
 def source_failure(health: SourceHealth) -> str | None:
     """Why a source gave nothing a report can use, or None when it delivered something.
 
@@ -206,7 +210,11 @@ def source_failure(health: SourceHealth) -> str | None:
     delivered = health.accesses > 0 or health.received > 0
     if delivered and not health.state.startswith("failed"):
         return None
-    reasons = [health.state] + [r.reason for r in health.rejected[:1]] + list(health.notes[:1])
+    # `--once` is ending: a promised retry will not come; and a reason the state already says, once
+    state = RETRY_PROMISE.sub("", health.state)
+    reasons = (
+        [state] + [r.reason for r in health.rejected[:1] if r.reason not in state] + list(health.notes[:1])
+    )
     return f"{health.source}: " + "; ".join(dict.fromkeys(r for r in reasons if r))
 
 

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+from kvset.cli.argtypes import seconds
 from kvset.cli.flags import (
     add_block_size_argument,
     add_events_arguments,
@@ -15,7 +16,7 @@ from kvset.cli.flags import (
     add_removed_arguments,
 )
 from kvset.cli.from_flags import events_source_from_args
-from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
+from kvset.formats.record import CHECKPOINT_SECONDS, RecordTargetError, TraceRecorder, check_record_target
 from kvset.quantities import plural
 
 _PROGRESS_EVERY_S = 5.0
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", required=True, metavar="FILE", help="the trace to write (.gz: gzip-compressed)"
     )
     add_force_argument(parser, "the --out file")
-    parser.add_argument("--seconds", type=float, default=None, metavar="N", help="stop after N seconds")
+    parser.add_argument("--seconds", type=seconds, default=None, metavar="N", help="stop after N seconds")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     parser.set_defaults(func=run)
 
@@ -48,9 +49,6 @@ def _say(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.seconds is not None and args.seconds <= 0:
-        _say("kvset record: --seconds must be positive")
-        return 2
     try:
         check_record_target(args.out, overwrite=args.force)  # before connecting: a wrong path fails at once
         source = events_source_from_args(args)
@@ -75,10 +73,17 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         _say(f"kvset record: cannot write {args.out}: {exc.strerror or exc}")
         return 2
+    if not args.quiet:
+        _say(
+            f"recording into {recorder.partial_path}, renamed to {args.out} when it ends; if it is killed, "
+            f"that file holds all up to {CHECKPOINT_SECONDS:.0f} s before: kvset analyze FILE --allow-partial reads it"
+        )
     try:
         for update in source.updates(stop):
             if update.accesses is not None:
                 recorder.write(update.accesses, block_size=update.units.block_size if update.units else None)
+            if recorder.failure is not None:
+                break  # a full disk: nothing more can be kept
             health = update.health or health
             for event in update.events:
                 _say(f"{event.kind}: {event.text}")
@@ -98,8 +103,17 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         if restore is not None:
             signal.signal(signal.SIGTERM, restore)
+    if recorder.failure is not None:
+        kept = "the file that was there is untouched" if args.force else "nothing was written there"
+        _say(f"kvset record: {recorder.failure}; the recording is discarded ({kept})")
+        return 1
     health = source.health()
     elapsed = time.monotonic() - started
+    if recorder.requests == 0:  # one line: the reason; the empty counters after it would only bury it
+        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
+        if source.rejects:
+            _say("  " + source.rejects.describe().replace("\n", "\n  "))
+        return 1
     _say(
         f"recorded {plural(recorder.requests, 'request')}, {plural(recorder.accesses, 'block access', 'block accesses')} "
         f"({plural(recorder.tokens, 'token')}) in {elapsed:.1f} s to {args.out}"
@@ -115,7 +129,4 @@ def run(args: argparse.Namespace) -> int:
         _say(f"  note: {note}")
     if source.rejects:
         _say("  " + source.rejects.describe().replace("\n", "\n  "))
-    if recorder.requests == 0:
-        _say(f"kvset record: nothing recorded ({health.state}; no {args.medium} BlockStored events arrived)")
-        return 1
     return 0

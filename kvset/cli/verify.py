@@ -16,7 +16,7 @@ from kvset.cli.flags import (
     add_json_argument,
     add_opt_argument,
 )
-from kvset.cli.inputs import InputError, load_input
+from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
 from kvset.core.curve import HitRateCurve
 from kvset.core.naive import naive_curve, naive_min_curve
 from kvset.figures.base import VERIFY
@@ -106,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvset verify: {e}", file=sys.stderr)
         return 2
     result = analyze_batches(batches(), summary, horizon=args.horizon, order=args.order)
+    partial = partial_read(summary, "verify", args.allow_partial)
+    if partial is not None:
+        print(partial, file=sys.stderr)
+        if not args.allow_partial:
+            return EXIT_PARTIAL
     if result.accesses == 0:
         print("kvset verify: no block access in the input", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ from kvset.core.feed_args import (
 from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID
-from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
+from kvset.core.slots import SlotRing, TimeSlotViews
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -362,7 +362,7 @@ class Analyzer(TimeSlotViews):
         """The all-time curve (exact at every capacity), or the last `window` seconds' (grid)."""
         if window is None:
             return self._exact_curve()
-        return self._window_curve(float(window))
+        return self.window_curve(float(window))
 
     def _exact_curve(self) -> HitRateCurve:
         t = self._t
@@ -381,14 +381,4 @@ class Analyzer(TimeSlotViews):
             beyond_horizon_tokens=int(self.counts[K.C_BEYOND_TOKENS]),
         )
 
-    def _ring_for(self, window: float) -> SlotRing:
-        return self.fine if window <= self.fine.span_seconds() else self.coarse
-
-    def _window_curve(self, window: float) -> HitRateCurve:
-        return self._ring_for(window).window_curve(window, self.grid_capacities, self.horizon)
-
-    # -- time slots, for views over time (trends, churn; the rest in TimeSlotViews) --
-    def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
-        """Per-slot counters and grid histograms for the last `seconds`, oldest first."""
-        ring = self.coarse if coarse else self.fine
-        return ring.series(seconds, self.grid_capacities, self.horizon)
+    # time slots, for views over time (windows, trends, churn): in TimeSlotViews

@@ -17,6 +17,9 @@ found follow A's, both cut at H; histograms add. The merge is associative and or
 ordered tree of them gives the one-process histogram bit for bit: a first at index >= H, or a block
 below position H of A, has a distance above H whatever comes before.
 
+The analyzer's time slots (the windowed curves, the churn and the trends) merge beside the histogram
+in kvset.core.partial_slots: each first resolved in the merge is resolved in its time slot too.
+
 What is not merged exactly: which misses were first accesses and which re-references beyond the
 horizon. One process tells them apart with a Bloom filter of the blocks it forgot; a partition
 knows only the blocks it forgot itself and those still in the earlier partitions' stacks, so a
@@ -26,7 +29,8 @@ a horizon reached (at most H distinct blocks), there is nothing forgotten and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,9 +41,10 @@ from kvset.core import fenwick
 from kvset.core import hash_table as HT
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
-from kvset.core.feed_args import reverse_within_requests, tokens_array
+from kvset.core.feed_args import reverse_within_requests, timestamps_array, tokens_array
 from kvset.core.intrinsics import popcount
 from kvset.core.kernel_types import Int
+from kvset.core.partial_slots import PartialSlots, SlotMarks, SpillRing, empty_slots, merge_slots, ring_state
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -66,7 +71,7 @@ class PartialStack:
     stack: the blocks most recent first; firsts, first_tokens: the blocks by first access, with
     that access's tokens; complete: every block of the run is in `stack` and `firsts` (at most H
     distinct blocks), so `distinct` is their number; when not, both hold H blocks.
-    t_first, t_last: the run's first and last timestamps (NaN: none)."""
+    t_first, t_last: the run's earliest and latest timestamps (NaN: none); windows: its time slots."""
 
     horizon: int
     hist: Ints
@@ -77,6 +82,7 @@ class PartialStack:
     complete: bool
     t_first: float = float("nan")
     t_last: float = float("nan")
+    windows: PartialSlots | None = None  # None: no slots kept (empty_stack gives empty ones)
     extra: dict[str, Any] = field(default_factory=dict)  # the driver's notes about the run (its input)
 
     @property
@@ -114,6 +120,11 @@ class PartialStack:
         return None
 
     @property
+    def tracked_blocks(self) -> int:
+        """The blocks one process tracks at the end: its LRU stack, cut at the horizon."""
+        return len(self.stack)
+
+    @property
     def max_distance(self) -> int:
         """The largest distance seen: hist is cut after its row (kept so by the analyzer and the merge)."""
         return len(self.hist) - 1
@@ -129,7 +140,8 @@ class PartialStack:
         return max(0, self.misses - self.horizon)
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.hist, self.counts, self.stack, self.firsts, self.first_tokens))
+        arrays = (self.hist, self.counts, self.stack, self.firsts, self.first_tokens)
+        return sum(a.nbytes for a in arrays) + (self.windows.nbytes() if self.windows else 0)
 
     def curve(self) -> HitRateCurve:
         """The exact all-time curve, as Analyzer.curve() gives it for the same accesses."""
@@ -158,6 +170,7 @@ def empty_stack(horizon: int) -> PartialStack:
         firsts=np.zeros(0, dtype=np.uint64),
         first_tokens=np.zeros(0, dtype=np.int64),
         complete=True,
+        windows=empty_slots(horizon),
     )
 
 
@@ -166,32 +179,57 @@ class PartitionAnalyzer:
 
     The analyzer's per-access distances say which accesses found no earlier one (0): before its
     first forgotten block, those are exactly the first accesses of distinct blocks, so its first H
-    are the partition's firsts."""
+    are the partition's firsts. Its rings keep what they drop (SpillRing), and SlotMarks the slot of
+    each first and the accesses on time (kvset.core.partial_slots)."""
 
     def __init__(self, horizon: int, order: str = "forward", units: StreamUnits = DEFAULT_UNITS) -> None:
-        self.analyzer = Analyzer(horizon=horizon, order=order, units=units)  # type: ignore[arg-type]
+        self.analyzer = a = Analyzer(horizon=horizon, order=order, units=units)  # type: ignore[arg-type]
+        nb = len(a.grid_capacities)
+        a.fine = SpillRing(a.fine.width, a.fine.n_slots, nb)
+        a.coarse = SpillRing(a.coarse.width, a.coarse.n_slots, nb)
         self.horizon = int(horizon)
+        self._marks = SlotMarks(a.fine.width)
         self._first_keys: list[Keys] = []
         self._first_tokens: list[Ints] = []
+        self._first_slots: list[Ints] = []
         self._firsts = 0
 
     def feed_batch(self, batch: AccessBatch) -> None:
-        out = self.analyzer.feed_batch(batch, return_distances=True)
-        if out is None or self._firsts >= self.horizon:
-            return
         n = len(batch.keys)
+        if batch.timestamps is None and n:  # the wall time the analyzer would take, taken once for both
+            batch = replace(batch, timestamps=time.time())
+        out = self.analyzer.feed_batch(batch, return_distances=True)
+        if out is None or n == 0:
+            return
+        stamps, _, _ = timestamps_array(batch.timestamps, n)
+        starts = batch.request_starts
+        order = None
+        if self.analyzer.order == "reverse" and starts is not None and len(starts):
+            order = reverse_within_requests(np.asarray(starts, dtype=np.int64), n)
+            stamps = stamps[order] if len(stamps) == n else stamps
+        slots = self._marks.feed(stamps, n)
+        if self._firsts >= self.horizon:
+            return
         keys = np.ascontiguousarray(batch.keys, dtype=np.uint64)
         tokens = tokens_array(batch.tokens, n, self.analyzer.block_size)
         if tokens.shape[0] != n:
             tokens = np.full(n, int(tokens[0]), dtype=np.int64)
-        starts = batch.request_starts
-        if self.analyzer.order == "reverse" and starts is not None and len(starts):
-            order = reverse_within_requests(np.asarray(starts, dtype=np.int64), n)
+        if order is not None:
             keys, tokens, out = keys[order], tokens[order], out[order]
         at = np.flatnonzero(out == 0)[: self.horizon - self._firsts]
         self._first_keys.append(keys[at])
         self._first_tokens.append(tokens[at].astype(np.int64))
+        self._first_slots.append(slots[at])
         self._firsts += len(at)
+
+    def _windows(self) -> PartialSlots:
+        a = self.analyzer
+        assert isinstance(a.fine, SpillRing) and isinstance(a.coarse, SpillRing)
+        on_slots, on_time = self._marks.on_time()
+        first_slots = np.concatenate([np.zeros(0, dtype=np.int64), *self._first_slots])
+        return PartialSlots(
+            ring_state(a.fine), ring_state(a.coarse), first_slots, on_slots, on_time, a.late_accesses
+        )
 
     def state(self) -> PartialStack:
         a = self.analyzer
@@ -220,6 +258,7 @@ class PartitionAnalyzer:
             complete=a.forgotten_blocks == 0 and len(firsts) < self.horizon + 1,
             t_first=float("nan") if a.first_time_at is None else a.first_time_at,
             t_last=float("nan") if a.last_time_at is None else a.last_time_at,
+            windows=self._windows(),
         )
 
 
@@ -229,13 +268,14 @@ def partial_stack(
     horizon: int = 1 << 22,
     order: str = "forward",
     request_starts: npt.ArrayLike | None = None,
+    timestamps: npt.ArrayLike | float = 0.0,
 ) -> PartialStack:
-    """The partial stack of one run of accesses given as arrays (one batch, at time 0; one token
-    count for all: blocks of that size)."""
+    """The partial stack of one run of accesses given as arrays (one batch, at time 0 unless
+    timestamps are given; one token count for all: blocks of that size)."""
     p = PartitionAnalyzer(horizon, order, array_units(tokens))
     k = np.ascontiguousarray(keys, dtype=np.uint64)
     if len(k):
-        p.feed_batch(array_batch(k, tokens, request_starts))
+        p.feed_batch(array_batch(k, tokens, request_starts, timestamps))
     return p.state()
 
 
@@ -247,17 +287,25 @@ def array_units(tokens: npt.ArrayLike | int | None) -> StreamUnits:
 
 
 def array_batch(
-    keys: npt.ArrayLike, tokens: npt.ArrayLike | int | None, request_starts: npt.ArrayLike | None
+    keys: npt.ArrayLike,
+    tokens: npt.ArrayLike | int | None,
+    request_starts: npt.ArrayLike | None,
+    timestamps: npt.ArrayLike | float = 0.0,
 ) -> AccessBatch:
-    """One batch of accesses given as arrays, at time 0 (tokens: per access, one number, or None:
-    a whole block each, in array_units(tokens))."""
+    """One batch of accesses given as arrays, at time 0 or `timestamps` (tokens: per access, one
+    number, or None: a whole block each, in array_units(tokens))."""
     scalar = tokens is None or np.ndim(tokens) == 0
     return AccessBatch(
         keys=np.ascontiguousarray(keys, dtype=np.uint64),
         tokens=None if scalar else np.asarray(tokens, dtype=np.int64),
         request_starts=None if request_starts is None else np.asarray(request_starts, dtype=np.int64),
-        timestamps=0.0,
+        timestamps=_stamps(timestamps),
     )
+
+
+def _stamps(timestamps: npt.ArrayLike | float) -> np.ndarray | float:
+    stamps = np.asarray(timestamps, dtype=np.float64)
+    return float(stamps) if stamps.ndim == 0 else stamps
 
 
 # The merge's join of B's firsts with A's stack is radix-partitioned: both sides are scattered by the
@@ -425,9 +473,18 @@ def merge(a: PartialStack, b: PartialStack) -> PartialStack:
         firsts=np.ascontiguousarray(firsts),
         first_tokens=np.ascontiguousarray(first_tokens),
         complete=a.complete and b.complete and len(a.firsts) + int(new.sum()) <= horizon,
-        t_first=a.t_first if a.t_first == a.t_first else b.t_first,
-        t_last=b.t_last if b.t_last == b.t_last else a.t_last,
+        t_first=float(np.fmin(a.t_first, b.t_first)),
+        t_last=float(np.fmax(a.t_last, b.t_last)),
+        windows=_merge_windows(a, b, distance, new),
     )
+
+
+def _merge_windows(
+    a: PartialStack, b: PartialStack, distance: Ints, new: npt.NDArray[np.bool_]
+) -> PartialSlots | None:
+    if a.windows is None or b.windows is None:
+        return None
+    return merge_slots(a.windows, b.windows, distance, b.first_tokens, new, a.complete, a.horizon)
 
 
 def merge_all(states: list[PartialStack]) -> PartialStack:

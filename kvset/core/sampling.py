@@ -550,9 +550,8 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 int(self._s.meta[SK.S_MAX_DISTANCE]),
                 self.sampling,
             )
-        ring = self.fine if window <= self.fine.span_seconds() else self.coarse
         self._ring_tokens()
-        return self._unscaled(ring.window_curve(float(window), self.grid_capacities, self.horizon))
+        return self._unscaled(self.window_curve(float(window)))
 
     def _unscaled(self, c: HitRateCurve) -> HitRateCurve:
         """A ring curve (fixed point) in accesses, labelled as the estimate it is."""

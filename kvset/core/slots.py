@@ -157,11 +157,14 @@ class SlotSeries:
 
 
 class TimeSlotViews:
-    """What an analyzer with a fine and a coarse ring (self.fine, self.coarse) and a slot_series
-    shows of them: their widths and spans, and consecutive window curves."""
+    """What an analyzer with a fine and a coarse ring (self.fine, self.coarse) on the grid
+    self.grid_capacities shows of them: their widths and spans, window curves and slot series
+    (an analyzer whose rings hold other than hits overrides them), consecutive window curves."""
 
     fine: SlotRing
     coarse: SlotRing
+    grid_capacities: np.ndarray
+    horizon: int
 
     @property
     def fine_slot_seconds(self) -> float:
@@ -184,8 +187,18 @@ class TimeSlotViews:
         """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
         return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)
 
+    def ring_for(self, window: float) -> SlotRing:
+        """The ring a window is read from: the fine one while it reaches back that far."""
+        return self.fine if window <= self.fine.span_seconds() else self.coarse
+
+    def window_curve(self, window: float) -> HitRateCurve:
+        """The grid curve of the last `window` seconds."""
+        return self.ring_for(window).window_curve(float(window), self.grid_capacities, self.horizon)
+
     def slot_series(self, seconds: float, coarse: bool = False) -> SlotSeries:
-        raise NotImplementedError  # each analyzer's own
+        """Per-slot counters and grid histograms for the last `seconds`, oldest first."""
+        ring = self.coarse if coarse else self.fine
+        return ring.series(seconds, self.grid_capacities, self.horizon)
 
 
 def consecutive_window_curves(

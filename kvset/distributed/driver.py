@@ -167,6 +167,11 @@ def analyze_distributed(
 ) -> AnalysisResult:
     """The analysis of `inputs` (files in stream order, a folder, or one file cut into byte ranges:
     `partitions` of them, default the workers' count) on Dask, as kvset analyze's one-process result."""
+    if config.sample_rate is not None:
+        raise PartitionError(
+            "--sample with --workers or --dask: a sampled run's time windows do not merge yet "
+            "(docs/method.md, section 13): run it in one process"
+        )
     t0 = time.perf_counter()
     client, local = _open(cluster)
     try:

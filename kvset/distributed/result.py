@@ -3,39 +3,92 @@ what was read summed over the partitions and a note saying how it was computed."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from kvset.core.curve import HitRateCurve
+import numpy as np
+import numpy.typing as npt
+
+from kvset.core.curve import HitRateCurve, SampleInfo
+from kvset.core.log_grid import WINDOW_GRID
+from kvset.core.slots import TimeSlotViews
 from kvset.distributed.partitions import PartitionError
 from kvset.offline import AnalysisResult, InputSummary
 from kvset.rejects import RejectCounter
-from kvset.units import StreamUnits
+from kvset.types import AccessBatch
+from kvset.units import DEFAULT_UNITS, StreamUnits
 
 
-@dataclass
-class MergedAnalysis:
-    """What the reports read off an analyzer, read off a merged state (a PartialStack or a
-    PartialSample, which carry the analyzer's names), and how it was computed."""
+class MergedAnalysis(TimeSlotViews):
+    """The analyzer protocol (kvset.core.stack_distance.StackDistanceAnalyzer) over a merged
+    PartialStack, which carries the analyzer's names and time slots (a PartialSample's do not merge
+    yet): what the snapshot and the reports read, and how it was computed. It takes no more accesses."""
 
-    state: Any
-    order: str
-    units: StreamUnits | None
-    computed: dict[str, Any] = field(default_factory=dict)  # partitions, workers, rounds, seconds
+    def __init__(self, state: Any, order: str, units: StreamUnits | None) -> None:
+        self.state = state
+        self.order = order
+        self.units = units or DEFAULT_UNITS
+        self.computed: dict[str, Any] = {}  # partitions, workers, rounds, seconds
+        self.horizon = int(state.horizon)
+        self.requests = state.requests
+        self.first_time_at = None if state.t_first != state.t_first else float(state.t_first)
+        self.last_time_at = None if state.t_last != state.t_last else float(state.t_last)
+        windows = state.windows
+        self.fine, self.coarse = windows.fine.ring(), windows.coarse.ring()
+        self.late_accesses = int(windows.late)
+        self.grid_capacities = WINDOW_GRID.capacities(self.horizon)
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _READ:
-            return getattr(self.state, name)
-        raise AttributeError(name)
+    @property
+    def block_size(self) -> int:
+        return self.units.block_size
 
-    def curve(self) -> HitRateCurve:
-        return self.state.curve()
+    @property
+    def sampling(self) -> SampleInfo | None:
+        info: SampleInfo | None = self.state.sampling
+        return info
 
+    @property
+    def accesses(self) -> int:
+        return int(self.state.accesses)
 
-_READ = frozenset(
-    ("horizon", "accesses", "tokens", "first_time", "beyond_horizon", "rereferences", "forgotten_blocks")
-    + ("requests", "sampling")
-)
+    @property
+    def tokens(self) -> int:
+        return int(self.state.tokens)
+
+    @property
+    def tracked_blocks(self) -> int:
+        return int(self.state.tracked_blocks)
+
+    @property
+    def forgotten_blocks(self) -> int:
+        return int(self.state.forgotten_blocks)
+
+    @property
+    def first_time(self) -> int:
+        return int(self.state.first_time)
+
+    @property
+    def beyond_horizon(self) -> int:
+        return int(self.state.beyond_horizon)
+
+    @property
+    def rereferences(self) -> int:
+        return int(self.state.rereferences)
+
+    def feed_batch(self, batch: AccessBatch, return_distances: bool = False) -> np.ndarray | None:
+        raise TypeError("a merged analysis takes no more accesses")
+
+    def feed(self, keys: npt.ArrayLike, *args: Any, **kwargs: Any) -> np.ndarray | None:
+        raise TypeError("a merged analysis takes no more accesses")
+
+    def curve(self, window: float | None = None) -> HitRateCurve:
+        """The all-time curve, or the last `window` seconds' (grid), as the analyzer gives them."""
+        if window is None:
+            curve: HitRateCurve = self.state.curve()
+            return curve
+        return self.window_curve(float(window))
+
+    def memory_bytes(self) -> int:
+        return int(self.state.nbytes())
 
 
 def merged_summary(name: str, parts: list[dict[str, Any]]) -> InputSummary:

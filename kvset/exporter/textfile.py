@@ -2,13 +2,17 @@
 
 Each refresh writes a temporary file in the target's own folder and renames it over the target:
 rename(2) within one file system is atomic, so the collector reads the previous file or the new one,
-never a part. The temporary name does not end in .prom, so the collector skips it.
+never a part. The temporary name does not end in .prom, so the collector skips it. It is created as
+mkstemp creates files (a name nobody can guess, O_EXCL: never a file or link planted there), and the
+target must be a regular file or absent: a link, a FIFO or a device there is refused, not replaced.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -20,16 +24,34 @@ from kvset.exporter.collector import SnapshotCollector
 WAIT_SECONDS = 0.5  # how often the writer looks at its stop flag while no snapshot comes
 
 
+def not_a_regular_file(path: Path) -> str | None:
+    """What stands at `path` if it is something other than a regular file (None: a file, or nothing).
+    lstat: a symbolic link is itself refused, whatever it points at."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISLNK: "a symbolic link", stat.S_ISFIFO: "a FIFO", stat.S_ISDIR: "a folder"}
+    kind = next((name for test, name in kinds.items() if test(mode)), "a device or socket")
+    return f"{path} is {kind}, not a regular file: refusing to replace it"
+
+
 def write_textfile(path: Path, registry: CollectorRegistry) -> None:
     """Write the registry's metrics to `path` atomically (temporary file + rename, same folder)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(generate_latest(registry))
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # node_exporter often runs as another user
+            os.fchmod(f.fileno(), 0o644)  # node_exporter often runs as another user
+        refused = not_a_regular_file(path)
+        if refused is not None:
+            raise OSError(refused)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -45,6 +67,9 @@ def check_textfile_target(path: Path) -> None:
         )
     if not folder.is_dir():
         raise ValueError(f"--textfile {path}: no such folder {folder}")
+    refused = not_a_regular_file(Path(path))
+    if refused is not None:
+        raise ValueError(f"--textfile {refused}")
     if not os.access(folder, os.W_OK):
         raise ValueError(f"--textfile {path}: cannot write in {folder}")
 

@@ -1,7 +1,7 @@
 """Working sets: for each target, the smallest LRU capacity that reaches it, in every window.
 
 One row per window, target mode and target: the capacity in blocks, tokens and bytes (or "not
-reached" inside the horizon), its trend over recent windows of the same length, whether it fits the
+reached" inside the horizon), the block and token hit rates the curve gives there, its trend over recent windows of the same length, whether it fits the
 engine's pool, and, on the all-time rows with --opt, the capacity Belady MIN needs for the same target.
 A windowed curve is read on its grid: its working sets are upper bounds within one grid step
 (`exact` False). An estimate's all-time rows carry the working sets of the curves two standard errors
@@ -22,7 +22,7 @@ from kvset.core.sampling_curve import working_set_bounds
 from kvset.figures import hybrid_reserve, policy_gap
 from kvset.figures.base import Json, MetricFamily, MetricSample, MetricsView, OptionValues, Sizes, TextView
 from kvset.figures.inputs import WINDOWS, Figure, FigureInputs, target_mode
-from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, gib_cell
+from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, gib_cell, percent_cell
 from kvset.quantities import duration, target_label
 
 TREND_POINTS = 6  # windows of each length in a row's trend
@@ -59,6 +59,9 @@ class WorkingSetRow:
     capacity_blocks_low: int | None = None
     capacity_blocks_high: int | None = None
     estimate: bool = False
+    # the hit rates the curve gives at the working set (None: not reached): what the target buys
+    block_hit_rate: float | None = None
+    token_hit_rate: float | None = None
 
     @property
     def reached(self) -> bool:
@@ -99,6 +102,8 @@ def working_set_row(
         fits = fits_in_pool(ws_bytes, sizes.bytes(pool), hybrid_bytes or 0)
     else:
         fits = fits_in_pool(ws, pool)
+    block_rate = curve.hit_rate(ws, "blocks") if ws is not None and curve.accesses else None
+    token_rate = curve.hit_rate(ws, "tokens") if ws is not None and curve.tokens else None
     low = high = None
     if curve.errors is not None:
         low, high = working_set_bounds(curve, target, mode)
@@ -117,6 +122,8 @@ def working_set_row(
         capacity_blocks_low=low,
         capacity_blocks_high=high,
         estimate=curve.errors is not None,
+        block_hit_rate=block_rate,
+        token_hit_rate=token_rate,
     )
 
 
@@ -179,6 +186,8 @@ def row_json(r: WorkingSetRow, sizes: Sizes) -> Json:
         "opt_capacity_blocks": r.opt_capacity_blocks,
         "capacity_blocks_low": r.capacity_blocks_low,
         "capacity_blocks_high": r.capacity_blocks_high,
+        "block_hit_rate": r.block_hit_rate,
+        "token_hit_rate": r.token_hit_rate,
     }
 
 
@@ -199,6 +208,7 @@ def working_set_table(
         ["target", "blocks", "tokens"]
         + (["GiB"] if with_gib else [])
         + (["range (blocks)"] if ranges else [])
+        + ["block hit rate", "token hit rate"]
         + list(extra_headers)
     )
     cells = []
@@ -216,6 +226,7 @@ def working_set_table(
             line.append(
                 f"{'not reached' if low is None else f'{low:,}'} - {'not reached' if high is None else f'{high:,}'}"
             )
+        line += [percent_cell(row.block_hit_rate), percent_cell(row.token_hit_rate)]
         cells.append(line + list(extra_cells[i] if extra_cells else ()))
     return format_table(headers, cells)
 

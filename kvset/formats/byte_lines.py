@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from kvset.formats.byte_input import INFLATE_ERRORS, TraceError
+from kvset.formats.byte_input import INFLATE_ERRORS, INPUT_ENDS_EARLY, TraceError
 from kvset.formats.scan import END, count_mismatches, line_end, scan_lines, split_tokens_into
 from kvset.formats.trace_lines import TIME_UNITS_PER_SECOND, ParsedRequests, TraceLineParser
 from kvset.units import FLOOR
@@ -158,17 +158,19 @@ class _Chunks:
         return len(data)
 
     def _fill(self) -> int:
-        """Read into the free end of the buffer in pieces (a corrupt tail loses only the piece it is
-        in, as a line reader would); returns the bytes read."""
+        """Read into the free end of the buffer in pieces; returns the bytes read. A truncated gzip
+        hands out all it can inflate before its error (kvset.formats.byte_input)."""
         got = 0
+        at_end = False
         while self.filled < len(self.buffer):
             try:
                 n = self._read_into(self.view[self.filled : self.filled + _PIECE])
             except INFLATE_ERRORS as e:
                 self.failure = e
                 break
-            if not n:
+            if not n and at_end:
                 break
+            at_end = not n  # a truncated gzip tells its damage on the read after its end: ask once more
             self.filled += n
             got += n
         return got
@@ -217,4 +219,4 @@ def read_chunks(
         detail = f"line {lines + 1}: input ends here ({chunks.failure})"
         if parser.strict:
             raise TraceError(detail) from chunks.failure
-        parser.rejects.reject("input ends early (truncated or corrupt data)", detail)
+        parser.rejects.reject(INPUT_ENDS_EARLY, detail)

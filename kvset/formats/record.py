@@ -19,9 +19,11 @@ What cannot be read back is not written as such: a timestamp that is not finite,
 outside what the reader accepts, is written as the previous request's time and counted in
 `clamped` (one absurd clock reading must not make every later request unreadable).
 
-A path is written atomically: to a hidden temporary file beside it, renamed over the target on
-close, so a half-written recording never replaces a good file and a symlink at the target is
-replaced, not followed. An existing target is refused unless overwrite=True.
+A path is written atomically: to a hidden temporary file beside it (`partial_path`), renamed over
+the target on close; every CHECKPOINT_SECONDS the temporary file is made readable as it stands, so a half-written recording never replaces a good file and a symlink at the target is
+replaced, not followed. An existing target is refused unless overwrite=True. A write that fails (a
+full disk) ends the recording: the temporary file is removed, nothing is renamed, the target is left
+as it was, and `failure` says why; later batches are counted in `unrecorded`, not written.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ import numpy as np
 
 from kvset.formats.trace_lines import MAX_TIMESTAMP_SECONDS
 from kvset.types import AccessBatch
+
+# How often a recording to a path is made readable as it stands: the file is flushed, and a .gz one
+# ends its gzip member and starts the next, so that a recording killed outright (SIGKILL, a power
+# cut) keeps everything up to its last checkpoint in the temporary file, readable as a trace.
+CHECKPOINT_SECONDS = 5.0
 
 
 class RecordTargetError(ValueError):
@@ -94,6 +101,9 @@ class TraceRecorder:
             self._owned = True
         else:
             self._file, self._raw, self._owned = out, None, False
+        self.partial_path = self._tmp  # where the recording is until it ends (None: a file object)
+        self.checkpoint_seconds = CHECKPOINT_SECONDS
+        self._checkpointed = time.monotonic()
         self.block_size = block_size
         self.clamped = 0  # requests whose timestamp could not be written as given
         self.first_timestamp: float | None = None  # seconds, the time of the first recorded request
@@ -102,6 +112,20 @@ class TraceRecorder:
         self.tokens = 0
         self._last_ms = 0
         self._encoder = msgspec.json.Encoder()
+        self.failure: str | None = None  # why the recording stopped (a failed write), None while it runs
+        self.unrecorded = 0  # accesses given after it stopped
+
+    def _fail(self, exc: OSError) -> None:
+        """Stop recording after a failed write: drop the temporary file, keep the target as it was."""
+        where = self.path if self.path is not None else "the recording"
+        self.failure = f"cannot write {where}: {exc.strerror or exc}"
+        if self._owned:
+            for f in (self._file, self._raw):
+                with contextlib.suppress(OSError, ValueError):
+                    if f is not None:
+                        f.close()
+            if self._tmp is not None:
+                self._tmp.unlink(missing_ok=True)
 
     def _tokens_of(self, batch: AccessBatch, block_size: int | None) -> np.ndarray:
         if batch.tokens is not None:
@@ -124,6 +148,9 @@ class TraceRecorder:
         n = len(batch.keys)
         if n == 0:
             return 0
+        if self.failure is not None:
+            self.unrecorded += n
+            return 0
         block_size = batch.block_size or block_size or self.block_size
         tokens = self._tokens_of(batch, block_size)
         times = self._times_of(batch, arrival)
@@ -136,8 +163,26 @@ class TraceRecorder:
             lines.append(
                 self._line(batch.keys[start:end], tokens[start:end], float(times[start]), block_size)
             )
-        self._file.write(b"".join(lines))
+        try:
+            self._file.write(b"".join(lines))
+            if self._owned and time.monotonic() - self._checkpointed >= self.checkpoint_seconds:
+                self._checkpoint()
+        except OSError as exc:
+            self._fail(exc)
+            self.unrecorded += n
+            return 0
         return len(lines)
+
+    def _checkpoint(self) -> None:
+        """Make the temporary file readable as it stands: a .gz ends its member (a gzip file may hold
+        several, read one after another) and starts the next; both flush to the operating system."""
+        if self._raw is not None:
+            self._file.close()  # writes the member's trailer; the raw file stays open
+            self._raw.flush()
+            self._file = gzip.GzipFile(fileobj=self._raw, mode="wb")
+        else:
+            self._file.flush()
+        self._checkpointed = time.monotonic()
 
     def _line(self, keys: np.ndarray, tokens: np.ndarray, ts: float, block_size: int | None) -> bytes:
         if not (math.isfinite(ts) and abs(ts) <= MAX_TIMESTAMP_SECONDS):
@@ -169,20 +214,31 @@ class TraceRecorder:
         return self._encoder.encode(record) + b"\n"
 
     def flush(self) -> None:
-        self._file.flush()
+        if self.failure is not None:
+            return
+        try:
+            self._file.flush()
+        except OSError as exc:
+            self._fail(exc)
 
     def close(self) -> None:
         """Finish the file: a path is renamed into place only now. A recording that holds nothing
         writes nothing: a file that was there is kept (overwrite or not), and none is created, so that
         running the same command again does not stop at "exists"."""
+        if self.failure is not None:
+            return  # the temporary file is gone already; the target was never touched
         if not self._owned:
-            self._file.flush()
+            self.flush()
             return
         if self._file.closed:
             return
-        self._file.close()
-        if self._raw is not None:
-            self._raw.close()
+        try:
+            self._file.close()  # gzip writes its last block and trailer here: it may fail too
+            if self._raw is not None:
+                self._raw.close()
+        except OSError as exc:
+            self._fail(exc)
+            return
         if self._tmp is not None and self.path is not None:
             if self.requests == 0:
                 self._tmp.unlink(missing_ok=True)

@@ -186,9 +186,16 @@ def split_tokens(input_lengths: np.ndarray, counts: np.ndarray, block: np.ndarra
     return np.clip(remaining, 0, per_block).astype(np.int32)
 
 
-def _classify(error: msgspec.DecodeError) -> tuple[str, str]:
+# What decoding a line can raise: msgspec's errors, and RecursionError for a value nested thousands
+# of arrays deep (msgspec gives up on the depth, even in a field the schema skips).
+UNDECODABLE = (msgspec.DecodeError, RecursionError)
+
+
+def _classify(error: Exception) -> tuple[str, str]:
     """(reason, detail) for a line msgspec refused. The reason is a category, the detail names the spot."""
     message = str(error)
+    if isinstance(error, RecursionError):
+        return "nested too deeply", "a value nested deeper than the decoder follows"
     if not isinstance(error, msgspec.ValidationError):
         return "not JSON", f"not JSON ({message.removeprefix('JSON is malformed: ')})"
     where = message.rpartition(" - at ")[2] if " - at " in message else ""
@@ -319,7 +326,7 @@ class TraceLineParser:
         """n more such requests, past the examples kept (not strict: strict stops at the first)."""
         self.warnings.reject(self._mismatch_reason(block), count=n)
 
-    def _refused(self, line: bytes, lineno: int, error: msgspec.DecodeError) -> None:
+    def _refused(self, line: bytes, lineno: int, error: Exception) -> None:
         if not line.strip():
             return  # blank lines carry nothing
         reason, detail = _classify(error)
@@ -331,7 +338,7 @@ class TraceLineParser:
         """Look at one line before the format is known; True once it is."""
         try:
             obj = _ANY_DECODER.decode(line)
-        except msgspec.DecodeError as e:
+        except UNDECODABLE as e:
             self._refused(line, lineno, e)
             return False
         found = detect_format(obj)
@@ -353,7 +360,7 @@ class TraceLineParser:
         """Say so once when the first object looks like another format than the one given."""
         try:
             found = detect_format(_ANY_DECODER.decode(line))
-        except msgspec.DecodeError:
+        except UNDECODABLE:
             return
         if found is None:
             return
@@ -398,7 +405,7 @@ class TraceLineParser:
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
                 req = decode(line)
-            except msgspec.DecodeError as e:
+            except UNDECODABLE as e:
                 self._refused(line, lineno, e)
                 continue
             ids = req.hash_ids
@@ -491,7 +498,7 @@ class TraceLineParser:
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
                 req = _TOKEN_DECODER.decode(line)
-            except msgspec.DecodeError as e:
+            except UNDECODABLE as e:
                 self._refused(line, lineno, e)
                 continue
             token_ids = req.token_ids if req.token_ids is not None else req.prompt_token_ids

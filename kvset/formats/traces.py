@@ -14,7 +14,13 @@ from typing import BinaryIO
 import numpy as np
 
 from kvset.formats.block_size import blocks_of, check_block_size, settle
-from kvset.formats.byte_input import INFLATE_ERRORS, TraceError, open_trace_input
+from kvset.formats.byte_input import (
+    GZIP_MAGIC,
+    INFLATE_ERRORS,
+    INPUT_ENDS_EARLY,
+    TraceError,
+    open_trace_input,
+)
 from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import (
     FORMATS,
@@ -106,6 +112,10 @@ def _iter_chunks(
                     break
         except INFLATE_ERRORS as e:
             failure = e
+        if failure is None and len(chunk) < chunk_lines:
+            failure = _damage_after_end(stream)
+        if failure is not None and chunk and not chunk[-1].endswith(b"\n"):
+            chunk.pop()  # the line the damage cut: not a request
         if lineno == 1 and chunk and chunk[0].startswith(_BOM):
             chunk[0] = chunk[0][len(_BOM) :]
         if chunk:
@@ -115,10 +125,20 @@ def _iter_chunks(
             detail = f"line {lineno}: input ends here ({failure})"
             if parser.strict:
                 raise TraceError(detail) from failure
-            parser.rejects.reject("input ends early (truncated or corrupt data)", detail)
+            parser.rejects.reject(INPUT_ENDS_EARLY, detail)
             return
         if len(chunk) < chunk_lines:
             return
+
+
+def _damage_after_end(stream: BinaryIO) -> Exception | None:
+    """A truncated gzip gives an end of file first, then its error (kvset.formats.byte_input): ask once
+    more at the end, so that the damage is told and not taken for the file's end."""
+    try:
+        stream.read(1)
+    except INFLATE_ERRORS as e:
+        return e
+    return None
 
 
 def _fill_missing_times(stamps: np.ndarray) -> int:
@@ -228,7 +248,19 @@ def no_request_error(name: str, lines: int, parser: TraceLineParser) -> TraceErr
         if lines == 0
         else "no line is a request"
     )
+    if _named_gzip_but_not(name):  # random bytes called .gz: say that first, not only "not JSON"
+        return TraceError(f"{name} is named .gz but is not gzip (it does not start with 1f 8b)\n{why}")
     return TraceError(f"no valid request in {name} ({plural(lines, 'line')} read)\n{why}")
+
+
+def _named_gzip_but_not(name: str) -> bool:
+    if not name.endswith(".gz"):
+        return False
+    try:
+        with open(name, "rb") as f:
+            return f.read(2) != GZIP_MAGIC
+    except OSError:
+        return False
 
 
 def warning_notes(warnings: RejectCounter) -> list[str]:

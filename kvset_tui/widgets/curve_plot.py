@@ -16,6 +16,7 @@ from textual_plotext import PlotextPlot
 
 from kvset.api import (
     BeladyMin,
+    CurveReading,
     Curves,
     EngineState,
     HitRateCurve,
@@ -23,9 +24,10 @@ from kvset.api import (
     Snapshot,
     WindowCurve,
     WorkingSets,
+    read_curve,
 )
 from kvset.api import quantities as fmt
-from kvset_tui.capacity_units import axis_value_text, hit_unit, to_unit
+from kvset_tui.capacity_units import axis_value_text, capacity_text, hit_unit, to_unit
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -62,6 +64,8 @@ class PlotData:
     knee: tuple[float, float] | None = None  # (x, hit rate %) where the all-time curve's returns die
     # the engine model's prediction, drawn on the curve at the pool's effective capacity: (x, hit rate %)
     effective: tuple[float, float] | None = None
+    cursor: float | None = None  # x of the cursor (left/right, c), and the shown curve read there
+    reading: CurveReading | None = None
 
 
 # The axis starts a little below the capacity where the curve first moves (1 % of its final hits)
@@ -160,6 +164,34 @@ def engine_pool(snapshot: Snapshot) -> int | None:
     return engine.pool_blocks if engine is not None else None
 
 
+def shown_curve(snapshot: Snapshot, view: ViewState) -> HitRateCurve | None:
+    """The curve the view shows: the selected rank's own (all time), else the chosen window's."""
+    rank = view.rank_view(snapshot)
+    if rank is not None:
+        return rank.window.curve
+    curves = snapshot.get(Curves)
+    return curves.curve(view.window) if curves is not None else None
+
+
+def cursor_range(snapshot: Snapshot | None, view: ViewState) -> tuple[int, int] | None:
+    """Where a new cursor appears (the pool, else the knee, else half the largest distance) and the
+    largest capacity it goes to, in blocks; None before there is a curve to point at."""
+    curves = snapshot.get(Curves) if snapshot is not None else None
+    every = curves.window("all") if curves is not None else None
+    if snapshot is None or every is None or not every.curve.accesses:
+        return None
+    reach = max(2, every.curve.max_distance())
+    start = engine_pool(snapshot) or every.knee_capacity() or reach // 2
+    return start, min(snapshot.horizon, 2 * max(reach, start))
+
+
+def cursor_text(reading: CurveReading, snapshot: Snapshot, unit: str) -> str:
+    """The cursor's readout: its capacity, the hit rate there and what doubling it adds."""
+    where = capacity_text(reading.capacity_blocks, snapshot, unit)
+    beyond = " (past the horizon)" if reading.beyond_horizon else ""
+    return f"▸ {where}{beyond}: {fmt.percent(reading.hit_rate)} · ×2 {fmt.points(reading.doubling_gain)}"
+
+
 def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
     """The curves and markers for this view, or None when there is nothing to draw yet."""
     curves = snapshot.get(Curves)
@@ -214,6 +246,12 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
                 float(x),
                 100.0 * float(all_time.hit_rate(op.effective_capacity_blocks, hit_unit(unit))),
             )
+    cursor = reading = None
+    shown_now = shown_curve(snapshot, view)
+    if view.cursor_blocks is not None and shown_now is not None and shown_now.accesses:
+        reading = read_curve(shown_now, view.cursor_blocks, hit_unit(unit))
+        cursor = to_unit(view.cursor_blocks, snapshot, unit)
+        high = max(float(high), float(cursor or 0) * AXIS_MARGIN)
     return PlotData(
         unit=unit,
         hit_unit=hit_unit(unit),
@@ -228,6 +266,8 @@ def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
         opt=_series(opt_curve, caps, snapshot, unit) if opt_curve is not None else None,
         knee=_knee_point(every, snapshot, unit),
         effective=effective,
+        cursor=float(cursor) if cursor else None,
+        reading=reading,
     )
 
 
@@ -354,7 +394,15 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self.border_title = "LRU hit rate vs capacity"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.unit, view.log_x, view.target_mode, view.rank)
+        return (
+            id(snapshot),
+            view.window,
+            view.unit,
+            view.log_x,
+            view.target_mode,
+            view.rank,
+            view.cursor_blocks,
+        )
 
     def set_palette(self, palette: KvsetTheme) -> None:
         self.theme = register_plot_theme(palette)  # type: ignore[assignment]  # the same
@@ -375,6 +423,10 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         ) + f"{policies} {d.hit_unit[:-1]} hit rate vs {d.unit}, {scale}"
         p = self.palette
         legend = Text()
+        if d.reading is not None and self.snapshot is not None:  # the cursor's readout comes first
+            legend.append(
+                cursor_text(d.reading, self.snapshot, d.unit) + "  │", style=f"bold {p.rich('warn')}"
+            )
         if d.all_time is not None:
             legend.append("⣿ all time", style=p.rich("curve_all"))
         if d.window is not None:
@@ -423,6 +475,8 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.vline(x, color=p.plotext("marker"))
         if d.engine_capacity is not None:
             plt.vline(d.engine_capacity, color=p.plotext("engine"))
+        if d.cursor is not None:
+            plt.vline(d.cursor, color=p.plotext("warn"))
         # Every vertical line is a `│`: without colour only a label tells a working set from the pool.
         for text, x, y, key, align in line_labels(d, self.view.log_x, width, height):
             plt.text(text, x, y, color=p.plotext(key), alignment=align)

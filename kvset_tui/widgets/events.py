@@ -23,10 +23,11 @@ def event_age(event: TimelineEvent, snapshot: Snapshot) -> float:
 
 
 class EventsPanel(SnapshotView, Widget):
-    """The newest events first, each with its age; fills the space the side column has left."""
+    """The newest events first, each with its age; fills the space the side column has left. A long
+    event wraps (its hint is the part at the end), and the oldest give way at the bottom."""
 
     DEFAULT_CSS = """
-    EventsPanel { height: 1fr; min-height: 3; text-wrap: nowrap; text-overflow: ellipsis; }
+    EventsPanel { height: 1fr; min-height: 3; text-wrap: wrap; }
     """
 
     AUTO_HEIGHT = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Callable, Hashable
 
@@ -16,6 +17,7 @@ from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
 MAX_SOURCE_LINES = 3
+MAX_STATE_LINES = 3  # a down source's state (its hint at the end) wraps onto at most these lines
 
 
 def one_line(text: str) -> str:
@@ -65,6 +67,16 @@ def source_lines(
     healthy = (health.connected or health.finished) and not n and not backlog
     if head.cell_len + 3 + facts.cell_len <= width or (compact and healthy):
         return [Text.assemble(head, " · ", facts, no_wrap=True, overflow="ellipsis")]
+    down = not (health.connected or health.finished)
+    if down and not compact and head.cell_len > width:  # what to check is at the end: wrap, not cut
+        name = Text.assemble(
+            (f"{dot} ", colour), (one_line(health.source), "bold"), no_wrap=True, overflow="ellipsis"
+        )
+        state = textwrap.wrap(one_line(health.state), max(10, width - 2))
+        if len(state) > MAX_STATE_LINES:
+            state = [*state[: MAX_STATE_LINES - 1], " ".join(state[MAX_STATE_LINES - 1 :])]
+        wrapped = [Text("  " + part, style=colour, no_wrap=True, overflow="ellipsis") for part in state]
+        return [name, *wrapped, Text.assemble("  ", facts, no_wrap=True, overflow="ellipsis")]
     return [head, Text.assemble("  ", facts, no_wrap=True, overflow="ellipsis")]
 
 

@@ -18,6 +18,7 @@ from kvset.api import (
     Snapshot,
     Thrashing,
     ThrashingByWindow,
+    thrashing_at,
 )
 from kvset.api import quantities as fmt
 from kvset_tui.capacity_units import capacity_text
@@ -26,19 +27,40 @@ from kvset_tui.widgets.panel import SnapshotView
 
 LEVEL_LABEL = {"ok": " OK ", "warn": " WARN ", "thrashing": " THRASHING "}
 LEVEL_COLOR = {"ok": "ok", "warn": "warn", "thrashing": "bad"}
-CAPACITY_SOURCE = {"engine": "engine pool", "chosen": "--capacity", RANK_POOL_SOURCE: "each rank's own pool"}
-CAPACITY_SOURCE_SHORT = {"engine": "pool", "chosen": "chosen", RANK_POOL_SOURCE: "rank pool"}
+CURSOR_SOURCE = "cursor"  # judged at the curve's cursor: no pool is known
+CAPACITY_SOURCE = {
+    "engine": "engine pool",
+    "chosen": "--capacity",
+    RANK_POOL_SOURCE: "each rank's own pool",
+    CURSOR_SOURCE: "the cursor: no pool known",
+}
+CAPACITY_SOURCE_SHORT = {
+    "engine": "pool",
+    "chosen": "chosen",
+    RANK_POOL_SOURCE: "rank pool",
+    CURSOR_SOURCE: "cursor",
+}
 ALL_TIME_ONLY = "judged over all time only: each data-parallel rank has its own pool (w: cycle to all)"
 NO_REUSE = "not judged yet: no block re-read in this window"
 NOT_JUDGED = "not judged: no cache capacity to judge at"
-NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine"
-NOT_JUDGED_HOW_SHORT = "give --capacity BLOCKS or --metrics"
+NOT_JUDGED_HOW = "give --capacity BLOCKS, or --metrics of an engine, or point the cursor (←/→, c)"
+NOT_JUDGED_HOW_SHORT = "--capacity, --metrics or the cursor (←/→)"
 
 
-def judged(snapshot: Snapshot | None, window: str) -> Thrashing | None:
-    """The thrashing figures of the window, if it was judged."""
+def judged(snapshot: Snapshot | None, view: ViewState) -> Thrashing | None:
+    """The thrashing figures of the view's window: at the pool the snapshot judged them at, else at the
+    curve's cursor (the same figures, read at the capacity pointed at), else None."""
     by_window = snapshot.get(ThrashingByWindow) if snapshot is not None else None
-    return by_window.get(window) if by_window is not None else None
+    found = by_window.get(view.window) if by_window is not None else None
+    if found is not None or snapshot is None or view.cursor_blocks is None:
+        return found
+    if by_window is not None and by_window.by_rank_pools:
+        return None  # each rank has its own pool: one cursor does not stand for them
+    curves = snapshot.get(Curves)
+    curve = curves.curve(view.window) if curves is not None else None
+    if curve is None or not curve.infinite_capacity_hits():
+        return None
+    return thrashing_at(curve, view.cursor_blocks, CURSOR_SOURCE, view.window)
 
 
 class ThrashingPanel(SnapshotView, Widget):
@@ -57,11 +79,11 @@ class ThrashingPanel(SnapshotView, Widget):
         self.border_title = "Thrashing"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot), view.window, view.effective_unit(snapshot))
+        return (id(snapshot), view.window, view.effective_unit(snapshot), view.cursor_blocks)
 
     def on_data(self) -> None:
         window = self.view.window
-        t = judged(self.snapshot, window)
+        t = judged(self.snapshot, self.view)
         level = t.level if t is not None else None
         for name in ("ok", "warn", "thrashing"):
             self.set_class(level == name, f"-{name}")
@@ -71,7 +93,7 @@ class ThrashingPanel(SnapshotView, Widget):
         p = self.palette
         snap = self.snapshot
         window = self.view.window
-        t = judged(snap, window)
+        t = judged(snap, self.view)
         if snap is None or t is None:
             if snap is None or snap.totals.accesses == 0:
                 return Text("no block accesses yet", style=p.rich("muted"))

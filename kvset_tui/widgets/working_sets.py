@@ -30,6 +30,7 @@ from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
 FULL_TABLE_WIDTH = 48  # below this, one capacity column (in the chosen unit) instead of three
+NARROW_TREND_WIDTH = 42  # a one-capacity-column table narrower than this leaves out the trend
 TREND_CELLS = 6
 NO_DATA = "no data"  # the window holds no access yet: nothing to reach
 NO_REUSE = "no reuse yet"  # accesses, none re-read: a coverage target needs no capacity yet
@@ -65,6 +66,14 @@ def row_capacity_text(row: WorkingSetRow, snapshot: Snapshot, unit: str) -> str:
     if unit == "GiB" and row.capacity_bytes is not None:
         return fmt.format_gib(row.capacity_bytes, significant=fmt.SHORT_DIGITS)
     return capacity_text(row.capacity_blocks, snapshot, unit)
+
+
+def hit_text(row: WorkingSetRow, unit: str, palette: KvsetTheme) -> Text:
+    """The hit rate the row's capacity gives, in the hit unit that goes with `unit` (what the target buys)."""
+    rate = row.token_hit_rate if hit_unit(unit) == "tokens" else row.block_hit_rate
+    if rate is None or not row.capacity_blocks:
+        return Text("–", style=palette.rich("muted"))
+    return Text(fmt.percent(rate))
 
 
 def fits_text(fits: bool | None, palette: KvsetTheme) -> Text:
@@ -125,7 +134,8 @@ def ranks_subtitle(snapshot: Snapshot, view: ViewState) -> str:
 
 
 class WorkingSetTable(SnapshotView, Widget):
-    """One row per target: capacity in blocks, tokens and GiB, trend over recent windows, fits the pool."""
+    """One row per target: capacity in blocks, tokens and GiB, the hit rate it gives, trend over recent
+    windows, fits the pool."""
 
     DEFAULT_CSS = """
     WorkingSetTable { height: auto; }
@@ -174,19 +184,24 @@ class WorkingSetTable(SnapshotView, Widget):
         if not rows:
             return Text(f"no {self.view.target_mode} targets computed yet", style=p.rich("muted"))
         full = self.content_width >= FULL_TABLE_WIDTH
+        with_gib = any(r.capacity_bytes is not None for r in rows)  # GiB needs a model's geometry
         unit = self.view.effective_unit(snap)
-        table = Table(box=None, padding=(0, 1), pad_edge=False, expand=True, show_edge=False)
+        # one space between columns (rich pads both sides of a cell otherwise): the row fits 54 cells
+        table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=True, show_edge=False)
         table.add_column("target", style="bold", no_wrap=True)
         if full:
             table.add_column("blocks", justify="right", no_wrap=True)
             table.add_column("tokens", justify="right", no_wrap=True)
-            table.add_column("GiB", justify="right", no_wrap=True)
+            if with_gib:
+                table.add_column("GiB", justify="right", no_wrap=True)
         else:
             table.add_column(unit, justify="right", no_wrap=True)
+        table.add_column("hit", justify="right", no_wrap=True)
         opt = self.shows_opt
         if opt:
             table.add_column("MIN", justify="right", no_wrap=True)
-        trend = full or not opt  # a narrow table gives its trend column to MIN's
+        # a narrow table gives its trend column to MIN's, and to the hit rate where both do not fit
+        trend = full or (not opt and self.content_width >= NARROW_TREND_WIDTH)
         if trend:
             table.add_column("trend", no_wrap=True)
         table.add_column("fits", justify="right", no_wrap=True)
@@ -200,10 +215,10 @@ class WorkingSetTable(SnapshotView, Widget):
                 miss = (
                     Text(NO_DATA, style=p.rich("muted")) if empty else Text(NOT_REACHED, style=p.rich("warn"))
                 )
-                cells = [miss, Text("–"), Text("–")] if full else [miss]
+                cells = [miss, Text("–")] + ([Text("–")] if with_gib else []) if full else [miss]
             elif row.capacity_blocks == 0:  # a window with accesses but no re-reference yet
                 reuse = Text(NO_REUSE, style=p.rich("muted"))
-                cells = [reuse, Text("–"), Text("–")] if full else [reuse]
+                cells = [reuse, Text("–")] + ([Text("–")] if with_gib else []) if full else [reuse]
             else:
                 prefix = "" if row.exact else "≤"
                 if not row.exact:
@@ -218,10 +233,10 @@ class WorkingSetTable(SnapshotView, Widget):
                     cells = [
                         Text(prefix + fmt.count(row.capacity_blocks)),
                         Text(prefix + tokens if tokens else "–"),
-                        Text(prefix + gib if gib else "–"),
-                    ]
+                    ] + ([Text(prefix + gib if gib else "–")] if with_gib else [])
                 else:
                     cells = [Text(prefix + row_capacity_text(row, snap, unit))]
+            cells.append(hit_text(row, unit, p))
             if opt:
                 cells.append(self._opt_cell(row, snap, unit if not full else "blocks"))
             if trend:

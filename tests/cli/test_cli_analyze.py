@@ -185,7 +185,8 @@ def test_analyze_and_once_print_the_same_working_sets_and_gib_columns_hold_gib(c
     # the offline pass and the live pipeline: the same working sets, printed the same way
     offline_ws = _table(offline, "target ")
     assert len(offline_ws) == 3 and offline_ws[0][:2] == ["95 %", "25,549"]
-    assert [row[:4] for row in _table(live, "target ")] == offline_ws  # target, blocks, tokens, GiB
+    # target, blocks, tokens, GiB and the hit rates there
+    assert [row[:6] for row in _table(live, "target ")] == offline_ws
     # the same curve rows too: the same capacities, the knee's row marked in both
     offline_curve = _table(offline, "capacity (blocks)")
     assert _table(live, "capacity (blocks)") == offline_curve and len(offline_curve) >= 16

@@ -96,6 +96,8 @@ def test_once_exits_2_when_the_metrics_endpoint_refuses_or_is_not_metrics():
         engine.stop()
     assert html.returncode == 2
     assert "not a Prometheus metrics page (the server sent HTML)" in html.stderr
+    # exiting: no retry is promised, and the reason is said once
+    assert "retry in" not in html.stderr and html.stderr.count("not a Prometheus metrics page") == 1
     assert "invalid metric name" not in html.stdout + html.stderr
 
 

@@ -156,6 +156,11 @@ def test_kvset_record_with_nothing_arriving_fails_visibly(
         assert args.func(args) == 1  # the same command again: no empty file left to refuse ("exists")
     err = capsys.readouterr().err
     assert err.count("nothing recorded") == 2 and "exists" not in err and not (tmp_path / "t.jsonl").exists()
+    # where it records, said on start, then one line: nothing recorded
+    assert [line.split(" ")[:2] for line in err.splitlines()] == [
+        ["recording", "into"],
+        ["kvset", "record:"],
+    ] * 2
     bad = parse(["record", "--events", "tcp://h:9-1", "--out", str(tmp_path / "u.jsonl")])
     assert bad.func(bad) == 2
 

@@ -70,3 +70,14 @@ def test_parse_sizes_keeps_the_order_and_one_unit():
     ):
         with pytest.raises(ValueError, match=message):
             parse_sizes(bad)
+
+
+def test_a_target_given_as_a_bare_percentage_asks_whether_a_percent_was_meant():
+    from kvset.quantities import parse_fractions
+
+    with pytest.raises(ValueError, match=r"did you mean 95%\?"):
+        parse_fractions("95")
+    for wrong in ("950", "0", "-3", "150%"):
+        with pytest.raises(ValueError) as refused:
+            parse_fractions(wrong)
+        assert "did you mean" not in str(refused.value)

@@ -137,3 +137,21 @@ def test_a_backlog_is_shown_on_its_source_line_and_opens_its_second_line():
     assert (
         len(calm) == 1 and len(narrow) == 2
     )  # a healthy source keeps to one line, a falling-behind one does not
+
+
+def test_a_down_sources_hint_wraps_instead_of_being_cut():
+    from kvset_tui.theming import choose_theme
+    from kvset_tui.widgets.status_line import source_lines
+
+    hint = (
+        "down: no publisher answered on tcp://10.0.0.7:5557: is the engine started with --kv-events-config?"
+    )
+    down = SourceHealth("events tcp://10.0.0.7:5557", "events", False, hint)
+    for width in (56, 80):
+        lines = source_lines(down, NOW, choose_theme("mono"), width=width)
+        assert all(line.cell_len <= width for line in lines)
+        shown = " ".join(line.plain.strip() for line in lines)
+        assert "is the engine started with --kv-events-config?" in shown and "…" not in shown
+    # on a short screen it stays cut at the edge, as every line there is
+    short = source_lines(down, NOW, choose_theme("mono"), width=56, compact=True)
+    assert len(short) == 2

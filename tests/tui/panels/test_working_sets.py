@@ -143,3 +143,16 @@ async def test_before_any_reuse_the_rows_say_so_and_nothing_fits():
         text = screen_text(app)
     assert text.count(NO_REUSE) == 3  # 95, 99, 99.9 % coverage
     assert "≤0" not in text and " yes" not in text
+
+
+async def test_each_row_shows_the_hit_rate_its_capacity_gives_in_the_units_hit_rate():
+    snap = demo_snapshot()
+    rows = snap.get(WorkingSets).rows_for("5m", "coverage")
+    for unit, rate_of in (("blocks", "block_hit_rate"), ("tokens", "token_hit_rate")):
+        app = panel_app(WorkingSetTable, snap, ViewState(unit=unit))
+        async with app.run_test(size=(120, 40)):
+            text = screen_text(app)
+        assert " hit " in text.splitlines()[1] + " "
+        for row in rows:
+            line = row_line(text, fmt.target_label(row.target, "coverage"))
+            assert fmt.percent(getattr(row, rate_of)) in line

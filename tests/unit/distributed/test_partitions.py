@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kvset.core.partial_stack import merge
 from kvset.distributed.partitions import Partition, PartitionError, open_partition, plan_partitions
-from kvset.distributed.result import merged_summary
+from kvset.distributed.result import MergedAnalysis, merged_summary
 from kvset.distributed.worker import ReadConfig, analyze_partition
 from kvset.formats.stream import TraceStream
 from kvset.offline import InputSummary, analyze_batches
@@ -83,6 +83,22 @@ def test_byte_ranges_of_the_real_trace_merge_to_the_one_process_curve(partitions
     c, m = whole.curve, merged.curve()
     assert np.array_equal(m.block_hits, c.block_hits) and np.array_equal(m.token_hits, c.token_hits)
     assert (merged.first_time, merged.beyond_horizon) == (whole.analyzer.first_time, 0)
+    # and its time slots, read as the analyzer: every window and slot of both rings
+    read, alone = MergedAnalysis(merged, order, whole.analyzer.units), whole.analyzer
+    assert (read.first_time_at, read.last_time_at, read.late_accesses) == (
+        alone.first_time_at,
+        alone.last_time_at,
+        alone.late_accesses,
+    )
+    for window in (60.0, 300.0, 3600.0):
+        w, v = alone.curve(window=window), read.curve(window=window)
+        assert np.array_equal(w.block_hits, v.block_hits) and np.array_equal(w.token_hits, v.token_hits)
+        assert (w.accesses, w.tokens) == (v.accesses, v.tokens)
+    for coarse in (False, True):
+        s, t = alone.slot_series(10**6, coarse), read.slot_series(10**6, coarse)
+        assert s.end_slot == t.end_slot and s.accesses.sum() > 0
+        for name in ("counts", "requests", "blocks", "tokens"):
+            assert np.array_equal(getattr(s, name), getattr(t, name)), name
 
 
 def test_a_partition_without_requests_is_empty_and_rejections_are_counted(tmp_path):

@@ -96,3 +96,80 @@ def test_an_empty_recording_never_replaces_a_file_even_with_overwrite(tmp_path: 
     TraceRecorder(fresh).close()
     assert not fresh.exists()  # nor is an empty file created, that the next run would stop at
     assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+class _FullDisk:
+    """A file that takes `room` bytes, then fails as a full disk does (ENOSPC)."""
+
+    def __init__(self, inner, room: int) -> None:
+        self.inner, self.room = inner, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(28, "No space left on device")
+        self.room -= len(data)
+        return self.inner.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("name", ["t.jsonl", "t.jsonl.gz"])
+def test_a_full_disk_discards_the_recording_and_leaves_the_old_file_untouched(
+    tmp_path: Path, monkeypatch, name
+):
+    import kvset.formats.record as record
+
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(record.os, "fdopen", lambda fd, mode: _FullDisk(real_fdopen(fd, mode), 300))
+    out = tmp_path / name
+    out.write_bytes(b"a good recording\n")
+    rec = TraceRecorder(out, overwrite=True)
+    rng = np.random.default_rng(1)
+    for t in range(20):  # incompressible keys: gzip too fills the disk before its close
+        rec.write(batch(rng.integers(0, 1 << 60, 50).tolist(), float(t)))
+    rec.close()
+    assert rec.failure is not None and "No space left on device" in rec.failure and str(out) in rec.failure
+    if name == "t.jsonl":  # the batches after the failed write are counted, not written
+        assert rec.unrecorded >= 50 * 19
+    assert out.read_bytes() == b"a good recording\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no .part left behind
+
+
+KILLED_RECORDER = """
+import sys, time
+import numpy as np
+from kvset.formats.record import TraceRecorder
+from kvset.types import AccessBatch
+
+rec = TraceRecorder(sys.argv[1])
+rec.checkpoint_seconds = 0.05
+for t in range(20):
+    keys = np.arange(t * 10, t * 10 + 10, dtype=np.uint64)
+    rec.write(AccessBatch(keys, tokens=np.full(10, 16), request_starts=np.array([0]), timestamps=float(t), block_size=16))
+    time.sleep(0.01)
+time.sleep(0.1)  # past a checkpoint: the 20 batches are in the file
+rec.write(AccessBatch(np.arange(500, 510, dtype=np.uint64), tokens=np.full(10, 16), request_starts=np.array([0]), timestamps=30.0, block_size=16))
+print(rec.partial_path, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("name", ["t.jsonl", "t.jsonl.gz"])
+def test_a_recording_killed_outright_is_readable_up_to_its_last_checkpoint(tmp_path: Path, name):
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RECORDER, str(tmp_path / name)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        part = Path(child.stdout.readline().strip())
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert part.parent == tmp_path and part.name.startswith(f".{name}.") and not (tmp_path / name).exists()
+    trace = read_trace(part)
+    assert trace.keys.tolist()[:200] == list(range(200))  # every batch before the last checkpoint
+    assert trace.rejects.total <= 1  # at most the member or line the kill cut

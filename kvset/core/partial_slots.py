@@ -1,0 +1,322 @@
+"""The time slots of a partial stack (kvset.core.partial_stack): the analyzer's two slot rings of one
+run of accesses, in a form that merges in time order to the rings one process would have.
+
+One process counts an access in the fine slot max(its stamp's slot, the newest slot so far): time
+never runs backwards in the rings (kvset.core.analyzer). A later partition B, analysed alone, knows
+only its own newest slot; after an earlier A the true slot of each of B's accesses is
+max(its slot in B, A's newest), so B's slots older than A's newest fold into A's newest, and its
+accesses in them were late. The same holds for the coarse ring (a coarse slot is its fine slot's).
+
+A ring keeps its last n slots; what falls out is summed into one more row, the spill. After A, a
+spilled slot of B lands in A's newest slot when that slot is still in the merged ring, else in the
+merged spill: either way where the spill lands is known, so no slot is lost that the merged ring
+would hold. B's firsts (the accesses kvset.core.partial_stack resolves against A's stack) carry
+their fine slot: a first found in A becomes, in its slot, a hit at its distance's grid bucket or a
+miss beyond the horizon instead of a first access, as in the all-time histogram.
+
+Late accesses need every slot, not the last n: each partition keeps, per fine slot it touched, the
+accesses not late in it (on time); B's on-time accesses in slots older than A's newest are late.
+That list costs 16 bytes per touched slot (58 kB for an hour of 1 s slots).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from kvset.core import kernel as K
+from kvset.core.kernel_types import Int
+from kvset.core.log_grid import WINDOW_GRID, bucket_of
+from kvset.core.slots import SlotRing
+
+Ints = npt.NDArray[np.int64]
+NO_SLOT = int(np.iinfo(np.int64).min)  # SlotRing's id of a row that never held a slot
+GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
+
+
+class SpillRing(SlotRing):
+    """A SlotRing that sums each slot it drops (a row taken over by a newer slot) into its spill."""
+
+    def __init__(self, width: float, n_slots: int, n_buckets: int) -> None:
+        super().__init__(width, n_slots, n_buckets)
+        self.spill_blocks = np.zeros(n_buckets, dtype=np.int64)
+        self.spill_tokens = np.zeros(n_buckets, dtype=np.int64)
+        self.spill_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
+        self.spill_requests = 0
+
+    def advance(self, slot: int) -> int:
+        if self.current is None or slot > self.current:
+            row = slot % self.n_slots
+            if self.slot_ids[row] not in (slot, NO_SLOT):
+                self.spill_blocks += self.blocks[row]
+                self.spill_tokens += self.tokens[row]
+                self.spill_counts += self.counts[row]
+                self.spill_requests += int(self.requests[row])
+        return super().advance(slot)
+
+
+@dataclass(frozen=True, eq=False)
+class RingState:
+    """A slot ring's rows, the last of them (index n) the spill: every slot older than the last n.
+    ids[r]: the slot in row r < n (NO_SLOT: none); current: the newest slot (NO_SLOT: none yet)."""
+
+    width: float
+    blocks: Ints  # (n + 1, buckets) grid histograms
+    tokens: Ints
+    counts: Ints  # (n + 1, kernel.COUNTS_SIZE)
+    requests: Ints  # (n + 1,)
+    ids: Ints  # (n,)
+    current: int
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.ids)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.blocks, self.tokens, self.counts, self.requests, self.ids))
+
+    def rows_of(self, slots: Ints) -> Ints:
+        """The row each slot is counted in: its own within the last n slots, else the spill."""
+        n = self.n_slots
+        rows: Ints = np.where(slots > self.current - n, slots % n, n)
+        return rows
+
+    def ring(self) -> SlotRing:
+        """The rows as a SlotRing, which the analyzers' views read."""
+        n, nb = self.n_slots, self.blocks.shape[1]
+        r = SlotRing(self.width, n, nb)
+        r.blocks, r.tokens = self.blocks[:n].copy(), self.tokens[:n].copy()
+        r.counts, r.requests, r.slot_ids = self.counts[:n].copy(), self.requests[:n].copy(), self.ids.copy()
+        r.current = None if self.current == NO_SLOT else self.current
+        return r
+
+
+def empty_ring(width: float, n_slots: int, n_buckets: int) -> RingState:
+    return RingState(
+        width=float(width),
+        blocks=np.zeros((n_slots + 1, n_buckets), dtype=np.int64),
+        tokens=np.zeros((n_slots + 1, n_buckets), dtype=np.int64),
+        counts=np.zeros((n_slots + 1, K.COUNTS_SIZE), dtype=np.int64),
+        requests=np.zeros(n_slots + 1, dtype=np.int64),
+        ids=np.full(n_slots, NO_SLOT, dtype=np.int64),
+        current=NO_SLOT,
+    )
+
+
+def ring_state(ring: SpillRing) -> RingState:
+    """A SpillRing's rows and spill, with the rows older than its last n slots moved to the spill."""
+    n = ring.n_slots
+    out = empty_ring(ring.width, n, ring.blocks.shape[1])
+    rows = np.flatnonzero(ring.slot_ids != NO_SLOT)
+    if ring.current is None or not len(rows):
+        return out
+    _replace(out, ring.current)
+    dst = out.rows_of(ring.slot_ids[rows])  # its own row, or the spill
+    for name, spill in (
+        ("blocks", ring.spill_blocks),
+        ("tokens", ring.spill_tokens),
+        ("counts", ring.spill_counts),
+        ("requests", ring.spill_requests),
+    ):
+        whole = getattr(out, name)
+        _add_rows(whole, dst, getattr(ring, name), rows)
+        whole[n] += spill
+    kept = dst < n
+    out.ids[dst[kept]] = ring.slot_ids[rows[kept]]
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _add_rows(whole: np.ndarray, dst: Ints, part: np.ndarray, src: Ints) -> None:  # pragma: no cover
+    """whole[dst[i]] += part[src[i]], row by row (np.add.at and reduceat took 15 ms a ring)."""
+    for i in range(dst.shape[0]):
+        whole[dst[i]] += part[src[i]]
+
+
+def _replace(state: RingState, current: int) -> None:
+    object.__setattr__(state, "current", current)
+
+
+def merge_rings(a: RingState, b: RingState) -> RingState:
+    """The rings of A's accesses then B's: B's slots older than A's newest fold into it (see the module)."""
+    if (a.width, a.n_slots, a.blocks.shape) != (b.width, b.n_slots, b.blocks.shape):
+        raise ValueError("time-slot rings of different shapes do not merge")
+    if a.current == NO_SLOT or b.current == NO_SLOT:
+        return b if a.current == NO_SLOT else a
+    n = a.n_slots
+    out = empty_ring(a.width, n, a.blocks.shape[1])
+    _replace(out, max(a.current, b.current))
+    a_rows = np.flatnonzero(a.ids != NO_SLOT)
+    b_rows = np.flatnonzero(b.ids != NO_SLOT)
+    slots = np.concatenate([a.ids[a_rows], np.maximum(b.ids[b_rows], a.current), [a.current]])
+    dst = out.rows_of(slots)
+    src_a = np.concatenate([a_rows, [n]])  # A's spill stays spilled
+    dst_a = np.concatenate([dst[: len(a_rows)], [n]])
+    dst_b = np.concatenate([dst[len(a_rows) : len(a_rows) + len(b_rows)], dst[-1:]])  # B's spill: A's newest
+    src_b = np.concatenate([b_rows, [n]])
+    for name in ("blocks", "tokens", "counts", "requests"):
+        whole = getattr(out, name)
+        _add_rows(whole, dst_a, getattr(a, name), src_a)
+        _add_rows(whole, dst_b, getattr(b, name), src_b)
+    in_ring = dst[:-1] < n
+    out.ids[dst[:-1][in_ring]] = slots[:-1][in_ring]
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _resolve_in_slots(
+    rows: Ints, distance: Ints, tokens: Ints, blocks: Ints, token_hist: Ints, counts: Ints
+) -> None:  # pragma: no cover - compiled
+    """Resolved firsts (distance d > 0: a hit; -1: beyond the horizon) moved, in their slots' rows,
+    from first accesses to what they are."""
+    for i in range(rows.shape[0]):
+        d: Int = distance[i]
+        if d == 0:
+            continue
+        r = rows[i]
+        tok = tokens[i]
+        counts[r, K.C_FIRST_TIME] -= 1
+        counts[r, K.C_FIRST_TIME_TOKENS] -= tok
+        if d > 0:
+            q = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
+            blocks[r, q] += 1
+            token_hist[r, q] += tok
+            counts[r, K.C_HITS] += 1
+        else:
+            counts[r, K.C_BEYOND] += 1
+            counts[r, K.C_BEYOND_TOKENS] += tok
+
+
+@dataclass(frozen=True, eq=False)
+class PartialSlots:
+    """The time slots of one run of accesses: both rings, the fine slot of each first (in the order of
+    PartialStack.firsts), the on-time accesses per fine slot touched (slot ids ascending), and the
+    late accesses."""
+
+    fine: RingState
+    coarse: RingState
+    first_slots: Ints
+    on_time_slots: Ints
+    on_time: Ints
+    late: int
+
+    def nbytes(self) -> int:
+        arrays = (self.first_slots, self.on_time_slots, self.on_time)
+        return self.fine.nbytes() + self.coarse.nbytes() + sum(a.nbytes for a in arrays)
+
+    def coarse_slots(self, fine_slots: Ints) -> Ints:
+        """The coarse slot of each fine slot, as the analyzer computes it (kvset.core.analyzer)."""
+        out: Ints = np.floor(fine_slots * self.fine.width / self.coarse.width).astype(np.int64)
+        return out
+
+
+def empty_slots(horizon: int, slot_seconds: float = 1.0, fine_slots: int = 360,
+                coarse_seconds: float = 60.0, coarse_slots: int = 120) -> PartialSlots:  # fmt: skip
+    nb = len(WINDOW_GRID.capacities(horizon))
+    none = np.zeros(0, dtype=np.int64)
+    return PartialSlots(
+        empty_ring(slot_seconds, fine_slots, nb),
+        empty_ring(coarse_seconds, coarse_slots, nb),
+        none,
+        none,
+        none,
+        0,
+    )
+
+
+def merge_slots(
+    a: PartialSlots,
+    b: PartialSlots,
+    distance: Ints,
+    first_tokens: Ints,
+    new: npt.NDArray[np.bool_],
+    a_complete: bool,
+    horizon: int,
+) -> PartialSlots:
+    """The slots of A's accesses then B's. distance: what merging resolved of B's firsts (see
+    _resolve_in_slots; 0: not found), first_tokens their tokens, new: those that stay firsts, which
+    follow A's when A's firsts are all its blocks, up to the horizon (as PartialStack.firsts)."""
+    newest = a.fine.current
+    b_fine = b.first_slots if newest == NO_SLOT else np.maximum(b.first_slots, newest)
+    fine, coarse = merge_rings(a.fine, b.fine), merge_rings(a.coarse, b.coarse)
+    coarse_newest = a.coarse.current
+    b_coarse = b.coarse_slots(b.first_slots)
+    if coarse_newest != NO_SLOT:
+        b_coarse = np.maximum(b_coarse, coarse_newest)
+    for ring, slots in ((fine, b_fine), (coarse, b_coarse)):
+        rows = ring.rows_of(slots) if len(slots) else slots
+        _resolve_in_slots(rows, distance, first_tokens, ring.blocks, ring.tokens, ring.counts)
+    late = a.late + b.late
+    on_slots, on_time = b.on_time_slots, b.on_time
+    if newest != NO_SLOT and len(on_slots):
+        older = on_slots < newest  # all late after A
+        late += int(on_time[older].sum())
+        on_slots, on_time = on_slots[~older], on_time[~older]
+    slots = np.concatenate([a.on_time_slots, on_slots])
+    counts = np.concatenate([a.on_time, on_time])
+    if len(a.on_time_slots) and len(on_slots) and on_slots[0] == a.on_time_slots[-1]:  # A's newest, continued
+        counts[len(a.on_time) - 1] += counts[len(a.on_time)]
+        slots, counts = np.delete(slots, len(a.on_time)), np.delete(counts, len(a.on_time))
+    firsts = np.concatenate([a.first_slots, b_fine[new]])[:horizon] if a_complete else a.first_slots
+    return PartialSlots(fine, coarse, firsts, slots, counts, late)
+
+
+@njit(nogil=True, cache=True)
+def _mark_slots(
+    stamps: npt.NDArray[np.float64], width: float, newest: Int, slots: Ints, ids: Ints, on_time: Ints
+) -> Int:  # pragma: no cover - compiled
+    """Per access, the slot the analyzer counts it in (its stamp's, or the newest before it if later):
+    into slots; per slot of the batch, in order, its id and the accesses stamped in it (on time).
+    Returns the number of slots. One pass, in the kernel's arithmetic."""
+    k = -1
+    for i in range(slots.shape[0]):
+        own = np.int64(np.floor(stamps[i] / width))
+        if own > newest:
+            newest = own
+        if k < 0 or ids[k] != newest:
+            k += 1
+            ids[k] = newest
+            on_time[k] = 0
+        on_time[k] += own >= newest
+        slots[i] = newest
+    return k + 1
+
+
+class SlotMarks:
+    """What the analyzer's rings do not say about a partition's accesses: the fine slot each access is
+    counted in (to give the firsts theirs) and the accesses on time per slot (the rest are late).
+    Fed the timestamps of each batch, in the order the analyzer takes its accesses."""
+
+    def __init__(self, width: float) -> None:
+        self.width = float(width)
+        self.newest = NO_SLOT
+        self._ids: list[Ints] = []
+        self._on_time: list[Ints] = []
+
+    def feed(self, stamps: np.ndarray, n: int) -> Ints:
+        """The slots of the batch's n accesses (stamps: one per access, or one for all)."""
+        slots = np.empty(n, dtype=np.int64)
+        if len(stamps) == n and n > 1:
+            ids, on_time = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+            k = _mark_slots(stamps, self.width, self.newest, slots, ids, on_time)
+            ids, on_time = ids[:k], on_time[:k]
+        else:  # one stamp for the batch, as the analyzer reads it
+            first = math.floor(float(stamps[0]) / self.width)
+            slots[:] = max(first, self.newest)
+            ids, on_time = slots[:1].copy(), np.array([n if first >= self.newest else 0], dtype=np.int64)
+        self.newest = int(slots[-1])
+        self._ids.append(ids)
+        self._on_time.append(on_time)
+        return slots
+
+    def on_time(self) -> tuple[Ints, Ints]:
+        """The slots touched, ascending, and the accesses on time in each."""
+        none = np.zeros(0, dtype=np.int64)
+        ids, counts = np.concatenate([none, *self._ids]), np.concatenate([none, *self._on_time])
+        first = np.concatenate([[True], np.diff(ids) != 0]) if len(ids) else np.zeros(0, dtype=bool)
+        starts = np.flatnonzero(first)
+        return ids[starts], np.add.reduceat(counts, starts) if len(starts) else none
