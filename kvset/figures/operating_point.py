@@ -121,7 +121,7 @@ RANKS_NOTE = (
     "{ranks} data-parallel ranks, each with its own pool ({pools}): the LRU figure and the model are "
     "each rank's own at its pool; windowed LRU figures are not kept per rank"
 )
-RECONSTRUCTED_NOTE = (
+EVENTS_SHOWED_NOTE = (
     "the engine reports misses only (vLLM's default mode): its hits were read off the chains its stored "
     "blocks hang on; {seen}"
 )
@@ -183,7 +183,7 @@ def operating_point(
     seen = _seen(engine, engine_model)
     notes = rank_notes
     if curve_scope == RECONSTRUCTED:
-        notes = (RECONSTRUCTED_NOTE.format(seen=_seen_words(*seen)), *rank_notes)
+        notes = (EVENTS_SHOWED_NOTE.format(seen=_seen_words(*seen)), *rank_notes)
     return _with(
         base,
         notes=notes,
