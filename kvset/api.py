@@ -14,7 +14,8 @@ from kvset.figures.churn import ChurnSeries
 from kvset.figures.curve import Curves, WindowCurve
 from kvset.figures.engine import EngineState
 from kvset.figures.hybrid_reserve import ModelReserve
-from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY, TARGET_MODES, WINDOWS, Targets
+from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY, RECONSTRUCTED, TARGET_MODES, WINDOWS, Targets
+from kvset.figures.kv_cache_groups import GroupFigures, KvCacheGroups
 from kvset.figures.operating_point import OperatingPoint
 from kvset.figures.policy_gap import BeladyMin, HitRateGap, PolicyGap
 from kvset.figures.ranks import Pooling, Ranks, RankView
@@ -35,6 +36,7 @@ __all__ = [
     "FITS_WITH_RESERVE",
     "FITS_WORKING_SET",
     "MISSES_ONLY",
+    "RECONSTRUCTED",
     "THRASHING_RULE",
     "THRASHING_RULE_SHORT",
     "CapacityGain",
@@ -52,6 +54,8 @@ __all__ = [
     "HitRateCurve",
     "HitRateGap",
     "ModelReserve",
+    "GroupFigures",
+    "KvCacheGroups",
     "NextTier",
     "OperatingPoint",
     "PolicyGap",

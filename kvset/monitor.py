@@ -44,7 +44,7 @@ from kvset.rejects import RejectCounter, Rejection
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder
 from kvset.sources.base import Source
-from kvset.types import AccessBatch, EngineReading, SourceHealth, SourceUpdate, TimelineEvent
+from kvset.types import AccessBatch, EngineReading, KvCacheGroup, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 QUEUE_UPDATES = 64
@@ -116,6 +116,9 @@ class Monitor:
         self._listeners: list[Callable[[Snapshot], None]] = []
         # data-parallel rank -> the analyzer of that rank's own accesses
         self.rank_analyzers: dict[int, StackDistanceAnalyzer] = {}
+        # a hybrid model's KV cache groups: each one's description and the analyzer of its own accesses
+        self.kv_cache_groups: dict[int, KvCacheGroup] = {}
+        self.group_analyzers: dict[int, StackDistanceAnalyzer] = {}
         # The backlog: updates with accesses queued for the analyzer, and their accesses, per source.
         self._queued_lock = threading.Lock()
         self._queued = [0] * len(self.sources)
@@ -194,6 +197,12 @@ class Monitor:
             self._release_held()
         if update.accesses is not None and len(update.accesses):
             self._intake(index, update.accesses)
+        for group in update.kv_cache_groups:
+            self.kv_cache_groups[group.group_idx] = group
+        if self.units is not None:  # (a group's accesses come with or after the stream's first)
+            for group_idx, part in update.group_accesses:
+                self._group_analyzer(group_idx).feed_batch(part)
+                self._changed = True
         if update.health is not None:
             self._health[index] = update.health
             self._changed = True
@@ -303,6 +312,14 @@ class Monitor:
                 )
         self._rate_window.append((time.monotonic(), len(batch)))
         self._changed = True
+
+    def _group_analyzer(self, group_idx: int) -> StackDistanceAnalyzer:
+        analyzer = self.group_analyzers.get(group_idx)
+        if analyzer is None:
+            assert self.units is not None
+            analyzer = self.new_analyzer(self.units, fine_slots=1, coarse_slots=1)  # all time, as a rank's
+            self.group_analyzers[group_idx] = analyzer
+        return analyzer
 
     def _rank_analyzer(self, rank: int) -> StackDistanceAnalyzer:
         analyzer = self.rank_analyzers.get(rank)
@@ -424,6 +441,11 @@ class Monitor:
                 engine_history=tuple(self._engine_history),
                 engine_model=self.engine_model if self.engine_model.updates else None,
                 ranks=self.rank_analyzers,
+                kv_cache_groups={
+                    g: (self.kv_cache_groups[g], a)
+                    for g, a in self.group_analyzers.items()
+                    if g in self.kv_cache_groups
+                },
                 opt=self._opt,
                 opt_note=self._opt_note,
             ),

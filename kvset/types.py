@@ -114,6 +114,11 @@ class EngineReading:
     resident_blocks: int | None = None  # from BlockStored/BlockRemoved
     evictions_total: int | None = None
     restores_after_removal: int | None = None  # misses a larger cache would have hit
+    # the engine's counters since kvset's first reading of them (or its restart): query tokens, hit
+    # tokens, finished requests; what the KV events showed is measured against these
+    queries_since_start: float | None = None
+    hits_since_start: float | None = None
+    requests_since_start: float | None = None
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 
@@ -186,6 +191,9 @@ class SourceHealth:
     # (a trace, a log of prompts: every access is there); False while an engine's KV events show
     # only newly stored blocks (its misses), so the curve is not the engine's own.
     reports_hits: bool | None = None
+    # Hits not reported but read off the chains the stored blocks hang on: the curve is of all accesses,
+    # reconstructed (requests that stored nothing are not in it).
+    hits_reconstructed: bool = False
 
     def __post_init__(self) -> None:
         _escape_fields(self, "source", "kind", "state")
@@ -224,6 +232,18 @@ class EngineModelDelta:
 
 
 @dataclass(frozen=True)
+class KvCacheGroup:
+    """One KV cache group of a hybrid model, as the engine's events say it (kind as vLLM names it:
+    full_attention, sliding_window, mamba, ...); `counted`: the group whose accesses are the stream's."""
+
+    group_idx: int
+    kind: str | None
+    sliding_window: int | None  # tokens
+    block_size: int | None
+    counted: bool = False
+
+
+@dataclass(frozen=True)
 class SourceUpdate:
     """units: the units of the source's stream, once the source knows them (on or before the update
     with its first accesses; a source that knows them from the start says so in `Source.units`)."""
@@ -234,3 +254,6 @@ class SourceUpdate:
     events: tuple[TimelineEvent, ...] = field(default_factory=tuple)
     engine_model: EngineModelDelta | None = None
     units: StreamUnits | None = None
+    # a hybrid model's groups, and each one's own accesses (the counted group's are `accesses` again)
+    kv_cache_groups: tuple[KvCacheGroup, ...] = ()
+    group_accesses: tuple[tuple[int, AccessBatch], ...] = ()

@@ -77,7 +77,12 @@ def build_scheduler(args, model_dir: str):
     )
     from vllm.distributed.kv_events import EventPublisherFactory, ZmqEventPublisher
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+        SlidingWindowSpec,
+    )
     from vllm.v1.structured_output import StructuredOutputManager
 
     class LoopbackZmqEventPublisher(ZmqEventPublisher):
@@ -125,17 +130,25 @@ def build_scheduler(args, model_dir: str):
         device_config=DeviceConfig(device="cpu"),
         kv_events_config=kv_events_config,
     )
-    # What the GPU worker would report after profiling: the pool size, one full-attention group.
-    kv_cache_config = KVCacheConfig(
-        num_blocks=args.pool_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec(
-                ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"],
-                FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=2, head_size=64, dtype=torch.float16),
-            )
-        ],
-    )
+    # What the GPU worker would report after profiling: the pool size, one full-attention group; with
+    # --sliding-window a hybrid model's: layer 0 full attention, layer 1 a sliding window of that many
+    # tokens, two groups in one pool (vLLM's HybridKVCacheCoordinator).
+    full = FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=2, head_size=64, dtype=torch.float16)
+    if args.sliding_window:
+        window = SlidingWindowSpec(
+            block_size=BLOCK_SIZE,
+            num_kv_heads=2,
+            head_size=64,
+            dtype=torch.float16,
+            sliding_window=args.sliding_window,
+        )
+        groups = [
+            KVCacheGroupSpec(["model.layers.0.self_attn.attn"], full),
+            KVCacheGroupSpec(["model.layers.1.self_attn.attn"], window),
+        ]
+    else:
+        groups = [KVCacheGroupSpec(["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"], full)]
+    kv_cache_config = KVCacheConfig(num_blocks=args.pool_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
     cache_config.num_gpu_blocks = args.pool_blocks
     scheduler = Scheduler(
         vllm_config=vllm_config,
@@ -404,6 +417,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-num-seqs", type=int, default=16)
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument(
+        "--sliding-window", type=int, default=0, help="a hybrid model: a second group, this window (tokens)"
+    )
     p.add_argument("--events-port", type=int, default=0, help="publish KV events (0: a dry run)")
     p.add_argument("--replay-port", type=int, default=0)
     p.add_argument("--metrics-port", type=int, default=0)
@@ -439,6 +455,7 @@ def main(argv=None) -> int:
     if args.metrics_port:
         import prometheus_client
         from vllm.v1.metrics.loggers import PrometheusStatLogger
+        from vllm.v1.metrics.stats import FinishedRequestStats, IterationStats
 
         prom = PrometheusStatLogger(vllm_config, engine_indexes=[0])
         prom.log_engine_initialized()
@@ -475,14 +492,22 @@ def main(argv=None) -> int:
         scheduled = {rid: scheduler.requests[rid] for rid in out.num_scheduled_tokens}
         eco = scheduler.update_from_output(out, mro)
         stats = None
+        finished = []
         for outs in eco.values():
             if outs.scheduler_stats is not None:
                 stats = outs.scheduler_stats
             for o in outs.outputs:
                 if o.finish_reason is not None:
                     agents.finish(o.request_id, step, truth, scheduled[o.request_id])
+                    if prom is not None:
+                        finished.append(
+                            FinishedRequestStats(finish_reason=o.finish_reason, request_id=o.request_id)
+                        )
         if prom is not None and stats is not None:
-            prom.record(scheduler_stats=stats, iteration_stats=None)
+            # the finished requests as vLLM's output processor would count them (vllm:request_success)
+            iteration = IterationStats()
+            iteration.finished_requests = finished
+            prom.record(scheduler_stats=stats, iteration_stats=iteration)
         truth.step_batch.append(published[0] - 1 if published[0] > published_before else -1)
         truth.after_step(bool(out.num_scheduled_tokens))
         step += 1
@@ -516,6 +541,7 @@ def main(argv=None) -> int:
             "block_size": BLOCK_SIZE,
             "max_num_seqs": args.max_num_seqs,
             "max_num_batched_tokens": args.max_num_batched_tokens,
+            "sliding_window": args.sliding_window or None,
             "batches_published": published[0],
             "subscribed": subscribed,
             "workload_seconds": round(t_workload, 2),

@@ -18,6 +18,13 @@ MISSES_ONLY_NOTE = (
     "curve is the LRU curve of the engine's misses, its hits are invisible. Fix: vLLM >= 0.26, send "
     'requests with vllm_xargs: {"kv_cache_report_mode": "full"}'
 )
+RECONSTRUCTED_NOTE = (
+    "engine reports misses only (vLLM's default report mode): each request's hits are read off the "
+    "chain its first stored block hangs on, among the blocks known to be resident, so the curve is of "
+    "all accesses, hits reconstructed; a request that stored no block is not seen (the operating point "
+    "says what share /metrics counted that the events did not show). The curve of the misses alone is "
+    "what a second cache tier behind the engine would see"
+)
 EVENTS_HELP = (
     "KV events (--events): the blocks an engine request stores (and, when it reports hits, the blocks its "
     "lookup found) are that request's accesses, handed on as one request when it finishes. "
@@ -25,7 +32,10 @@ EVENTS_HELP = (
     "invisible, and the curve is then the LRU curve of the engine's misses (roughly what a second "
     "cache tier behind the engine would see), not of all its accesses. vLLM >= 0.26 also publishes "
     'the hit blocks of requests sent with vllm_xargs: {"kv_cache_report_mode": "full"}; then the '
-    "curve is the exact LRU curve of the engine's accesses. The status line says which case is seen "
+    "curve is the exact LRU curve of the engine's accesses. Without them, each request's hits are read "
+    "off the chain its first stored block hangs on (its parent: the last block it found cached), walked "
+    "among the resident blocks: the curve of all accesses, reconstructed, labelled so. "
+    "The status line says which case is seen "
     f"(at least {HITS_MIN_STORES} stores of blocks that are already resident, and at least "
     f"{HITS_MIN_SHARE:.0%} of all stores, mean hits are reported). BlockRemoved events give the engine's "
     "own resident blocks, evictions and re-stores after removal (misses a larger cache would have hit). "
@@ -57,6 +67,12 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     sequences = [p.sequence for p in tracker.publishers]
     lost = sum(s.lost for s in sequences)
 
+    counts = tracker.request_counts()
+    reconstructed = (
+        not hits_reported
+        and counts.get("reconstructed", 0) > 0
+        and counts.get("reconstructed", 0) >= counts.get("unknown_prefix", 0)
+    )
     notes: list[str] = []
     if radix:
         prefix = sum(p.radix.counts.prefix_pages for p in tracker.publishers)
@@ -67,6 +83,8 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         notes.append(PER_PAGE_NOTE.format(pages=plural(pages, "page"), scope=scope))
     elif hits_reported:
         notes.append(HITS_REPORTED_NOTE)
+    elif reconstructed:
+        notes.append(RECONSTRUCTED_NOTE)
     elif stored:
         notes.append(MISSES_ONLY_NOTE)
     if lost:
@@ -131,7 +149,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     )
     details.append(("hit reporting", _hit_reporting(tracker)))
     details.append(("stream shape", _shapes(tracker)))
-    details.append(("requests", _requests(tracker.request_counts())))
+    details.append(("requests", _requests(counts)))
     unsure = tracker.counted_total(lambda b: b.stores_of_uncertain)
     if unsure:
         details.append(
@@ -152,7 +170,10 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     # Whether hits are reported is a question only once something was stored: before the first
     # event the curve is not "of the engine's misses", it is of nothing yet.
     return HealthParts(
-        notes=tuple(notes), details=tuple(details), reports_hits=hits_reported if stored else None
+        notes=tuple(notes),
+        details=tuple(details),
+        reports_hits=hits_reported if stored else None,
+        hits_reconstructed=reconstructed,
     )
 
 
@@ -171,8 +192,9 @@ def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
     note = ""
     if not chosen:
         note = (
-            f"several KV cache groups: counting group {in_use} only; choose with --group-idx "
-            f"({tracker.ignored_group_blocks} stored blocks of {of} ignored)"
+            f"several KV cache groups (a hybrid model): the curve is group {in_use}'s, each group has its "
+            f"own (kv_cache_groups), and the engine model replays all of them in the one pool they share "
+            f"({tracker.ignored_group_blocks} stored blocks of {of} outside the curve); --group-idx counts one alone"
         )
     return note, detail
 
@@ -209,6 +231,7 @@ def _requests(c: dict[str, int]) -> str:
         for k, name in (
             ("readmissions", "readmissions after preemption"),
             ("decode_blocks", "output blocks"),
+            ("reconstructed", "with hits read off the resident chain"),
             ("unknown_prefix", "without a known cached prefix"),
             ("prefix_pages", "cached pages read off parent chains"),
             ("output_pages", "output pages"),

@@ -60,13 +60,14 @@ from kvset.engine.kv_events import (
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
+from kvset.engine_model.kv_groups import KvGroup
 from kvset.engine_model.radix_cache import MODEL_NAME as RADIX_MODEL_NAME
 from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
-from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+from kvset.types import EngineReading, KvCacheGroup, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
@@ -180,6 +181,7 @@ class KvEventTracker:
         self.quiet_seconds = quiet_seconds
         self.tail_probe_seconds = quiet_seconds if tail_probe_seconds is None else tail_probe_seconds
         self._pending = PendingAccesses()
+        self._group_pending: dict[int, PendingAccesses] = {}  # a hybrid model's groups, each its own
         self._timeline: list[TimelineEvent] = []
         self.accesses = 0
         self.clears = 0
@@ -189,6 +191,7 @@ class KvEventTracker:
         self.group_in_use: int | None = group_idx
         self.groups_seen: set[int] = set()
         self.group_kinds: dict[int, str] = {}  # kv_cache_spec_kind by group, where the events say
+        self.group_windows: dict[int, int | None] = {}  # kv_cache_spec_sliding_window by group
         self.ignored_group_events = 0
         self.ignored_group_blocks = 0
         self.ignored_media: Counter[str] = Counter()
@@ -322,6 +325,7 @@ class KvEventTracker:
         current_kind = self.group_kinds.get(current)
         if full is not None and current_kind is not None and current_kind not in FULL_ATTENTION_KINDS:
             self.group_in_use = full
+            publisher.replay.groups.pop(full)  # (the counted group is the model's primary)
             self._timeline.append(
                 TimelineEvent(
                     at,
@@ -371,10 +375,19 @@ class KvEventTracker:
                         self.ignored_group_blocks += len(keys)
                     if self.group_idx is not None:
                         continue  # the user chose a group: the others are not even tracked
+            if (
+                kind == BLOCK_STORED
+                and not counted
+                and self.group_idx is None
+                and self.group_in_use is not None
+            ):
+                self._learn_group(publisher, group, batch, i)
             # Every group keeps its own resident set, so that a later switch finds it right.
             blocks = self._blocks(publisher, group)
             if kind == BLOCK_REMOVED:
                 blocks.remove(keys)
+                if counted:
+                    publisher.replay.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
@@ -397,6 +410,20 @@ class KvEventTracker:
                     publisher.radix.stored(keys, tokens, parent, size)
                 if publisher.replay in fed:
                     publisher.replay.stored(keys, tokens, parent, cached)
+
+    def _learn_group(self, publisher: Publisher, group: int, batch: KvEventBatch, i: int) -> None:
+        """Another KV cache group of a hybrid model: its copies of the blocks share the engine's pool,
+        so the engine model replays them beside the counted group's (kvset.engine_model.kv_groups)."""
+        known = publisher.replay.groups.get(group)
+        size = (
+            int(batch.block_sizes[i]) or self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
+        )
+        window = int(batch.sliding_windows[i]) or None
+        kind = batch.spec_kinds[i] or self.group_kinds.get(group)
+        if known is not None and (known.kind, known.sliding_window, known.block_size) == (kind, window, size):
+            return
+        publisher.replay.add_group(KvGroup(group, kind, window, size))
+        self.group_windows[group] = window
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
         """The block size of a counted store: the first one decides the stream's units (the event's
@@ -457,10 +484,21 @@ class KvEventTracker:
             for grouping in (replay, publisher.pages, publisher.radix):
                 if grouping is not grouped:
                     grouping.take_accesses()
+            # a hybrid model's groups (vLLM's request steps only): each group's accesses beside the pool's
+            hybrid = grouped is replay and len(replay.groups) > 0 and self.group_in_use is not None
             for keys, tokens, ts in grouped.take_accesses():
                 self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
+                if hybrid:
+                    assert self.group_in_use is not None
+                    self._group_pending.setdefault(self.group_in_use, PendingAccesses()).add_request(
+                        keys, tokens, ts
+                    )
+            group_accesses = replay.take_group_accesses()
+            if grouped is replay:
+                for group, keys, tokens, ts in group_accesses:
+                    self._group_pending.setdefault(group, PendingAccesses()).add_request(keys, tokens, ts)
             # each engine model is of the shape it was built for: vLLM's request steps, SGLang's inserts
             vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
             if shape == RADIX_INSERTS:
@@ -479,7 +517,30 @@ class KvEventTracker:
             events=events,
             engine_model=model,
             units=self.units,
+            kv_cache_groups=self.kv_cache_groups(),
+            group_accesses=tuple(
+                (g, batch)
+                for g, pending in sorted(self._group_pending.items())
+                if (batch := pending.take(self.block_size)) is not None
+            ),
         )
+
+    def kv_cache_groups(self) -> tuple[KvCacheGroup, ...]:
+        """The groups of a hybrid model the engine model replays (none for a model of one group)."""
+        modelled = {g.group_idx: g for p in self.publishers for g in p.replay.groups}
+        if not modelled or self.group_in_use is None:
+            return ()
+        primary = KvCacheGroup(
+            self.group_in_use,
+            self.group_kinds.get(self.group_in_use),
+            self.group_windows.get(self.group_in_use),
+            self.block_size,
+            counted=True,
+        )
+        others = [
+            KvCacheGroup(g.group_idx, g.kind, g.sliding_window, g.block_size) for g in modelled.values()
+        ]
+        return tuple(sorted([primary, *others], key=lambda g: g.group_idx))
 
     def request_counts(self) -> dict[str, int]:
         """The grouping's and the dedupe's counters, summed over the publishers."""

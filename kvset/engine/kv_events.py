@@ -66,6 +66,8 @@ STORED_FIELDS = (
     "lora_name",
     "extra_keys",
     "group_idx",
+    "kv_cache_spec_kind",
+    "kv_cache_spec_sliding_window",
 )
 REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
 RANK_FIELDS = ("data_parallel_rank", "attn_dp_rank", "dp_rank")
@@ -92,6 +94,7 @@ class KvEventBatch:
     has_parent: np.ndarray  # bool
     media: tuple[str | None, ...]
     spec_kinds: tuple[str | None, ...]  # BlockStored's kv_cache_spec_kind, e.g. "full_attention"
+    sliding_windows: np.ndarray  # int64: BlockStored's kv_cache_spec_sliding_window (tokens), 0 where none
     layout: str  # "map" or "array" (of its first good event; "" when it has none)
     signed_hashes: int = 0  # events with a negative block hash: signed 64-bit hashes, SGLang's form
 
@@ -180,10 +183,11 @@ class _BatchBuilder:
         self.media: list[str | None] = []
         self.spec_kinds: list[str | None] = []
         self.signed_hashes = 0
+        self.sliding_windows: list[int] = []
 
     def add(self, kind: int, fields: dict[str, Any]) -> None:
         # Every check comes before the first append, so a rejected event leaves no trace.
-        spec_kind = None
+        spec_kind, window = None, 0
         if kind == ALL_BLOCKS_CLEARED:
             keys = np.empty(0, dtype=np.uint64)
             block_size, token_count, group, medium, parent = 0, -1, -1, None, None
@@ -203,6 +207,7 @@ class _BatchBuilder:
                 block_size = _optional_int(fields, "block_size", 1, MAX_BLOCK_SIZE) or 0
                 raw_kind = fields.get("kv_cache_spec_kind")
                 spec_kind = raw_kind[:40] if isinstance(raw_kind, str) else None
+                window = _optional_int(fields, "kv_cache_spec_sliding_window", 1, MAX_INDEX) or 0
                 token_ids = fields.get("token_ids")
                 if token_ids is not None:
                     if not isinstance(token_ids, list):
@@ -220,6 +225,7 @@ class _BatchBuilder:
         self.media.append(medium)
         self.spec_kinds.append(spec_kind)
         self.signed_hashes += negative
+        self.sliding_windows.append(window)
 
     def build(self, ts: float, rank: int | None, layout: str) -> KvEventBatch:
         offsets = np.zeros(len(self.kinds) + 1, dtype=np.int64)
@@ -241,6 +247,7 @@ class _BatchBuilder:
             has_parent=np.array(self.has_parent, dtype=bool),
             media=tuple(self.media),
             spec_kinds=tuple(self.spec_kinds),
+            sliding_windows=np.array(self.sliding_windows, dtype=np.int64),
             layout=layout,
             signed_hashes=self.signed_hashes,
         )

@@ -39,6 +39,7 @@ class MetricsTracker:
         self._prev: CacheCounters | None = None
         self._prev_at: float | None = None
         self._base: tuple[float, float, float] | None = None  # (at, queries, hits) since start/reset
+        self._base_requests: float | None = None  # finished requests at the start/reset
         self._deltas: deque[tuple[float, float, float, float]] = deque()  # (t0, t1, dq, dh)
         self._missing_streak = 0
         self._describe: tuple[str, ...] = ()  # what the last good poll summed or assumed
@@ -66,13 +67,13 @@ class MetricsTracker:
         q_sum = sum(now.queries.values())
         h_sum = sum(now.hits.values())
         if prev is None or prev.engine != now.engine:
-            self._reset_window(at, q_sum, h_sum)
+            self._reset_window(at, q_sum, h_sum, now.requests_finished)
         elif self._went_down(prev, now):
             self.resets += 1
             events.append(
                 TimelineEvent(at, "engine-reset", f"{self.label}: counters went down (engine restarted)")
             )
-            self._reset_window(at, q_sum, h_sum)
+            self._reset_window(at, q_sum, h_sum, now.requests_finished)
         else:
             dq = sum(v - prev.queries[k] for k, v in now.queries.items() if k in prev.queries)
             dh = sum(v - prev.hits[k] for k, v in now.hits.items() if k in prev.hits)
@@ -91,9 +92,10 @@ class MetricsTracker:
                     return True
         return False
 
-    def _reset_window(self, at: float, q: float, h: float) -> None:
+    def _reset_window(self, at: float, q: float, h: float, requests: float | None) -> None:
         self._deltas.clear()
         self._base = (at, q, h)
+        self._base_requests = requests
 
     def window_rate(self) -> tuple[float | None, float | None]:
         dq = sum(d[2] for d in self._deltas)
@@ -117,6 +119,7 @@ class MetricsTracker:
         if rate is None:
             # No prompt tokens in the window (idle): the rate since start, with its own span.
             rate, span = self.since_start_rate(now, at)
+        since = self._since_start(now)
         return EngineReading(
             at=at,
             pools=now.pools,
@@ -126,8 +129,21 @@ class MetricsTracker:
             kv_usage=now.kv_usage,
             running_requests=now.running,
             waiting_requests=now.waiting,
+            queries_since_start=since[0],
+            hits_since_start=since[1],
+            requests_since_start=since[2],
             label=f"{now.engine} {self.label}",
         )
+
+    def _since_start(self, now: CacheCounters) -> tuple[float | None, float | None, float | None]:
+        """Query tokens, hit tokens and finished requests since the first poll (or the restart)."""
+        if self._base is None:
+            return None, None, None
+        _, q0, h0 = self._base
+        requests = None
+        if now.requests_finished is not None and self._base_requests is not None:
+            requests = max(0.0, now.requests_finished - self._base_requests)
+        return max(0.0, sum(now.queries.values()) - q0), max(0.0, sum(now.hits.values()) - h0), requests
 
     def health_parts(self) -> HealthParts:
         return HealthParts(notes=self._describe, details=(("engine restarts seen", str(self.resets)),))

@@ -47,6 +47,7 @@ VLLM_V0_HIT_RATE = "vllm:gpu_prefix_cache_hit_rate"
 VLLM_CACHE_CONFIG = "vllm:cache_config_info"
 VLLM_RUNNING = "vllm:num_requests_running"
 VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_REQUESTS_DONE = "vllm:request_success_total"  # finished requests, by finished_reason
 SGLANG_CACHED = "sglang:cached_tokens_total"
 SGLANG_PROMPT = "sglang:prompt_tokens_total"
 SGLANG_HIT_GAUGE = "sglang:cache_hit_rate"
@@ -141,6 +142,7 @@ class CacheCounters:
     engine_hit_gauge: float | None  # the engine's own hit-rate gauge, when it exports one
     describe: tuple[str, ...] = ()  # what was summed or assumed
     waiting: int | None = None  # requests waiting for admission (vLLM)
+    requests_finished: float | None = None  # requests the engine finished, summed over its series (vLLM)
 
 
 def _first_present(
@@ -234,6 +236,7 @@ def _vllm(samples: Samples) -> CacheCounters:
     running_vals = [v for _, v in samples.get(VLLM_RUNNING, []) if _count(v)]
     waiting_vals = [v for _, v in samples.get(VLLM_WAITING, []) if _count(v)]
     v0 = [v for _, v in samples.get(VLLM_V0_HIT_RATE, []) if _finite(v)]
+    done = _counter_series(VLLM_REQUESTS_DONE, samples.get(VLLM_REQUESTS_DONE, []))
     if len(engines) > 1:
         notes.append(f"{len(engines)} engines, each with its own pool")
     if len(queries) > 1:
@@ -250,6 +253,7 @@ def _vllm(samples: Samples) -> CacheCounters:
         engine_hit_gauge=(sum(v0) / len(v0)) if v0 else None,
         describe=tuple(notes),
         waiting=int(sum(waiting_vals)) if waiting_vals else None,
+        requests_finished=sum(done.values()) if done else None,
     )
 
 

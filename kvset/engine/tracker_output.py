@@ -17,6 +17,7 @@ class HealthParts:
     details: tuple[tuple[str, str], ...] = ()
     # Whether the accesses include the engine's hits (see SourceHealth.reports_hits).
     reports_hits: bool | None = None
+    hits_reconstructed: bool = False  # (see SourceHealth.hits_reconstructed)
 
 
 class PendingAccesses:

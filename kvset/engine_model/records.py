@@ -57,6 +57,11 @@ class OpenRequest:
     prefix_dq: int = 0
     prefix_cause: int = CAUSE_NONE
     queried: int = 0  # blocks the replay has seen
+    # a hybrid model (kvset.engine_model.kv_groups): raw (distance, unpinned) per query call, the other
+    # groups' the same by group, and the other groups' blocks it still holds, in chain order
+    raw: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    twin_raw: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    twin_held: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def blocks(self) -> int:
@@ -84,7 +89,9 @@ class RequestCounts:
     recovered: int = 0  # a store whose report had been taken for a re-report: confirmed after all
     without_report: int = 0  # requests whose first store came without a report (no cached prefix)
     unknown_prefix: int = 0  # ... whose first store chains onto blocks no report named: its hits are
-    # unknown (every request when the engine reports misses only); left out of the model
+    # unknown (the chain it hangs on is not known: stored before kvset listened); left out of the model
+    reconstructed: int = 0  # ... whose cached prefix was read off the resident chain (no report came)
+    reconstructed_blocks: int = 0
     readmissions: int = 0  # after a preemption: kept out of the query counts, as vLLM does
     readmission_tokens: int = 0
     decode_blocks: int = 0  # output blocks: stored, never queried

@@ -14,8 +14,13 @@ chain in a later batch means the first was a lookup that was not admitted (dropp
 does a later report of a chain nested in it or holding it (the waiting request's cached prefix
 shrank or grew: block hashes are chained, so equal hashes at one position mean equal prefixes). A
 report neither confirmed nor superseded within `pending_batches` is an admission that stored nothing
-(its prompt was cached but for a partial block, and its output filled no block). Without hit reports
-(the default "incremental" mode) a request is its stored blocks only: its misses.
+(its prompt was cached but for a partial block, and its output filled no block).
+
+Without hit reports (vLLM's default "incremental" mode) a request's first store still hangs on the
+last block of the prefix its lookup found (its parent): that parent and its ancestors among the
+resident blocks (kvset.engine_model.prefix_chain) are its hit blocks, looked up in the batch of that
+store. A request whose prompt was cached but for a partial block and whose answer filled no block
+stores nothing in this mode: it is not seen at all (the operating point sizes that from /metrics).
 
 A store is a decode block when it is one block and the request stored nothing in the batch before,
 or stored last more than 1.5 engine steps before (prefill chunks come step after step; a step is
@@ -45,6 +50,8 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.kv_groups import GroupCopies, KvGroup
+from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
@@ -92,6 +99,10 @@ class RequestReplay:
         self.counts = RequestCounts()
         self.filling = 1  # blocks each running request holds that are not full yet (uncached)
         self.queue = FreeQueue(horizon)
+        # parent links of the resident blocks: the hits the default (incremental) mode leaves out
+        self.chain = PrefixChain()
+        self.block_size = 0  # tokens of a full block, the largest a store said
+        self.groups = GroupCopies()  # a hybrid model's other KV cache groups, in the same pool
         self._forgotten_recent: set[int] = set()
         self._forgotten_older: set[int] = set()
         self._batch = -1  # index of the current batch
@@ -112,6 +123,7 @@ class RequestReplay:
         self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_groups: list[tuple[int, np.ndarray, np.ndarray, float]] = []  # (group, keys, tokens, time)
         self._out_blocks = 0
         self._out_model: list[ModelPart] = []
 
@@ -134,7 +146,10 @@ class RequestReplay:
         if self._batch < 0:
             raise RuntimeError("begin_batch first")
         b = self._batch
+        if len(tokens):
+            self.block_size = max(self.block_size, int(tokens.max()))
         if parent is None and all_resident:
+            self.chain.stored(keys, None)
             self._report(keys, tokens)
             return
         request = None
@@ -142,12 +157,15 @@ class RequestReplay:
             request = self._confirm(parent)
             if request is None:
                 request = self._continuation(parent, keys)
+            if request is None:
+                request = self._reconstructed(parent)
         if request is None:
             request = self._open(np.empty(0, np.uint64), np.empty(0, np.int64), parent, b)
             if parent is None:
                 self.counts.without_report += 1
             else:
                 self.counts.unknown_prefix += 1
+        self.chain.stored(keys, parent)
         # an output block: one block after a batch without the request's stores (prefill chunks come
         # step after step), or a first store after the lookup (the prompt was cached but its last part)
         previous = request.last_store if request.last_store >= 0 else request.reported
@@ -177,6 +195,25 @@ class RequestReplay:
             request.restores = self._owner.get(int(keys[0]))
         for k in keys.tolist():
             self._owner[k] = request.id
+
+    def add_group(self, group: KvGroup) -> None:
+        """Another KV cache group shares the pool: its copies of every block are replayed beside the
+        primary group's (kvset.engine_model.kv_groups)."""
+        self.groups.add(group)
+
+    def removed(self, keys: np.ndarray) -> None:
+        """The engine evicted these blocks (BlockRemoved): no later lookup can have hit them."""
+        self.chain.removed(keys.tolist())
+
+    def _reconstructed(self, parent: int) -> OpenRequest | None:
+        """A new request whose hits were not reported: its cached prefix is the resident chain ending
+        in `parent`, looked up now (None: a link of that chain is not known)."""
+        hit = self.chain.walk(parent)
+        if hit is None:
+            return None
+        self.counts.reconstructed += 1
+        self.counts.reconstructed_blocks += len(hit)
+        return self._open(hit, np.full(len(hit), self.block_size, np.int64), None, self._batch)
 
     def _lag(self) -> int:
         gap = float(np.median(self._gaps)) if len(self._gaps) >= 16 else OUTPUT_BLOCK_GAP
@@ -314,6 +351,7 @@ class RequestReplay:
         """The engine dropped its cache (restart, AllBlocksCleared): finish everything, start empty."""
         self.flush()
         self.queue = FreeQueue(self.queue.horizon)
+        self.chain.clear()
         self._forgotten_recent, self._forgotten_older = set(), set()
         self._reports.clear()
         self._dropped.clear()
@@ -339,16 +377,26 @@ class RequestReplay:
                     self._finish(request, batch)
             self._ts.pop(batch - 1, None)
 
-    def _query(self, request: OpenRequest, keys: np.ndarray, tokens: np.ndarray, recomputed: bool) -> None:
+    def _distances(self, pos: np.ndarray, pinned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(distance, distance ignoring the pinned blocks) from free-queue positions."""
+        dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
+        # a queued block waits behind the pinned ones and behind the block each running request is
+        # filling (one in each KV cache group)
+        filling = self.filling * len(self._running) * (1 + len(self.groups))
+        return np.where(pos > 0, pos + pinned + filling, dq).astype(np.int64), dq
+
+    def _query(
+        self, request: OpenRequest, keys: np.ndarray, tokens: np.ndarray, recomputed: bool, hit: bool = False
+    ) -> None:
         n = len(keys)
+        if self.groups:
+            self.groups.read(request, keys, self._run, self._distances)
         ops = np.empty(2 * n, dtype=np.int8)
         ops[0::2], ops[1::2] = QUERY, PIN
         pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
         self._forget(forgot)
         pos, pinned = pos[0::2], pinned[0::2]
-        dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
-        # a queued block waits behind the pinned ones and behind the block each running request is filling
-        dt = np.where(pos > 0, pos + pinned + self.filling * len(self._running), dq).astype(np.int64)
+        dt, dq = self._distances(pos, pinned)
         cause = np.zeros(n, dtype=np.int8)
         absent = np.flatnonzero(pos == ABSENT)
         for i in absent.tolist():
@@ -360,6 +408,9 @@ class RequestReplay:
         if recomputed:
             dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
             self.counts.recomputed_blocks += n
+        if self.groups:
+            self.groups.pin(request, keys, hit, self._run)
+            request.raw.append((dt, dq))  # the lookup across groups is computed once it is complete
         # the engine's lookup is a longest prefix: a block is a hit only with all blocks before it
         dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
         dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
@@ -375,10 +426,12 @@ class RequestReplay:
         _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
         self._forget(forgot)
         request.held.append(keys)
+        if self.groups:
+            self.groups.pin(request, keys, False, self._run)
 
     def _admit(self, request: OpenRequest) -> None:
         if len(request.hit_keys):
-            self._query(request, request.hit_keys, request.hit_tokens, False)
+            self._query(request, request.hit_keys, request.hit_tokens, False, hit=True)
 
     def _store(self, request: OpenRequest, index: int) -> None:
         _, keys, tokens, decode, recomputed = request.stores[index]
@@ -387,6 +440,12 @@ class RequestReplay:
             self._pin(request, keys)
         else:
             self._query(request, keys, tokens, recomputed)
+
+    def _run(self, ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Free-queue operations; blocks it forgets are remembered as forgotten."""
+        pos, pinned, forgot = self.queue.run(ops, keys)
+        self._forget(forgot)
+        return pos, pinned
 
     def _forget(self, keys: np.ndarray) -> None:
         if not len(keys):
@@ -403,6 +462,7 @@ class RequestReplay:
             held = np.concatenate(request.held)
             _, _, forgot = self.queue.run(np.full(len(held), RELEASE, dtype=np.int8), held[::-1])
             self._forget(forgot)
+        self.groups.release(request, self._run)
         tail = request.tail()
         if tail is not None and self._tails.get(tail) is request:
             del self._tails[tail]
@@ -441,8 +501,11 @@ class RequestReplay:
             tokens.append(np.zeros(len(k), np.int64) if decode or readmitted else t)
         all_keys = np.concatenate(keys).astype(np.uint64, copy=False)
         if len(all_keys):
-            self._out_accesses.append((all_keys, np.concatenate(tokens).astype(np.int64, copy=False), ts))
+            all_tokens = np.concatenate(tokens).astype(np.int64, copy=False)
+            self._out_accesses.append((all_keys, all_tokens, ts))
             self._out_blocks += len(all_keys)
+            for group, first in self.groups.accessed_from(len(request.hit_keys)):
+                self._out_groups.append((group, all_keys[first:], all_tokens[first:], ts))
         if readmitted:
             self.counts.readmissions += 1
             self.counts.readmission_tokens += int(sum(int(t.sum()) for t in request.qtokens))
@@ -450,10 +513,13 @@ class RequestReplay:
         if request.parent is not None and not len(request.hit_keys):
             return  # its cached prefix is unknown: its hit rate too
         if request.dt:
+            dt, dq = np.concatenate(request.dt), np.concatenate(request.dq)
+            if request.raw:
+                dt, dq = self.groups.joint(request)
             self._out_model.append(
                 (
-                    np.concatenate(request.dt),
-                    np.concatenate(request.dq),
+                    dt,
+                    dq,
                     np.concatenate(request.cause),
                     np.concatenate(request.qtokens),
                     ts,
@@ -480,6 +546,11 @@ class RequestReplay:
     def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Finished requests since the last take: (keys in chain order, tokens, time of the finish)."""
         out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
+        return out
+
+    def take_group_accesses(self) -> list[tuple[int, np.ndarray, np.ndarray, float]]:
+        """The other KV cache groups' own accesses of the finished requests: (group, keys, tokens, time)."""
+        out, self._out_groups = self._out_groups, []
         return out
 
     def take_model(self) -> list[ModelPart]:

@@ -47,7 +47,7 @@ from kvset.figures.base import (
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.quantities import parse_fractions
-from kvset.types import EngineReading
+from kvset.types import EngineReading, KvCacheGroup
 from kvset.units import StreamUnits
 
 R = TypeVar("R")
@@ -62,6 +62,9 @@ DEFAULT_ABSOLUTE_TARGETS = (0.50, 0.70, 0.90)
 # newly stored blocks: then it is not comparable with the engine's own hit rate).
 ALL_ACCESSES = "all accesses"
 MISSES_ONLY = "engine misses only"
+# KV events that show only the misses, but whose hits were read off the chains the misses hang on
+# (kvset.engine_model.prefix_chain): every access the events let kvset see, hits reconstructed.
+RECONSTRUCTED = "all accesses, hits reconstructed"
 
 
 def _fractions(values: tuple[float, ...]) -> str:
@@ -238,6 +241,8 @@ class FigureInputs:
     engine_history: tuple[EngineReading, ...] = ()
     engine_model: EngineModel | None = None
     ranks: Mapping[int, RankStream] = field(default_factory=dict)
+    # a hybrid model's KV cache groups: each one and the exact all-time curve of its own accesses
+    kv_cache_groups: Mapping[int, tuple[KvCacheGroup, HitRateCurve]] = field(default_factory=dict)
     opt: OptCurve | None = None
     opt_note: str | None = None  # why MIN's curve is not there yet (None: there, or not asked for)
     geometry: ModelGeometry | None = None

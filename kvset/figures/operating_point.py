@@ -11,8 +11,12 @@ What is exact and what is a model:
   Its hit rate at the pool is the prediction; the LRU capacity with the same hit rate is the pool's
   *effective capacity*, drawn on the curve beside the pool. Its inputs are shown with it.
 
-The model needs the engine's hits: with KV events that report misses only (vLLM's default), the
-hit rate cannot be predicted from the events; the engine's own rate comes from /metrics.
+The model needs the engine's hits. With KV events that report misses only (vLLM's default) they are
+read off the chains the stored blocks hang on (curve scope RECONSTRUCTED); a request that stored no
+block is then not seen at all, so the share of the engine's query tokens (and requests) the events
+showed is given beside the prediction, measured against the engine's own counters since kvset
+started (/metrics: vllm:prefix_cache_queries, vllm:request_success). Without either, the hit rate
+cannot be predicted from the events; the engine's own rate comes from /metrics.
 
 Data-parallel ranks (several --events endpoints) each have their own pool (the engine's own of each
 rank where it says them, else its one pool split evenly): the LRU figure is then each rank's own curve
@@ -35,7 +39,7 @@ from kvset.engine_model import EngineModel
 from kvset.engine_model.radix_cache import MODEL_NAME as SGLANG_MODEL_NAME
 from kvset.figures import ranks
 from kvset.figures.base import Json, MetricFamily, MetricsView, OptionValues, Sizes, TextView, gauge
-from kvset.figures.inputs import MISSES_ONLY, Figure, FigureInputs
+from kvset.figures.inputs import MISSES_ONLY, RECONSTRUCTED, Figure, FigureInputs
 from kvset.figures.ranks import RankSplit
 from kvset.figures.tables import NOT_KNOWN, percent_cell
 from kvset.types import EngineReading
@@ -70,6 +74,15 @@ class OperatingPoint:
     # shares of the engine's query tokens at the pool: hit, first_time, capacity, pinned, ...
     miss_breakdown: tuple[tuple[str, float], ...] = ()
     notes: tuple[str, ...] = ()  # what can and cannot be predicted
+    # what the events showed of the engine's traffic since kvset started: the model's query tokens over
+    # the engine's (vllm:prefix_cache_queries), and its requests against vllm:request_success
+    seen_token_share: float | None = None
+    seen_requests: int | None = None
+    engine_requests: int | None = None
+
+    @property
+    def unseen_token_share(self) -> float | None:
+        return None if self.seen_token_share is None else max(0.0, 1.0 - self.seen_token_share)
 
     @property
     def model_label(self) -> str:
@@ -113,6 +126,10 @@ MISSES_ONLY_NOTE = (
 RANKS_NOTE = (
     "{ranks} data-parallel ranks, each with its own pool ({pools}): the LRU figure and the model are "
     "each rank's own at its pool; windowed LRU figures are not kept per rank"
+)
+EVENTS_SHOWED_NOTE = (
+    "the engine reports misses only (vLLM's default mode): its hits were read off the chains its stored "
+    "blocks hang on; {seen}"
 )
 NO_MODEL_NOTE = (
     "no hit-reporting KV events: the prediction is the LRU curve at the pool, which ignores the blocks "
@@ -169,8 +186,16 @@ def operating_point(
         return _with(base, notes=((NO_MODEL_NOTE,) if engine_model is None else ()) + rank_notes)
     usable = max(1, rank_pool)  # the pool left out vLLM's null block already
     at = engine_model.at(usable)
+    seen = _seen(engine, engine_model)
+    notes = rank_notes
+    if curve_scope == RECONSTRUCTED:
+        notes = (EVENTS_SHOWED_NOTE.format(seen=_seen_words(*seen)), *rank_notes)
     return _with(
         base,
+        notes=notes,
+        seen_token_share=seen[0],
+        seen_requests=seen[1],
+        engine_requests=seen[2],
         model=engine_model.name,
         model_token_hit_rate=at.hit_rate,
         effective_capacity_blocks=effective_capacity(lru_curve, engine_model, at.hit_tokens),
@@ -178,6 +203,27 @@ def operating_point(
         dedupe=_dedupe(engine_model),
         miss_breakdown=tuple(at.breakdown().items()),
     )
+
+
+def _seen(engine: EngineReading, model: EngineModel) -> tuple[float | None, int | None, int | None]:
+    """(share of the engine's query tokens the model counted, its requests, the engine's finished ones)."""
+    share = None
+    if engine.queries_since_start:
+        share = model.query_tokens / engine.queries_since_start
+    theirs = None if engine.requests_since_start is None else round(engine.requests_since_start)
+    return share, model.requests, theirs
+
+
+def _seen_words(share: float | None, seen: int | None, theirs: int | None) -> str:
+    if share is None:
+        return "what share of the traffic the events showed needs the engine's /metrics (--metrics)"
+    text = (
+        f"the events showed {percent_cell(min(share, 1.0))} of the query tokens the engine counted "
+        f"since kvset started (unseen {percent_cell(max(0.0, 1.0 - share))}: requests that stored no block)"
+    )
+    if theirs is not None and seen is not None:
+        text += f"; {seen:,} requests modelled of {theirs:,} the engine finished"
+    return text
 
 
 def effective_capacity(curve: HitRateCurve, model: EngineModel, hit_tokens: int) -> int | None:
@@ -278,6 +324,12 @@ def op_json(op: OperatingPoint, sizes: Sizes, window: str = "all") -> Json:
         "dedupe": dict(op.dedupe),
         "miss_breakdown": dict(op.miss_breakdown) or None,
         "notes": list(op.notes),
+        "events_showed": {
+            "query_token_share": op.seen_token_share,
+            "unseen_token_share": op.unseen_token_share,
+            "requests_modelled": op.seen_requests,
+            "engine_requests_finished": op.engine_requests,
+        },
         "curve_scope": op.curve_scope,
         "stale": op.stale,
         "label": op.label,

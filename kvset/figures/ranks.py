@@ -85,7 +85,7 @@ class Pooling:
     capacity_source: str  # a key of RANK_POOL_SOURCES
     shared_hit_rate: dict[str, float]  # by unit: the merged stream at the sum of the pools
     separate_hit_rate: dict[str, float]  # by unit: every rank at its own pool, over all accesses
-    curve_scope: str  # what the curves are of (ALL_ACCESSES or MISSES_ONLY)
+    curve_scope: str  # what the curves are of (ALL_ACCESSES, RECONSTRUCTED or MISSES_ONLY)
 
     @property
     def capacity_blocks(self) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from kvset.core.curve import MIN_SAMPLE_BLOCKS
 from kvset.figures import FIGURES
 from kvset.figures.base import Json, TextView
-from kvset.figures.inputs import MISSES_ONLY
+from kvset.figures.inputs import MISSES_ONLY, RECONSTRUCTED
 from kvset.figures.policy_gap import BeladyMin
 from kvset.figures.tables import percent_cell
 from kvset.quantities import plural, target_label
@@ -182,6 +182,11 @@ def snapshot_text(snapshot: Snapshot, window: str = "all", mode: str | None = No
             "  the curve is of the engine's MISSES only (its KV events report no hits): not comparable "
             "with the engine's hit rate; vLLM >= 0.26 reports hits for requests sent with "
             'vllm_xargs {"kv_cache_report_mode": "full"}'
+        )
+    if s.curve_scope == RECONSTRUCTED and t.accesses:
+        lines.append(
+            "  the engine's KV events report misses only: each request's hits were RECONSTRUCTED from the "
+            "chain its stored blocks hang on; requests that stored no block are not in the curve"
         )
     if not t.accesses:
         lines.append(f"  {_no_accesses_advice(s.sources)}")

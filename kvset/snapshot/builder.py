@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from kvset.figures.base import TOP, OptionValues
 from kvset.figures.inputs import (
     ALL_ACCESSES,
     MISSES_ONLY,
+    RECONSTRUCTED,
     WINDOWS,
     FigureInputs,
     OptCurve,
@@ -29,7 +30,7 @@ from kvset.figures.working_sets import TREND_POINTS
 from kvset.geometry.dtypes import AUTO
 from kvset.geometry.model import ModelGeometry
 from kvset.snapshot.model import InputRead, Snapshot, Totals
-from kvset.types import EngineReading, SourceHealth, TimelineEvent
+from kvset.types import EngineReading, KvCacheGroup, SourceHealth, TimelineEvent
 
 
 @dataclass
@@ -73,6 +74,8 @@ class Readings:
     engine_history: tuple[EngineReading, ...] = ()
     engine_model: EngineModel | None = None
     ranks: Mapping[int, StackDistanceAnalyzer] = field(default_factory=dict)
+    # a hybrid model's KV cache groups: each one's description and its own accesses' analyzer
+    kv_cache_groups: Mapping[int, tuple[KvCacheGroup, StackDistanceAnalyzer]] = field(default_factory=dict)
     opt: OptCurve | None = None
     opt_note: str | None = None
     input: InputRead | None = None  # kvset analyze: the file it read
@@ -105,12 +108,15 @@ class SnapshotBuilder:
             engine_history=readings.engine_history,
             engine_model=readings.engine_model,
             ranks={r: RankStream(a.curve(), a.first_time) for r, a in sorted(readings.ranks.items())},
+            kv_cache_groups={
+                g: (group, a.curve()) for g, (group, a) in sorted(readings.kv_cache_groups.items())
+            },
             opt=readings.opt,
             opt_note=readings.opt_note,
             geometry=cfg.geometry,
             kv_dtype=cfg.kv_dtype,
             bytes_per_token=cfg.bytes_per_token,
-            curve_scope=MISSES_ONLY if any(h.reports_hits is False for h in sources) else ALL_ACCESSES,
+            curve_scope=curve_scope(sources),
         )
 
     def _remember(self, inputs: FigureInputs, results: Mapping[type, object], t: float | None) -> None:
@@ -170,3 +176,11 @@ class SnapshotBuilder:
             input=readings.input,
             results=results,
         )
+
+
+def curve_scope(sources: Iterable[SourceHealth]) -> str:
+    """What the curve is of: misses only while a source shows neither its hits nor their chains."""
+    health = list(sources)
+    if any(h.reports_hits is False and not h.hits_reconstructed for h in health):
+        return MISSES_ONLY
+    return RECONSTRUCTED if any(h.hits_reconstructed for h in health) else ALL_ACCESSES

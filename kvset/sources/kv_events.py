@@ -333,6 +333,7 @@ class KvEventsSource(Source):
             ),
             details=details,
             reports_hits=parts.reports_hits,
+            hits_reconstructed=parts.hits_reconstructed,
         )
 
     def no_publisher_state(self) -> str:

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from kvset.api import Curves, Reserve, Snapshot
+from kvset.api import Curves, KvCacheGroups, Reserve, Snapshot
 from kvset.api import quantities as fmt
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -62,6 +62,10 @@ class ReservePanel(SnapshotView, Widget):
         p = self.palette
         snap = self.snapshot
         r = snap.get(Reserve) if snap is not None else None
+        groups = snap.get(KvCacheGroups) if snap is not None else None
+        if snap is not None and groups is not None and not self.compact:
+            # the events say what each group holds: that, not the preset's estimate of the hybrid layers
+            return self._render_groups(groups, snap)
         if snap is None or r is None:
             out = Text(NO_MODEL, style=p.rich("warn"))
             if not self.compact:
@@ -105,6 +109,24 @@ class ReservePanel(SnapshotView, Widget):
         if r.notes and not self.compact:
             parts.append(Text(r.notes[0], style=p.rich("muted"), no_wrap=True, overflow="ellipsis"))
         return table if len(parts) == 1 else Group(*parts)
+
+    def _render_groups(self, groups: KvCacheGroups, snap: Snapshot) -> Table:
+        """Each KV cache group's own working set, measured from its events."""
+        p = self.palette
+        table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True)
+        table.add_column("group", style=p.rich("muted"), no_wrap=True, overflow="ellipsis")
+        table.add_column("blocks", justify="right", no_wrap=True)
+        target = None
+        for g in groups.groups:
+            rows = [w for w in g.working_sets if w.mode == snap.main_mode]
+            row = rows[0] if rows else None
+            target = target or (None if row is None else fmt.target_label(row.target, snap.main_mode))
+            window = f" {g.group.sliding_window:,}-token window" if g.group.sliding_window else ""
+            kind = (g.group.kind or "kind not said").replace("_", " ")
+            ws = "–" if row is None or row.capacity_blocks is None else f"{row.capacity_blocks:,} blocks"
+            table.add_row(f"group {g.group.group_idx} {kind}{window}", ws)
+        table.add_row(Text(f"measured per group, WS {target or ''}, all time", style=p.rich("muted")), "")
+        return table
 
     def _render_compact(self, r: Reserve, snap: Snapshot) -> Text:
         """Two lines for a short terminal: the parts, then the sum against the pool."""

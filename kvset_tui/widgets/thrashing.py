@@ -11,6 +11,7 @@ from textual.widget import Widget
 from kvset.api import (
     MISSES_ONLY,
     RANK_POOL_SOURCE,
+    RECONSTRUCTED,
     THRASHING_RULE_SHORT,
     Curves,
     OperatingPoint,
@@ -163,6 +164,14 @@ class ThrashingPanel(SnapshotView, Widget):
             out.append(f" ({'tok' if self.narrow else 'tokens'}, {window})", style=p.rich("muted"))
             if op.miss_breakdown and not self.compact:
                 out.append(miss_line(dict(op.miss_breakdown)), style=p.rich("muted"))
+            if snap.curve_scope == RECONSTRUCTED:
+                # vLLM's default event mode: the hits were read off the chains, requests storing nothing unseen
+                unseen = op.unseen_token_share
+                out.append(
+                    "\nhits reconstructed (misses-only events)"
+                    + ("" if unseen is None else f" · unseen {fmt.percent(unseen)} of queries"),
+                    style=p.rich("warn"),
+                )
         if not self.compact and not self.crowded:
             out.append(f"\n{THRASHING_RULE_SHORT}", style=p.rich("muted"))
         return out

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvset.api import MISSES_ONLY, Curves, OperatingPoint
+from kvset.api import MISSES_ONLY, RECONSTRUCTED, Curves, OperatingPoint
 from kvset.core.analyzer import Analyzer
+from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine_model.summed import MODEL_NAME, EngineModel
 from kvset.rejects import RejectCounter
@@ -21,9 +22,10 @@ from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 USABLE = 250
 
 
-def replayed(report_hits: bool = True):
+def replayed(report_hits: bool = True, reconstruct: bool = True):
     engine = SimEngine(USABLE, report_hits=report_hits)
-    batches = engine.run(agentic_requests(8, 10, sessions=3, seed=5))
+    requests = agentic_requests(8, 10, sessions=3, seed=5)
+    batches = engine.run(requests)
     tracker = KvEventTracker(["tcp://e"], [None], RejectCounter())
     analyzer, model = Analyzer(), EngineModel()
     for i, (step, events) in enumerate(batches):
@@ -43,9 +45,20 @@ def replayed(report_hits: bool = True):
         kv_usage=0.8,
         running_requests=8,
         waiting_requests=3,
+        queries_since_start=engine.query_tokens,  # vllm:prefix_cache_queries since kvset started
+        hits_since_start=engine.hit_tokens,
+        requests_since_start=len(requests),  # vllm:request_success
         label="vllm /metrics",
     )
-    health = SourceHealth("events", "events", True, "connected", reports_hits=tracker.hits_reported)
+    parts = kv_event_health(tracker, at=0.0)
+    health = SourceHealth(
+        "events",
+        "events",
+        True,
+        "connected",
+        reports_hits=parts.reports_hits,
+        hits_reconstructed=parts.hits_reconstructed and reconstruct,
+    )
     snap = SnapshotBuilder(SnapshotConfig()).build(
         analyzer, Readings(sources=(health,), engine=reading, engine_model=model), now=0.0
     )
@@ -83,8 +96,28 @@ def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause(
     assert "exact LRU curve of the accesses seen, at the pool" in text
 
 
+def test_in_the_default_mode_the_hits_are_reconstructed_and_the_unseen_share_stated():
+    engine, snap = replayed(report_hits=False)  # vLLM's default: its hits are not in the events
+    op = snap.get(OperatingPoint)
+    assert snap.curve_scope == RECONSTRUCTED and op.model == MODEL_NAME
+    assert op.predicted_token_hit_rate == pytest.approx(engine.measured_token_hit_rate, abs=0.02)
+    # the requests that stored no block are what the events could not show: the model's query tokens
+    # fall short of the engine's counters by about their prompts
+    full_engine, full = replayed()
+    shown = op.seen_token_share
+    assert full.get(OperatingPoint).seen_token_share == pytest.approx(1.0, abs=0.01)
+    assert 0.9 < shown < 1.0 and op.unseen_token_share == pytest.approx(1 - shown)
+    assert op.engine_requests == 240 and op.seen_requests < op.engine_requests
+    js = snapshot_json(snap)["operating_point"]
+    assert js["events_showed"]["unseen_token_share"] == op.unseen_token_share
+    assert "hits reconstructed" in js["curve_scope"]
+    assert any("the events showed" in n for n in op.notes)
+    assert "hits were RECONSTRUCTED" in snapshot_text(snap)
+
+
 def test_misses_only_says_what_cannot_be_predicted():
-    _, snap = replayed(report_hits=False)  # vLLM's default: its hits are not in the events
+    # hits neither reported nor reconstructed (kvset joined a running engine: no chain known)
+    _, snap = replayed(report_hits=False, reconstruct=False)
     op = snap.get(OperatingPoint)
     assert snap.curve_scope == MISSES_ONLY
     assert op.predicted_token_hit_rate is None and op.model is None and op.effective_capacity_blocks is None

@@ -10,7 +10,7 @@ Per step, as vLLM 0.33 does it (vllm/v1/core/sched/scheduler.py):
    admission touches the hits and allocates the rest: a BlockStored of the new full blocks, parent
    the last hit. The hit is capped at the prompt minus its last token (vLLM recomputes it);
 3. a request that produced all its tokens finishes: its blocks are freed, last first (no event);
-4. the step's events, evictions included (BlockRemoved), are one batch.
+4. the step's events are one batch, an allocation's evictions (BlockRemoved) before its store.
 
 It counts what vLLM's prefix-cache counters count: at each first admission the prompt's tokens and
 its hit tokens (readmissions apart), which is the engine's measured hit rate the tests hold kvset's
@@ -41,6 +41,7 @@ class SimRequest:
     blocks: list = field(default_factory=list)  # pool block ids, in order
     hashes: list = field(default_factory=list)  # full-block hashes so far (prompt, then output)
     admitted: int | None = None
+    hit_blocks: int = 0  # cached blocks its first admission found
     admissions: int = 0
     finished: int | None = None
 
@@ -99,13 +100,16 @@ class SimEngine:
                     r.next_turn.arrival = step + r.think
                     pending.append(r.next_turn)
                     pending = deque(sorted(pending, key=lambda q: q.arrival))
-            events += [("removed", [h]) for h in self.pool.take_removed()]
+            events += self._removed()
             self.steps.append(events)
             if events:
                 batches.append((step, events))
         else:
             raise RuntimeError("the simulation did not finish")
         return batches
+
+    def _removed(self) -> list:
+        return [("removed", [h]) for h in self.pool.take_removed()]
 
     def _decode(self, running: list, waiting: deque, events: list) -> None:
         for r in list(running):
@@ -124,6 +128,7 @@ class SimEngine:
             if r.tokens % BLOCK == 0:  # that token filled its block: cached, and published
                 h = next(self._out)
                 self.pool.cache(r.blocks[-1], h)
+                events += self._removed()  # (vLLM publishes an allocation's evictions before its store)
                 events.append(("stored", [h], r.hashes[-1] if r.hashes else None))
                 r.hashes.append(h)
 
@@ -161,6 +166,7 @@ class SimEngine:
                 r.blocks.append(b)
             if len(r.blocks) < n_blocks:
                 r.blocks.append(self.pool.allocate())  # the partial last block
+            events += self._removed()
             if new_full:
                 events.append(("stored", new_full, chain[hit - 1] if hit else None))
             r.hashes = list(chain)
@@ -170,6 +176,7 @@ class SimEngine:
                 self.query_tokens += n_tokens
                 self.hit_tokens += hit * BLOCK
                 r.admitted = step
+                r.hit_blocks = hit
             r.admissions += 1
             running.append(r)
 

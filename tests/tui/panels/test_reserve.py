@@ -67,3 +67,30 @@ async def test_a_model_before_any_access_has_no_data_yet():
 def test_reserve_screenshot(snap_compare, size):
     """Qwen3-Next on a 12,000-block pool: the working set and the reserve of 48 requests do not fit."""
     assert snap_compare(panel_app(ReservePanel, engine_snapshot()), terminal_size=size)
+
+
+async def test_with_kv_cache_groups_in_the_events_the_panel_shows_what_each_group_measured():
+    from dataclasses import replace
+
+    from kvset.api import KvCacheGroups
+    from kvset.figures.kv_cache_groups import GroupFigures
+    from kvset.figures.working_sets import WorkingSetRow
+    from kvset.types import KvCacheGroup
+
+    snap = engine_snapshot()
+
+    def measured(blocks: int) -> tuple[WorkingSetRow, ...]:
+        return (WorkingSetRow(snap.main_target, snap.main_mode, "all", blocks, blocks * 16, None),)
+
+    groups = KvCacheGroups(
+        (
+            GroupFigures(KvCacheGroup(0, "full_attention", None, 16, counted=True), 900, (), measured(4_321)),
+            GroupFigures(KvCacheGroup(1, "sliding_window", 1024, 16), 300, (), measured(1_234)),
+        )
+    )
+    app = panel_app(ReservePanel, replace(snap, results={**snap.results, KvCacheGroups: groups}))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert "group 0 full attention" in text and "4,321 blocks" in text
+    assert "group 1 sliding window 1,024-token window" in text and "1,234 blocks" in text
+    assert "measured per group" in text and "hybrid reserve" not in text  # no estimate where events say it

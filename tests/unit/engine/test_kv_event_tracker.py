@@ -115,8 +115,8 @@ def test_without_kinds_the_first_group_seen_is_counted_and_a_note_says_so() -> N
     health = kv_event_health(t, at=100.0)
     assert health.reports_hits is False  # group 1's copies are not hits in group 0
     assert any(
-        n.startswith("several KV cache groups: counting group 0 only")
-        and "4 stored blocks of group 1 ignored" in n
+        n.startswith("several KV cache groups (a hybrid model): the curve is group 0's")
+        and "4 stored blocks of group 1 outside the curve" in n
         for n in health.notes
     )
 

@@ -1,0 +1,170 @@
+"""A hybrid model's KV cache groups in one block pool, and the hit length vLLM computes across them.
+
+vLLM 0.33 gives each KV cache group (a set of layers of one kind) its own blocks, all taken from one
+shared pool with one free queue; a block's hash is the same in every group (no group id is mixed into
+it), so a block is keyed here by (group, hash): the other groups' keys are the primary group's XOR a
+per-group constant (`twin_keys`), which keeps them apart from each other and from the primary's.
+
+What each kind holds of a request, and what its lookup needs (HybridKVCacheCoordinator):
+- full attention: every block; a prefix of h blocks is a hit only if all h are cached;
+- sliding window of W tokens: only the blocks the window reaches. The lookup needs the last
+  ceil((W - 1) / block_size) blocks before the hit point cached (the earlier ones are not even
+  touched); while the request runs, a block that falls behind the window is freed into the shared
+  free queue at once, so a window group pins few blocks but fills the queue early;
+- mamba: one state block at the hit point.
+
+The hit length at a pool of C blocks is the longest h every group can serve. With D_g(h) the pool
+size from which group g serves a hit of h blocks (its blocks' free-queue distances: the prefix's
+largest for full attention, the window's before h for a sliding window, the block at h - 1 for
+mamba), E(h) = max_g D_g(h) and block j is a hit at C iff some h > j has E(h) <= C: its distance is
+the smallest E(h) over h > j (`joint_distances`), so one histogram still gives every pool at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvset.engine_model.free_queue import PIN, QUERY, RELEASE
+from kvset.engine_model.records import OpenRequest
+
+# the replay's free-queue runner: (ops, keys) -> (positions, pinned counts); and positions -> distances
+Run = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+Distances = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+FULL_ATTENTION = "full_attention"
+SLIDING_WINDOW = "sliding_window"
+MAMBA = "mamba"
+_SALT = np.uint64(0x9E3779B97F4A7C15)
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One KV cache group as its events describe it."""
+
+    group_idx: int
+    kind: str | None  # kv_cache_spec_kind as vLLM names it (None: not said)
+    sliding_window: int | None  # tokens, for a sliding-window group
+    block_size: int
+
+    @property
+    def window_blocks(self) -> int | None:
+        """Blocks a hit needs before the hit point: None for all of them (full attention)."""
+        if self.kind == MAMBA:
+            return 1
+        if self.sliding_window:
+            return max(1, math.ceil((self.sliding_window - 1) / self.block_size))
+        return None
+
+    @property
+    def salt(self) -> np.uint64:
+        return np.uint64((int(_SALT) * (self.group_idx + 1)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def twin_keys(keys: np.ndarray, group: KvGroup) -> np.ndarray:
+    """The keys of `group`'s copies of the primary group's blocks `keys`."""
+    return np.asarray(keys, dtype=np.uint64) ^ group.salt
+
+
+def window_max(d: np.ndarray, k: int) -> np.ndarray:
+    """out[h - 1] = max(d[max(0, h - k) : h]) for h = 1 .. len(d): the largest distance in the k
+    blocks before each hit point."""
+    n = len(d)
+    if n == 0:
+        return d.copy()
+    if k >= n:
+        return np.maximum.accumulate(d)
+    padded = np.concatenate([np.full(k - 1, d.min(), dtype=d.dtype), d])
+    return np.asarray(np.lib.stride_tricks.sliding_window_view(padded, k).max(axis=1), dtype=d.dtype)
+
+
+def joint_distances(primary: np.ndarray, twins: list[tuple[KvGroup, np.ndarray]]) -> np.ndarray:
+    """Per block of a request's prompt, the pool size from which vLLM's hybrid lookup hits it.
+
+    `primary`: the full-attention group's raw free-queue distances, block by block; `twins`: each other
+    group's raw distances of its copies of the same blocks."""
+    need = np.maximum.accumulate(primary) if len(primary) else primary
+    for group, d in twins:
+        k = group.window_blocks
+        served = np.maximum.accumulate(d) if k is None else window_max(d, k)
+        need = np.maximum(need, served)
+    # block j is hit when some hit point h > j is served: the smallest need from j on
+    return np.minimum.accumulate(need[::-1])[::-1] if len(need) else need
+
+
+def _ops(op: int, n: int) -> np.ndarray:
+    return np.full(n, op, dtype=np.int8)
+
+
+class GroupCopies:
+    """The other groups' copies of a request's blocks in the replay's one free queue (module docstring)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[int, KvGroup] = {}
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def get(self, group_idx: int) -> KvGroup | None:
+        return self._groups.get(group_idx)
+
+    def pop(self, group_idx: int, default: KvGroup | None = None) -> KvGroup | None:
+        return self._groups.pop(group_idx, default)
+
+    def add(self, group: KvGroup) -> None:
+        self._groups[group.group_idx] = group
+
+    def __iter__(self) -> Iterator[KvGroup]:
+        return iter(self._groups.values())
+
+    def accessed_from(self, hit_blocks: int) -> list[tuple[int, int]]:
+        """(group, first block it reads) of a request whose lookup hit `hit_blocks`: a window group
+        reads only the blocks before the hit point its window reaches, then what the request adds."""
+        out = []
+        for group in self._groups.values():
+            k = group.window_blocks
+            out.append((group.group_idx, 0 if k is None else max(0, hit_blocks - k)))
+        return out
+
+    def read(self, request: OpenRequest, keys: np.ndarray, run: Run, distances: Distances) -> None:
+        """Their distances, read before anything is pinned: one lookup across the groups."""
+        for group in self._groups.values():
+            twins = twin_keys(keys, group)
+            request.twin_raw.setdefault(group.group_idx, []).append(
+                distances(*run(_ops(QUERY, len(twins)), twins))
+            )
+
+    def pin(self, request: OpenRequest, keys: np.ndarray, hit: bool, run: Run) -> None:
+        """Pinned as vLLM holds them: a window group only the blocks its window reaches (a hit's earlier
+        blocks are not even touched), those that fall behind it freed while the request runs, last first."""
+        for group in self._groups.values():
+            twins = twin_keys(keys, group)
+            k = group.window_blocks
+            held = request.twin_held.setdefault(group.group_idx, [])
+            pin = twins if k is None or not hit else twins[-k:]
+            run(_ops(PIN, len(pin)), pin)
+            held.extend(pin.tolist())
+            if k is not None and len(held) > k + 1:
+                early, held[:] = held[: len(held) - k - 1], held[len(held) - k - 1 :]
+                run(_ops(RELEASE, len(early)), np.array(early[::-1], dtype=np.uint64))
+
+    def release(self, request: OpenRequest, run: Run) -> None:
+        """The request finished: group by group after the primary's, each last block first (vLLM's order)."""
+        for twins in request.twin_held.values():
+            run(_ops(RELEASE, len(twins)), np.array(twins[::-1], dtype=np.uint64))
+
+    def joint(self, request: OpenRequest) -> tuple[np.ndarray, np.ndarray]:
+        """The request's (distance, unpinned distance) per prompt block across the groups."""
+        out = []
+        for i in (0, 1):
+            primary = np.concatenate([r[i] for r in request.raw])
+            twins = [
+                (self._groups[g], np.concatenate([r[i] for r in raw]))
+                for g, raw in request.twin_raw.items()
+                if g in self._groups
+            ]
+            out.append(joint_distances(primary, twins))
+        return out[0], out[1]

@@ -1,0 +1,71 @@
+"""A hybrid model's hit length across KV cache groups, against vLLM's rule applied naively per pool size."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvset.engine_model.kv_groups import KvGroup, joint_distances, twin_keys, window_max
+
+
+def naive_hit_blocks(full: list[int], others: list[tuple[KvGroup, list[int]]], pool: int) -> int:
+    """vLLM's hybrid lookup at one pool size: the longest prefix of h blocks whose full-attention blocks
+    all fit, and for each other group the blocks its kind needs before h (a window's last
+    ceil((W - 1) / block_size), mamba's one state block)."""
+    best = 0
+    for h in range(1, len(full) + 1):
+        if any(d > pool for d in full[:h]):
+            break
+        ok = True
+        for group, d in others:
+            if group.kind == "mamba":
+                need = d[h - 1 : h]
+            elif group.sliding_window:
+                k = math.ceil((group.sliding_window - 1) / group.block_size)
+                need = d[max(0, h - k) : h]
+            else:
+                need = d[:h]
+            ok = ok and all(x <= pool for x in need)
+        if ok:
+            best = h
+    return best
+
+
+_DIST = st.lists(st.integers(1, 30), min_size=1, max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _DIST,
+    st.data(),
+    st.sampled_from(
+        [("sliding_window", 33), ("sliding_window", 17), ("mamba", None), ("full_attention", None)]
+    ),
+)
+def test_each_block_is_a_hit_exactly_from_the_pool_size_vllms_lookup_serves_it(full, data, spec):
+    kind, window = spec
+    other = KvGroup(1, kind, window, 16)
+    d_other = data.draw(st.lists(st.integers(1, 30), min_size=len(full), max_size=len(full)))
+    d = joint_distances(np.array(full, np.int64), [(other, np.array(d_other, np.int64))])
+    for pool in range(0, 32):
+        assert int((d <= pool).sum()) == naive_hit_blocks(full, [(other, d_other)], pool)
+
+
+def test_a_window_needs_only_its_blocks_before_the_hit_point():
+    window = KvGroup(1, "sliding_window", 33, 16)  # ceil(32 / 16) = 2 blocks
+    assert window.window_blocks == 2
+    full = np.array([1, 1, 1, 1, 1], np.int64)
+    behind = np.array([50, 50, 1, 1, 50], np.int64)  # evicted early behind the window, and the last one
+    # at a pool of 1 the hit stops at 4 blocks (blocks 2, 3 in the window); with all 5 it needs 50
+    assert joint_distances(full, [(window, behind)]).tolist() == [1, 1, 1, 1, 50]
+    assert window_max(behind, 2).tolist() == [50, 50, 50, 1, 50]
+
+
+def test_group_keys_keep_each_groups_copy_of_a_block_apart():
+    keys = np.arange(1, 1001, dtype=np.uint64)
+    one, two = twin_keys(keys, KvGroup(1, None, None, 16)), twin_keys(keys, KvGroup(2, None, None, 16))
+    assert len(set(keys.tolist()) | set(one.tolist()) | set(two.tolist())) == 3000
+    assert twin_keys(one, KvGroup(1, None, None, 16)).tolist() == keys.tolist()
