@@ -15,9 +15,11 @@ from queue import Full, Queue
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
+from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import DEFAULT_HORIZON, Order
 from kvset.core.opt import OptHistogram, opt_histogram
+from kvset.core.principals import DEFAULT_TOP_PRINCIPALS, PrincipalCollector, PrincipalStream
 from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
 from kvset.figures.inputs import OptCurve
 from kvset.formats import read_trace
@@ -61,6 +63,8 @@ class AnalysisResult:
     curve: HitRateCurve
     analyze_seconds: float
     opt: OptAnalysis | None = None  # Belady MIN's curve of the same stream, when asked for (--opt)
+    # with --by: each level's top principals (kvset.core.principals), "other" last
+    principals: dict[str, tuple[PrincipalStream, ...]] | None = None
 
     @property
     def accesses(self) -> int:
@@ -83,23 +87,49 @@ def analyze_batches(
     order: Order = "forward",
     *,
     sampling: Sampling | None = None,
+    by: tuple[str, ...] = (),
+    top_principals: int = DEFAULT_TOP_PRINCIPALS,
 ) -> AnalysisResult:
     """The analysis of an access stream in summary.units; with `sampling` a sampled one (estimates).
     A TraceStream is parsed on a thread of its own while the analyzer runs on this one, and read
-    whole when it has to be (its notes say so)."""
+    whole when it has to be (its notes say so). `by`: the principal levels to attribute it to."""
+    if by and sampling is not None:
+        raise ValueError(
+            "--by needs the exact analyzer's stack distances: not with --sample or --sample-size"
+        )
     if isinstance(batches, TraceStream):
-        return analyze_stream(batches, summary, horizon, order, sampling)
+        return analyze_stream(batches, summary, horizon, order, sampling, by, top_principals)
     assert summary.units is not None, "the units of a stream read whole are known before its analysis"
     analyzer = new_analyzer(summary.units, horizon, order, sampling)
+    collector = PrincipalCollector(by, top_principals) if by else None
     t0 = time.perf_counter()
     requests = 0
     for batch in batches:
-        analyzer.feed_batch(batch)
+        _feed(analyzer, collector, batch)
         requests += len(batch.request_starts) if batch.request_starts is not None else 0
     if not summary.requests:
         summary.requests = requests
     curve = analyzer.curve()
-    return AnalysisResult(summary, analyzer, curve, time.perf_counter() - t0)
+    result = AnalysisResult(summary, analyzer, curve, time.perf_counter() - t0)
+    result.principals = _principals(analyzer, collector)
+    return result
+
+
+def _feed(analyzer: StackDistanceAnalyzer, collector: PrincipalCollector | None, batch: AccessBatch) -> None:
+    if collector is None:
+        analyzer.feed_batch(batch)
+    else:
+        assert isinstance(analyzer, Analyzer)  # sampling with --by is refused above
+        collector.feed(analyzer, batch)
+
+
+def _principals(
+    analyzer: StackDistanceAnalyzer, collector: PrincipalCollector | None
+) -> dict[str, tuple[PrincipalStream, ...]] | None:
+    if collector is None:
+        return None
+    assert isinstance(analyzer, Analyzer)
+    return collector.streams(analyzer)
 
 
 _QUEUED = 2  # batches parsed ahead of the analyzer: memory stays at a few chunks
@@ -129,6 +159,8 @@ def analyze_stream(
     horizon: int = DEFAULT_HORIZON,
     order: Order = "forward",
     sampling: Sampling | None = None,
+    by: tuple[str, ...] = (),
+    top_principals: int = DEFAULT_TOP_PRINCIPALS,
 ) -> AnalysisResult:
     """Parse on one thread, analyze on this one (the kernel and the scanner release the GIL). The
     analyzer is made with the first batch: the stream has settled its units by then."""
@@ -139,6 +171,7 @@ def analyze_stream(
     worker = threading.Thread(target=_parse_into, args=(stream, queue, stop), name="kvset-parse", daemon=True)
     worker.start()
     first_batch_at = None
+    collector = PrincipalCollector(by, top_principals) if by else None
     try:
         while True:
             item = queue.get()
@@ -150,11 +183,11 @@ def analyze_stream(
                 first_batch_at = time.perf_counter()
                 assert stream.units is not None
                 analyzer = new_analyzer(stream.units, horizon, order, sampling)
-            analyzer.feed_batch(item)
+            _feed(analyzer, collector, item)
     except NeedsWholeTrace as why:
         stop.set()
         worker.join()
-        return _analyze_whole(stream, summary, horizon, order, str(why), t0, sampling)
+        return _analyze_whole(stream, summary, horizon, order, str(why), t0, sampling, by, top_principals)
     finally:
         stop.set()
     worker.join()
@@ -172,7 +205,9 @@ def analyze_stream(
     summary.read_seconds = started - t0
     assert analyzer is not None  # a stream without a request raised when it ended
     curve = analyzer.curve()
-    return AnalysisResult(summary, analyzer, curve, time.perf_counter() - started)
+    result = AnalysisResult(summary, analyzer, curve, time.perf_counter() - started)
+    result.principals = _principals(analyzer, collector)
+    return result
 
 
 def _summarize(summary: InputSummary, read, notes: list[str]) -> None:
@@ -193,6 +228,8 @@ def _analyze_whole(
     why: str,
     t0: float,
     sampling: Sampling | None,
+    by: tuple[str, ...] = (),
+    top_principals: int = DEFAULT_TOP_PRINCIPALS,
 ) -> AnalysisResult:
     """The whole-file path: read_trace (sorts all requests, settles the block size on all of them)."""
     p = stream.parser
@@ -205,7 +242,9 @@ def _analyze_whole(
         python_hash_seed=p.python_hash_seed,
     )
     _summarize(summary, trace, trace.notes + [f"read whole, not as a stream: {why}"])
-    result = analyze_batches(trace.batches(), summary, horizon, order, sampling=sampling)
+    result = analyze_batches(
+        trace.batches(), summary, horizon, order, sampling=sampling, by=by, top_principals=top_principals
+    )
     result.analyze_seconds = time.perf_counter() - t0
     return result
 
@@ -274,5 +313,5 @@ def analysis_snapshot(result: AnalysisResult, config: SnapshotConfig) -> Snapsho
     if result.opt is not None:
         opt = OptCurve(result.opt.curve, result.opt.histogram.distinct_blocks, result.opt.seconds)
     rate = result.accesses / result.analyze_seconds if result.analyze_seconds > 0 else 0.0
-    readings = Readings(accesses_per_second=rate, opt=opt, input=read)
+    readings = Readings(accesses_per_second=rate, opt=opt, input=read, principals=result.principals or {})
     return SnapshotBuilder(config).build(result.analyzer, readings)

@@ -29,6 +29,33 @@ def _escape_fields(value: object, *names: str) -> None:
         object.__setattr__(value, name, printable(getattr(value, name)))
 
 
+# The levels a stream may attribute its accesses to, and the trace JSONL field each is read from.
+PRINCIPAL_LEVELS: tuple[str, ...] = ("tenant", "session", "adapter")
+PRINCIPAL_FIELDS: dict[str, str] = {"tenant": "tenant", "session": "session", "adapter": "lora"}
+UNKNOWN_PRINCIPAL = "(unknown)"  # id 0 at every level: an access whose stream did not say
+
+
+class PrincipalNames:
+    """Names of principals, each given a small id once (0: unknown), shared by the batches of one
+    stream, so a batch carries ints per access and the names are held once."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = [UNKNOWN_PRINCIPAL]
+        self._ids: dict[str, int] = {}
+
+    def id(self, name: str | None) -> int:
+        if name is None:
+            return 0
+        found = self._ids.get(name)
+        if found is None:
+            found = self._ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def name(self, principal: int) -> str:
+        return self.names[principal]
+
+
 @dataclass(frozen=True, eq=False)
 class AccessBatch:
     """Block accesses in order. keys: uint64, one access each.
@@ -51,6 +78,10 @@ class AccessBatch:
     timestamps: np.ndarray | float | None = None
     block_size: int | None = None
     rank: np.ndarray | int | None = None
+    # int64 (accesses, len(PRINCIPAL_LEVELS)): each access's principal id at each level, ids of
+    # `principal_names` (None: the stream names no principal; every access is unknown)
+    principals: np.ndarray | None = None
+    principal_names: PrincipalNames | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -91,6 +122,8 @@ class AccessBatch:
             timestamps=part(self.timestamps),
             block_size=self.block_size,
             rank=part(self.rank),
+            principals=part(self.principals),
+            principal_names=self.principal_names,
         )
 
 

@@ -27,7 +27,7 @@ from kvset.cli.flags import (
 from kvset.cli.from_flags import geometry_from_args
 from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
 from kvset.core.stack_distance import Sampling
-from kvset.figures import curve, tiers
+from kvset.figures import curve, principals, tiers
 from kvset.figures.base import ANALYZE
 from kvset.figures.inputs import CAPACITY
 from kvset.formats import TraceError
@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         geometry = geometry_from_args(args.model, args) if args.model else None
         sized = bool(args.model or args.bytes_per_token)
         check_figure_options(values, None if sized else "--model or --bytes-per-token")
+        if distributed_requested(args) and values.get(principals.BY):
+            raise ValueError("--by is read on one machine: not with the distributed flags")
         if distributed_requested(args):
             result = analyze_from_args(args)  # partitions on Dask workers, merged: the same result
             summary = result.input
@@ -92,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
                 horizon=args.horizon,
                 order=args.order,
                 sampling=Sampling.of(args.sample, args.sample_size, args.seed),
+                by=values.get(principals.BY),
+                top_principals=values.get(principals.TOP_PRINCIPALS),
             )
             if args.opt and result.accesses:
                 result.opt = opt_analysis(batches(), args.order)

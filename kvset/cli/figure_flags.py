@@ -35,6 +35,8 @@ def add_figure_arguments(p: Parser, command: str, groups: Mapping[str, Parser] |
         if option.switch:
             kwargs["action"] = "store_true"
         else:
+            if option.repeat:
+                kwargs["action"], kwargs["default"] = "append", None
             kwargs["metavar"] = option.metavar
             if option.choices is not None:
                 kwargs["choices"] = option.choices

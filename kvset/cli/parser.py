@@ -30,6 +30,11 @@ _COMMAND_PARSER = "_command_parser"  # the namespace attribute naming the subcom
 class CommandParser(argparse.ArgumentParser):
     """argparse with one-line usage errors (see the module docstring); subcommands inherit it."""
 
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - argparse's own signature
+        # no prefix matching: `--by tenant` must not be read as `--bytes-per-token tenant`
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 

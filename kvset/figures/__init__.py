@@ -19,6 +19,7 @@ from kvset.figures import (
     kv_cache_groups,
     operating_point,
     policy_gap,
+    principals,
     ranks,
     reserve,
     thrashing,
@@ -39,6 +40,7 @@ FIGURES: tuple[Figure[Any], ...] = (
     tiers.FIGURE,
     ranks.FIGURE,
     churn.FIGURE,
+    principals.FIGURE,
     engine.FIGURE,
 )
 

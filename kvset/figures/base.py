@@ -42,6 +42,7 @@ class Option(Generic[T]):
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
     switch: bool = False
+    repeat: bool = False  # the flag may be given several times; `parse` reads the values joined by ","
     group: str = "analysis"
     help_for: Mapping[str, str] = field(default_factory=dict)
 
@@ -52,6 +53,8 @@ class Option(Generic[T]):
         """The option's value from what the parser holds (None: not given)."""
         if given is None:
             return self.default
+        if self.parse is not None and isinstance(given, list):
+            return self.parse(",".join(given))
         if self.parse is not None and isinstance(given, str):
             return self.parse(given)
         return cast(T, given)

@@ -27,6 +27,7 @@ from functools import cached_property
 from typing import Any, Generic, Protocol, TypeVar
 
 from kvset.core.curve import HitRateCurve, TargetMode
+from kvset.core.principals import PrincipalStream
 from kvset.core.slots import SlotSeries
 from kvset.engine_model import EngineModel
 from kvset.figures.base import (
@@ -249,6 +250,8 @@ class FigureInputs:
     kv_dtype: str = AUTO
     bytes_per_token: int | None = None  # full-attention KV bytes per token without a model (analyze)
     curve_scope: str = ALL_ACCESSES
+    # by level (tenant, session, adapter): its top principals' curves and "other" (kvset.core.principals)
+    principals: Mapping[str, tuple[PrincipalStream, ...]] = field(default_factory=dict)
     _results: dict[str, object] = field(default_factory=dict, init=False, repr=False)
 
     def result(self, figure: Figure[R]) -> R | None:

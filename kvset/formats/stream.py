@@ -30,7 +30,7 @@ from kvset.formats.byte_lines import read_chunks
 from kvset.formats.trace_lines import ParsedRequests, TraceLineParser
 from kvset.formats.traces import no_request_error, recount_mismatches, warning_notes, with_block_size
 from kvset.rejects import RejectCounter
-from kvset.types import AccessBatch
+from kvset.types import AccessBatch, PrincipalNames
 from kvset.units import DEFAULT_HASH_ALGO, StreamUnits
 
 
@@ -38,13 +38,18 @@ class NeedsWholeTrace(Exception):
     """The stream cannot give read_trace's order or block size: read the file whole (the reason says why)."""
 
 
-def _stamped(parsed: ParsedRequests, stamps: np.ndarray, block_size: int) -> AccessBatch:
+def _stamped(
+    parsed: ParsedRequests, stamps: np.ndarray, block_size: int, names: PrincipalNames
+) -> AccessBatch:
+    principals = parsed.access_principals()
     return AccessBatch(
         keys=parsed.keys,
         tokens=parsed.tokens,
         request_starts=parsed.request_starts,
         timestamps=np.repeat(stamps, parsed.request_lengths()),
         block_size=block_size,
+        principals=principals,
+        principal_names=names if principals is not None else None,
     )
 
 
@@ -60,6 +65,7 @@ def _split(parsed: ParsedRequests, k: int) -> tuple[ParsedRequests, ParsedReques
             parsed.request_timestamps[lo:hi],
             parsed.request_lines[lo:hi],
             parsed.request_input_lengths[lo:hi],
+            None if parsed.request_principals is None else parsed.request_principals[lo:hi],
         )
 
     return part(0, k, 0, cut), part(k, parsed.requests, cut, parsed.accesses)
@@ -240,7 +246,7 @@ class TraceStream:
     def __iter__(self) -> Iterator[AccessBatch]:
         for parsed, stamps in self._ordered():
             self.requests += parsed.requests
-            yield _stamped(parsed, stamps, self.parser.block_size or 1)
+            yield _stamped(parsed, stamps, self.parser.block_size or 1, self.parser.principal_names)
         self._finish()
 
     def _finish(self) -> None:

@@ -28,6 +28,7 @@ from kvset.formats.block_size import RULES, blocks_of
 from kvset.formats.byte_input import TraceError
 from kvset.formats.vllm_hash import HASH_ALGOS, block_keys
 from kvset.rejects import RejectCounter
+from kvset.types import PRINCIPAL_FIELDS, PRINCIPAL_LEVELS, PrincipalNames
 from kvset.units import CEIL, DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO, StreamUnits
 
 FORMATS = ("mooncake", "bailian", "tokens")
@@ -64,12 +65,19 @@ class _HashRequest(msgspec.Struct):
     # Written by `kvset record` (live engines use their own block size, not Mooncake's 512):
     block_size: Annotated[int, msgspec.Meta(gt=0, le=MAX_BLOCK_SIZE)] | None = None
     block_tokens: list[TokenCount] | None = None  # tokens of each block, when not the regular split
+    # whose request it is (kvset.types.PRINCIPAL_FIELDS): a tenant, a session, a LoRA adapter
+    tenant: str | None = None
+    session: str | None = None
+    lora: str | None = None
 
 
 class _TokenRequest(msgspec.Struct):
     token_ids: list[NonNegative] | None = None
     prompt_token_ids: list[NonNegative] | None = None
     timestamp: float | None = None
+    tenant: str | None = None
+    session: str | None = None
+    lora: str | None = None
 
 
 _HASH_DECODER = msgspec.json.Decoder(_HashRequest)
@@ -123,6 +131,9 @@ class ParsedRequests(RequestArrays):
     # int64 input_length of each request as written (token traces: tokens); -1 where the line gave
     # its blocks' tokens explicitly (block_tokens, or its own block_size), so no block size is implied
     request_input_lengths: np.ndarray
+    # int64 (requests, len(PRINCIPAL_LEVELS)): each request's principal id at each level, ids of the
+    # parser's PrincipalNames (0: unknown); None: no line of these requests named one
+    request_principals: np.ndarray | None = None
 
     @staticmethod
     def empty() -> ParsedRequests:
@@ -152,6 +163,9 @@ class ParsedRequests(RequestArrays):
             request_timestamps=np.concatenate([p.request_timestamps for p in parts]),
             request_lines=np.concatenate([p.request_lines for p in parts]),
             request_input_lengths=np.concatenate([p.request_input_lengths for p in parts]),
+            request_principals=None
+            if all(p.request_principals is None for p in parts)
+            else np.concatenate([p.principals_or_unknown() for p in parts]),
         )
 
     def reordered(self, order: np.ndarray) -> ParsedRequests:
@@ -170,7 +184,20 @@ class ParsedRequests(RequestArrays):
             request_timestamps=self.request_timestamps[order],
             request_lines=self.request_lines[order],
             request_input_lengths=self.request_input_lengths[order],
+            request_principals=None if self.request_principals is None else self.request_principals[order],
         )
+
+    def principals_or_unknown(self) -> np.ndarray:
+        """request_principals, all unknown (0) where the lines named none."""
+        if self.request_principals is not None:
+            return self.request_principals
+        return np.zeros((self.requests, len(PRINCIPAL_LEVELS)), dtype=np.int64)
+
+    def access_principals(self) -> np.ndarray | None:
+        """Each access's principal ids (its request's), None where no line named one."""
+        if self.request_principals is None:
+            return None
+        return np.repeat(self.request_principals, self.request_lengths(), axis=0)
 
 
 def split_tokens(input_lengths: np.ndarray, counts: np.ndarray, block: np.ndarray | int) -> np.ndarray:
@@ -250,6 +277,8 @@ class TraceLineParser:
         self.notes: list[str] = []
         self._looked = False  # whether a line was checked against the given format yet
         self.line_block_size: int | None = None  # block_size written in the lines (`kvset record`)
+        self.principal_names = PrincipalNames()
+        self._named_principals = False  # whether any line named a tenant, session or adapter
 
     @property
     def format_settled(self) -> bool:
@@ -293,6 +322,18 @@ class TraceLineParser:
         return StreamUnits(block_size, origin, convention=self.convention)
 
     # -- bad input -------------------------------------------------------------------------
+
+    def _principals_of(self, req: _HashRequest | _TokenRequest) -> tuple[int, ...]:
+        """A request's principal id at each level (0 where its line did not say)."""
+        names = tuple(getattr(req, PRINCIPAL_FIELDS[level]) for level in PRINCIPAL_LEVELS)
+        if any(n is not None for n in names):
+            self._named_principals = True
+        return tuple(self.principal_names.id(n) for n in names)
+
+    def _principal_array(self, rows: list[tuple[int, ...]]) -> np.ndarray | None:
+        if not self._named_principals:
+            return None
+        return np.asarray(rows, dtype=np.int64).reshape(len(rows), len(PRINCIPAL_LEVELS))
 
     def _reject(self, reason: str, lineno: int, detail: str) -> None:
         example = f"line {lineno}: {detail}"
@@ -401,6 +442,7 @@ class TraceLineParser:
         line_blocks: list[int] = []  # tokens per block of each request (a line may carry its own)
         explicit: dict[int, list[int]] = {}  # request index -> tokens of each block, as written
         implied: list[int] = []  # input_length where the line leaves the block size to us, else -1
+        principals: list[tuple[int, ...]] = []
         nan = math.nan
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
@@ -436,8 +478,9 @@ class TraceLineParser:
             implied.append(req.input_length if req.block_size is None and req.block_tokens is None else -1)
             stamps.append(nan if req.timestamp is None else req.timestamp)
             linenos.append(lineno)
+            principals.append(self._principals_of(req))
         keys = self._hash_ids_to_keys(
-            id_lists, input_lengths, stamps, linenos, line_blocks, implied, explicit
+            id_lists, input_lengths, stamps, linenos, line_blocks, implied, explicit, principals
         )
         if not id_lists:
             return ParsedRequests.empty()
@@ -455,6 +498,7 @@ class TraceLineParser:
             / TIME_UNITS_PER_SECOND[self.format or "mooncake"],
             request_lines=np.asarray(linenos, dtype=np.int64),
             request_input_lengths=np.asarray(implied, dtype=np.int64),
+            request_principals=self._principal_array(principals),
         )
 
     def _hash_ids_to_keys(
@@ -466,6 +510,7 @@ class TraceLineParser:
         line_blocks: list[int],
         implied: list[int],
         explicit: dict[int, list[int]],
+        principals: list[tuple[int, ...]],
     ) -> np.ndarray:
         """All ids of the chunk as uint64; requests with an id above 2^64-1 are rejected (lists edited)."""
         total = sum(map(len, id_lists))
@@ -477,7 +522,7 @@ class TraceLineParser:
         for i in too_big:
             self._reject("hash id above 2^64-1", linenos[i], "a hash id does not fit in 64 bits")
         for i in reversed(too_big):
-            for column in (id_lists, input_lengths, stamps, linenos, line_blocks, implied):
+            for column in (id_lists, input_lengths, stamps, linenos, line_blocks, implied, principals):
                 del column[i]
         if explicit:  # renumber the explicit token lists past the dropped requests
             kept = [i for i in range(len(id_lists) + len(too_big)) if i not in set(too_big)]
@@ -495,6 +540,7 @@ class TraceLineParser:
         stamps: list[float] = []
         linenos: list[int] = []
         lengths: list[int] = []
+        principals: list[tuple[int, ...]] = []
         for lineno, line in enumerate(lines[start:], first_lineno + start):
             try:
                 req = _TOKEN_DECODER.decode(line)
@@ -527,6 +573,7 @@ class TraceLineParser:
             stamps.append(math.nan if req.timestamp is None else req.timestamp)
             linenos.append(lineno)
             lengths.append(len(token_ids))
+            principals.append(self._principals_of(req))
         if not key_arrays:
             return ParsedRequests.empty()
         counts = np.fromiter(map(len, key_arrays), dtype=np.int64, count=len(key_arrays))
@@ -540,4 +587,5 @@ class TraceLineParser:
             request_timestamps=np.asarray(stamps, dtype=np.float64) / TIME_UNITS_PER_SECOND["tokens"],
             request_lines=np.asarray(linenos, dtype=np.int64),
             request_input_lengths=np.asarray(lengths, dtype=np.int64),
+            request_principals=self._principal_array(principals),
         )

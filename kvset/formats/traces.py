@@ -32,7 +32,7 @@ from kvset.formats.trace_lines import (
 )
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
-from kvset.types import AccessBatch
+from kvset.types import AccessBatch, PrincipalNames
 from kvset.units import DEFAULT_HASH_ALGO, StreamUnits
 
 __all__ = [
@@ -64,6 +64,9 @@ class Trace(RequestArrays):
     notes: list[str]  # what the reader decided that the user should know
     warnings: RejectCounter = field(default_factory=RejectCounter)  # requests kept despite a doubtful field
     request_lines: np.ndarray | None = None  # int64 line number of each request (same order)
+    # each request's principal ids (kvset.formats.trace_lines.ParsedRequests), None: none named
+    request_principals: np.ndarray | None = None
+    principal_names: PrincipalNames | None = None
     parse_seconds: float = 0.0
 
     @property
@@ -86,7 +89,12 @@ class Trace(RequestArrays):
             end_request = int(np.searchsorted(bounds, begin + max_accesses, side="right")) - 1
             end_request = min(max(end_request, first + 1), self.requests)
             end = int(bounds[end_request])
+            principals = self.request_principals
             yield AccessBatch(
+                principals=None
+                if principals is None
+                else np.repeat(principals[first:end_request], lengths[first:end_request], axis=0),
+                principal_names=self.principal_names if principals is not None else None,
                 keys=self.keys[begin:end],
                 tokens=self.tokens[begin:end],
                 request_starts=self.request_starts[first:end_request] - begin,
@@ -236,6 +244,8 @@ def read_trace(
         notes=notes,
         warnings=warnings,
         request_lines=parsed.request_lines,
+        request_principals=parsed.request_principals,
+        principal_names=parser.principal_names,
         parse_seconds=time.perf_counter() - started,
     )
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvset.core.principals import PrincipalStream
 from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.engine_model import EngineModel
 from kvset.figures import FIGURES
@@ -79,6 +80,8 @@ class Readings:
     opt: OptCurve | None = None
     opt_note: str | None = None
     input: InputRead | None = None  # kvset analyze: the file it read
+    # kvset analyze --by: each level's top principals and "other" (kvset.core.principals)
+    principals: Mapping[str, tuple[PrincipalStream, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -117,6 +120,7 @@ class SnapshotBuilder:
             kv_dtype=cfg.kv_dtype,
             bytes_per_token=cfg.bytes_per_token,
             curve_scope=curve_scope(sources),
+            principals=readings.principals,
         )
 
     def _remember(self, inputs: FigureInputs, results: Mapping[type, object], t: float | None) -> None:

@@ -1,0 +1,149 @@
+"""Whose cache is it: each principal's (tenant, session, adapter) exact LRU curves, from one pass.
+
+The shared analyzer gives every access its stack distance in the one stack all principals share
+(Analyzer.feed_batch(return_distances=True)). A principal's accesses' distances are then its curve
+*within the shared cache*: at capacity C it hits exactly where its distance is at most C, whoever
+else filled the stack. Its *isolated* curve is a fresh analyzer fed its accesses alone: the cache it
+would need without the others.
+
+Cardinality is bounded in what is reported: the top K principals of a level by accesses are exact,
+the rest are summed into one "other" (its shared curve the sum of theirs; its isolated curve that of
+their accesses together in one cache of their own). What is collected is not yet bounded: the
+whole stream's batches and distances are kept until the end (as Belady MIN's replay keeps its keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvset.core.analyzer import Analyzer
+from kvset.core.curve import HitRateCurve
+from kvset.types import PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch
+
+DEFAULT_TOP_PRINCIPALS = 20
+OTHER_PRINCIPALS = "(other)"  # the principals past the top K, summed
+
+
+@dataclass(frozen=True, eq=False)
+class PrincipalStream:
+    """One principal at one level: its accesses, its curve in the shared cache, its curve alone.
+    `members`: how many principals it stands for (more than 1 only for the summed "other")."""
+
+    level: str
+    name: str
+    accesses: int
+    curve: HitRateCurve
+    isolated_curve: HitRateCurve
+    members: int = 1
+
+
+def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
+    """The exact curve of accesses with these stack distances (0: first time, -1: beyond the
+    horizon) and tokens, as the analyzer builds its own."""
+    d = np.asarray(distances, dtype=np.int64)
+    tok = np.asarray(tokens, dtype=np.int64)
+    hit = d > 0
+    maxd = int(d.max()) if len(d) and hit.any() else 0
+    blocks = np.bincount(d[hit], minlength=maxd + 1)[1:]
+    tokens_at = np.bincount(d[hit], weights=tok[hit], minlength=maxd + 1)[1:].astype(np.int64)
+    beyond = d < 0
+    return HitRateCurve(
+        capacities=np.arange(1, maxd + 1, dtype=np.int64),
+        block_hits=np.cumsum(blocks),
+        token_hits=np.cumsum(tokens_at),
+        accesses=len(d),
+        tokens=int(tok.sum()),
+        horizon=horizon,
+        exact=True,
+        beyond_horizon_blocks=int(beyond.sum()),
+        beyond_horizon_tokens=int(tok[beyond].sum()),
+    )
+
+
+class PrincipalCollector:
+    """Beside the shared analyzer: each batch and its accesses' shared stack distances, until
+    `streams` reads the principals off them."""
+
+    def __init__(self, levels: Sequence[str], top: int = DEFAULT_TOP_PRINCIPALS) -> None:
+        unknown = [lv for lv in levels if lv not in PRINCIPAL_LEVELS]
+        if unknown:
+            raise ValueError(
+                f"unknown principal level {unknown[0]!r}; expected {', '.join(PRINCIPAL_LEVELS)}"
+            )
+        if top < 1:
+            raise ValueError(f"the top principals must be at least 1, got {top}")
+        self.levels = tuple(dict.fromkeys(levels))
+        self.top = int(top)
+        self._batches: list[AccessBatch] = []
+        self._distances: list[np.ndarray] = []
+
+    def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
+        """Feed the batch to the shared analyzer, keeping its accesses' distances."""
+        distances = analyzer.feed_batch(batch, return_distances=True)
+        assert distances is not None
+        self._batches.append(batch)
+        self._distances.append(distances)
+
+    def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
+        """By level, the top principals by accesses (most first, ties by name) and "other" last."""
+        if not self._batches:
+            return {level: () for level in self.levels}
+        block = analyzer.units.block_size
+        distances = np.concatenate(self._distances)
+        tokens = np.concatenate(
+            [b.tokens if b.tokens is not None else np.full(len(b), block) for b in self._batches]
+        )
+        names = next((b.principal_names for b in self._batches if b.principal_names is not None), None)
+        ids = np.concatenate([_principal_ids(b) for b in self._batches])
+        out: dict[str, tuple[PrincipalStream, ...]] = {}
+        for level in self.levels:
+            column = ids[:, PRINCIPAL_LEVELS.index(level)]
+            counts = np.bincount(column)
+            present = np.flatnonzero(counts)
+            label = [UNKNOWN_PRINCIPAL if names is None else names.name(int(p)) for p in present]
+            ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
+            top = [int(present[i]) for i in ranked[: self.top]]
+            rows = []
+            for p in top:
+                keep = column == p
+                rows.append(
+                    self._stream(analyzer, level, label[ranked[top.index(p)]], keep, distances, tokens)
+                )
+            rest = ~np.isin(column, top)
+            if rest.any():
+                rows.append(
+                    self._stream(
+                        analyzer, level, OTHER_PRINCIPALS, rest, distances, tokens, len(present) - len(top)
+                    )
+                )
+            out[level] = tuple(rows)
+        return out
+
+    def _stream(
+        self,
+        analyzer: Analyzer,
+        level: str,
+        name: str,
+        keep: np.ndarray,
+        distances: np.ndarray,
+        tokens: np.ndarray,
+        members: int = 1,
+    ) -> PrincipalStream:
+        alone = Analyzer(analyzer.horizon, analyzer.order, units=analyzer.units)
+        offset = 0
+        for b in self._batches:
+            part = keep[offset : offset + len(b)]
+            offset += len(b)
+            if part.any():
+                alone.feed_batch(b.subset(part))
+        shared = distance_curve(distances[keep], tokens[keep], analyzer.horizon)
+        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), members)
+
+
+def _principal_ids(batch: AccessBatch) -> np.ndarray:
+    if batch.principals is None:
+        return np.zeros((len(batch), len(PRINCIPAL_LEVELS)), dtype=np.int64)
+    return np.asarray(batch.principals, dtype=np.int64)
