@@ -1,0 +1,142 @@
+"""Per-principal curves (kvset.core.principals) == a naive LRU at every capacity.
+
+The reference here is its own: one OrderedDict LRU replay per capacity of the whole stream, counting
+each access's hit for the principal that made it (the shared-cache curve), and one replay per
+principal of its accesses alone (the isolated curve).
+"""
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvset.core.principals import OTHER_PRINCIPALS, PrincipalCollector
+from kvset.offline import InputSummary, analyze_batches
+from kvset.types import PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch, PrincipalNames
+from kvset.units import StreamUnits
+
+UNITS = StreamUnits(16, "flag")
+
+
+def naive_hits_by_owner(keys, tokens, owners, capacity):
+    """{owner: (block hits, token hits)} of one shared LRU cache of `capacity` blocks."""
+    cache: OrderedDict[int, None] = OrderedDict()
+    hits: dict[object, list[int]] = {}
+    for key, tok, owner in zip(keys, tokens, owners, strict=True):
+        h = hits.setdefault(owner, [0, 0])
+        if key in cache:
+            cache.move_to_end(key)
+            h[0] += 1
+            h[1] += tok
+        else:
+            if len(cache) >= capacity:
+                cache.popitem(last=False)
+            cache[key] = None
+    return {o: tuple(v) for o, v in hits.items()}
+
+
+@st.composite
+def streams(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n_requests = draw(st.integers(1, 40))
+    n_tenants = draw(st.integers(1, 6))
+    alphabet = draw(st.sampled_from([3, 8, 25, 80]))
+    requests = []
+    for _ in range(n_requests):
+        tenant = int(rng.integers(0, n_tenants + 1))  # 0: the line names no tenant
+        length = int(rng.integers(1, 8))
+        shared = rng.random() < 0.5  # a shared prefix: the same low keys for everyone
+        keys = list(range(length)) if shared else [int(k) for k in rng.integers(0, alphabet, length)]
+        tokens = [int(t) for t in rng.integers(1, 17, length)]
+        requests.append((tenant, keys, tokens))
+    top = draw(st.integers(1, 4))
+    batch_requests = draw(st.integers(1, 10))
+    order = draw(st.sampled_from(["forward", "reverse"]))
+    return requests, top, batch_requests, order
+
+
+def batches_of(requests, batch_requests):
+    names = PrincipalNames()
+    out = []
+    for i in range(0, len(requests), batch_requests):
+        part = requests[i : i + batch_requests]
+        keys, tokens, starts, ids = [], [], [], []
+        for tenant, k, t in part:
+            starts.append(len(keys))
+            keys += k
+            tokens += t
+            tenant_id = names.id(f"t{tenant}" if tenant else None)
+            ids += [[tenant_id, 0, 0]] * len(k)
+        out.append(
+            AccessBatch(
+                keys=np.asarray(keys, dtype=np.uint64),
+                tokens=np.asarray(tokens, dtype=np.int32),
+                request_starts=np.asarray(starts, dtype=np.int64),
+                timestamps=float(i),
+                block_size=16,
+                principals=np.asarray(ids, dtype=np.int64).reshape(len(keys), len(PRINCIPAL_LEVELS)),
+                principal_names=names,
+            )
+        )
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(streams())
+def test_shared_and_isolated_curves_equal_a_naive_lru_at_every_capacity(stream):
+    requests, top, batch_requests, order = stream
+    # in reverse order the analyzer takes each request's blocks last to first: so does the reference
+    step = -1 if order == "reverse" else 1
+    keys = [k for _, ks, _ in requests for k in ks[::step]]
+    tokens = [t for _, _, ts in requests for t in ts[::step]]
+    owners = [f"t{tenant}" if tenant else UNKNOWN_PRINCIPAL for tenant, ks, _ in requests for _ in ks]
+    result = analyze_batches(
+        batches_of(requests, batch_requests),
+        InputSummary("toy", "toy", UNITS),
+        order=order,
+        by=("tenant",),
+        top_principals=top,
+    )
+    rows = result.principals["tenant"]
+    counts: dict[str, int] = {}
+    for o in owners:
+        counts[o] = counts.get(o, 0) + 1
+    ranked = sorted(counts, key=lambda o: (-counts[o], o))
+    expected_names = ranked[:top] + ([OTHER_PRINCIPALS] if len(ranked) > top else [])
+    assert [r.name for r in rows] == expected_names
+    group = {o: (o if o in ranked[:top] else OTHER_PRINCIPALS) for o in ranked}
+    assert sum(r.accesses for r in rows) == len(keys)  # nobody dropped, unknown included
+    for capacity in range(1, len(set(keys)) + 2):
+        shared = naive_hits_by_owner(keys, tokens, owners, capacity)
+        for r in rows:
+            members = [o for o in ranked if group[o] == r.name]
+            want = tuple(sum(shared[o][u] for o in members) for u in (0, 1))
+            assert (r.curve.hits(capacity), r.curve.hits(capacity, "tokens")) == want, (r.name, capacity)
+            mine = [i for i, o in enumerate(owners) if group[o] == r.name]
+            alone = naive_hits_by_owner(
+                [keys[i] for i in mine], [tokens[i] for i in mine], [r.name] * len(mine), capacity
+            )[r.name]
+            got = (r.isolated_curve.hits(capacity), r.isolated_curve.hits(capacity, "tokens"))
+            assert got == alone, (r.name, capacity)
+            assert r.curve.accesses == r.isolated_curve.accesses == len(mine)
+            assert r.curve.tokens == sum(tokens[i] for i in mine)
+
+
+def test_a_stream_without_principals_is_one_unknown_principal():
+    batch = AccessBatch(keys=np.asarray([1, 2, 1, 2], dtype=np.uint64), block_size=16)
+    result = analyze_batches([batch], InputSummary("toy", "toy", UNITS), by=("session", "adapter"))
+    for level in ("session", "adapter"):
+        (only,) = result.principals[level]
+        assert (only.name, only.accesses, only.curve.hits(2)) == (UNKNOWN_PRINCIPAL, 4, 2)
+
+
+def test_principals_refuse_a_sampled_analyzer_and_an_unknown_level():
+    from kvset.core.stack_distance import Sampling
+
+    batch = AccessBatch(keys=np.asarray([1], dtype=np.uint64), block_size=16)
+    with pytest.raises(ValueError, match="--by"):
+        analyze_batches([batch], InputSummary("t", "t", UNITS), by=("tenant",), sampling=Sampling(rate=0.5))
+    with pytest.raises(ValueError, match="unknown principal level"):
+        PrincipalCollector(("customer",))
