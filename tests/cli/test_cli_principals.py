@@ -1,0 +1,130 @@
+"""`kvset analyze FILE --by ...`: the principals' JSON and text, checked against a naive LRU replay."""
+
+import json
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from kvset.cli import main
+
+PRINCIPAL_KEYS = [
+    "by",
+    "name",
+    "accesses",
+    "curve",
+    "isolated_curve",
+    "working_sets",
+    "cache_share",
+    "hit_share",
+]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+OFFSET = {"big": 1000, "small": 2000, "tiny": 3000, None: 4000}  # each tenant's own ids
+
+
+def toy_requests(seed=7, n=300):
+    """A system prompt every tenant shares, a big tenant with many ids, small ones, unnamed lines."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        tenant = rng.choice(["big", "small", "tiny", None], p=[0.55, 0.25, 0.1, 0.1])
+        alphabet = 400 if tenant == "big" else 40
+        own = [int(k) + OFFSET[tenant] for k in rng.integers(0, alphabet, int(rng.integers(1, 6)))]
+        ids = [1, 2, 3] + own
+        line = {"timestamp": i, "input_length": 16 * len(ids), "hash_ids": ids, "chat_id": i, "turn": 1}
+        if tenant is not None:
+            line["tenant"] = str(tenant)
+        if i % 3 == 0:
+            line["session"] = f"s{i % 5}"
+        out.append(line)
+    return out
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "tenants.jsonl"
+    requests = toy_requests()
+    path.write_text("".join(json.dumps(r) + "\n" for r in requests))
+    return str(path), requests
+
+
+def naive_hits(requests, capacity, level_field):
+    cache: OrderedDict[int, None] = OrderedDict()
+    hits: dict[str, int] = {}
+    for r in requests:
+        owner = r.get(level_field, "(unknown)")
+        for key in r["hash_ids"]:
+            if key in cache:
+                cache.move_to_end(key)
+                hits[owner] = hits.get(owner, 0) + 1
+            else:
+                if len(cache) >= capacity:
+                    cache.popitem(last=False)
+                cache[key] = None
+    return hits
+
+
+def test_by_tenant_json_gives_each_tenants_curve_in_the_shared_cache(capsys, trace):
+    path, requests = trace
+    code, out, err = run_cli(
+        capsys, "analyze", path, "--by", "tenant", "--json", "--capacities", "4,16,64,256"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    rows = report["principals"]
+    assert all(list(r) == PRINCIPAL_KEYS for r in rows)
+    assert [r["name"] for r in rows] == ["big", "small", "tiny", "(unknown)"]  # most accesses first
+    accesses = {r["name"]: r["accesses"] for r in rows}
+    assert sum(accesses.values()) == report["accesses"]
+    for capacity in (4, 16, 64, 256):
+        hits = naive_hits(requests, capacity, "tenant")
+        for r in rows:
+            (row,) = [c for c in r["curve"] if c["capacity_blocks"] == capacity]
+            assert row["block_hit_rate"] == pytest.approx(hits.get(r["name"], 0) / r["accesses"])
+    assert [c["capacity_blocks"] for c in rows[0]["isolated_curve"]] == [4, 16, 64, 256]
+    assert sum(r["hit_share"] for r in rows) == pytest.approx(1.0)
+    assert all(r["cache_share"] is None for r in rows)
+    assert rows[0]["working_sets"][0]["target"] == 0.95
+
+
+def test_top_principals_sums_the_rest_and_levels_may_be_given_twice(capsys, trace):
+    path, _ = trace
+    code, out, err = run_cli(
+        capsys, "analyze", path, "--by", "tenant", "--by", "session", "--top-principals", "2", "--json"
+    )
+    assert code == 0, err
+    rows = json.loads(out)["principals"]
+    tenants = [r["name"] for r in rows if r["by"] == "tenant"]
+    sessions = [r["name"] for r in rows if r["by"] == "session"]
+    assert tenants == ["big", "small", "(other)"]
+    assert sessions[0] == "(unknown)" and sessions[-1] == "(other)" and len(sessions) == 3
+
+
+def test_by_text_report_and_bad_levels(capsys, trace):
+    path, _ = trace
+    code, out, _ = run_cli(capsys, "analyze", path, "--by", "tenant,adapter")
+    assert code == 0
+    assert "principals by tenant" in out and "principals by adapter" in out
+    code, _, err = run_cli(capsys, "analyze", path, "--by", "customer")
+    assert code == 2 and "--by takes tenant, session, adapter" in err and "Traceback" not in err
+
+
+def test_no_prefix_matching_of_long_flags(capsys, trace):
+    path, _ = trace
+    with pytest.raises(SystemExit) as exit_:
+        main(["analyze", path, "--bytes-per-tok", "4096"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --bytes-per-tok" in capsys.readouterr().err
+
+
+def test_without_by_principals_are_null(capsys, trace):
+    path, _ = trace
+    code, out, _ = run_cli(capsys, "analyze", path, "--json")
+    assert code == 0 and json.loads(out)["principals"] is None
