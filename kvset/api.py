@@ -18,6 +18,7 @@ from kvset.figures.inputs import ALL_ACCESSES, MISSES_ONLY, RECONSTRUCTED, TARGE
 from kvset.figures.kv_cache_groups import GroupFigures, KvCacheGroups
 from kvset.figures.operating_point import OperatingPoint
 from kvset.figures.policy_gap import BeladyMin, HitRateGap, PolicyGap
+from kvset.figures.principals import PrincipalRow, Principals
 from kvset.figures.ranks import Pooling, Ranks, RankView
 from kvset.figures.reading import CurveReading, read_curve
 from kvset.figures.reserve import Reserve
@@ -58,6 +59,8 @@ __all__ = [
     "KvCacheGroups",
     "NextTier",
     "OperatingPoint",
+    "PrincipalRow",
+    "Principals",
     "PolicyGap",
     "Pooling",
     "RankView",
