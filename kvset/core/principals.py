@@ -7,9 +7,11 @@ else filled the stack. Its *isolated* curve is a fresh analyzer fed its accesses
 would need without the others.
 
 Cardinality is bounded in what is reported: the top K principals of a level by accesses are exact,
-the rest are summed into one "other" (its shared curve the sum of theirs; its isolated curve that of
-their accesses together in one cache of their own). What is collected is not yet bounded: the
-whole stream's batches and distances are kept until the end (as Belady MIN's replay keeps its keys).
+the rest are summed into one "other": its shared curve the sum of theirs, and no isolated curve (the
+sum of each one's own cache would take an analyzer per principal; their accesses together in one
+cache would be a second analyzer as large as the shared one, and a cache nobody has). What is
+collected is not yet bounded: the whole stream's batches and distances are kept until the end (as
+Belady MIN's replay keeps its keys).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class PrincipalStream:
     name: str
     accesses: int
     curve: HitRateCurve
-    isolated_curve: HitRateCurve
+    isolated_curve: HitRateCurve | None  # None for "other"
     members: int = 1
 
 
@@ -132,6 +134,9 @@ class PrincipalCollector:
         tokens: np.ndarray,
         members: int = 1,
     ) -> PrincipalStream:
+        shared = distance_curve(distances[keep], tokens[keep], analyzer.horizon)
+        if name == OTHER_PRINCIPALS:
+            return PrincipalStream(level, name, int(keep.sum()), shared, None, members)
         alone = Analyzer(analyzer.horizon, analyzer.order, units=analyzer.units)
         offset = 0
         for b in self._batches:
@@ -139,7 +144,6 @@ class PrincipalCollector:
             offset += len(b)
             if part.any():
                 alone.feed_batch(b.subset(part))
-        shared = distance_curve(distances[keep], tokens[keep], analyzer.horizon)
         return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), members)
 
 

@@ -71,12 +71,12 @@ class PrincipalRow:
     accesses: int
     members: int
     curve: tuple[curve_figure.CurveRow, ...]
-    isolated_curve: tuple[curve_figure.CurveRow, ...]
+    isolated_curve: tuple[curve_figure.CurveRow, ...] | None  # None for (other): see kvset.core.principals
     working_sets: tuple[WorkingSetRow, ...]
     shared_working_sets: tuple[WorkingSetRow, ...]
     hit_share: float | None
     hit_rate_at_share: float  # its block hit rate in the shared cache at share_capacity_blocks
-    isolated_hit_rate_at_share: float
+    isolated_hit_rate_at_share: float | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,6 +125,7 @@ def _row(
     pool: int | None,
 ) -> PrincipalRow:
     tm = target_mode(mode)
+    alone = s.isolated_curve
 
     def sets(c: HitRateCurve) -> tuple[WorkingSetRow, ...]:
         return tuple(working_set_row(c, "all", t, tm, sizes, pool) for t in targets)
@@ -135,12 +136,12 @@ def _row(
         accesses=s.accesses,
         members=s.members,
         curve=tuple(curve_figure.curve_rows(s.curve, capacities)),
-        isolated_curve=tuple(curve_figure.curve_rows(s.isolated_curve, capacities)),
-        working_sets=sets(s.isolated_curve),
+        isolated_curve=None if alone is None else tuple(curve_figure.curve_rows(alone, capacities)),
+        working_sets=() if alone is None else sets(alone),
         shared_working_sets=sets(s.curve),
         hit_share=s.curve.hits(at) / total_hits if at and total_hits else None,
         hit_rate_at_share=s.curve.hit_rate(at) if at else 0.0,
-        isolated_hit_rate_at_share=s.isolated_curve.hit_rate(at) if at else 0.0,
+        isolated_hit_rate_at_share=alone.hit_rate(at) if at and alone is not None else None,
     )
 
 
@@ -150,10 +151,12 @@ def principal_json(r: PrincipalRow, sizes: Sizes) -> Json:
         "name": r.name,
         "accesses": r.accesses,
         "curve": [curve_figure.row_json(c, sizes) for c in r.curve],
-        "isolated_curve": [curve_figure.row_json(c, sizes) for c in r.isolated_curve],
+        "isolated_curve": None
+        if r.isolated_curve is None
+        else [curve_figure.row_json(c, sizes) for c in r.isolated_curve],
         "working_sets": [
             {**row_json(w, sizes), "shared_capacity_blocks": shared.capacity_blocks}
-            for w, shared in zip(r.working_sets, r.shared_working_sets, strict=True)
+            for w, shared in zip(r.working_sets, r.shared_working_sets, strict=False)
         ],
         "cache_share": None,  # not computed yet: see the module docstring
         "hit_share": r.hit_share,
@@ -181,7 +184,7 @@ def text(result: Principals, view: TextView) -> list[str]:
                     f"{r.accesses:,}",
                     percent_cell(r.accesses / result.accesses if result.accesses else None, 1),
                     percent_cell(r.hit_rate_at_share) if at else NOT_KNOWN,
-                    percent_cell(r.isolated_hit_rate_at_share) if at else NOT_KNOWN,
+                    percent_cell(r.isolated_hit_rate_at_share),
                     percent_cell(r.hit_share, 1),
                     count_cell(ws),
                     count_cell(shared),

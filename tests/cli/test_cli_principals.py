@@ -105,6 +105,8 @@ def test_top_principals_sums_the_rest_and_levels_may_be_given_twice(capsys, trac
     sessions = [r["name"] for r in rows if r["by"] == "session"]
     assert tenants == ["big", "small", "(other)"]
     assert sessions[0] == "(unknown)" and sessions[-1] == "(other)" and len(sessions) == 3
+    other = rows[-1]
+    assert other["isolated_curve"] is None and other["working_sets"] == [] and other["curve"]
 
 
 def test_by_text_report_and_bad_levels(capsys, trace):
