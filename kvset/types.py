@@ -78,7 +78,7 @@ class AccessBatch:
     timestamps: np.ndarray | float | None = None
     block_size: int | None = None
     rank: np.ndarray | int | None = None
-    # int64 (accesses, len(PRINCIPAL_LEVELS)): each access's principal id at each level, ids of
+    # int32 (accesses, len(PRINCIPAL_LEVELS)): each access's principal id at each level, ids of
     # `principal_names` (None: the stream names no principal; every access is unknown)
     principals: np.ndarray | None = None
     principal_names: PrincipalNames | None = None

@@ -88,7 +88,8 @@ class HitRateCurve:
     token_hits:  tokens of those accesses
     accesses, tokens: totals over the same accesses (hits, misses, beyond horizon)
     horizon:     the analyzer's horizon H; the curve is exact only for C <= H
-    exact:       True when capacities is every integer 1..capacities[-1]
+    exact:       True when the hits are known at every capacity 1..capacities[-1]: capacities is
+                 every integer, or every one where the hits change (a step curve, as a principal's)
     """
 
     capacities: np.ndarray

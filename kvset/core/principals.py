@@ -16,6 +16,7 @@ Belady MIN's replay keeps its keys).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,16 +45,17 @@ class PrincipalStream:
 
 def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
     """The exact curve of accesses with these stack distances (0: first time, -1: beyond the
-    horizon) and tokens, as the analyzer builds its own."""
+    horizon) and tokens. It steps only at the distances there are, so it is held at those alone: a
+    principal with a few accesses far down a deep shared stack costs a few entries, not the depth."""
     d = np.asarray(distances, dtype=np.int64)
     tok = np.asarray(tokens, dtype=np.int64)
     hit = d > 0
-    maxd = int(d.max()) if len(d) and hit.any() else 0
-    blocks = np.bincount(d[hit], minlength=maxd + 1)[1:]
-    tokens_at = np.bincount(d[hit], weights=tok[hit], minlength=maxd + 1)[1:].astype(np.int64)
+    steps, where = np.unique(d[hit], return_inverse=True)
+    blocks = np.bincount(where, minlength=len(steps))
+    tokens_at = np.bincount(where, weights=tok[hit], minlength=len(steps)).astype(np.int64)
     beyond = d < 0
     return HitRateCurve(
-        capacities=np.arange(1, maxd + 1, dtype=np.int64),
+        capacities=steps.astype(np.int64),
         block_hits=np.cumsum(blocks),
         token_hits=np.cumsum(tokens_at),
         accesses=len(d),
@@ -86,7 +88,8 @@ class PrincipalCollector:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
         distances = analyzer.feed_batch(batch, return_distances=True)
         assert distances is not None
-        self._batches.append(batch)
+        # kept without their times (8 bytes an access): the isolated curves are of all time
+        self._batches.append(dataclasses.replace(batch, timestamps=0.0))
         self._distances.append(distances)
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
@@ -149,5 +152,5 @@ class PrincipalCollector:
 
 def _principal_ids(batch: AccessBatch) -> np.ndarray:
     if batch.principals is None:
-        return np.zeros((len(batch), len(PRINCIPAL_LEVELS)), dtype=np.int64)
-    return np.asarray(batch.principals, dtype=np.int64)
+        return np.zeros((len(batch), len(PRINCIPAL_LEVELS)), dtype=np.int32)
+    return np.asarray(batch.principals, dtype=np.int32)

@@ -131,7 +131,7 @@ class ParsedRequests(RequestArrays):
     # int64 input_length of each request as written (token traces: tokens); -1 where the line gave
     # its blocks' tokens explicitly (block_tokens, or its own block_size), so no block size is implied
     request_input_lengths: np.ndarray
-    # int64 (requests, len(PRINCIPAL_LEVELS)): each request's principal id at each level, ids of the
+    # int32 (requests, len(PRINCIPAL_LEVELS)): each request's principal id at each level, ids of the
     # parser's PrincipalNames (0: unknown); None: no line of these requests named one
     request_principals: np.ndarray | None = None
 
@@ -191,7 +191,7 @@ class ParsedRequests(RequestArrays):
         """request_principals, all unknown (0) where the lines named none."""
         if self.request_principals is not None:
             return self.request_principals
-        return np.zeros((self.requests, len(PRINCIPAL_LEVELS)), dtype=np.int64)
+        return np.zeros((self.requests, len(PRINCIPAL_LEVELS)), dtype=np.int32)
 
     def access_principals(self) -> np.ndarray | None:
         """Each access's principal ids (its request's), None where no line named one."""
@@ -333,7 +333,7 @@ class TraceLineParser:
     def _principal_array(self, rows: list[tuple[int, ...]]) -> np.ndarray | None:
         if not self._named_principals:
             return None
-        return np.asarray(rows, dtype=np.int64).reshape(len(rows), len(PRINCIPAL_LEVELS))
+        return np.asarray(rows, dtype=np.int32).reshape(len(rows), len(PRINCIPAL_LEVELS))
 
     def _reject(self, reason: str, lineno: int, detail: str) -> None:
         example = f"line {lineno}: {detail}"

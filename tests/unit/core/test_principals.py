@@ -76,7 +76,7 @@ def batches_of(requests, batch_requests):
                 request_starts=np.asarray(starts, dtype=np.int64),
                 timestamps=float(i),
                 block_size=16,
-                principals=np.asarray(ids, dtype=np.int64).reshape(len(keys), len(PRINCIPAL_LEVELS)),
+                principals=np.asarray(ids, dtype=np.int32).reshape(len(keys), len(PRINCIPAL_LEVELS)),
                 principal_names=names,
             )
         )
