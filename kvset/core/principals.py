@@ -110,36 +110,29 @@ class PrincipalCollector:
             present = np.flatnonzero(counts)
             label = [UNKNOWN_PRINCIPAL if names is None else names.name(int(p)) for p in present]
             ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
-            top = [int(present[i]) for i in ranked[: self.top]]
-            rows = []
-            for p in top:
-                keep = column == p
-                rows.append(
-                    self._stream(analyzer, level, label[ranked[top.index(p)]], keep, distances, tokens)
-                )
-            rest = ~np.isin(column, top)
+            top = ranked[: self.top]
+            rows = [
+                self._alone(level, label[i], column == present[i], distances, tokens, analyzer) for i in top
+            ]
+            rest = ~np.isin(column, present[top])
             if rest.any():
-                rows.append(
-                    self._stream(
-                        analyzer, level, OTHER_PRINCIPALS, rest, distances, tokens, len(present) - len(top)
-                    )
-                )
+                shared = distance_curve(distances[rest], tokens[rest], analyzer.horizon)
+                members = len(present) - len(top)
+                rows.append(PrincipalStream(level, OTHER_PRINCIPALS, int(rest.sum()), shared, None, members))
             out[level] = tuple(rows)
         return out
 
-    def _stream(
+    def _alone(
         self,
-        analyzer: Analyzer,
         level: str,
         name: str,
         keep: np.ndarray,
         distances: np.ndarray,
         tokens: np.ndarray,
-        members: int = 1,
+        analyzer: Analyzer,
     ) -> PrincipalStream:
+        """One principal: its accesses' curve in the shared cache, and an analyzer of them alone."""
         shared = distance_curve(distances[keep], tokens[keep], analyzer.horizon)
-        if name == OTHER_PRINCIPALS:
-            return PrincipalStream(level, name, int(keep.sum()), shared, None, members)
         alone = Analyzer(analyzer.horizon, analyzer.order, units=analyzer.units)
         offset = 0
         for b in self._batches:
@@ -147,7 +140,7 @@ class PrincipalCollector:
             offset += len(b)
             if part.any():
                 alone.feed_batch(b.subset(part))
-        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), members)
+        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve())
 
 
 def _principal_ids(batch: AccessBatch) -> np.ndarray:

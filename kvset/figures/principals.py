@@ -177,7 +177,7 @@ def text(result: Principals, view: TextView) -> list[str]:
         for r in rows:
             ws = r.working_sets[0].capacity_blocks if r.working_sets else None
             shared = r.shared_working_sets[0].capacity_blocks if r.shared_working_sets else None
-            name = printable(r.name) if r.name != OTHER_PRINCIPALS else f"{OTHER_PRINCIPALS} x{r.members:,}"
+            name = f"{OTHER_PRINCIPALS} x{r.members:,}" if r.isolated_curve is None else printable(r.name)
             cells.append(
                 [
                     name,
