@@ -51,6 +51,7 @@ from kvset.core.opt_rope import (
     rebuild,
     record_runs,
     remove_at,
+    replace_at,
 )
 
 
@@ -179,6 +180,20 @@ def opt_kernel(
             return -1
         dist = d + 1 if seen else 0
         nr = record_runs(nd, ck, root, d, rs, re, stack, phase) if d > 0 else 0
+        if seen and (nr == 0 or (nr == 1 and re[0] == 0)):
+            # the top is the only record (or is the block): it takes the block's depth, the block
+            # the top, both in place; most accesses of a re-read prefix are of this kind
+            z = replace_at(nd, ck, root, 0, nxt[t], dirty)
+            if d > 0:
+                replace_at(nd, ck, root, d, z, dirty)
+            flush(nd, ck, dirty, counts, order)
+            hist[dist, 0] += 1
+            hist[dist, 1] += tok
+            if dist > maxd:
+                maxd = dist
+            if want_out:
+                out[t] = dist
+            continue
         if seen:
             remove_at(nd, ck, root, d, dirty)
         # each run's last record moves to where the next run starts (the last one to depth d)
