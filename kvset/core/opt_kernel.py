@@ -128,6 +128,8 @@ def allocate(distinct: int) -> OptState:
     return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack)
 
 
+SHORT = 4  # at most this many records are shifted in place, more by positional edits
+
 # without numba's reference counting, as the rope's helpers (opt_rope)
 _compiled: Jit = njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: not in numba's stubs
 
@@ -180,13 +182,31 @@ def opt_kernel(
             return -1
         dist = d + 1 if seen else 0
         nr = record_runs(nd, ck, root, d, rs, re, stack, phase) if d > 0 else 0
-        if seen and (nr == 0 or (nr == 1 and re[0] == 0)):
-            # the top is the only record (or is the block): it takes the block's depth, the block
-            # the top, both in place; most accesses of a re-read prefix are of this kind
-            z = replace_at(nd, ck, root, 0, nxt[t], dirty)
-            if d > 0:
-                replace_at(nd, ck, root, d, z, dirty)
+        records = 0
+        for i in range(nr):
+            records += re[i] - rs[i] + 1
+        if (seen or nr > 0) and records <= SHORT:
+            # few records (most accesses of a re-read prefix: the top alone, or one more): shift
+            # them along the chain in place, the new next use on top, the last record into the
+            # block's depth (or below the stack for a first access); the tree keeps its shape
+            carry = nxt[t]
+            if nr == 0:
+                replace_at(nd, ck, root, 0, carry, dirty)
+            for i in range(nr):
+                for p in range(rs[i], re[i] + 1):
+                    carry = replace_at(nd, ck, root, p, carry, dirty)
+            if seen and nr > 0:
+                replace_at(nd, ck, root, d, carry, dirty)
+            elif not seen and carry != inf:  # a dead block carried to the bottom is dropped
+                root, used, seed = insert_at(nd, ck, root, d, carry, dirty, counts, order, used, seed)
+                if used < 0:
+                    flush(nd, ck, dirty, counts, order)
+                    root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
+                    root, used, seed = insert_at(nd, ck, root, d, carry, dirty, counts, order, used, seed)
+                stacked += 1
             flush(nd, ck, dirty, counts, order)
+            if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
+                root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
             hist[dist, 0] += 1
             hist[dist, 1] += tok
             if dist > maxd:
