@@ -14,8 +14,9 @@ Mooncake, uniform and Zipf traces, where there are hundreds of records), and shi
 down by one is one removal at its end and one insertion at its start. So the stack is a rope of
 next-use times and an access costs a search for the smallest key (the accessed block: its next
 use is now), a walk of the records that skips whole subtrees, and 2 R + 2 positional edits:
-O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. Memory: the next-use array
-(8 bytes an access) and about 80 bytes per distinct block.
+O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. At most SHORT records (on a
+re-read prefix, mostly the top alone) are rewritten in place instead, one overwrite each.
+Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key
 n (never); on a first access such a block is carried to the very bottom, below everything that
