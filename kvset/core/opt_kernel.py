@@ -14,8 +14,9 @@ Mooncake, uniform and Zipf traces, where there are hundreds of records), and shi
 down by one is one removal at its end and one insertion at its start. So the stack is a rope of
 next-use times and an access costs a search for the smallest key (the accessed block: its next
 use is now), a walk of the records that skips whole subtrees, and 2 R + 2 positional edits:
-O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. Memory: the next-use array
-(8 bytes an access) and about 80 bytes per distinct block.
+O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. At most SHORT records (on a
+re-read prefix, mostly the top alone) are rewritten in place instead, one overwrite each.
+Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key
 n (never); on a first access such a block is carried to the very bottom, below everything that
@@ -51,6 +52,7 @@ from kvset.core.opt_rope import (
     rebuild,
     record_runs,
     remove_at,
+    replace_at,
 )
 
 
@@ -127,6 +129,8 @@ def allocate(distinct: int) -> OptState:
     return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack)
 
 
+SHORT = 4  # at most this many records are shifted in place, more by positional edits
+
 # without numba's reference counting, as the rope's helpers (opt_rope)
 _compiled: Jit = njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: not in numba's stubs
 
@@ -179,6 +183,38 @@ def opt_kernel(
             return -1
         dist = d + 1 if seen else 0
         nr = record_runs(nd, ck, root, d, rs, re, stack, phase) if d > 0 else 0
+        records = 0
+        for i in range(nr):
+            records += re[i] - rs[i] + 1
+        if (seen or nr > 0) and records <= SHORT:
+            # few records (most accesses of a re-read prefix: the top alone, or one more): shift
+            # them along the chain in place, the new next use on top, the last record into the
+            # block's depth (or below the stack for a first access); the tree keeps its shape
+            carry = nxt[t]
+            if nr == 0:
+                replace_at(nd, ck, root, 0, carry, dirty)
+            for i in range(nr):
+                for p in range(rs[i], re[i] + 1):
+                    carry = replace_at(nd, ck, root, p, carry, dirty)
+            if seen and nr > 0:
+                replace_at(nd, ck, root, d, carry, dirty)
+            elif not seen and carry != inf:  # a dead block carried to the bottom is dropped
+                root, used, seed = insert_at(nd, ck, root, d, carry, dirty, counts, order, used, seed)
+                if used < 0:
+                    flush(nd, ck, dirty, counts, order)
+                    root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
+                    root, used, seed = insert_at(nd, ck, root, d, carry, dirty, counts, order, used, seed)
+                stacked += 1
+            flush(nd, ck, dirty, counts, order)
+            if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
+                root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
+            hist[dist, 0] += 1
+            hist[dist, 1] += tok
+            if dist > maxd:
+                maxd = dist
+            if want_out:
+                out[t] = dist
+            continue
         if seen:
             remove_at(nd, ck, root, d, dirty)
         # each run's last record moves to where the next run starts (the last one to depth d)

@@ -308,6 +308,27 @@ def remove_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, dirty: np.nda
 
 
 @_plain
+def replace_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, key: Int, dirty: np.ndarray) -> Int:
+    """Overwrite the key at position pos (the tree's shape stays); returns the key it held."""
+    v, j, rank = _locate(nd, root, pos, False, 0, dirty)
+    c = nd[v, CNT]
+    old: Int = ck[v, j]
+    if j > 0:
+        nd[v, CBRK] += (1 if key <= ck[v, j - 1] else 0) - (1 if old <= ck[v, j - 1] else 0)
+    if j < c - 1:
+        nd[v, CBRK] += (1 if ck[v, j + 1] <= key else 0) - (1 if ck[v, j + 1] <= old else 0)
+    ck[v, j] = key
+    if old == nd[v, CMX] or old == nd[v, CMN]:
+        _refresh_chunk(nd, ck, v)
+    else:
+        if key > nd[v, CMX]:
+            nd[v, CMX] = key
+        if key < nd[v, CMN]:
+            nd[v, CMN] = key
+    return old
+
+
+@_plain
 def insert_at(
     nd: np.ndarray,
     ck: np.ndarray,

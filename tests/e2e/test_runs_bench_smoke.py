@@ -14,7 +14,8 @@ def test_runs_bench_measures_every_part_and_finds_the_curves_identical(tmp_path)
     report = json.loads(out.read_text())
     labels = [row[0] for row in report["rows"]]
     assert any("gzip -dc" in label for label in labels) and any("kvset analyze" in label for label in labels)
-    assert any("Belady MIN" in label for label in labels)
+    assert sum("Belady MIN" in label for label in labels) == 2  # on both traces
+    assert set(report["figures"]["min_rates"]) == {"prefix-chained", "agentic, not prefix-chained"}
     prefix = report["figures"]["prefix-chained"]
     assert prefix["identical"] and report["figures"]["agentic, not prefix-chained"]["identical"]
     # conversations re-sent whole: almost every access is in a run, and the runs are long

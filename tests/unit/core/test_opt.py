@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.prefix_trace import make_prefix_trace
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_min_curve, reverse_within_requests, simulate_min
 from kvset.core.opt import opt_histogram
@@ -189,3 +190,63 @@ def test_empty_stream_gives_an_empty_curve():
 def test_bad_arguments_are_refused_with_a_reason(kwargs, message):
     with pytest.raises(ValueError, match=message):
         opt_histogram(np.array([1, 2, 1], dtype=np.uint64), **kwargs)
+
+
+@st.composite
+def prefix_chained(draw):
+    """Conversations re-sent whole turn after turn (chained prefix keys), cut back now and then, with
+    stray re-reads of any earlier block that break the runs: the real traces' shape, small."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    conversations = draw(st.integers(1, 4))
+    requests = draw(st.integers(1, 25))
+    turn_blocks = draw(st.sampled_from([1, 3, 8, 20]))
+    stray = draw(st.sampled_from([0.0, 0.02, 0.1]))
+    fresh = iter(range(1, 1 << 30))
+    system = [next(fresh) for _ in range(int(rng.integers(0, 12)))]
+    contexts = [list(system) for _ in range(conversations)]
+    keys: list[int] = []
+    starts: list[int] = []
+    for _ in range(requests):
+        c = int(rng.integers(conversations))
+        context = contexts[c]
+        if context and rng.random() < 0.2:
+            context = context[: int(rng.integers(0, len(context) + 1))]
+        request = context + [next(fresh) for _ in range(1 + int(rng.integers(turn_blocks)))]
+        contexts[c] = request
+        starts.append(len(keys))
+        for key in request:
+            if keys and rng.random() < stray:
+                keys.append(keys[int(rng.integers(len(keys)))])
+            keys.append(key)
+    ids = np.asarray(keys, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # hash-like keys
+    return ids, rng.integers(1, 600, len(ids)), np.asarray(starts, dtype=np.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefix_chained(), st.sampled_from(["forward", "reverse"]))
+def test_prefix_chained_traces_equal_the_heap_replay_at_every_capacity(trace, order):
+    keys, tokens, starts = trace
+    c = opt_histogram(keys, tokens=tokens, request_starts=starts, order=order).curve()
+    stream = np.arange(len(keys))
+    if order == "reverse" and len(starts):
+        stream = np.array(reverse_within_requests(stream.tolist(), starts.tolist()))
+    ordered_keys, ordered_tokens = keys[stream].tolist(), tokens[stream].tolist()
+    caps = range(1, len(set(ordered_keys)) + 2)
+    for capacity, (hits, token_hits) in naive_min_curve(ordered_keys, caps, ordered_tokens).items():
+        assert (c.hits(capacity), c.hits(capacity, unit="tokens")) == (hits, token_hits), f"C={capacity}"
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_the_benchmarks_real_trace_shape_equals_the_heap_replay(order):
+    """benchmarks.prefix_trace's generator, shrunk: long re-read prefixes, four conversations open."""
+    trace = make_prefix_trace(
+        12_000, seed=7, system_blocks=30, first_context_blocks=60, new_blocks_mean=12.0, turns_mean=8.0
+    )
+    c = opt_histogram(trace.keys, request_starts=trace.request_starts, order=order).curve()
+    stream = np.arange(trace.accesses)
+    if order == "reverse":
+        stream = np.array(reverse_within_requests(stream.tolist(), trace.request_starts.tolist()))
+    ordered = trace.keys[stream].tolist()
+    caps = np.unique(np.round(np.geomspace(1, len(set(ordered)) + 1, 24)).astype(int))
+    for capacity, (hits, _) in naive_min_curve(ordered, caps).items():
+        assert c.hits(capacity) == hits, f"C={capacity}"
