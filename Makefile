@@ -11,6 +11,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,dask]'
+	@echo "compiling the kernels (first run only, about 10 to 30 s)..."
+	$(VENV)/bin/kvset-top --once --demo > /dev/null
 	touch $(STAMP)
 
 run: $(STAMP)
