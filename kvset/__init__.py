@@ -8,16 +8,19 @@
 The library never imports textual or rich; the live monitor lives in kvset_tui.
 """
 
-from kvset.core.curve import HitRateCurve
-
 __all__ = ["Analyzer", "HitRateCurve"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    # The analyzer pulls in numba; load it on first use so `import kvset` stays quick.
+    # The analyzer pulls in numba and the curve numpy; load them on first use so that `import kvset`
+    # (every command line, `--version` included) stays quick.
     if name == "Analyzer":
         from kvset.core.analyzer import Analyzer
 
         return Analyzer
+    if name == "HitRateCurve":
+        from kvset.core.curve import HitRateCurve
+
+        return HitRateCurve
     raise AttributeError(f"module 'kvset' has no attribute {name!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kvset import quantities
 from kvset.core.curve import HitRateCurve, Unit
+from kvset.core.jit_cache import kernels_on_disk
 from kvset.figures.churn import ChurnSeries
 from kvset.figures.curve import Curves, WindowCurve
 from kvset.figures.engine import EngineState
@@ -81,6 +82,7 @@ __all__ = [
     "WorkingSetRow",
     "WorkingSets",
     "curve_csv",
+    "kernels_on_disk",
     "quantities",
     "read_curve",
     "snapshot_json",

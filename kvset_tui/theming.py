@@ -12,8 +12,11 @@ import importlib.resources
 import os
 import tomllib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from textual.theme import Theme
+# textual is loaded when the app draws, not for `kvset-top --help`, which lists the themes
+if TYPE_CHECKING:
+    from textual.theme import Theme
 
 ANSI_BASE = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
 ANSI_NAMES = frozenset(("default", *ANSI_BASE, *(f"bright_{c}" for c in ANSI_BASE)))
@@ -132,6 +135,8 @@ class KvsetTheme:
                 "footer-description-background": "ansi_default",
                 "footer-item-background": "ansi_default",
             }
+        from textual.theme import Theme
+
         return Theme(
             name=self.textual_name,
             dark=self.dark,

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from kvset.cli import COMMANDS
 from kvset.cli.argtypes import positive_int
 from kvset.cli.distributed_flags import add_distributed_arguments, analyze_from_args, distributed_requested
 from kvset.cli.figure_flags import add_figure_arguments, check_figure_options, option_values
@@ -24,23 +25,15 @@ from kvset.cli.flags import (
     add_override_arguments,
     add_sampling_arguments,
 )
-from kvset.cli.from_flags import geometry_from_args
-from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
-from kvset.core.stack_distance import Sampling
 from kvset.figures import curve, principals, tiers
 from kvset.figures.base import ANALYZE
 from kvset.figures.inputs import CAPACITY
-from kvset.formats import TraceError
-from kvset.geometry.errors import GeometryError
-from kvset.offline import analysis_snapshot, analyze_batches, opt_analysis
-from kvset.report import analysis_text, curve_csv, snapshot_json
-from kvset.snapshot.builder import SnapshotConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "analyze",
-        help="hit rate at every capacity and the working sets of a trace",
+        help=COMMANDS["analyze"],
         description="Exact LRU hit-rate curve and working sets of a trace, in one pass.",
     )
     add_input_arguments(p)
@@ -64,6 +57,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The analysis (numba kernels, the readers, the sources the flags may name) is loaded here, when
+    # analysing: building the parser (`kvset --help`, completion) loads none of it.
+    from kvset.cli.from_flags import geometry_from_args
+    from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
+    from kvset.core.stack_distance import Sampling
+    from kvset.formats import TraceError
+    from kvset.geometry.errors import GeometryError
+    from kvset.offline import analysis_snapshot, analyze_batches, opt_analysis
+    from kvset.report import analysis_text, curve_csv, snapshot_json
+    from kvset.snapshot.builder import SnapshotConfig
+
     try:
         values = option_values(args, ANALYZE)
         if args.model and args.bytes_per_token:

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import argparse
 
-from kvset.cli import build_parser  # the whole command, subcommands included
+from kvset.cli import (
+    COMMANDS,
+    build_parser,  # the whole command, subcommands included
+)
 from kvset.cli.shell_completion import SHELLS, completion_script
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "completion",
-        help="print a shell completion script: source <(kvset completion bash)",
+        help=COMMANDS["completion"],
         description="Print a completion script for kvset, generated from its own flags. bash: "
         "source <(kvset completion bash) in ~/.bashrc; zsh: source <(kvset completion zsh) in ~/.zshrc.",
     )

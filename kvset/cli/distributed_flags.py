@@ -5,9 +5,12 @@ optional extra `dask`: imported only when asked for)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from kvset.cli.argtypes import positive_int
-from kvset.offline import AnalysisResult
+
+if TYPE_CHECKING:
+    from kvset.offline import AnalysisResult
 
 DASHBOARD = "127.0.0.1:8787"
 

@@ -27,16 +27,15 @@ from kvset.cli.argtypes import (
     speed,
 )
 from kvset.cli.figure_flags import add_figure_arguments
-from kvset.cli.parser import package_version
 from kvset.cli.shell_completion import SHELLS, PrintCompletion
 from kvset.core.feed_args import DEFAULT_HORIZON, ORDERS
+from kvset.engine.kv_events import DEFAULT_MEDIUM
+from kvset.engine.log_tracker import ENGINES, TRUNCATED_POLICIES
+from kvset.engine.prometheus import DEFAULT_MAX_BODY_BYTES
 from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS
 from kvset.formats.vllm_hash import HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
-from kvset.sources.kv_events import DEFAULT_MEDIUM
-from kvset.sources.log import ENGINES, TRUNCATED_POLICIES
-from kvset.sources.metrics import DEFAULT_MAX_BODY_BYTES
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
 # argparse's parser and its argument groups both have add_argument
@@ -46,15 +45,6 @@ DEMO_ACCESSES = 2_000_000  # size of `kvset analyze --demo`
 
 
 # -- every command ---------------------------------------------------------------------------------
-def add_version_argument(p: Parser) -> None:
-    p.add_argument(
-        "--version",
-        action="version",
-        version=f"%(prog)s {package_version()}",
-        help="print the version and exit",
-    )
-
-
 def add_completion_argument(p: argparse.ArgumentParser) -> None:
     """kvset-top's --completion (kvset has a `completion` subcommand instead)."""
     p.add_argument(

@@ -6,13 +6,18 @@ The flags themselves are defined in kvset.cli.flags; this module only reads them
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from kvset.cli.flags import OVERRIDE_FLAGS
 from kvset.geometry.model import ModelGeometry
 from kvset.geometry.resolve import load_model
-from kvset.sources.kv_events import KvEventsSource
-from kvset.sources.log import LogSource
-from kvset.sources.metrics import MetricsSource
+
+# Each source (its client, zmq or httpx, and its compiled tracker) is loaded when the flags name it:
+# `kvset model` and the parsers need none of them.
+if TYPE_CHECKING:
+    from kvset.sources.kv_events import KvEventsSource
+    from kvset.sources.log import LogSource
+    from kvset.sources.metrics import MetricsSource
 
 
 # -- the model -------------------------------------------------------------------------------------
@@ -38,6 +43,8 @@ def geometry_from_args(spec: str, args: argparse.Namespace) -> ModelGeometry:
 def log_source_from_args(args: argparse.Namespace, follow: bool) -> LogSource | None:
     if not getattr(args, "log", None):
         return None
+    from kvset.sources.log import LogSource
+
     return LogSource(
         args.log,
         follow=follow,
@@ -55,6 +62,8 @@ def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
     """Raises ValueError for a URL that cannot be polled."""
     if not getattr(args, "metrics", None):
         return None
+    from kvset.sources.metrics import MetricsSource
+
     return MetricsSource(
         args.metrics,
         interval=args.metrics_interval,
@@ -66,6 +75,8 @@ def metrics_source_from_args(args: argparse.Namespace) -> MetricsSource | None:
 
 def events_source_from_args(args: argparse.Namespace) -> KvEventsSource:
     """Raises ValueError for unusable endpoint specs."""
+    from kvset.sources.kv_events import KvEventsSource
+
     return KvEventsSource(
         endpoints=args.events,
         replay_endpoints=args.replay_endpoint,

@@ -12,7 +12,7 @@ import argparse
 import functools
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvset.cli.figure_flags import check_figure_options, option_values
 from kvset.cli.from_flags import (
@@ -21,17 +21,15 @@ from kvset.cli.from_flags import (
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.core.stack_distance import Sampling, new_analyzer
 from kvset.figures.base import TOP
-from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
-from kvset.monitor import Monitor
-from kvset.snapshot import Snapshot
-from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
-from kvset.sources.base import Source
-from kvset.sources.demo import DemoSource
-from kvset.sources.replay import ReplaySource
 from kvset.types import SourceHealth
-from kvset.workload import WorkloadConfig
+
+# The monitor, its analyzer (numba) and its sources are loaded when one is built, not with the flags
+# (`kvset-top --help`, `kvset serve --help`, completion).
+if TYPE_CHECKING:
+    from kvset.monitor import Monitor
+    from kvset.snapshot import Snapshot
+    from kvset.sources.base import Source
 
 ONCE_DEMO_SECONDS = 600.0  # trace seconds of demo traffic behind `--once --demo`
 
@@ -58,6 +56,10 @@ DEFAULT_SPEED = 1.0  # --speed when not given: trace seconds per second
 
 
 def build_sources(args: argparse.Namespace) -> list[Source]:
+    from kvset.sources.demo import DemoSource
+    from kvset.sources.replay import ReplaySource
+    from kvset.workload import WorkloadConfig
+
     sources: list[Source] = []
     if args.replay:
         check_file_input(args.replay, "trace file", must_exist=not args.follow)
@@ -164,6 +166,11 @@ def check_opt_flags(args: argparse.Namespace) -> None:
 
 def build_monitor(args: argparse.Namespace) -> Monitor:
     """The Monitor the flags describe. Raises UsageError (or GeometryError) on flags that do not fit."""
+    from kvset.core.stack_distance import Sampling, new_analyzer
+    from kvset.formats.record import RecordTargetError, TraceRecorder, check_record_target
+    from kvset.monitor import Monitor
+    from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
+
     check_flags(args)
     command = getattr(args, "pipeline", TOP)  # kvset-top or kvset serve (kvset.cli.flags)
     try:

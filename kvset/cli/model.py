@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from kvset.cli import COMMANDS
 from kvset.cli.figure_flags import add_figure_arguments, option_values
 from kvset.cli.flags import add_json_argument, add_kv_cache_arguments, add_override_arguments
 from kvset.cli.from_flags import geometry_from_args
@@ -28,7 +29,7 @@ MODEL is a built-in preset (see --list) or a local config.json (or a directory h
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "model",
-        help="KV bytes per token / block and the hybrid reserve of a model",
+        help=COMMANDS["model"],
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

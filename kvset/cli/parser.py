@@ -8,8 +8,8 @@ line that matters off a small screen. A `CommandParser` prints only
 from __future__ import annotations
 
 import argparse
-from importlib import metadata
-from typing import NoReturn
+import sys
+from typing import Any, NoReturn
 
 import kvset
 
@@ -18,10 +18,27 @@ USAGE_ERROR = 2
 
 def package_version() -> str:
     """The installed kvset-top version (the source tree's own when it is not installed)."""
+    from importlib import metadata  # tens of milliseconds (email, socket): only when asked
+
     try:
         return metadata.version("kvset-top")
     except metadata.PackageNotFoundError:
         return kvset.__version__
+
+
+class _PrintVersion(argparse.Action):
+    """--version, with the version looked up only when asked (argparse's own takes it as a string)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001, ANN204 - argparse's
+        sys.stdout.write(f"{parser.prog} {package_version()}\n")
+        parser.exit()
+
+
+def add_version_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", action=_PrintVersion, help="print the version and exit")
 
 
 _COMMAND_PARSER = "_command_parser"  # the namespace attribute naming the subcommand's own parser

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+from kvset.cli import COMMANDS
 from kvset.cli.argtypes import seconds
 from kvset.cli.flags import (
     add_block_size_argument,
@@ -25,7 +26,7 @@ _PROGRESS_EVERY_S = 5.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "record",
-        help="save a live engine's block accesses as a replayable trace",
+        help=COMMANDS["record"],
         description="Subscribe to an engine's KV events and write every block access it reports as a "
         "Mooncake-style JSONL trace (with the engine's block size), until --seconds have passed or "
         "Ctrl-C. `kvset analyze` replays the file.",

@@ -9,12 +9,17 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kvset.cli import COMMANDS
 from kvset.cli.flags import add_exporter_arguments, add_monitor_arguments
 from kvset.cli.live_monitor import UsageError, build_monitor
-from kvset.exporter import Exporter
-from kvset.monitor import Monitor
 from kvset.quantities import parse_capacities
+
+# The exporter and the monitor are loaded when one runs, not to build the parsers (`--help`).
+if TYPE_CHECKING:
+    from kvset.exporter import Exporter
+    from kvset.monitor import Monitor
 
 SOURCE_FLAGS = ("replay", "events", "log", "metrics", "demo")
 
@@ -22,7 +27,7 @@ SOURCE_FLAGS = ("replay", "events", "log", "metrics", "demo")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
-        help="the live monitor as a Prometheus exporter (/metrics or a node_exporter textfile)",
+        help=COMMANDS["serve"],
         description="Follow an engine (or replay a trace) as kvset-top does and export the curve, the working "
         "sets, the engine's operating point, source health and tiers as Prometheus metrics. Nothing listens "
         "unless --listen is given; HOST defaults to 127.0.0.1. Runs until Ctrl-C or SIGTERM.",
@@ -52,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("give a source: --events, --log, --metrics, --replay TRACE (or --demo)")
         capacities = _capacities(args)
         monitor = build_monitor(args)
+        from kvset.exporter import Exporter
+
         try:
             exporter = Exporter(
                 capacities, listen=args.listen, textfile=Path(args.textfile) if args.textfile else None
@@ -101,6 +108,8 @@ def exporter_beside_ui(args: argparse.Namespace, monitor: Monitor) -> Exporter |
     if not args.serve_metrics:
         return None
     capacities = _capacities(args)
+    from kvset.exporter import Exporter
+
     try:
         exporter = Exporter(capacities, listen=args.serve_metrics)
     except OSError as exc:

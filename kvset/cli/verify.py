@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from kvset.cli import COMMANDS
 from kvset.cli.figure_flags import add_figure_arguments, option_values
 from kvset.cli.flags import (
     add_analysis_arguments,
@@ -16,20 +17,16 @@ from kvset.cli.flags import (
     add_json_argument,
     add_opt_argument,
 )
-from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
 from kvset.core.curve import HitRateCurve
-from kvset.core.naive import naive_curve, naive_min_curve
 from kvset.figures.base import VERIFY
 from kvset.figures.inputs import TARGETS
 from kvset.figures.tables import format_table, percent_cell
-from kvset.formats import TraceError
-from kvset.offline import analyze_batches, keys_in_analyzed_order, opt_analysis, verify_capacities
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "verify",
-        help="check the one-pass curve against a naive LRU simulation",
+        help=COMMANDS["verify"],
         description="Replay the trace through a plain LRU cache once per capacity (20 log-spaced "
         "ones plus the working-set capacities) and compare with the one-pass curve. "
         "Exit code 1 on any difference.",
@@ -99,6 +96,12 @@ def _table(rows: list[dict], n: int, policy: str, replay: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the analysis and the replays are loaded when verifying, not to build the parser (`kvset --help`)
+    from kvset.cli.inputs import EXIT_PARTIAL, InputError, load_input, partial_read
+    from kvset.core.naive import naive_curve, naive_min_curve
+    from kvset.formats import TraceError
+    from kvset.offline import analyze_batches, keys_in_analyzed_order, opt_analysis, verify_capacities
+
     try:
         targets = option_values(args, VERIFY).get(TARGETS)
         batches, summary = load_input(args)

@@ -21,6 +21,9 @@ TargetMode = Literal["coverage", "absolute"]
 
 # The knee: past it, doubling the capacity gains less than this much hit rate (1 percentage point).
 KNEE_MIN_GAIN = 0.01
+# A sampled curve's error bounds are this many standard errors: about 95 % under the normal
+# approximation. Here rather than in kvset.core.sampling_curve, whose kernels a report need not load.
+ERROR_Z = 2.0
 
 
 def _as_fraction(target: float) -> Fraction:

@@ -47,6 +47,13 @@ def sources_stamp() -> str:
     return digest.hexdigest()
 
 
+def kernels_on_disk() -> bool:
+    """Whether the analyzer's kernels are compiled and cached. Not on a fresh install, nor after a change
+    dropped the caches: the first batch then waits while numba compiles (tens of seconds), which the
+    app says instead of only waiting for data (`make` compiles them at install: the Makefile)."""
+    return any((PACKAGE / "core" / "__pycache__").glob("kernel.*.nbi"))
+
+
 def drop_stale_caches() -> bool:
     """Remove the compiled modules' numba caches when their sources changed since the stamp; True if
     it did. Errors (a read-only tree, a file another process removed first) are ignored."""

@@ -15,10 +15,8 @@ import numpy as np
 from numba import njit
 
 from kvset.core import sampling_kernel as SK
-from kvset.core.curve import CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
+from kvset.core.curve import ERROR_Z, CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
 from kvset.core.log_grid import FINE_GRID
-
-ERROR_Z = 2.0  # error bounds are 2 standard errors: about 95 % under the normal approximation
 
 
 def band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:

@@ -53,6 +53,7 @@ from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
     BLOCK_REMOVED,
     BLOCK_STORED,
+    DEFAULT_MEDIUM,
     MAX_BLOCK_SIZE,
     KvEventBatch,
     decode_message,
@@ -71,7 +72,6 @@ from kvset.types import EngineReading, KvCacheGroup, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
-DEFAULT_MEDIUM = "GPU"  # what events without a medium field (older vLLM, SGLang) describe
 # "Hits reported" needs this many stores of resident blocks, and this share of all stores: one
 # stray duplicate (a lost BlockRemoved, a second KV cache group) must not decide it.
 HITS_MIN_STORES = 10

@@ -16,9 +16,29 @@ One package for the one idea (README: "The engine model"):
 Pure: values in, values out, no sockets, no threads.
 """
 
-from kvset.engine_model.free_queue import FreeQueue
-from kvset.engine_model.replay import RequestReplay
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from kvset.engine_model.summed import MODEL_NAME, EngineModel, ModelAt
 from kvset.types import EngineModelDelta
 
+if TYPE_CHECKING:
+    from kvset.engine_model.free_queue import FreeQueue
+    from kvset.engine_model.replay import RequestReplay
+
 __all__ = ["MODEL_NAME", "EngineModel", "EngineModelDelta", "FreeQueue", "ModelAt", "RequestReplay"]
+
+
+def __getattr__(name: str) -> object:
+    # The replays are compiled (numba): loaded when a source replays a pool, not by every command line
+    # that reads the figures' options (kvset --help).
+    if name == "FreeQueue":
+        from kvset.engine_model.free_queue import FreeQueue
+
+        return FreeQueue
+    if name == "RequestReplay":
+        from kvset.engine_model.replay import RequestReplay
+
+        return RequestReplay
+    raise AttributeError(f"module 'kvset.engine_model' has no attribute {name!r}")

@@ -17,8 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kvset.core.curve import KNEE_MIN_GAIN, HitRateCurve, Unit
-from kvset.core.sampling_curve import ERROR_Z
+from kvset.core.curve import ERROR_Z, KNEE_MIN_GAIN, HitRateCurve, Unit
 from kvset.figures.base import (
     ANALYZE,
     Json,

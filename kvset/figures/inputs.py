@@ -24,12 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from kvset.core.curve import HitRateCurve, TargetMode
-from kvset.core.principals import PrincipalStream
-from kvset.core.slots import SlotSeries
-from kvset.engine_model import EngineModel
 from kvset.figures.base import (
     ANALYZE,
     LIVE,
@@ -50,6 +46,14 @@ from kvset.geometry.model import ModelGeometry
 from kvset.quantities import parse_fractions
 from kvset.types import EngineReading, KvCacheGroup
 from kvset.units import StreamUnits
+
+# The options are read by every command line, `--help` included: the analysis core (numpy, numba)
+# is named here only for the type checker, and loaded by whoever computes a figure.
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, TargetMode
+    from kvset.core.principals import PrincipalStream
+    from kvset.core.slots import SlotSeries
+    from kvset.engine_model import EngineModel
 
 R = TypeVar("R")
 

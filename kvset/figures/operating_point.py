@@ -36,7 +36,6 @@ from typing import Any
 
 from kvset.core.curve import HitRateCurve
 from kvset.engine_model import EngineModel
-from kvset.engine_model.radix_cache import MODEL_NAME as SGLANG_MODEL_NAME
 from kvset.figures import ranks
 from kvset.figures.base import Json, MetricFamily, MetricsView, OptionValues, Sizes, TextView, gauge
 from kvset.figures.inputs import MISSES_ONLY, RECONSTRUCTED, Figure, FigureInputs
@@ -87,6 +86,8 @@ class OperatingPoint:
     @property
     def model_label(self) -> str:
         """The model in one word or two, for narrow panels: whose engine it replays when not vLLM's."""
+        from kvset.engine_model.radix_cache import MODEL_NAME as SGLANG_MODEL_NAME  # compiled: load late
+
         return "SGLang model" if self.model == SGLANG_MODEL_NAME else "model"
 
     @property

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kvset.core.curve import HitRateCurve, TargetMode
-from kvset.core.sampling_curve import working_set_bounds
 from kvset.figures import hybrid_reserve, policy_gap
 from kvset.figures.base import Json, MetricFamily, MetricSample, MetricsView, OptionValues, Sizes, TextView
 from kvset.figures.inputs import WINDOWS, Figure, FigureInputs, target_mode
@@ -106,6 +105,8 @@ def working_set_row(
     token_rate = curve.hit_rate(ws, "tokens") if ws is not None and curve.tokens else None
     low = high = None
     if curve.errors is not None:
+        from kvset.core.sampling_curve import working_set_bounds  # numba: only for a sampled curve
+
         low, high = working_set_bounds(curve, target, mode)
     return WorkingSetRow(
         target=target,

@@ -1,14 +1,24 @@
-"""Trace file formats: bytes -> requests -> block keys (numpy uint64 batches)."""
+"""Trace file formats: bytes -> requests -> block keys (numpy uint64 batches).
 
-from kvset.formats.traces import (
-    FORMATS,
-    ParsedRequests,
-    Trace,
-    TraceError,
-    TraceLineParser,
-    detect_format,
-    read_trace,
-)
+The readers are compiled (numba, kvset.formats.scan): they are loaded on first use, so that a command
+line naming the formats (`kvset --help`) does not compile or load them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvset.formats.trace_lines import FORMATS
+
+if TYPE_CHECKING:
+    from kvset.formats.traces import (
+        ParsedRequests,
+        Trace,
+        TraceError,
+        TraceLineParser,
+        detect_format,
+        read_trace,
+    )
 
 __all__ = [
     "FORMATS",
@@ -19,3 +29,11 @@ __all__ = [
     "detect_format",
     "read_trace",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in __all__:
+        from kvset.formats import traces
+
+        return getattr(traces, name)
+    raise AttributeError(f"module 'kvset.formats' has no attribute {name!r}")

@@ -9,9 +9,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from kvset.core.curve import SampleInfo
-from kvset.core.sampling import METHOD
-from kvset.core.sampling_curve import ERROR_Z
+from kvset.core.curve import ERROR_Z, SampleInfo
 from kvset.figures import FIGURES
 from kvset.figures.base import Json
 from kvset.rejects import Rejection
@@ -28,6 +26,8 @@ def estimate_json(info: SampleInfo | None) -> Json | None:
     """What a sampled analysis sampled (None: every block was analyzed, the numbers are measured)."""
     if info is None:
         return None
+    from kvset.core.sampling import METHOD  # the sampled analyzer (numba): loaded when one sampled
+
     return {
         "method": METHOD,
         "sample_rate": info.rate,

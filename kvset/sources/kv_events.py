@@ -33,7 +33,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_sequence import AskReplay, DropReplayConnection
-from kvset.engine.kv_event_tracker import DEFAULT_MEDIUM, KvEventTracker, ReplayStep
+from kvset.engine.kv_event_tracker import KvEventTracker, ReplayStep
+from kvset.engine.kv_events import DEFAULT_MEDIUM
 from kvset.engine.zmq_endpoints import event_addresses
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter

@@ -29,20 +29,20 @@ import httpx
 
 from kvset.engine.metrics_tracker import MetricsTracker
 from kvset.engine.prometheus import (
+    DEFAULT_MAX_BODY_BYTES,
     NOT_METRICS_HINT,
     TOO_SLOW_TO_PARSE,
     CacheCounters,
     MetricsError,
     counters_from_text,
 )
-from kvset.quantities import MIB, format_bytes
+from kvset.quantities import format_bytes
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.types import EngineReading, SourceHealth, SourceUpdate, TimelineEvent
 
 USER_AGENT = "kvset-top (metrics poller)"
-DEFAULT_MAX_BODY_BYTES = 16 * MIB
 DEFAULT_PATH = "/metrics"
 
 

@@ -24,6 +24,7 @@ from kvset.api import (
     Snapshot,
     WindowCurve,
     WorkingSets,
+    kernels_on_disk,
     read_curve,
 )
 from kvset.api import quantities as fmt
@@ -453,7 +454,13 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
     def render(self) -> RenderResult:
         d = self.data
         if d is None:
-            return Text("waiting for block accesses…", style=self.palette.rich("muted"))
+            # on a first run the first batch waits for the kernels to compile: say so, not only "waiting"
+            waiting = (
+                "waiting for block accesses…"
+                if kernels_on_disk()
+                else "compiling the kernels (first run only)…"
+            )
+            return Text(waiting, style=self.palette.rich("muted"))
         width, height = self.size.width, self.size.height
         if width < MIN_WIDTH or height < MIN_HEIGHT:
             return Text("(too small for the curve)", style=self.palette.rich("muted"))

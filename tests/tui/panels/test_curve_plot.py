@@ -192,3 +192,19 @@ def test_curve_with_min_screenshot(snap_compare, size):
     assert snap_compare(
         panel_app(HitRateCurvePlot, mooncake_opt_snapshot(), ViewState(window="all")), terminal_size=size
     )
+
+
+async def test_empty_snapshot_on_a_first_run_says_the_kernels_compile(tmp_path, monkeypatch):
+    # a fresh install: no compiled kernel in the package's cache folder (kvset.core.jit_cache)
+    from kvset.core import jit_cache
+
+    monkeypatch.setattr(jit_cache, "PACKAGE", tmp_path)
+    app = panel_app(HitRateCurvePlot, empty_snapshot())
+    async with app.run_test(size=(80, 24)):
+        assert "compiling the kernels (first run only)" in screen_text(app)
+    cache = tmp_path / "core" / "__pycache__"
+    cache.mkdir(parents=True)
+    (cache / "kernel.feed-42.py311.nbi").write_bytes(b"")  # numba's index of one cached kernel
+    app = panel_app(HitRateCurvePlot, empty_snapshot())
+    async with app.run_test(size=(80, 24)):
+        assert "waiting for block accesses" in screen_text(app)
