@@ -19,7 +19,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import DEFAULT_HORIZON, Order
 from kvset.core.opt import OptHistogram, opt_histogram
-from kvset.core.principals import DEFAULT_TOP_PRINCIPALS, PrincipalCollector, PrincipalStream
+from kvset.core.principals import PrincipalCollector, PrincipalStream
 from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
 from kvset.figures.inputs import OptCurve
 from kvset.formats import read_trace
@@ -28,7 +28,7 @@ from kvset.formats.stream import NeedsWholeTrace, TraceStream
 from kvset.rejects import RejectCounter
 from kvset.snapshot import InputRead, Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
-from kvset.types import AccessBatch
+from kvset.types import DEFAULT_TOP_PRINCIPALS, AccessBatch
 from kvset.units import StreamUnits
 
 DEFAULT_TARGETS = (0.95, 0.99, 0.999)

@@ -33,6 +33,8 @@ def _escape_fields(value: object, *names: str) -> None:
 PRINCIPAL_LEVELS: tuple[str, ...] = ("tenant", "session", "adapter")
 PRINCIPAL_FIELDS: dict[str, str] = {"tenant": "tenant", "session": "session", "adapter": "lora"}
 UNKNOWN_PRINCIPAL = "(unknown)"  # id 0 at every level: an access whose stream did not say
+OTHER_PRINCIPALS = "(other)"  # the principals past the top K, summed
+DEFAULT_TOP_PRINCIPALS = 20  # principals reported one by one (--top-principals)
 
 
 class PrincipalNames:

@@ -24,10 +24,13 @@ import numpy as np
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
-from kvset.types import PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch
-
-DEFAULT_TOP_PRINCIPALS = 20
-OTHER_PRINCIPALS = "(other)"  # the principals past the top K, summed
+from kvset.types import (
+    DEFAULT_TOP_PRINCIPALS,
+    OTHER_PRINCIPALS,
+    PRINCIPAL_LEVELS,
+    UNKNOWN_PRINCIPAL,
+    AccessBatch,
+)
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvset.core.curve import HitRateCurve
-from kvset.core.principals import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PrincipalStream
 from kvset.figures import curve as curve_figure
 from kvset.figures.base import ANALYZE, Json, Option, OptionValues, Sizes, TextView
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, percent_cell
 from kvset.figures.working_sets import WorkingSetRow, row_json, working_set_row
 from kvset.text import printable
-from kvset.types import PRINCIPAL_LEVELS
+from kvset.types import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PRINCIPAL_LEVELS
+
+if TYPE_CHECKING:  # the options are read by every command line: the analyzer is loaded by compute only
+    from kvset.core.principals import PrincipalStream
 
 BY_CHOICES = {"tenant": "tenant", "session": "session", "adapter": "adapter", "lora": "adapter"}
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.core.principals import OTHER_PRINCIPALS, PrincipalCollector
+from kvset.core.principals import PrincipalCollector
 from kvset.offline import InputSummary, analyze_batches
-from kvset.types import PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch, PrincipalNames
+from kvset.types import OTHER_PRINCIPALS, PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch, PrincipalNames
 from kvset.units import StreamUnits
 
 UNITS = StreamUnits(16, "flag")
