@@ -113,6 +113,7 @@ class TraceRecorder:
         self._last_ms = 0
         self._encoder = msgspec.json.Encoder()
         self.failure: str | None = None  # why the recording stopped (a failed write), None while it runs
+        self.closed = False
         self.unrecorded = 0  # accesses given after it stopped
 
     def _fail(self, exc: OSError) -> None:
@@ -148,7 +149,7 @@ class TraceRecorder:
         n = len(batch.keys)
         if n == 0:
             return 0
-        if self.failure is not None:
+        if self.failure is not None or self.closed:  # a batch still queued when the recording ended
             self.unrecorded += n
             return 0
         block_size = batch.block_size or block_size or self.block_size
@@ -225,6 +226,7 @@ class TraceRecorder:
         """Finish the file: a path is renamed into place only now. A recording that holds nothing
         writes nothing: a file that was there is kept (overwrite or not), and none is created, so that
         running the same command again does not stop at "exists"."""
+        self.closed = True
         if self.failure is not None:
             return  # the temporary file is gone already; the target was never touched
         if not self._owned:

@@ -173,3 +173,12 @@ def test_a_recording_killed_outright_is_readable_up_to_its_last_checkpoint(tmp_p
     trace = read_trace(part)
     assert trace.keys.tolist()[:200] == list(range(200))  # every batch before the last checkpoint
     assert trace.rejects.total <= 1  # at most the member or line the kill cut
+
+
+def test_a_batch_given_after_the_close_is_counted_not_written(tmp_path: Path):
+    out = tmp_path / "t.jsonl"
+    rec = TraceRecorder(out)
+    rec.write(batch([1, 2], 1.0))
+    rec.close()
+    assert rec.write(batch([3, 4, 5], 2.0)) == 0 and rec.unrecorded == 3  # no ValueError
+    assert read_trace(out).keys.tolist() == [1, 2]
