@@ -22,7 +22,7 @@ from kvset.cli.flags import (
     add_monitor_arguments,
     add_version_argument,
 )
-from kvset.cli.live_monitor import STDIN, UsageError, build_monitor, check_flags, once_failures, once_seconds
+from kvset.cli.live_monitor import STDIN, UsageError, build_monitor, check_flags, once_failures, once_give_up, once_seconds
 from kvset.cli.parser import USAGE_ERROR, CommandParser
 from kvset.cli.serve import check_exporter_flags, exporter_beside_ui
 from kvset_tui.keymap import KeymapError, load_keymap
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:  # GeometryError and RecordTargetError are ValueErrors too
         parser.error(str(exc))
     if args.once:
-        snapshot = monitor.collect(once_seconds(args, monitor))
+        snapshot = monitor.collect(once_seconds(args, monitor), give_up=once_give_up(args))
         try:
             print_once(snapshot, args.json, as_csv=args.csv)
         except BrokenPipeError:  # `kvset-top --once | head`

@@ -46,7 +46,7 @@ __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 _MAX_MESSAGES_PER_POLL = 2000
 RCVHWM = 100_000  # vLLM's own publisher HWM
-NO_PUBLISHER_AFTER_S = 3.0
+NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monitor.all_sources_dead)
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
 
