@@ -22,7 +22,15 @@ from kvset.cli.flags import (
     add_monitor_arguments,
     add_version_argument,
 )
-from kvset.cli.live_monitor import STDIN, UsageError, build_monitor, check_flags, once_failures, once_give_up, once_seconds
+from kvset.cli.live_monitor import (
+    STDIN,
+    UsageError,
+    build_monitor,
+    check_flags,
+    once_failures,
+    once_give_up,
+    once_seconds,
+)
 from kvset.cli.parser import USAGE_ERROR, CommandParser
 from kvset.cli.serve import check_exporter_flags, exporter_beside_ui
 from kvset_tui.keymap import KeymapError, load_keymap
