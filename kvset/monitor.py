@@ -479,6 +479,16 @@ class Monitor:
             stop.set()
             self._join()
 
+    def change_replay_speed(self, factor: float) -> list[float]:
+        """Multiply every paced replay's speed; the new speeds (none: no source has the control)."""
+        speeds = [getattr(s, "change_speed", lambda _f: None)(factor) for s in self.sources]
+        return [v for v in speeds if v is not None]
+
+    def toggle_replay_pause(self) -> list[bool]:
+        """Pause (or resume) every paced replay's reading; whether each is now paused."""
+        states = [getattr(s, "toggle_pause", lambda: None)() for s in self.sources]
+        return [v for v in states if v is not None]
+
     def collect(
         self, seconds: float | None = None, give_up: Callable[[list[SourceHealth]], bool] | None = None
     ) -> Snapshot:

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--keymap",
         type=Path,
         metavar="FILE",
-        help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"',
+        help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "P"',
     )
     return parser
 
