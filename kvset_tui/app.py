@@ -130,7 +130,7 @@ class KvsetTopApp(App[int]):
             "Pause replay",
             show=False,
             id="kvset.replay_pause",
-            tooltip="pause the replay itself (nothing more is read), space again resumes",
+            tooltip="pause the replay itself (no more is read); again resumes",
         ),
         Binding(
             "plus",
