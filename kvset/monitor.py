@@ -479,14 +479,29 @@ class Monitor:
             stop.set()
             self._join()
 
-    def collect(self, seconds: float | None = None) -> Snapshot:
-        """Run until every source finished (or `seconds` of wall time passed); return the final snapshot."""
+    def change_replay_speed(self, factor: float) -> list[float]:
+        """Multiply every paced replay's speed; the new speeds (none: no source has the control)."""
+        speeds = [getattr(s, "change_speed", lambda _f: None)(factor) for s in self.sources]
+        return [v for v in speeds if v is not None]
+
+    def toggle_replay_pause(self) -> list[bool]:
+        """Pause (or resume) every paced replay's reading; whether each is now paused."""
+        states = [getattr(s, "toggle_pause", lambda: None)() for s in self.sources]
+        return [v for v in states if v is not None]
+
+    def collect(
+        self, seconds: float | None = None, give_up: Callable[[list[SourceHealth]], bool] | None = None
+    ) -> Snapshot:
+        """Run until every source finished (or `seconds` of wall time passed, or `give_up` says the
+        sources' health will not get better); return the final snapshot."""
         stop = threading.Event()
         self._start(stop)
         deadline = None if seconds is None else time.monotonic() + seconds
         try:
             while not self.all_finished and (deadline is None or time.monotonic() < deadline):
                 self._drain(0.1)
+                if give_up is not None and give_up(list(self._health)):
+                    break
         finally:
             self._stopping = True
             stop.set()

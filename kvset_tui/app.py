@@ -58,6 +58,10 @@ class MonitorLike(Protocol):
 
     def run(self, stop: threading.Event, publish: Callable[[Snapshot], None]) -> None: ...
 
+    def change_replay_speed(self, factor: float) -> list[float]: ...
+
+    def toggle_replay_pause(self) -> list[bool]: ...
+
 
 APP_CSS = """
 Screen { layout: vertical; }
@@ -119,6 +123,30 @@ class KvsetTopApp(App[int]):
             "Pause",
             id="kvset.pause",
             tooltip="pause the display; analysis goes on, pause again shows the latest",
+        ),
+        Binding(
+            "space",
+            "toggle_replay_pause",
+            "Pause replay",
+            show=False,
+            id="kvset.replay_pause",
+            tooltip="pause the replay itself (no more is read); again resumes",
+        ),
+        Binding(
+            "plus",
+            "change_replay_speed(2.0)",
+            "Faster",
+            show=False,
+            id="kvset.speed_up",
+            tooltip="replay twice as fast (up to 4096x)",
+        ),
+        Binding(
+            "minus",
+            "change_replay_speed(0.5)",
+            "Slower",
+            show=False,
+            id="kvset.speed_down",
+            tooltip="replay half as fast (down to 1/64x)",
         ),
         Binding(
             "w", "cycle_window", "Window", id="kvset.window", tooltip="cycle the window: 1m, 5m, 1h, all"
@@ -379,6 +407,20 @@ class KvsetTopApp(App[int]):
             elif self._live_interval is not None:
                 self.monitor.interval = self._live_interval
         self._set_view(view)
+
+    def action_toggle_replay_pause(self) -> None:
+        states = self.monitor.toggle_replay_pause() if self.monitor is not None else []
+        if not states:
+            self.notify("no paced replay to pause (p pauses the display)", timeout=3)
+        else:
+            self.notify("replay paused: space resumes" if states[0] else "replay resumed", timeout=3)
+
+    def action_change_replay_speed(self, factor: float) -> None:
+        speeds = self.monitor.change_replay_speed(factor) if self.monitor is not None else []
+        if not speeds:
+            self.notify("no paced replay: + and - change a --replay's --speed", timeout=3)
+        else:
+            self.notify(f"replay speed {speeds[0]:g}x", timeout=3)
 
     def action_cycle_window(self) -> None:
         self._set_view(self.view.next_window())

@@ -21,7 +21,15 @@ from kvset.cli.flags import (
     add_exporter_arguments,
     add_monitor_arguments,
 )
-from kvset.cli.live_monitor import STDIN, UsageError, build_monitor, check_flags, once_failures, once_seconds
+from kvset.cli.live_monitor import (
+    STDIN,
+    UsageError,
+    build_monitor,
+    check_flags,
+    once_failures,
+    once_give_up,
+    once_seconds,
+)
 from kvset.cli.parser import USAGE_ERROR, CommandParser, add_version_argument
 from kvset.cli.serve import check_exporter_flags, exporter_beside_ui
 from kvset_tui.keymap import KeymapError, load_keymap
@@ -70,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--keymap",
         type=Path,
         metavar="FILE",
-        help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "space"',
+        help='TOML file rebinding keys by binding id, e.g. "kvset.pause" = "P"',
     )
     return parser
 
@@ -125,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:  # GeometryError and RecordTargetError are ValueErrors too
         parser.error(str(exc))
     if args.once:
-        snapshot = monitor.collect(once_seconds(args, monitor))
+        snapshot = monitor.collect(once_seconds(args, monitor), give_up=once_give_up(args))
         try:
             print_once(snapshot, args.json, as_csv=args.csv)
         except BrokenPipeError:  # `kvset-top --once | head`

@@ -1,7 +1,7 @@
 """User key maps: a TOML file that rebinds the app's keys by binding id.
 
     # ~/kvset-keys.toml, used as `kvset-top --keymap ~/kvset-keys.toml`
-    "kvset.pause" = "space"
+    "kvset.pause" = "P"
     "kvset.window" = "W,tab"      # several keys, comma-separated
 
 Only the app's own binding ids (kvset.*) can be rebound; anything else is an error naming the

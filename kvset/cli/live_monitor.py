@@ -240,6 +240,25 @@ def once_failures(snapshot: Snapshot) -> list[str]:
     return []
 
 
+# A state that will not end without someone acting: a refused or unreachable endpoint, a publisher
+# that never answered, a trace that failed. "connecting" and "waiting" are not (yet) among them.
+_DEAD_STATES = ("down", "failed", "no publisher")
+
+
+def all_sources_dead(healths: list[SourceHealth]) -> bool:
+    """Every source received nothing and is in a state that will not end by itself: `--once` says so
+    now instead of listening out its 10 s (a --duration is listened out whatever the health)."""
+    return bool(healths) and all(
+        h.kind != "demo" and not h.accesses and not h.received and h.state.startswith(_DEAD_STATES)
+        for h in healths
+    )
+
+
+def once_give_up(args: argparse.Namespace):
+    """What ends `--once` early (see all_sources_dead); None when --duration says how long to listen."""
+    return None if args.duration else all_sources_dead
+
+
 def once_seconds(args: argparse.Namespace, monitor: Monitor) -> float | None:
     """How long `--once` listens: finite sources are read to the end, live ones for --duration (10 s)."""
     if args.duration:

@@ -13,10 +13,18 @@ come.
 
 When no endpoint has answered after NO_PUBLISHER_AFTER_S, the state says so and asks whether the
 engine publishes at all (ZMQ keeps retrying a port where nothing listens, or a host that does not
-resolve, without an error). A source that cannot keep up shows its backlog: whether messages were
-still waiting in the socket after a full read, and, when it stops, how many were left unread.
-ZMQ drops what overflows the socket's high-water mark (RCVHWM) without telling; those batches show
-up as sequence gaps and are counted lost like any other gap.
+resolve, without an error).
+
+Each round first empties every SUB socket into a queue per endpoint (receiving is cheap, decoding is
+not), then decodes from the queues in turn, one message each, for at most DECODE_SLICE_S: a rank
+that floods gets the same share as the others, and no socket sits unread while another is decoded.
+The queues hold at most `backlog_bytes` in all (an equal share per endpoint); a message past its
+endpoint's share is dropped, counted and shown, so memory stays flat under any publisher however fast:
+it is what ZMQ would otherwise pile up, up to RCVHWM messages of any size. The dropped batches are
+sequence gaps too, counted lost (or replayed) like any other. A source that cannot keep up shows its
+backlog (per endpoint: messages and bytes queued, dropped), and when it stops, how many were left
+unread. ZMQ still drops what overflows RCVHWM while kvset waits for its analyzer, without telling;
+those show up as sequence gaps only.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from kvset.engine.kv_event_sequence import AskReplay, DropReplayConnection
 from kvset.engine.kv_event_tracker import KvEventTracker, ReplayStep
 from kvset.engine.kv_events import DEFAULT_MEDIUM
 from kvset.engine.zmq_endpoints import event_addresses
-from kvset.quantities import plural
+from kvset.quantities import MIB, format_bytes, plural
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.clock import REAL_CLOCK, Clock
@@ -45,9 +53,13 @@ from kvset.types import SourceHealth, SourceUpdate
 __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
-_MAX_MESSAGES_PER_POLL = 2000
 RCVHWM = 100_000  # vLLM's own publisher HWM
-NO_PUBLISHER_AFTER_S = 3.0
+DEFAULT_BACKLOG_BYTES = 64 * MIB  # the queues of received, undecoded messages, all endpoints together
+# Decoding between two reads of the sockets: short, so a socket never fills while others are decoded.
+DECODE_SLICE_S = 0.02
+# A read of one socket stops after this many messages (a publisher faster than receiving itself).
+_MAX_RECEIVED_PER_READ = 10_000
+NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monitor.all_sources_dead)
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
 
@@ -66,6 +78,13 @@ class _Stream:
     ever_connected: bool = False
     last_data_at: float | None = None
     error: str | None = None
+    # received, not decoded yet: (frames, bytes); bounded by the source's backlog_bytes share
+    queue: deque[tuple[list[bytes], int]] = dataclasses.field(default_factory=deque)
+    queued_bytes: int = 0
+    peak_queued_bytes: int = 0
+    dropped: int = 0  # messages dropped past the share, and their bytes
+    dropped_bytes: int = 0
+    behind: bool = False  # messages still queued after the last decoding round
 
 
 class KvEventsSource(Source):
@@ -90,6 +109,7 @@ class KvEventsSource(Source):
         quiet_seconds: float = 1.0,
         tail_probe_seconds: float | None = None,
         rcvhwm: int = RCVHWM,
+        backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
         clock: Clock = REAL_CLOCK,
     ) -> None:
         self.clock = clock  # what it waits for is the sockets' poll, not on this clock
@@ -119,6 +139,7 @@ class KvEventsSource(Source):
         self.received = 0
         self.last_data_at: float | None = None
         self.rcvhwm = rcvhwm
+        self.backlog_share = max(1, backlog_bytes // len(self.endpoints))  # bytes queued per endpoint
         self._opened_at: float | None = None  # monotonic
         self.behind = False  # the last read left messages waiting in a socket
         self.unread_at_stop = 0  # messages still in the sockets when the source stopped
@@ -185,16 +206,17 @@ class KvEventsSource(Source):
                 deadline = self.tracker.replay_deadline
                 if deadline is not None:
                     wait = min(wait, max(0.0, deadline - now))
+                if any(stream.queue for stream in self._streams):
+                    wait = 0.0  # decoding to do: only look at what is ready
                 ready = dict(self._poller.poll(int(wait * 1000)))
-                if any(stream.sub in ready for stream in self._streams):
-                    self.behind = False  # decided again by this round of reads
                 for stream in self._streams:
                     if stream.monitor is not None and stream.monitor in ready:
                         self._read_monitor(stream)
                     if stream.dealer is not None and stream.dealer in ready:
                         self._read_replay(stream)
                     if stream.sub in ready:
-                        self._read_published(stream)
+                        self._receive(stream)
+                self._decode_round()
                 for index, step in self.tracker.tick(self.clock.monotonic(), self.clock.wall()):
                     self._carry_out(self._streams[index], [step])
                 if self.clock.monotonic() >= next_tick or self.tracker.pending >= self.flush_accesses:
@@ -207,9 +229,11 @@ class KvEventsSource(Source):
 
     def _count_unread(self) -> int:
         """Messages still waiting in the sockets: read (not decoded) and counted, for a bounded time."""
-        unread = 0
+        unread = sum(len(stream.queue) for stream in self._streams)
         give_up = self.clock.monotonic() + _UNREAD_COUNT_S
         for stream in self._streams:
+            stream.queue.clear()
+            stream.queued_bytes = 0
             while self.clock.monotonic() < give_up:
                 try:
                     stream.sub.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -230,26 +254,52 @@ class KvEventsSource(Source):
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 stream.connected = False
 
-    def _read_published(self, stream: _Stream) -> None:
-        for _ in range(_MAX_MESSAGES_PER_POLL):
+    def _receive(self, stream: _Stream) -> None:
+        """Empty the socket into the stream's queue; what passes its share of backlog_bytes is dropped."""
+        for _ in range(_MAX_RECEIVED_PER_READ):
             try:
                 frames = stream.sub.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            at = self.clock.wall()
-            self.received += 1
-            self.last_data_at = stream.last_data_at = at
+            size = sum(len(frame) for frame in frames)
             stream.connected = stream.ever_connected = True
+            if stream.queued_bytes + size > self.backlog_share:
+                stream.dropped += 1
+                stream.dropped_bytes += size
+                continue
+            stream.queue.append((frames, size))
+            stream.queued_bytes += size
+            stream.peak_queued_bytes = max(stream.peak_queued_bytes, stream.queued_bytes)
+
+    def _decode_round(self) -> None:
+        """Decode the queued messages, one per endpoint in turn, for at most DECODE_SLICE_S (or until
+        enough accesses for an update, or a replay's deadline)."""
+        end = self.clock.monotonic() + DECODE_SLICE_S
+        busy = [stream for stream in self._streams if stream.queue]
+        while busy:
+            for stream in busy:
+                self._decode_one(stream)
+            busy = [stream for stream in busy if stream.queue]
             now = self.clock.monotonic()
-            self._carry_out(stream, self.tracker.published(stream.index, frames, now, at))
-            if self.tracker.pending >= self.flush_accesses:
-                break
             deadline = self.tracker.replay_deadline
-            if deadline is not None and now >= deadline:
-                break  # give the replay up now (tick), not after a full read of held batches
-        # Stopped reading with messages still queued: the source is not keeping up.
-        events = stream.sub.getsockopt(zmq.EVENTS)  # an int for this option
-        self.behind = self.behind or bool(isinstance(events, int) and events & zmq.POLLIN)
+            if (
+                now >= end
+                or self.tracker.pending >= self.flush_accesses
+                or (deadline is not None and now >= deadline)  # give the replay up now (tick)
+            ):
+                break
+        for stream in self._streams:
+            stream.behind = bool(stream.queue)
+        self.behind = any(stream.behind for stream in self._streams)
+
+    def _decode_one(self, stream: _Stream) -> None:
+        frames, size = stream.queue.popleft()
+        stream.queued_bytes -= size
+        at = self.clock.wall()
+        self.received += 1
+        self.last_data_at = stream.last_data_at = at
+        now = self.clock.monotonic()
+        self._carry_out(stream, self.tracker.published(stream.index, frames, now, at))
 
     def _read_replay(self, stream: _Stream) -> None:
         while stream.dealer is not None:
@@ -331,7 +381,8 @@ class KvEventsSource(Source):
                 )
                 if self.unread_at_stop
                 else ()
-            ),
+            )
+            + self._dropped_notes(),
             details=details,
             reports_hits=parts.reports_hits,
             hits_reconstructed=parts.hits_reconstructed,
@@ -347,6 +398,9 @@ class KvEventsSource(Source):
         parts = []
         if self.behind:
             parts.append("messages waiting in the socket: the source is not keeping up")
+        for stream in self._streams:
+            if stream.behind or stream.dropped:
+                parts.append(self._stream_backlog(stream))
         if self.unread_at_stop:
             parts.append(f"{plural(self.unread_at_stop, 'message')} unread at stop")
         held = sum(p.sequence.held for p in self.tracker.publishers)
@@ -355,3 +409,23 @@ class KvEventsSource(Source):
         if self.tracker.pending:
             parts.append(f"{plural(self.tracker.pending, 'access', 'accesses')} not yet handed over")
         return "; ".join(parts)
+
+    def _dropped_notes(self) -> tuple[str, ...]:
+        dropped = sum(stream.dropped for stream in self._streams)
+        if not dropped:
+            return ()
+        size = format_bytes(sum(stream.dropped_bytes for stream in self._streams))
+        return (
+            f"{plural(dropped, 'message')} ({size}) dropped unread: the publisher outran decoding and the "
+            f"backlog reached its bound ({format_bytes(self.backlog_share)} per endpoint)",
+        )
+
+    def _stream_backlog(self, stream: _Stream) -> str:
+        label = self.tracker.publishers[stream.index].label
+        said = f"{label} behind: {plural(len(stream.queue), 'message')} ({format_bytes(stream.queued_bytes)}) queued"
+        if stream.dropped:
+            said += (
+                f", {plural(stream.dropped, 'message')} ({format_bytes(stream.dropped_bytes)}) dropped past "
+                f"its {format_bytes(self.backlog_share)} of backlog"
+            )
+        return said

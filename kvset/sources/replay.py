@@ -1,4 +1,10 @@
-"""Replay a trace file: at its own timestamps times a speed, or as fast as the analyzer takes it."""
+"""Replay a trace file: at its own timestamps times a speed, or as fast as the analyzer takes it.
+
+A paced replay can change speed and pause while it plays (the app's `+`, `-` and space): the
+playhead keeps the trace time reached, so a new speed goes on from there and a pause holds it; the
+time of the last delivery (the data age) is when accesses were really handed over, not when the
+source last spoke.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,51 @@ from kvset.units import DEFAULT_HASH_ALGO
 
 PACED_BATCH = 4096  # accesses per batch when pacing by timestamps
 FAST_BATCH = 1 << 18
+MIN_SPEED, MAX_SPEED = 1 / 64, 4096.0  # what `+` and `-` reach
+
+
+class Playhead:
+    """Where a paced replay is in its trace: trace time = `at` + (now - `since`) x speed, unless paused.
+    Changed from the app's thread, read from the source's: under a lock."""
+
+    def __init__(self, speed: float, clock: Clock) -> None:
+        self.clock = clock
+        self.speed = speed
+        self.paused = False
+        self._lock = threading.Lock()
+        self._at: float | None = None  # trace seconds at `since` (None: before the first request)
+        self._since = 0.0
+
+    def _position(self, now: float) -> float:
+        assert self._at is not None
+        return self._at if self.paused else self._at + (now - self._since) * self.speed
+
+    def wait_for(self, stamp: float) -> float:
+        """Seconds of wall time until the request stamped `stamp` is due (inf while paused)."""
+        with self._lock:
+            now = self.clock.monotonic()
+            if self._at is None:
+                self._at, self._since = stamp, now
+            if self.paused:
+                return float("inf")
+            return max(0.0, (stamp - self._position(now)) / self.speed)
+
+    def _rebase(self) -> None:
+        now = self.clock.monotonic()
+        if self._at is not None:
+            self._at, self._since = self._position(now), now
+
+    def change_speed(self, factor: float) -> float:
+        with self._lock:
+            self._rebase()
+            self.speed = min(MAX_SPEED, max(MIN_SPEED, self.speed * factor))
+            return self.speed
+
+    def toggle_pause(self) -> bool:
+        with self._lock:
+            self._rebase()
+            self.paused = not self.paused
+            return self.paused
 
 
 class ReplaySource(Source):
@@ -52,6 +103,22 @@ class ReplaySource(Source):
         self.python_hash_seed = python_hash_seed
         pace = "following" if follow else ("as fast as possible" if not speed else f"{speed:g}x")
         self.name = f"replay {Path(path).name} ({pace})"
+        # the speed and pause controls: a paced replay of a whole file only
+        self.playhead = Playhead(speed, clock) if speed and not follow else None
+        self.last_data_at: float | None = None  # wall time accesses were last handed over
+
+    def change_speed(self, factor: float) -> float | None:
+        """Multiply the speed (clamped to MIN_SPEED..MAX_SPEED); the new speed, None when not paced."""
+        return None if self.playhead is None else self.playhead.change_speed(factor)
+
+    def toggle_pause(self) -> bool | None:
+        """Pause or resume reading; whether now paused, None when not paced."""
+        return None if self.playhead is None else self.playhead.toggle_pause()
+
+    def _pace(self) -> str:
+        if self.playhead is None:
+            return ""
+        return f" at {self.playhead.speed:g}x"
 
     def _health(self, state: str, delivered: int, trace=None, finished=False, connected=True) -> SourceHealth:
         return SourceHealth(
@@ -59,7 +126,7 @@ class ReplaySource(Source):
             kind=self.kind,
             connected=connected,
             state=state,
-            last_data_at=self.clock.wall() if delivered else None,
+            last_data_at=self.last_data_at if delivered else None,
             received=trace.lines if trace is not None else 0,
             accesses=delivered,
             rejected=trace.rejects.summary() if trace is not None else (),
@@ -83,29 +150,34 @@ class ReplaySource(Source):
             exact=False,
         )
         delivered = 0
-        t0: float | None = None  # the first request's timestamp, and when it was played
-        wall0 = 0.0
+        playhead = self.playhead
         try:
             for chunk in trace:
-                for batch in _pieces(chunk, PACED_BATCH if self.speed else FAST_BATCH):
+                for batch in _pieces(chunk, PACED_BATCH if playhead else FAST_BATCH):
                     if stop.is_set():
                         return
                     stamp = float(np.asarray(batch.timestamps).flat[0])  # a trace's: one per access
-                    if t0 is None:
-                        t0, wall0 = stamp, self.clock.monotonic()
-                    if self.speed:
-                        due = wall0 + (stamp - t0) / self.speed
-                        while not stop.is_set() and self.clock.monotonic() < due:
-                            self.clock.wait(stop, min(0.25, due - self.clock.monotonic()))
-                            # stay visible while waiting for the next request
-                            if self.clock.monotonic() < due:
-                                waiting = self._health(
-                                    "replaying: waiting for the next request", delivered, trace
-                                )
-                                yield SourceUpdate(health=waiting)
+                    # asked again after each wait: the speed or the pause may have changed meanwhile
+                    while (
+                        playhead is not None and not stop.is_set() and (wait := playhead.wait_for(stamp)) > 0
+                    ):
+                        self.clock.wait(stop, min(IDLE_TICK, wait))
+                        # stay visible while waiting for the next request (or paused)
+                        if playhead.wait_for(stamp) > 0:
+                            doing = (
+                                "paused (space resumes)"
+                                if playhead.paused
+                                else "replaying: waiting for the next request"
+                            )
+                            yield SourceUpdate(health=self._health(doing + self._pace(), delivered, trace))
+                    if stop.is_set():
+                        return
                     delivered += len(batch)
+                    self.last_data_at = self.clock.wall()
                     yield SourceUpdate(
-                        accesses=batch, health=self._health("replaying", delivered, trace), units=trace.units
+                        accesses=batch,
+                        health=self._health("replaying" + self._pace(), delivered, trace),
+                        units=trace.units,
                     )
         except (TraceError, OSError) as exc:
             # The first line says what failed; the rest (the rejection reasons) goes to the notes.

@@ -32,9 +32,9 @@ def started(monkeypatch):
 
 def test_the_app_starts_with_the_files_keys(started, tmp_path):
     keys = tmp_path / "keys.toml"
-    keys.write_text('"kvset.pause" = "space"\n"kvset.window" = "W, tab"\n')
+    keys.write_text('"kvset.pause" = "P"\n"kvset.window" = "W, tab"\n')
     assert main(["--demo", "--keymap", str(keys)]) == 0
-    assert started["keymap"] == {"kvset.pause": "space", "kvset.window": "W,tab"}
+    assert started["keymap"] == {"kvset.pause": "P", "kvset.window": "W,tab"}
 
 
 def test_without_the_flag_the_default_keys_stay(started):
@@ -49,7 +49,7 @@ def test_without_the_flag_the_default_keys_stay(started):
         ('"kvset.pause" = 3\n', "kvset.pause needs a key"),
         ("kvset.pause = \n", "is not valid TOML"),
         ('"kvset.pause" = "q"\n', "'q' would be both kvset.pause and kvset.quit"),  # Quit would be lost
-        ('"kvset.pause" = "space"\n"kvset.window" = "x,space"\n', "'space' would be both"),
+        ('"kvset.pause" = "P"\n"kvset.window" = "x,P"\n', "'P' would be both"),
         (None, "cannot read key map"),
     ],
 )
@@ -66,7 +66,7 @@ def test_a_bad_key_map_is_a_usage_error_naming_the_file(started, tmp_path, capsy
 
 def test_a_key_map_with_once_is_a_usage_error(started, tmp_path, capsys):
     keys = tmp_path / "keys.toml"
-    keys.write_text('"kvset.pause" = "space"\n')
+    keys.write_text('"kvset.pause" = "P"\n')
     with pytest.raises(SystemExit) as exit_info:
         main(["--demo", "--once", "--keymap", str(keys)])
     assert exit_info.value.code == 2

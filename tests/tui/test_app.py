@@ -54,16 +54,16 @@ async def test_help_lists_every_footer_key_with_what_it_does():
 
 
 async def test_a_user_key_map_rebinds_a_key_and_the_help_shows_the_new_one():
-    app = make_app(engine_snapshot(), keymap={"kvset.pause": "space"})
+    app = make_app(engine_snapshot(), keymap={"kvset.pause": "P"})
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("p")
         assert not app.view.paused  # p is no longer bound
-        await pilot.press("space")
+        await pilot.press("P")
         assert app.view.paused
         await pilot.press("question_mark")
         text = str(app.screen.query_one("#help-text", Static).render())
     pause_line = next(line for line in text.splitlines() if "pause the display" in line)
-    assert pause_line.startswith(" space ")
+    assert pause_line.startswith(" P ")
 
 
 async def test_help_key_opens_panel_meanings_and_caveats_and_escape_closes():
