@@ -52,6 +52,7 @@ class ReplaySource(Source):
         self.python_hash_seed = python_hash_seed
         pace = "following" if follow else ("as fast as possible" if not speed else f"{speed:g}x")
         self.name = f"replay {Path(path).name} ({pace})"
+        self.address = str(path)
 
     def _health(self, state: str, delivered: int, trace=None, finished=False, connected=True) -> SourceHealth:
         return SourceHealth(
