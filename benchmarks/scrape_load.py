@@ -18,16 +18,12 @@ import argparse
 import http.client
 import multiprocessing
 import os
-import re
 import socket
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.serve_child import start_serve
 
 
 def _scrape(host: str, port: int) -> tuple[float, int, int]:
@@ -101,21 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=5, help="client processes the scrapers are spread over")
     ap.add_argument("--idle", type=int, default=0, help="idle connections held open meanwhile")
     args = ap.parse_args(argv)
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "kvset", "serve", "--demo", "--listen", "127.0.0.1:0"],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert serve.stderr is not None
-    url = None
-    while url is None:
-        line = serve.stderr.readline()
-        if not line:
-            raise SystemExit(f"kvset serve exited: {serve.wait()}")
-        if m := re.search(r"metrics on (http://\S+)", line):
-            url = m.group(1)
-    threading.Thread(target=lambda: [None for _ in serve.stderr], daemon=True).start()  # drained
+    serve, url, _ = start_serve("--demo")
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     try:

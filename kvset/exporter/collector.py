@@ -43,8 +43,8 @@ def _unique(names: Iterable[str]) -> list[str]:
     return out
 
 
-# Per source, the counts of SourceHealth.counts exported, each as (name, type, help); a source that
-# does not count one has no series of it.
+# The counts of SourceHealth.counts exported per source, each as (count, metric, type, help); a
+# source that does not count one has no series of it.
 SOURCE_COUNTS = (
     (
         "batches_lost",
@@ -99,9 +99,9 @@ def source_families(sources: Sequence[SourceHealth]) -> list[MetricFamily]:
             tuple(reasons),
         ),
     ]
-    for name, metric, kind, help in SOURCE_COUNTS:
+    for name, metric, kind, what in SOURCE_COUNTS:
         if counted[name]:
-            out.append(MetricFamily(metric, kind, help, source, tuple(counted[name])))
+            out.append(MetricFamily(metric, kind, what, source, tuple(counted[name])))
     return out
 
 
