@@ -378,7 +378,8 @@ class Monitor:
         counts = dict(h.counts)
         counts["backlog_batches"] = counts.get("backlog_batches", 0) + queued
         counts["backlog_accesses"] = counts.get("backlog_accesses", 0) + accesses
-        return replace(h, address=h.address or self.sources[index].address, counts=tuple(counts.items()))
+        address = h.address or getattr(self.sources[index], "address", "")  # a duck-typed source may lack it
+        return replace(h, address=address, counts=tuple(counts.items()))
 
     def _drain(self, timeout: float) -> None:
         """Apply queued items for up to `timeout` seconds; timeout 0: everything queued now."""
