@@ -21,7 +21,7 @@ The analyzer's time slots (the windowed curves, the churn and the trends) merge 
 in kvset.core.partial_slots: each first resolved in the merge is resolved in its time slot too.
 
 What is not merged exactly: which misses were first accesses and which re-references beyond the
-horizon. One process tells them apart with a Bloom filter of the blocks it forgot; a partition
+horizon. One process tells them apart with an exact set of the blocks it forgot; a partition
 knows only the blocks it forgot itself and those still in the earlier partitions' stacks, so a
 block forgotten in one partition and re-read in a later one counts as a first access here. Without
 a horizon reached (at most H distinct blocks), there is nothing forgotten and the split is exact.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvset.engine_model.parent_chain import ParentChains
+from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.quantities import plural
 
 REQUEST_STEPS = "request steps"
@@ -138,7 +138,7 @@ class PageChainGrouping:
     """
 
     def __init__(self) -> None:
-        self.chains = ParentChains()
+        self.chains = PrefixChain()
         self._open: OrderedDict[int, _Run] = OrderedDict()  # last page of an open request -> it
         self._batch = -1
         self._ts = 0.0

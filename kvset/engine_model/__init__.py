@@ -9,7 +9,7 @@ One package for the one idea (README: "The engine model"):
   `EngineModelDelta` it hands over (a contract type, defined with the others in kvset.types, because it
   crosses from a source's thread to the pipeline's);
 - `radix_cache`: SGLang's radix cache replayed on its events the same way (`RadixReplay`), its lookups
-  read off the parent chains of `parent_chain` (`ParentChains`);
+  read off the parent links of `prefix_chain` (`PrefixChain`, which vLLM's default mode reads too);
 - `summed`: the deltas of every source summed into the model's figures at any pool size (`EngineModel`),
   which the operating-point figure (kvset.figures.operating_point) reads.
 

@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
-from kvset.engine_model.parent_chain import ParentChains
+from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
     INFINITE,
     ModelPart,
+    add_query,
 )
 
 MODEL_NAME = "SGLang radix-cache replay (lru)"
@@ -100,7 +101,7 @@ class RadixReplay:
     def __init__(self, horizon: int = 1 << 21) -> None:
         self.queue = FreeQueue(horizon)
         self.counts = RadixCounts()
-        self.chains = ParentChains()
+        self.chains = PrefixChain()
         self._running: dict[int, _Request] = {}  # by id
         self._by_tail: dict[int, _Request] = {}  # a running request's last page -> it
         self._durations: deque[int] = deque(maxlen=DURATION_SAMPLES)
@@ -220,16 +221,7 @@ class RadixReplay:
         cause = np.zeros(n, dtype=np.int8)
         for i in np.flatnonzero(pos == ABSENT).tolist():
             cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten else CAUSE_FIRST_TIME
-        # a match is a longest prefix: a page is a hit only with every page before it
-        dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
-        dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
-        c = np.maximum.accumulate(np.concatenate([[request.prefix_cause], cause]))[1:]
-        request.prefix_dt, request.prefix_dq, request.prefix_cause = int(dt[-1]), int(dq[-1]), int(c[-1])
-        request.dt.append(dt)
-        request.dq.append(dq)
-        request.cause.append(c)
-        request.qtokens.append(tokens)
-        request.held.append(keys)
+        add_query(request, keys, dt, dq, cause, tokens)  # a match is a longest prefix, as in vLLM
         request.keys.append(keys)
         request.tokens.append(tokens)
 

@@ -4,6 +4,7 @@ the counters of the grouping and the dedupe, and the engine model's output for t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -20,6 +21,42 @@ CAUSE_NONE = 0
 CAUSE_FIRST_TIME = 1  # never seen before (or the prefix up to it holds one)
 CAUSE_BEYOND_HORIZON = 2  # seen, but forgotten beyond the model's horizon
 CAUSE_RECOMPUTED = 3  # the engine recomputed a cached block: the last token of a fully cached prompt
+
+
+class QueryParts(Protocol):
+    """What a replayed request keeps of its lookups (vLLM's OpenRequest, SGLang's radix request)."""
+
+    held: list[np.ndarray]
+    dt: list[np.ndarray]
+    dq: list[np.ndarray]
+    cause: list[np.ndarray]
+    qtokens: list[np.ndarray]
+    prefix_dt: int
+    prefix_dq: int
+    prefix_cause: int
+
+
+def add_query(
+    request: QueryParts,
+    keys: np.ndarray,
+    dt: np.ndarray,
+    dq: np.ndarray,
+    cause: np.ndarray,
+    tokens: np.ndarray,
+) -> None:
+    """Append one query of `keys` (their distances with and without pinned blocks, the cause of an
+    infinite one, their query tokens). An engine's lookup is a longest prefix, in vLLM as in SGLang's
+    radix tree: a block is a hit only with every block before it, so each figure is a running maximum
+    from the request's first block on."""
+    dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
+    dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
+    c = np.maximum.accumulate(np.concatenate([[request.prefix_cause], cause]))[1:]
+    request.prefix_dt, request.prefix_dq, request.prefix_cause = int(dt[-1]), int(dq[-1]), int(c[-1])
+    request.dt.append(dt)
+    request.dq.append(dq)
+    request.cause.append(c)
+    request.qtokens.append(tokens)
+    request.held.append(keys)
 
 
 @dataclass

@@ -61,6 +61,7 @@ from kvset.engine_model.records import (
     OpenRequest,
     Report,
     RequestCounts,
+    add_query,
 )
 
 _NO_KEYS = np.empty(0, dtype=np.uint64)
@@ -411,16 +412,7 @@ class RequestReplay:
         if self.groups:
             self.groups.pin(request, keys, hit, self._run)
             request.raw.append((dt, dq))  # the lookup across groups is computed once it is complete
-        # the engine's lookup is a longest prefix: a block is a hit only with all blocks before it
-        dt = np.maximum.accumulate(np.concatenate([[request.prefix_dt], dt]))[1:]
-        dq = np.maximum.accumulate(np.concatenate([[request.prefix_dq], dq]))[1:]
-        c = np.maximum.accumulate(np.concatenate([[request.prefix_cause], cause]))[1:]
-        request.prefix_dt, request.prefix_dq, request.prefix_cause = int(dt[-1]), int(dq[-1]), int(c[-1])
-        request.dt.append(dt)
-        request.dq.append(dq)
-        request.cause.append(c)
-        request.qtokens.append(tokens)
-        request.held.append(keys)
+        add_query(request, keys, dt, dq, cause, tokens)
 
     def _pin(self, request: OpenRequest, keys: np.ndarray) -> None:
         _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
