@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-startup bench-large bench-dask bench-flood validate-vllm validate-sglang clean
+.PHONY: run test lint bench bench-startup bench-large bench-dask bench-flood bench-scrape validate-vllm validate-sglang clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ bench-dask: $(STAMP)
 # counted and the RSS of `kvset serve` (about 1 min). FLOOD_ARGS passes options (--rate, --seconds).
 bench-flood: $(STAMP)
 	$(PY) -m benchmarks.kv_events_flood $(FLOOD_ARGS)
+
+# 50 parallel scrapers of `kvset serve --demo`'s /metrics for 60 s (issue 20): scrapes not answered 200,
+# the latency's median, 99th percentile and maximum, and those over 1 s (about 70 s). SCRAPE_ARGS passes
+# options (--scrapers, --seconds, --idle N: idle connections held open meanwhile).
+bench-scrape: $(STAMP)
+	$(PY) -m benchmarks.scrape_load $(SCRAPE_ARGS)
 
 # The real engine: vLLM 0.33.0's scheduler, KV cache manager and publisher, without a GPU (about 20 min,
 # 3.2 GB of engine venv). Not part of `make test`. VALIDATE_ARGS passes options to run.py.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -25,7 +24,7 @@ import httpx
 import msgspec
 import zmq
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.serve_child import start_serve
 
 
 def _rss_mb(pid: int) -> float:
@@ -90,24 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-gaps", action="store_true", help="deliver every batch (the steady baseline)")
     args = ap.parse_args(argv)
     pub = Publisher(args.blocks)
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "kvset", "serve", "--events", f"tcp://127.0.0.1:{pub.pub_port}"]
-        + ["--replay-endpoint", f"tcp://127.0.0.1:{pub.replay_port}", "--listen", "127.0.0.1:0"]
-        + ["--interval", "0.25"],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
+    serve, url, log = start_serve(
+        "--events",
+        f"tcp://127.0.0.1:{pub.pub_port}",
+        "--replay-endpoint",
+        f"tcp://127.0.0.1:{pub.replay_port}",
+        "--interval",
+        "0.25",
     )
-    assert serve.stderr is not None
-    url = None
-    while url is None:
-        line = serve.stderr.readline()
-        if not line:
-            raise SystemExit(f"kvset serve exited: {serve.wait()}")
-        if m := re.search(r"metrics on (http://\S+)", line):
-            url = m.group(1)
-    log: list[str] = []
-    threading.Thread(target=lambda: log.extend(serve.stderr), daemon=True).start()  # drained, kept
     time.sleep(1.0)  # the subscription reaches the publisher
     samples: list[tuple[float, float, float]] = []  # (t, accesses, rss MB)
     stop_sending = threading.Event()

@@ -362,7 +362,8 @@ class Monitor:
         return replace(batch, timestamps=np.where(ahead, now, ts) if ts.ndim else now)
 
     def _health_with_pipeline_rejects(self, index: int) -> SourceHealth:
-        """The source's health as the views see it: with what the pipeline refused and its backlog."""
+        """The source's health as the views see it: with what the pipeline refused, its backlog (in
+        words and counted) and where it reads."""
         h = self._health[index]
         extra = self._pipeline_rejects[index]
         if extra:
@@ -374,7 +375,11 @@ class Monitor:
             details = dict(h.details)
             details["backlog"] = f"{details['backlog']}; {waiting}" if details.get("backlog") else waiting
             h = replace(h, details=tuple(details.items()))
-        return h
+        counts = dict(h.counts)
+        counts["backlog_batches"] = counts.get("backlog_batches", 0) + queued
+        counts["backlog_accesses"] = counts.get("backlog_accesses", 0) + accesses
+        address = h.address or getattr(self.sources[index], "address", "")  # a duck-typed source may lack it
+        return replace(h, address=address, counts=tuple(counts.items()))
 
     def _drain(self, timeout: float) -> None:
         """Apply queued items for up to `timeout` seconds; timeout 0: everything queued now."""

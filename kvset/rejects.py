@@ -9,6 +9,50 @@ from dataclasses import dataclass
 from kvset.text import printable
 
 EXAMPLE_CHARS = 200  # an example is cut to this many characters of input before it is escaped
+# Distinct reasons kept by one counter; past them a reason is counted under FURTHER_REASONS (with it
+# as the example), so a reason that quotes changing input cannot grow the counter without bound.
+MAX_REASONS = 64
+FURTHER_REASONS = f"further reasons (past the first {MAX_REASONS} kinds)"
+
+# Every reason's short code (the exporter's `code` label): the first code one of whose phrases the
+# reason contains (lower case), else "other". A fixed, bounded set; the reasons' wording is where the
+# rejections are made (the sources, formats and engine readers), the codes only here.
+REASON_CODES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("further_reasons", ("further reasons",)),
+    ("source_failed", ("source failed",)),
+    # the pipeline's own, which quote an exception's message: before the phrases it could contain
+    ("analyzer", ("refused by the analyzer",)),
+    ("not_recorded", ("not recorded:",)),
+    ("too_large", ("longer than", "larger than", "nested too deeply")),
+    ("truncated", ("truncated", "ends early", "mid-response", "line cut")),
+    ("not_metrics", ("not a prometheus", "no vllm: or sglang:", "empty response")),
+    ("unparsable_metrics", ("unparsable metrics", "unusable metrics", "too slow to parse")),
+    ("bad_counter", ("unusable counter",)),
+    ("not_json", ("not json", "not a json object")),
+    ("replay", ("replay:",)),
+    ("bad_event", ("event:",)),
+    ("bad_payload", ("payload:", "undecodable")),
+    ("bad_message", ("message:", "sequence frame")),
+    ("sequence", ("sequence number",)),
+    ("block_size", ("block size", "-token blocks", "tokens: refused")),
+    ("timestamp", ("timestamp",)),
+    (
+        "bad_field",
+        ("missing field", "empty ", "wrong type", "negative", "out of range", "hash id", "token id"),
+    ),
+    ("unreadable", ("unreadable",)),
+    ("log_line", ("malformed", "unrecognised", "prompt", "percentage", "stats line", "token usage", "line")),
+)
+OTHER_CODE = "other"
+
+
+def reason_code(reason: str) -> str:
+    """The reason's code (REASON_CODES), "other" when none matches."""
+    lower = reason.lower()
+    for code, phrases in REASON_CODES:
+        if any(p in lower for p in phrases):
+            return code
+    return OTHER_CODE
 
 
 @dataclass(frozen=True)
@@ -23,6 +67,10 @@ class Rejection:
     def __post_init__(self) -> None:
         object.__setattr__(self, "reason", printable(self.reason))
         object.__setattr__(self, "examples", tuple(printable(e) for e in self.examples))
+
+    @property
+    def code(self) -> str:
+        return reason_code(self.reason)
 
 
 class RejectCounter:
@@ -40,6 +88,8 @@ class RejectCounter:
 
     def reject(self, reason: str, example: str = "", count: int = 1, at: int | None = None) -> None:
         reason = printable(reason)
+        if reason not in self._counts and len(self._counts) >= MAX_REASONS:
+            reason, example = FURTHER_REASONS, reason + (f" ({example})" if example else "")
         self._counts[reason] += count
         if at is not None:
             self._first_at[reason] = min(at, self._first_at.get(reason, math.inf))

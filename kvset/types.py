@@ -229,9 +229,15 @@ class SourceHealth:
     # Hits not reported but read off the chains the stored blocks hang on: the curve is of all accesses,
     # reconstructed (requests that stored nothing are not in it).
     hits_reconstructed: bool = False
+    # Where it reads (the endpoints, the path, the URL; "demo" for the demo): set by the monitor from
+    # its source, a stable label where `source` carries the flags' wording.
+    address: str = ""
+    # Counts as numbers where `details` says them in words: batches_lost, sequence_gaps (KV events),
+    # backlog_batches, backlog_accesses (waiting, not analysed yet).
+    counts: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        _escape_fields(self, "source", "kind", "state")
+        _escape_fields(self, "source", "kind", "state", "address")
         object.__setattr__(self, "notes", tuple(printable(n) for n in self.notes))
         object.__setattr__(self, "details", tuple((printable(k), printable(v)) for k, v in self.details))
         # Rejections escape themselves when built.

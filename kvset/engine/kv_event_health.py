@@ -174,6 +174,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         details=tuple(details),
         reports_hits=hits_reported if stored else None,
         hits_reconstructed=reconstructed,
+        counts=(("batches_lost", lost), ("sequence_gaps", sum(s.gaps for s in sequences))),
     )
 
 

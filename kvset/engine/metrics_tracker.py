@@ -50,7 +50,7 @@ class MetricsTracker:
         try:
             now = counters_from_text(text)
         except MetricsError as e:
-            return TrackResult(error=e.reason)
+            return TrackResult(error=str(e))
         return self.update_counters(now, at)
 
     def update_counters(self, now: CacheCounters, at: float) -> TrackResult:

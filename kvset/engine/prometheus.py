@@ -66,11 +66,13 @@ MAX_COUNT = float(2**53)
 
 
 class MetricsError(ValueError):
-    """A /metrics response that cannot be used; `reason` is short and human."""
+    """A /metrics response that cannot be used; `reason` is short, human and the same for every
+    response of its kind (it is counted by), `detail` names the spot and may quote the body."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason} ({detail})" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 Series = dict[LabelKey, float]
@@ -128,7 +130,7 @@ def parse_exposition(text: str, give_up: Callable[[], bool] | None = None) -> Sa
     except _GiveUp:
         raise MetricsError(TOO_SLOW_TO_PARSE) from None
     except Exception as e:  # the parser raises ValueError, IndexError, ... on broken text
-        raise MetricsError(f"unparsable metrics text ({type(e).__name__}: {str(e)[:80]})") from None
+        raise MetricsError("unparsable metrics text", f"{type(e).__name__}: {str(e)[:80]}") from None
     return samples
 
 
@@ -182,7 +184,7 @@ def _counter_series(
     out: Series = {}
     for lb, v in series:
         if not (_finite(v) and v >= 0):
-            raise MetricsError(f"unusable counter value: {name} = {v}")
+            raise MetricsError("unusable counter value", f"{name} = {v}")
         out[_key(lb, drop)] = v
     return out
 

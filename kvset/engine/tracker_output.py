@@ -18,6 +18,7 @@ class HealthParts:
     # Whether the accesses include the engine's hits (see SourceHealth.reports_hits).
     reports_hits: bool | None = None
     hits_reconstructed: bool = False  # (see SourceHealth.hits_reconstructed)
+    counts: tuple[tuple[str, int], ...] = ()  # (see SourceHealth.counts)
 
 
 class PendingAccesses:

@@ -27,6 +27,7 @@ class Source:
 
     name: str = "source"
     kind: str = "source"
+    address: str = ""  # where it reads, without the flags' wording (SourceHealth.address)
     # The units of the accesses this source delivers, when known before it reads (None: said in an
     # update once learned). A source that says nothing delivers blocks of vLLM's default size.
     units: StreamUnits | None = DEFAULT_UNITS

@@ -51,6 +51,7 @@ class DemoSource(Source):
         self.pool_blocks = pool_blocks
         self.max_batch = max_batch
         self.name = "demo: built-in agentic workload" + (f" at {speed:g}x" if speed and speed != 1 else "")
+        self.address = "demo"
 
     def _health(self, wl: AgenticWorkload, delivered: int, finished: bool = False) -> SourceHealth:
         return SourceHealth(

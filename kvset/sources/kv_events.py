@@ -132,6 +132,7 @@ class KvEventsSource(Source):
         self.flush_accesses = flush_accesses
         extra = f" (+{len(self.endpoints) - 1})" if len(self.endpoints) > 1 else ""
         self.name = f"events {self.endpoints[0]}{extra}"
+        self.address = ",".join(self.endpoints)
         self._ctx: zmq.Context | None = None
         self._poller: zmq.Poller | None = None
         self._streams: list[_Stream] = []
@@ -364,6 +365,8 @@ class KvEventsSource(Source):
         backlog = self.backlog()
         if backlog:
             details += (("backlog", backlog),)
+        held = sum(p.sequence.held for p in self.tracker.publishers)
+        counts = parts.counts + (("backlog_batches", held), ("backlog_accesses", self.tracker.pending))
         return SourceHealth(
             source=self.name,
             kind=self.kind,
@@ -384,6 +387,7 @@ class KvEventsSource(Source):
             )
             + self._dropped_notes(),
             details=details,
+            counts=counts,
             reports_hits=parts.reports_hits,
             hits_reconstructed=parts.hits_reconstructed,
         )

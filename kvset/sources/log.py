@@ -66,6 +66,7 @@ class LogSource(Source):
         # known before reading: the prompts are hashed into blocks of the engine's block size
         self.units: StreamUnits | None = self.tracker.units
         self.name = f"log {self.path}"
+        self.address = self.path
         self._tailer = FileTailer(
             self.path, follow=follow, from_end=from_end, max_bytes=max_bytes_per_read, clock=clock
         )

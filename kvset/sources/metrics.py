@@ -201,6 +201,7 @@ class MetricsSource(Source):
         self.max_body_bytes = max_body_bytes
         self.max_backoff = max(max_backoff, interval)
         self.name = f"metrics {self.url}"
+        self.address = self.url
         self.tracker = MetricsTracker(window_s=window_s, label="/metrics")
         self.rejects = RejectCounter()
         self._client = httpx.Client(
@@ -272,7 +273,11 @@ class MetricsSource(Source):
                 # A body cut mid-transfer is a rejected message; the rest is the endpoint's health.
                 cut = isinstance(error, httpx.RemoteProtocolError)
                 return self._failed(describe_http_error(error), at, counted=cut)
-            if isinstance(error, BodyTooLarge | MetricsError):
+            if isinstance(error, MetricsError):
+                return self._failed(
+                    str(error), at, counted=True, counted_as=error.reason, detail=error.detail
+                )
+            if isinstance(error, BodyTooLarge):
                 return self._failed(str(error), at, counted=True)
             # a bug on odd input must cost one poll, never the source
             return self._failed(f"unusable metrics ({type(error).__name__})", at, counted=True)
@@ -295,12 +300,14 @@ class MetricsSource(Source):
             events += (TimelineEvent(at, "source-recovered", f"{self.url} answers again"),)
         return SourceUpdate(health=self.health(), engine=result.reading, events=events)
 
-    def _failed(self, reason: str, at: float, counted: bool) -> SourceUpdate:
-        """Back off, keep the last good reading marked stale, and say why."""
+    def _failed(
+        self, reason: str, at: float, counted: bool, counted_as: str | None = None, detail: str = ""
+    ) -> SourceUpdate:
+        """Back off, keep the last good reading marked stale, and say why. A counted failure is
+        counted by `counted_as` (the reason without what it quotes of the body, which is `detail`)."""
         if counted:
-            self.rejects.reject(
-                reason, f"poll {self.polls} at {time.strftime('%H:%M:%S', time.localtime(at))}"
-            )
+            when = f"poll {self.polls} at {time.strftime('%H:%M:%S', time.localtime(at))}"
+            self.rejects.reject(counted_as or reason, f"{when}: {detail}" if detail else when)
         self.failures += 1
         self.last_error = reason
         self._next_at = at + self.backoff()

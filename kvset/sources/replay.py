@@ -103,6 +103,7 @@ class ReplaySource(Source):
         self.python_hash_seed = python_hash_seed
         pace = "following" if follow else ("as fast as possible" if not speed else f"{speed:g}x")
         self.name = f"replay {Path(path).name} ({pace})"
+        self.address = str(path)
         # the speed and pause controls: a paced replay of a whole file only
         self.playhead = Playhead(speed, clock) if speed and not follow else None
         self.last_data_at: float | None = None  # wall time accesses were last handed over

@@ -178,13 +178,16 @@ def test_input_text_in_labels_is_escaped_and_prometheus_openmetrics_parses_it(tm
     text = body.decode("utf-8")  # valid UTF-8 whatever the input held
     assert "\x1b" not in text and "\r" not in text
     ((labels, up),) = series(parse_exposition(text), "kvset_source_up")
-    assert labels["source"].startswith('replay odd"name\\ with\\nnewline \\x1b[31m red \\udcff.jsonl')
+    assert labels["kind"] == "replay"
+    assert labels["address"].endswith('/odd"name\\ with\\nnewline \\x1b[31m red \\udcff.jsonl')
     ((rej_labels, count),) = series(parse_exposition(text), "kvset_rejected_total")
-    assert rej_labels["source"] == labels["source"] and count == 1
+    assert rej_labels == {**labels, "code": "not_json"} and count == 1
+    ((reason_labels, _),) = series(parse_exposition(text), "kvset_rejection_reason_info")
+    assert reason_labels == {**rej_labels, "reason": "not JSON"}
     strict = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for f in openmetrics_families(openmetrics)
         for s in f.samples
     }
-    assert strict[("kvset_source_up", (("source", labels["source"]),))] == up
+    assert strict[("kvset_source_up", tuple(sorted(labels.items())))] == up
     assert strict[("kvset_accesses_total", ())] == sample(parse_exposition(text), "kvset_accesses_total")

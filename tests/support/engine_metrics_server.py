@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.support.paths import FIXTURES
@@ -42,6 +43,7 @@ class FakeEngine:
         self.usage = 0.25
         self.num_gpu_blocks: int | None = None  # None: the fixture's 61,275
         self.body: bytes | None = None
+        self.body_factory: Callable[[], bytes] | None = None  # when set, each request's body
         self.content_type = "text/plain; version=0.0.4; charset=utf-8"
         self.requests: list[float] = []  # monotonic arrival times
         self.port = 0
@@ -62,7 +64,9 @@ class FakeEngine:
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 engine.requests.append(time.monotonic())
                 body = (
-                    engine.body
+                    engine.body_factory()
+                    if engine.body_factory is not None
+                    else engine.body
                     if engine.body is not None
                     else (
                         vllm_exposition(
