@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kvset.core import kernel as K
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_stack_distances
+from tests.support.prefix_traces import conversations_trace
 from tests.unit.core.test_analyzer_property import traces
 
 
@@ -23,24 +24,7 @@ def prefix_chained(draw):
     turn_blocks = draw(st.sampled_from([1, 5, 30, 140]))  # long turns cross words and superblocks
     stray = draw(st.sampled_from([0.0, 0.01, 0.1]))  # a re-read of any earlier block, mid-request
     big_ids = draw(st.booleans())
-    fresh = iter(range(1, 1 << 30))
-    system = [next(fresh) for _ in range(int(rng.integers(0, 40)))]
-    contexts = [list(system) for _ in range(conversations)]
-    keys: list[int] = []
-    starts: list[int] = []
-    for _ in range(requests):
-        c = int(rng.integers(conversations))
-        context = contexts[c]
-        if context and rng.random() < 0.2:
-            context = context[: int(rng.integers(0, len(context) + 1))]
-        request = context + [next(fresh) for _ in range(1 + int(rng.integers(turn_blocks)))]
-        contexts[c] = request
-        starts.append(len(keys))
-        for key in request:
-            if keys and rng.random() < stray:
-                keys.append(keys[int(rng.integers(len(keys)))])
-            keys.append(key)
-    ids = np.asarray(keys, dtype=np.uint64)
+    ids, starts = conversations_trace(rng, conversations, requests, turn_blocks, stray, 40)
     if big_ids:  # hash-like keys, 0 and 2**64-1 among them
         ids = ids * np.uint64(0x9E3779B97F4A7C15)
         ids[ids == ids[0]] = np.uint64(2**64 - 1)

@@ -11,6 +11,7 @@ from kvset.core.naive import naive_min_curve, reverse_within_requests, simulate_
 from kvset.core.opt import opt_histogram
 from kvset.formats.traces import read_trace
 from tests.support.paths import MOONCAKE_TRACE
+from tests.support.prefix_traces import conversations_trace
 from tests.support.toy import PUBLISHED, toy_keys
 
 
@@ -201,25 +202,9 @@ def prefix_chained(draw):
     requests = draw(st.integers(1, 25))
     turn_blocks = draw(st.sampled_from([1, 3, 8, 20]))
     stray = draw(st.sampled_from([0.0, 0.02, 0.1]))
-    fresh = iter(range(1, 1 << 30))
-    system = [next(fresh) for _ in range(int(rng.integers(0, 12)))]
-    contexts = [list(system) for _ in range(conversations)]
-    keys: list[int] = []
-    starts: list[int] = []
-    for _ in range(requests):
-        c = int(rng.integers(conversations))
-        context = contexts[c]
-        if context and rng.random() < 0.2:
-            context = context[: int(rng.integers(0, len(context) + 1))]
-        request = context + [next(fresh) for _ in range(1 + int(rng.integers(turn_blocks)))]
-        contexts[c] = request
-        starts.append(len(keys))
-        for key in request:
-            if keys and rng.random() < stray:
-                keys.append(keys[int(rng.integers(len(keys)))])
-            keys.append(key)
-    ids = np.asarray(keys, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # hash-like keys
-    return ids, rng.integers(1, 600, len(ids)), np.asarray(starts, dtype=np.int64)
+    keys, starts = conversations_trace(rng, conversations, requests, turn_blocks, stray, 12)
+    ids = keys * np.uint64(0x9E3779B97F4A7C15)  # hash-like keys
+    return ids, rng.integers(1, 600, len(ids)), starts
 
 
 @settings(max_examples=60, deadline=None)
