@@ -15,6 +15,24 @@ def big_batch(pub: FakeVllmPublisher, n: int, blocks: int = 2000) -> list:
     return [pub.stored(hashes), pub.removed(hashes[: blocks // 2])]
 
 
+def read_the_flood(gen, src, pub: FakeVllmPublisher, sent: int, timeout: float) -> list:
+    """Updates while the flood's survivors arrive, until none comes for half a second; then one batch
+    more, which reveals the last gap, and the updates until it is seen."""
+    updates, deadline, quiet_since = [], time.monotonic() + timeout, None
+    for update in gen:
+        updates.append(update)
+        if update.accesses is not None or quiet_since is None:
+            quiet_since = time.monotonic()
+        if time.monotonic() - quiet_since > 0.5 or time.monotonic() > deadline:
+            break
+    pub.publish(big_batch(pub, sent))
+    for update in gen:
+        updates.append(update)
+        if src.tracker.publishers[0].sequence.last_seq == sent or time.monotonic() > deadline:
+            break
+    return updates
+
+
 def test_a_source_behind_its_socket_shows_the_backlog_and_counts_what_it_left_unread():
     sent = 300
     with FakeVllmPublisher(replay=False) as pub:
@@ -51,18 +69,7 @@ def test_messages_zmq_drops_at_its_high_water_marks_are_counted_lost():
         for n in range(sent):  # far more than the two high-water marks and the TCP buffers hold
             pub.publish(big_batch(pub, n))
         time.sleep(1.0)
-        updates, deadline, quiet_since = [], time.monotonic() + 30, None
-        for update in gen:  # read what got through, until the socket stays empty for a while
-            updates.append(update)
-            if update.accesses is not None or quiet_since is None:
-                quiet_since = time.monotonic()
-            if time.monotonic() - quiet_since > 0.5 or time.monotonic() > deadline:
-                break
-        pub.publish(big_batch(pub, sent))  # one more after the flood: it reveals the last gap
-        for update in gen:
-            updates.append(update)
-            if src.tracker.publishers[0].sequence.last_seq == sent or time.monotonic() > deadline:
-                break
+        updates = read_the_flood(gen, src, pub, sent, timeout=30)
         stop.set()
         list(gen)
     seq = src.tracker.publishers[0].sequence

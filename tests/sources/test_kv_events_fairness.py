@@ -8,7 +8,7 @@ import threading
 import time
 
 from kvset.sources.kv_events import KvEventsSource
-from tests.sources.test_kv_events_backlog import big_batch
+from tests.sources.test_kv_events_backlog import big_batch, read_the_flood
 from tests.support.vllm_publisher import FakeVllmPublisher
 
 
@@ -52,18 +52,7 @@ def test_a_publisher_faster_than_decoding_is_bounded_in_bytes_and_its_drops_are_
         for n in range(sent):
             pub.publish(big_batch(pub, n))
         time.sleep(1.0)
-        updates, deadline, quiet_since = [], time.monotonic() + 60, None
-        for update in gen:  # read what was kept, until nothing more comes for a while
-            updates.append(update)
-            if update.accesses is not None or quiet_since is None:
-                quiet_since = time.monotonic()
-            if time.monotonic() - quiet_since > 0.5 or time.monotonic() > deadline:
-                break
-        pub.publish(big_batch(pub, sent))  # one more after the flood: it reveals the last gap
-        for update in gen:
-            updates.append(update)
-            if src.tracker.publishers[0].sequence.last_seq == sent or time.monotonic() > deadline:
-                break
+        updates = read_the_flood(gen, src, pub, sent, timeout=60)
         stop.set()
         list(gen)
     [stream] = src._streams
