@@ -31,6 +31,11 @@ def _caveats() -> str:
     return "caveats: " + " ".join(caveat_lines())
 
 
+def sample_rate_label(rate: float) -> str:
+    """A sample rate as a percentage that never reads 0: 0.01 -> "1 %", 1e-9 -> "1e-07 %"."""
+    return target_label(rate) if rate >= 1e-5 else f"{100 * rate:.3g} %"
+
+
 def estimate_text(estimate: Json | None) -> list[str]:
     """The label of a sampled analysis (from kvset.report.as_json.estimate_json): what was sampled and
     what the ± bounds mean. Nothing for a measured one."""
@@ -38,7 +43,7 @@ def estimate_text(estimate: Json | None) -> list[str]:
         return []
     size = f", at most {estimate['sample_size']:,} blocks" if estimate["sample_size"] else ""
     label = (
-        f"  ESTIMATE from a {target_label(estimate['sample_rate'])} spatial sample of the blocks{size} "
+        f"  ESTIMATE from a {sample_rate_label(estimate['sample_rate'])} spatial sample of the blocks{size} "
         f"(seed {estimate['seed']}; request heads sampled more: {percent_cell(estimate['tracked_share'], 1)} of the "
         f"accesses looked at, {plural(estimate['tracked_blocks'], 'block')} tracked)"
     )

@@ -132,3 +132,8 @@ def test_a_sample_rate_too_thin_to_weigh_is_refused_in_one_line(capsys, rate):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--sample: sample rate must lie in [1e-12, 1]" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_tiny_sample_rate_is_labelled_with_its_value_not_zero(capsys):
+    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "1e-9")
+    assert code == 0 and "ESTIMATE from a 1e-07 % spatial sample" in out and " 0 % spatial" not in out
