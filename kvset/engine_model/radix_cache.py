@@ -40,7 +40,7 @@ from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
     INFINITE,
-    ModelPart,
+    FinishedOutputs,
     add_query,
 )
 
@@ -92,7 +92,7 @@ class _Request:
     finishing: bool = False  # its output store came in this batch: it finishes at the batch's end
 
 
-class RadixReplay:
+class RadixReplay(FinishedOutputs):
     """One SGLang rank's requests from its BlockStored events, and its radix cache replayed on them.
 
     The same outputs as kvset.engine_model.replay.RequestReplay: accesses per finished request, and the
@@ -111,9 +111,7 @@ class RadixReplay:
         self._batch = -1
         self._ts = 0.0
         self._next_id = 0
-        self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
-        self._out_pages = 0
-        self._out_model: list[ModelPart] = []
+        self._init_outputs()
 
     # ----------------------------------------------------------------- events
     def begin_batch(self, ts: float) -> None:
@@ -257,8 +255,7 @@ class RadixReplay:
             self._forget(forgot)
         self.counts.requests += 1
         keys = np.concatenate(request.keys).astype(np.uint64, copy=False)
-        self._out_accesses.append((keys, np.concatenate(request.tokens).astype(np.int64), request.ts))
-        self._out_pages += len(keys)
+        self._add_finished(keys, np.concatenate(request.tokens).astype(np.int64), request.ts)
         if request.dt:
             self._out_model.append(
                 (
@@ -281,24 +278,3 @@ class RadixReplay:
         self.queue = FreeQueue(self.queue.horizon)
         self.chains.clear()
         self._forgotten.clear()
-
-    # ----------------------------------------------------------------- outputs
-    @property
-    def finished_blocks(self) -> int:
-        return self._out_pages
-
-    def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
-        out, self._out_accesses, self._out_pages = self._out_accesses, [], 0
-        return out
-
-    def take_model(self) -> list[ModelPart]:
-        out, self._out_model = self._out_model, []
-        return out
-
-    def state(self) -> dict[str, int]:
-        return {
-            "pinned": self.queue.pinned,
-            "queued": self.queue.queued,
-            "running": len(self._running),
-            "finish_lag": self.finish_lag,
-        }

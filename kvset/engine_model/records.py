@@ -4,7 +4,7 @@ the counters of the grouping and the dedupe, and the engine model's output for t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,6 +57,49 @@ def add_query(
     request.cause.append(c)
     request.qtokens.append(tokens)
     request.held.append(keys)
+
+
+class FinishedOutputs:
+    """What an engine model's replay hands out (vLLM's RequestReplay, SGLang's RadixReplay): the
+    finished requests' accesses and their query blocks for the model, taken and emptied by the tracker,
+    and the replay's state for the status line."""
+
+    queue: Any  # its FreeQueue (kvset.engine_model.free_queue): pinned and queued blocks
+    _running: dict[int, Any]  # its requests admitted and not yet finished
+    finish_lag: int
+
+    def _init_outputs(self) -> None:
+        self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._out_blocks = 0
+        self._out_model: list[ModelPart] = []
+
+    def _add_finished(self, keys: np.ndarray, tokens: np.ndarray, ts: float) -> None:
+        self._out_accesses.append((keys, tokens, ts))
+        self._out_blocks += len(keys)
+
+    @property
+    def finished_blocks(self) -> int:
+        """Blocks of finished requests not yet taken."""
+        return self._out_blocks
+
+    def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """Finished requests since the last take: (keys in chain order, tokens, time of the finish)."""
+        out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
+        return out
+
+    def take_model(self) -> list[ModelPart]:
+        """Finished requests' query blocks since the last take: (distance, unpinned distance, cause,
+        tokens, time of the finish) each."""
+        out, self._out_model = self._out_model, []
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {
+            "pinned": self.queue.pinned,
+            "queued": self.queue.queued,
+            "running": len(self._running),
+            "finish_lag": self.finish_lag,
+        }
 
 
 @dataclass

@@ -57,7 +57,7 @@ from kvset.engine_model.records import (
     CAUSE_FIRST_TIME,
     CAUSE_RECOMPUTED,
     INFINITE,
-    ModelPart,
+    FinishedOutputs,
     OpenRequest,
     Report,
     RequestCounts,
@@ -78,7 +78,7 @@ OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it 
 OWNER_KEEP_BLOCKS = 1 << 20
 
 
-class RequestReplay:
+class RequestReplay(FinishedOutputs):
     """One engine's (one rank's) requests from its BlockStored events, and the block-pool replay."""
 
     def __init__(
@@ -123,10 +123,8 @@ class RequestReplay:
         self._finished_blocks = 0  # blocks in _finished_keys
         self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
         self._next_id = 0
-        self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self._init_outputs()
         self._out_groups: list[tuple[int, np.ndarray, np.ndarray, float]] = []  # (group, keys, tokens, time)
-        self._out_blocks = 0
-        self._out_model: list[ModelPart] = []
 
     # ----------------------------------------------------------------- grouping (live)
     def begin_batch(self, ts: float) -> None:
@@ -494,8 +492,7 @@ class RequestReplay:
         all_keys = np.concatenate(keys).astype(np.uint64, copy=False)
         if len(all_keys):
             all_tokens = np.concatenate(tokens).astype(np.int64, copy=False)
-            self._out_accesses.append((all_keys, all_tokens, ts))
-            self._out_blocks += len(all_keys)
+            self._add_finished(all_keys, all_tokens, ts)
             for group, first in self.groups.accessed_from(len(request.hit_keys)):
                 self._out_groups.append((group, all_keys[first:], all_tokens[first:], ts))
         if readmitted:
@@ -530,31 +527,7 @@ class RequestReplay:
     def pending_reports(self) -> int:
         return sum(r.count for r in self._reports.values())
 
-    @property
-    def finished_blocks(self) -> int:
-        """Blocks of finished requests not yet taken."""
-        return self._out_blocks
-
-    def take_accesses(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
-        """Finished requests since the last take: (keys in chain order, tokens, time of the finish)."""
-        out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
-        return out
-
     def take_group_accesses(self) -> list[tuple[int, np.ndarray, np.ndarray, float]]:
         """The other KV cache groups' own accesses of the finished requests: (group, keys, tokens, time)."""
         out, self._out_groups = self._out_groups, []
         return out
-
-    def take_model(self) -> list[ModelPart]:
-        """Finished requests' query blocks since the last take: (distance, unpinned distance, cause,
-        tokens, time of the finish) each."""
-        out, self._out_model = self._out_model, []
-        return out
-
-    def state(self) -> dict[str, int]:
-        return {
-            "pinned": self.queue.pinned,
-            "queued": self.queue.queued,
-            "running": len(self._running),
-            "finish_lag": self.finish_lag,
-        }
