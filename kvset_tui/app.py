@@ -26,13 +26,14 @@ from textual.worker import Worker, WorkerState
 from kvset.api import Ranks, Snapshot, Tiers
 from kvset_tui.bindings import APP_BINDINGS
 from kvset_tui.capacity_prompt import CapacityPrompt
+from kvset_tui.cursor import cursor_range
 from kvset_tui.export import ExportPaths, export_snapshot
 from kvset_tui.help_screen import HelpScreen, key_help
 from kvset_tui.messages import SnapshotReady
 from kvset_tui.theming import KvsetTheme, choose_theme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.churn import ChurnPanel
-from kvset_tui.widgets.curve_plot import HitRateCurvePlot, cursor_range
+from kvset_tui.widgets.curve_plot import HitRateCurvePlot
 from kvset_tui.widgets.demo_banner import DemoBanner
 from kvset_tui.widgets.events import EventsPanel
 from kvset_tui.widgets.panel import SnapshotView

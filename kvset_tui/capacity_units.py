@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from kvset.api import Snapshot, Unit
+from kvset.api import EngineState, Snapshot, Unit
 from kvset.api import quantities as fmt
 
 UNIT_SHORT = {"blocks": "blk", "tokens": "tok", "GiB": "GiB"}
@@ -43,3 +43,9 @@ def axis_value_text(value: float, unit: str) -> str:
     if unit == "GiB":
         return fmt.format_gib(value * fmt.GIB, significant=fmt.SHORT_DIGITS, with_unit=False)
     return fmt.compact(value)
+
+
+def engine_pool(snapshot: Snapshot) -> int | None:
+    """The engine's pool in the analyzed stream's blocks (None: it reports none)."""
+    engine = snapshot.get(EngineState)
+    return engine.pool_blocks if engine is not None else None

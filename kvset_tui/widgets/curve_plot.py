@@ -18,7 +18,6 @@ from kvset.api import (
     BeladyMin,
     CurveReading,
     Curves,
-    EngineState,
     HitRateCurve,
     OperatingPoint,
     Snapshot,
@@ -28,7 +27,8 @@ from kvset.api import (
     read_curve,
 )
 from kvset.api import quantities as fmt
-from kvset_tui.capacity_units import axis_value_text, capacity_text, hit_unit, to_unit
+from kvset_tui.capacity_units import axis_value_text, engine_pool, hit_unit, to_unit
+from kvset_tui.cursor import cursor_text, shown_curve
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -157,40 +157,6 @@ def _engine_point(snapshot: Snapshot, x: float | None) -> tuple[float, float] | 
     if op is None or x is None or op.measured_token_hit_rate is None:
         return None
     return float(x), 100.0 * float(op.measured_token_hit_rate)
-
-
-def engine_pool(snapshot: Snapshot) -> int | None:
-    """The engine's pool in the analyzed stream's blocks (None: it reports none)."""
-    engine = snapshot.get(EngineState)
-    return engine.pool_blocks if engine is not None else None
-
-
-def shown_curve(snapshot: Snapshot, view: ViewState) -> HitRateCurve | None:
-    """The curve the view shows: the selected rank's own (all time), else the chosen window's."""
-    rank = view.rank_view(snapshot)
-    if rank is not None:
-        return rank.window.curve
-    curves = snapshot.get(Curves)
-    return curves.curve(view.window) if curves is not None else None
-
-
-def cursor_range(snapshot: Snapshot | None, view: ViewState) -> tuple[int, int] | None:
-    """Where a new cursor appears (the pool, else the knee, else half the largest distance) and the
-    largest capacity it goes to, in blocks; None before there is a curve to point at."""
-    curves = snapshot.get(Curves) if snapshot is not None else None
-    every = curves.window("all") if curves is not None else None
-    if snapshot is None or every is None or not every.curve.accesses:
-        return None
-    reach = max(2, every.curve.max_distance())
-    start = engine_pool(snapshot) or every.knee_capacity() or reach // 2
-    return start, min(snapshot.horizon, 2 * max(reach, start))
-
-
-def cursor_text(reading: CurveReading, snapshot: Snapshot, unit: str) -> str:
-    """The cursor's readout: its capacity, the hit rate there and what doubling it adds."""
-    where = capacity_text(reading.capacity_blocks, snapshot, unit)
-    beyond = " (past the horizon)" if reading.beyond_horizon else ""
-    return f"▸ {where}{beyond}: {fmt.percent(reading.hit_rate)} · ×2 {fmt.points(reading.doubling_gain)}"
 
 
 def plot_data(snapshot: Snapshot, view: ViewState) -> PlotData | None:
