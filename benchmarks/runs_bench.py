@@ -58,7 +58,7 @@ def write_mooncake(trace: BenchTrace, path: Path) -> None:
 
 # -- one part in its own process ------------------------------------------------------------------
 def run_analyzer(trace_dir: str, runs: bool) -> dict:
-    from kvset.core import kernel as K
+    from kvset.core import kernel_layout as KL
     from kvset.core.analyzer import Analyzer
     from kvset.units import StreamUnits
 
@@ -81,7 +81,7 @@ def run_analyzer(trace_dir: str, runs: bool) -> dict:
         "runs": taken,
         "run_accesses": in_runs,
         "max_distance": curve.max_distance(),
-        "compactions": int(a._t.meta[K.M_COMPACTIONS]),
+        "compactions": int(a._t.meta[KL.M_COMPACTIONS]),
         # the whole curve, every capacity, as a digest: the two kernels' must be the same
         "block_hits": hashlib.sha256(curve.block_hits.astype(np.int64).tobytes()).hexdigest(),
         "token_hits": hashlib.sha256(curve.token_hits.astype(np.int64).tobytes()).hexdigest(),

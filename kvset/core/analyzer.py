@@ -21,6 +21,8 @@ import numpy.typing as npt
 
 from kvset.core import hash_table as HT
 from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
+from kvset.core import live_slots, slot_compaction
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import (
     DEFAULT_HORIZON,
@@ -59,8 +61,8 @@ class _Tracker:
 
     def __init__(self, horizon: int, max_tracked: int, max_forgotten: int | None = None) -> None:
         self.horizon = horizon
-        self.meta = np.zeros(K.META_SIZE, dtype=np.int64)
-        self.meta[K.M_HORIZON] = horizon
+        self.meta = np.zeros(KL.META_SIZE, dtype=np.int64)
+        self.meta[KL.M_HORIZON] = horizon
         # blocks the forgotten set may hold before it is full (kernel.py, "The forgotten set")
         self.max_forgotten = forgotten_budget(horizon) if max_forgotten is None else max_forgotten
         self.gone = np.zeros(1, dtype=np.uint64)  # no forgotten set until the horizon is reached
@@ -78,8 +80,8 @@ class _Tracker:
         self.table = np.empty(2 * table_cells, dtype=np.uint64)
         self.table[1::2] = HT.EMPTY
         # slots: at least twice the tracked blocks (amortized compaction), whole superblocks
-        superblocks = (2 * self.max_tracked) // (64 * K.WORDS_PER_SB) + 1
-        nwords = superblocks * K.WORDS_PER_SB
+        superblocks = (2 * self.max_tracked) // (64 * live_slots.WORDS_PER_SB) + 1
+        nwords = superblocks * live_slots.WORDS_PER_SB
         self.slot_keys = np.zeros(64 * nwords, dtype=np.uint64)
         self.live = cache_aligned_zeros(nwords)  # one bit per slot
         self.fen = np.zeros(superblocks + 1, dtype=np.int64)  # live bits per superblock
@@ -97,13 +99,13 @@ class _Tracker:
     def _new_gone(self, cells: int) -> np.ndarray:
         old = self.gone
         self.gone = np.full(cells, HT.EMPTY, dtype=np.uint64)
-        self.meta[K.M_GONE_CAP] = min(cells // 2, self.max_forgotten)
+        self.meta[KL.M_GONE_CAP] = min(cells // 2, self.max_forgotten)
         return old
 
     def grow_forgotten(self) -> None:
         """The forgotten set is at its fill limit: twice its size, or full once at its budget."""
-        if self.meta[K.M_GONE_CAP] >= self.max_forgotten:
-            self.meta[K.M_GONE_FLAGS] |= K.GONE_FULL  # remembers no more: the split is a bound
+        if self.meta[KL.M_GONE_CAP] >= self.max_forgotten:
+            self.meta[KL.M_GONE_FLAGS] |= KL.GONE_FULL  # remembers no more: the split is a bound
             return
         old = self._new_gone(2 * len(self.gone))
         K.regrow_gone(old, self.gone, self.meta)
@@ -113,13 +115,13 @@ class _Tracker:
         """Whether every forgotten block is remembered: the split of misses into first accesses and
         re-references beyond the horizon is exact (else first accesses are at most, and
         re-references beyond the horizon at least, what is counted)."""
-        return not int(self.meta[K.M_GONE_FLAGS]) & K.GONE_FULL
+        return not int(self.meta[KL.M_GONE_FLAGS]) & KL.GONE_FULL
 
     def grow(self) -> None:
         old_keys, old_live, old_meta = self.slot_keys, self.live, self.meta
         self._allocate(2 * self.max_tracked)
-        self.meta = np.zeros(K.META_SIZE, dtype=np.int64)
-        K.rebuild_into(
+        self.meta = np.zeros(KL.META_SIZE, dtype=np.int64)
+        slot_compaction.rebuild_into(
             old_keys,
             old_live,
             old_meta,
@@ -133,7 +135,7 @@ class _Tracker:
 
     @property
     def tracked(self) -> int:
-        return int(self.meta[K.M_TRACKED])
+        return int(self.meta[KL.M_TRACKED])
 
     def nbytes(self) -> int:
         """Bytes of state in use (histogram rows reserved beyond the tracked blocks are never touched)."""
@@ -188,8 +190,8 @@ class Analyzer(TimeSlotViews):
         self.coarse = SlotRing(coarse_seconds, coarse_slots, nb)
         self._scratch_blocks = np.zeros(nb, dtype=np.int64)
         self._scratch_tokens = np.zeros(nb, dtype=np.int64)
-        self._scratch_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
-        self.counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)  # all time
+        self._scratch_counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)
+        self.counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)  # all time
         self.requests = 0
         self.late_accesses = 0  # timestamps older than the current slot, counted in it
         self.first_time_at: float | None = None
@@ -279,8 +281,8 @@ class Analyzer(TimeSlotViews):
                 self.late_accesses += n
             first = fine.current
         t = self._t
-        t.meta[K.M_SLOT] = first
-        late_before = int(t.meta[K.M_LATE])
+        t.meta[KL.M_SLOT] = first
+        late_before = int(t.meta[KL.M_LATE])
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
         i: Int = 0
@@ -311,23 +313,23 @@ class Analyzer(TimeSlotViews):
                 self._scratch_counts,
                 out,
             )
-            reason = int(t.meta[K.M_REASON])
-            if reason == K.STOP_GROW:
+            reason = int(t.meta[KL.M_REASON])
+            if reason == KL.STOP_GROW:
                 t.grow()
                 continue
-            if reason == K.STOP_GROW_GONE:
+            if reason == KL.STOP_GROW_GONE:
                 t.grow_forgotten()
                 continue
             requests = (
                 int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
             )
             self._close_run(run_slot, requests)
-            if reason == K.STOP_DONE:
+            if reason == KL.STOP_DONE:
                 break
             # the kernel stopped at the first access of a later slot and made that slot current
-            run_start, run_slot = i, int(t.meta[K.M_SLOT])
+            run_start, run_slot = i, int(t.meta[KL.M_SLOT])
             self._clear_scratch()
-        self.late_accesses += int(t.meta[K.M_LATE]) - late_before
+        self.late_accesses += int(t.meta[KL.M_LATE]) - late_before
 
     def _clear_scratch(self) -> None:
         self._scratch_blocks[:] = 0
@@ -353,11 +355,11 @@ class Analyzer(TimeSlotViews):
 
     @property
     def accesses(self) -> int:
-        return int(self.counts[K.C_ACCESSES])
+        return int(self.counts[KL.C_ACCESSES])
 
     @property
     def tokens(self) -> int:
-        return int(self.counts[K.C_TOKENS])
+        return int(self.counts[KL.C_TOKENS])
 
     @property
     def tracked_blocks(self) -> int:
@@ -365,12 +367,12 @@ class Analyzer(TimeSlotViews):
 
     @property
     def forgotten_blocks(self) -> int:
-        return int(self._t.meta[K.M_EVICTED])
+        return int(self._t.meta[KL.M_EVICTED])
 
     def stack_keys(self) -> np.ndarray:
         """The tracked blocks' keys in LRU stack order, most recent first (kvset.core.partial_stack)."""
         t = self._t
-        lo, hi = int(t.meta[K.M_OLDEST]), int(t.meta[K.M_NOW])
+        lo, hi = int(t.meta[KL.M_OLDEST]), int(t.meta[KL.M_NOW])
         bits = np.unpackbits(t.live.view(np.uint8), bitorder="little")[lo:hi].astype(bool)
         return np.ascontiguousarray(t.slot_keys[lo:hi][bits][::-1])
 
@@ -378,15 +380,15 @@ class Analyzer(TimeSlotViews):
     def runs_taken(self) -> tuple[int, int]:
         """(runs of re-read blocks taken at once, the accesses taken in them), all time; each run
         starts from two accesses the per-block path took, not counted in it."""
-        return int(self._t.meta[K.M_RUNS]), int(self._t.meta[K.M_RUN_ACCESSES])
+        return int(self._t.meta[KL.M_RUNS]), int(self._t.meta[KL.M_RUN_ACCESSES])
 
     @property
     def first_time(self) -> int:
-        return int(self.counts[K.C_FIRST_TIME])
+        return int(self.counts[KL.C_FIRST_TIME])
 
     @property
     def beyond_horizon(self) -> int:
-        return int(self.counts[K.C_BEYOND])
+        return int(self.counts[KL.C_BEYOND])
 
     @property
     def misses_split_exact(self) -> bool:
@@ -396,7 +398,7 @@ class Analyzer(TimeSlotViews):
 
     @property
     def rereferences(self) -> int:
-        return int(self.counts[K.C_HITS])
+        return int(self.counts[KL.C_HITS])
 
     def memory_bytes(self) -> int:
         rings = sum(a.nbytes for r in (self.fine, self.coarse) for a in (r.blocks, r.tokens, r.counts))
@@ -410,7 +412,7 @@ class Analyzer(TimeSlotViews):
 
     def _exact_curve(self) -> HitRateCurve:
         t = self._t
-        maxd = int(t.meta[K.M_MAX_DISTANCE])
+        maxd = int(t.meta[KL.M_MAX_DISTANCE])
         caps = np.arange(1, maxd + 1, dtype=np.int64)
         return HitRateCurve(
             capacities=caps,
@@ -422,7 +424,7 @@ class Analyzer(TimeSlotViews):
             exact=True,
             window_seconds=None,
             beyond_horizon_blocks=self.beyond_horizon,
-            beyond_horizon_tokens=int(self.counts[K.C_BEYOND_TOKENS]),
+            beyond_horizon_tokens=int(self.counts[KL.C_BEYOND_TOKENS]),
         )
 
     # time slots, for views over time (windows, trends, churn): in TimeSlotViews

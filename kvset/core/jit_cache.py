@@ -19,6 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent  # kvset/
 # checks the list).
 COMPILED_MODULES = (
     "core/kernel.py",
+    "core/live_slots.py",
+    "core/slot_compaction.py",
     "core/fenwick.py",
     "core/hash_table.py",
     "core/intrinsics.py",
@@ -36,12 +38,15 @@ COMPILED_MODULES = (
     "engine/resident_set.py",
     "formats/scan.py",
 )
+# Modules without compiled functions whose constants numba compiles into the kernels as literals: a
+# change to them must drop the caches too.
+COMPILED_CONSTANTS = ("core/kernel_layout.py",)
 STAMP = PACKAGE / "core" / "__pycache__" / "compiled-sources.stamp"
 
 
 def sources_stamp() -> str:
     digest = hashlib.sha256()
-    for name in COMPILED_MODULES:
+    for name in COMPILED_MODULES + COMPILED_CONSTANTS:
         st = (PACKAGE / name).stat()
         digest.update(f"{name} {st.st_mtime_ns} {st.st_size}\n".encode())
     return digest.hexdigest()

@@ -19,43 +19,52 @@ from numba import njit
 from kvset.core import fenwick
 from kvset.core.hash_table import EMPTY, mix, table_delete, table_find, table_probe
 from kvset.core.intrinsics import popcount, prefetch
+from kvset.core.kernel_layout import (
+    BEYOND_HORIZON,
+    C_ACCESSES,
+    C_BEYOND,
+    C_BEYOND_TOKENS,
+    C_FIRST_TIME,
+    C_FIRST_TIME_TOKENS,
+    C_HITS,
+    C_TOKENS,
+    FIRST_TIME,
+    GONE_FULL,
+    GONE_HAS_EMPTY_KEY,
+    M_EVICTED,
+    M_GONE_CAP,
+    M_GONE_FILL,
+    M_GONE_FLAGS,
+    M_HORIZON,
+    M_LATE,
+    M_MAX_DISTANCE,
+    M_NOW,
+    M_OLDEST,
+    M_REASON,
+    M_RUN_ACCESSES,
+    M_RUNS,
+    M_SLOT,
+    M_TRACKED,
+    STOP_DONE,
+    STOP_GROW,
+    STOP_GROW_GONE,
+    STOP_NEXT_SLOT,
+)
 from kvset.core.kernel_types import Int
+from kvset.core.live_slots import (
+    SB_SHIFT,
+    WORDS_PER_SB,
+    live_between,
+    live_prefix,
+    live_test,
+    lowest_bit,
+    release_slot,
+)
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
+from kvset.core.slot_compaction import compact_by_table, compact_slots
 
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID  # the windowed histograms' grid, as compile-time constants
 
-# meta[] layout (int64)
-M_NOW = 0  # next free slot
-M_TRACKED = 1  # live slots == tracked blocks
-M_OLDEST = 2  # no live slot below this index
-M_HORIZON = 3
-M_EVICTED = 4  # blocks forgotten at the horizon, all time
-M_GONE_FLAGS = 5  # the forgotten set: GONE_FULL, GONE_HAS_EMPTY_KEY
-M_GONE_FILL = 6  # keys in the forgotten set's table
-M_COMPACTIONS = 7
-M_GONE_CAP = 8  # keys the forgotten set's table takes before it must grow
-M_SLOT = 9  # the fine time slot accesses are counted in
-M_LATE = 10  # accesses stamped before the current slot, all time
-M_REASON = 11  # why feed_kernel returned
-M_MAX_DISTANCE = 12  # largest stack distance seen: the exact curve's last capacity
-M_RUNS = 13  # runs taken at once, all time
-M_RUN_ACCESSES = 14  # accesses taken in those runs (not the two per-block ones each starts from)
-META_SIZE = 15
-
-STOP_DONE = 0
-STOP_GROW = 1
-STOP_NEXT_SLOT = 2
-STOP_GROW_GONE = 3  # the forgotten set is half full: grow it (or call it full)
-
-# counts[] layout (int64), accumulated per call
-C_ACCESSES = 0
-C_TOKENS = 1
-C_FIRST_TIME = 2
-C_BEYOND = 3
-C_HITS = 4  # re-references inside the horizon
-C_FIRST_TIME_TOKENS = 5
-C_BEYOND_TOKENS = 6
-COUNTS_SIZE = 7
 
 # Prefetching, in two stages, so that an access's dependent DRAM loads overlap the work of the
 # accesses before it: the hash-table cell of the key PREFETCH_CELL accesses ahead, then, once that
@@ -64,82 +73,12 @@ PREFETCH_CELL = 24
 PREFETCH_SLOT = 10
 HOMES_MASK = 31  # ring of home cells: a power of two above PREFETCH_CELL, minus one
 
-# distance codes written to `out`
-FIRST_TIME = 0
-BEYOND_HORIZON = -1
-
-# Live slots are bits in uint64 words, grouped in superblocks of 8 words (512 slots, one cache
-# line). The Fenwick tree counts live bits per superblock, so it is 512x smaller than the slot
-# array and stays in L1; inside a superblock the few words before a slot are popcounted.
-SB_SHIFT = 9  # slots per superblock = 2**9
-WORDS_PER_SB = 8
-
-
-@njit(inline="always")
-def _live_prefix(live: np.ndarray, fen: np.ndarray, p: Int) -> Int:
-    """Live slots in [0, p]."""
-    w = p >> 6
-    s = fenwick.prefix(fen, (p >> SB_SHIFT) - 1)
-    for k in range(w & ~(WORDS_PER_SB - 1), w):
-        s += popcount(live[k])
-    m = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (p & 63))
-    return s + popcount(live[w] & m)
-
-
-@njit(inline="always")
-def _live_between(live: np.ndarray, lo: Int, hi: Int) -> Int:
-    """Live slots in (lo, hi], lo < hi."""
-    wl, wh = lo >> 6, hi >> 6
-    above_lo = ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (lo & 63)))  # bits > lo in its word
-    upto_hi = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (hi & 63))  # bits <= hi in its word
-    if wl == wh:
-        return popcount(live[wl] & above_lo & upto_hi)
-    s = popcount(live[wl] & above_lo) + popcount(live[wh] & upto_hi)
-    for w in range(wl + 1, wh):
-        s += popcount(live[w])
-    return s
-
-
-@njit(inline="always")
-def _live_test(live: np.ndarray, p: Int) -> bool:
-    alive: bool = (live[p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != 0
-    return alive
-
-
-@njit(inline="always")
-def _live_clear(live: np.ndarray, fen: np.ndarray, p: Int) -> None:
-    live[p >> 6] &= ~(np.uint64(1) << np.uint64(p & 63))
-    fenwick.add(fen, p >> SB_SHIFT, -1)
-
-
-@njit(inline="always")
-def _live_build(live: np.ndarray, fen: np.ndarray, j: Int) -> None:
-    """Slots 0..j-1 live, all others free; Fenwick rebuilt in linear time."""
-    live[:] = 0
-    full = j >> 6
-    live[:full] = np.uint64(0xFFFFFFFFFFFFFFFF)
-    if j & 63:
-        live[full] = (np.uint64(1) << np.uint64(j & 63)) - np.uint64(1)
-    n = fen.shape[0] - 1
-    fen[:] = 0
-    for i in range(1, n + 1):
-        c: Int = 0
-        for k in range((i - 1) * WORDS_PER_SB, min(i * WORDS_PER_SB, live.shape[0])):
-            c += popcount(live[k])
-        fen[i] += c
-        q = i + (i & (-i))
-        if q <= n:
-            fen[q] += fen[i]
-
-
 # The forgotten set: every block forgotten at the horizon, exactly, so that a miss is called a
 # re-reference beyond the horizon only for a block really seen before (a Bloom filter's false "seen"
 # made first accesses into re-references). Open addressing over uint64 keys with EMPTY marking a free
 # cell; the one key equal to EMPTY is a flag. Kept at most half full: the kernel stops
 # (STOP_GROW_GONE) for the analyzer to double it, until its budget, after which it is full
 # (GONE_FULL) and remembers no more: the split of misses is then a bound, and said to be.
-GONE_FULL = 1  # meta[M_GONE_FLAGS] bits
-GONE_HAS_EMPTY_KEY = 2
 
 
 @njit(inline="always")
@@ -185,118 +124,10 @@ def regrow_gone(old: np.ndarray, new: np.ndarray, meta: np.ndarray) -> None:
             gone_add(new, meta, k)
 
 
-@njit(nogil=True, cache=True)
-def compact_slots(
-    table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
-) -> None:
-    """Renumber live slots to 0..tracked-1 in recency order and rebuild the Fenwick tree."""
-    now = meta[M_NOW]
-    j = 0
-    for s in range(meta[M_OLDEST], now):
-        if _live_test(live, s):
-            key = slot_keys[s]
-            slot_keys[j] = key
-            h = table_find(table, mask, key)
-            table[2 * h + 1] = np.uint64(j)
-            j += 1
-    _live_build(live, fen, j)
-    meta[M_NOW] = j
-    meta[M_OLDEST] = 0
-    meta[M_COMPACTIONS] += 1
-
-
-@njit(nogil=True, cache=True)
-def compact_by_table(
-    table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
-) -> None:
-    """compact_slots for state that runs have moved blocks in (the table may say a freed slot).
-
-    Instead of one hash lookup per tracked block (a cache miss each), three sequential passes:
-    freed slots that a run moved on are made to say their block's live slot directly (from the
-    top down, so a chain of moves collapses in one pass), the table's cells are renumbered in
-    place by the rank of that live slot, and the keys move down."""
-    now = meta[M_NOW]
-    unow = np.uint64(now)
-    for s in range(now - 1, -1, -1):
-        if not _live_test(live, s):
-            t = slot_keys[s]
-            # a freed slot a run moved on says a later slot; others say a key, and no table entry
-            # leads to them, so whatever is written there is never read
-            if t > np.uint64(s) and t < unow and not _live_test(live, np.int64(t)):
-                slot_keys[s] = slot_keys[np.int64(t)]
-    nwords = (now + 63) >> 6
-    rank = np.empty(nwords + 1, dtype=np.int64)  # live slots in the words before
-    rank[0] = 0
-    for w in range(nwords):
-        rank[w + 1] = rank[w] + popcount(live[w])
-    for c in range(mask + 1):
-        v = table[2 * c + 1]
-        if v != EMPTY:
-            q = np.int64(v)
-            if not _live_test(live, q):
-                q = np.int64(slot_keys[q])
-            below = (np.uint64(1) << np.uint64(q & 63)) - np.uint64(1)
-            table[2 * c + 1] = np.uint64(rank[q >> 6] + popcount(live[q >> 6] & below))
-    j = 0
-    for s in range(meta[M_OLDEST], now):
-        if _live_test(live, s):
-            slot_keys[j] = slot_keys[s]
-            j += 1
-    _live_build(live, fen, j)
-    meta[M_NOW] = j
-    meta[M_OLDEST] = 0
-    meta[M_COMPACTIONS] += 1
-
-
-@njit(nogil=True, cache=True)
-def rebuild_into(
-    old_slot_keys: np.ndarray,
-    old_live: np.ndarray,
-    old_meta: np.ndarray,
-    table: np.ndarray,
-    mask: Int,
-    slot_keys: np.ndarray,
-    live: np.ndarray,
-    fen: np.ndarray,
-    meta: np.ndarray,
-) -> None:
-    """Move the tracked blocks, in recency order, into freshly allocated (larger) state."""
-    j = 0
-    for s in range(old_meta[M_OLDEST], old_meta[M_NOW]):
-        if _live_test(old_live, s):
-            key = old_slot_keys[s]
-            h = -table_find(table, mask, key) - 1
-            table[2 * h] = key
-            table[2 * h + 1] = np.uint64(j)
-            slot_keys[j] = key
-            j += 1
-    _live_build(live, fen, j)
-    meta[:] = old_meta
-    meta[M_NOW] = j
-    meta[M_OLDEST] = 0
-
-
-@njit(inline="always")
-def _release(live: np.ndarray, fen: np.ndarray, pend: np.uint64, now: Int, p: Int) -> np.uint64:
-    """Free slot p; a bit still pending in the newest word never reached the tree. Returns pend."""
-    bit = np.uint64(1) << np.uint64(p & 63)
-    if (p >> 6) == (now >> 6) and (pend & bit):
-        live[p >> 6] &= ~bit
-        return pend & ~bit
-    _live_clear(live, fen, p)
-    return pend
-
-
-@njit(inline="always")
-def _lowest_bit(x: np.uint64) -> Int:
-    """Index of the lowest set bit of x (x != 0)."""
-    return popcount((x & (~x + np.uint64(1))) - np.uint64(1))
-
-
 @njit(inline="always")
 def _resolve(live: np.ndarray, slot_keys: np.ndarray, p: Int) -> Int:
     """The live slot of a block whose table entry says p: a run moved it on from p if p is free."""
-    while not _live_test(live, p):
+    while not live_test(live, p):
         p = np.int64(slot_keys[p])
     return p
 
@@ -360,7 +191,7 @@ def _extend_run(
             ahead = word
             if ahead == 0:
                 break
-        b = _lowest_bit(ahead)
+        b = lowest_bit(ahead)
         nq = (w << 6) + b
         if nq >= limit or slot_keys[nq] != keys[j]:
             break
@@ -519,14 +350,14 @@ def feed_kernel(
             p = _resolve(live, slot_keys, np.int64(table[2 * h + 1]))
             if run_p >= 0 and p > run_p and (p >> 6) - (run_p >> 6) <= WORDS_PER_SB:
                 # the previous hit's slot was just below: count up from its prefix, no tree query
-                between = _live_between(live, run_p, p)
+                between = live_between(live, run_p, p)
                 prefix = run_prefix - 1 + between
                 in_run = between == 1 and last_hit == i - 1
             else:
                 if freed and (p >> SB_SHIFT) > freed_sb:  # the query reads the tree below p's superblock
                     fenwick.add(fen, freed_sb, -freed)
                     freed = 0
-                prefix = _live_prefix(live, fen, p)
+                prefix = live_prefix(live, fen, p)
             d = tracked - prefix + 1
             if d > max_d:
                 max_d = d
@@ -564,13 +395,13 @@ def feed_kernel(
                     break
                 # forget the least recently used tracked block (stack position H)
                 s = meta[M_OLDEST]
-                while not _live_test(live, s):
+                while not live_test(live, s):
                     if (live[s >> 6] >> np.uint64(s & 63)) == 0:
                         s = (s | 63) + 1  # rest of this word is free
                     else:
                         s += 1
                 old = slot_keys[s]
-                pend = _release(live, fen, pend, now, s)
+                pend = release_slot(live, fen, pend, now, s)
                 run_p = -1  # a slot below the last hit's is gone: its prefix changed
                 meta[M_OLDEST] = s + 1
                 table_delete(table, mask, table_find(table, mask, old))

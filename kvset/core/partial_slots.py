@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
 from kvset.core.slots import SlotRing
@@ -45,7 +45,7 @@ class SpillRing(SlotRing):
         super().__init__(width, n_slots, n_buckets)
         self.spill_blocks = np.zeros(n_buckets, dtype=np.int64)
         self.spill_tokens = np.zeros(n_buckets, dtype=np.int64)
-        self.spill_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
+        self.spill_counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)
         self.spill_requests = 0
 
     def advance(self, slot: int) -> int:
@@ -100,7 +100,7 @@ def empty_ring(width: float, n_slots: int, n_buckets: int) -> RingState:
         width=float(width),
         blocks=np.zeros((n_slots + 1, n_buckets), dtype=np.int64),
         tokens=np.zeros((n_slots + 1, n_buckets), dtype=np.int64),
-        counts=np.zeros((n_slots + 1, K.COUNTS_SIZE), dtype=np.int64),
+        counts=np.zeros((n_slots + 1, KL.COUNTS_SIZE), dtype=np.int64),
         requests=np.zeros(n_slots + 1, dtype=np.int64),
         ids=np.full(n_slots, NO_SLOT, dtype=np.int64),
         current=NO_SLOT,
@@ -179,16 +179,16 @@ def _resolve_in_slots(
             continue
         r = rows[i]
         tok = tokens[i]
-        counts[r, K.C_FIRST_TIME] -= 1
-        counts[r, K.C_FIRST_TIME_TOKENS] -= tok
+        counts[r, KL.C_FIRST_TIME] -= 1
+        counts[r, KL.C_FIRST_TIME_TOKENS] -= tok
         if d > 0:
             q = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
             blocks[r, q] += 1
             token_hist[r, q] += tok
-            counts[r, K.C_HITS] += 1
+            counts[r, KL.C_HITS] += 1
         else:
-            counts[r, K.C_BEYOND] += 1
-            counts[r, K.C_BEYOND_TOKENS] += tok
+            counts[r, KL.C_BEYOND] += 1
+            counts[r, KL.C_BEYOND_TOKENS] += tok
 
 
 @dataclass(frozen=True, eq=False)

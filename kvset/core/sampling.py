@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvset.core import hash_table as HT
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
 from kvset.core import sampling_slots as SS
@@ -282,7 +282,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         self.coarse = SlotRing(coarse_seconds, coarse_slots, nb)
         self._scratch_blocks = np.zeros(nb, dtype=np.int64)
         self._scratch_tokens = np.zeros(nb, dtype=np.int64)
-        self._scratch_counts = np.zeros(K.COUNTS_SIZE, dtype=np.int64)
+        self._scratch_counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)
         # a batch's sampled accesses (index, position band, key), gathered before the kernel handles them
         self._found = np.empty(0, dtype=np.int64)
         self._found_band = np.empty(0, dtype=np.int64)

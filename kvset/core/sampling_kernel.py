@@ -36,7 +36,7 @@ from numba import njit
 from kvset.core import fenwick
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.sampling_filter import (
@@ -79,9 +79,9 @@ META_SIZE = 19
 NO_SLOT = np.iinfo(np.int64).min
 WEIGHT_ONE = 1 << 16  # fixed point of the weights: room for 1e14 accesses in an int64
 
-STOP_DONE = K.STOP_DONE
-STOP_GROW = K.STOP_GROW
-STOP_NEXT_SLOT = K.STOP_NEXT_SLOT
+STOP_DONE = KL.STOP_DONE
+STOP_GROW = KL.STOP_GROW
+STOP_NEXT_SLOT = KL.STOP_NEXT_SLOT
 STOP_EVICT = 3  # fixed size: a new block would exceed the size limit
 
 # sampled[group, band, kind, unit] (float64, weighted): kinds
@@ -315,8 +315,8 @@ def sampled_feed_kernel(
                     if di > horizon:
                         sampled[grp, b, T_BEYOND, 0] += w
                         sampled[grp, b, T_BEYOND, 1] += wt
-                        counts[K.C_BEYOND] += ring_w
-                        counts[K.C_BEYOND_TOKENS] += ring_wt
+                        counts[KL.C_BEYOND] += ring_w
+                        counts[KL.C_BEYOND_TOKENS] += ring_wt
                     else:
                         if di > max_d:
                             max_d = di
@@ -329,15 +329,15 @@ def sampled_feed_kernel(
                         bucket_blocks[q] += ring_w
                         if token_planes:
                             bucket_tokens[q] += ring_wt
-                        counts[K.C_HITS] += ring_w
+                        counts[KL.C_HITS] += ring_w
                 else:
                     cell = -cell - 1
                     table[2 * cell] = key
                     tracked += 1
                     sampled[grp, b, T_FIRST_TIME, 0] += w
                     sampled[grp, b, T_FIRST_TIME, 1] += wt
-                    counts[K.C_FIRST_TIME] += ring_w
-                    counts[K.C_FIRST_TIME_TOKENS] += ring_wt
+                    counts[KL.C_FIRST_TIME] += ring_w
+                    counts[KL.C_FIRST_TIME_TOKENS] += ring_wt
                 sampled[grp, b, T_ACCESSES, 0] += w
                 sampled[grp, b, T_ACCESSES, 1] += wt
                 slot_key[now] = key
@@ -384,8 +384,8 @@ def sampled_feed_kernel(
                     band_counts[b, 0] += e - a
                     band_counts[b, 1] += t_sum
                     seg_tokens += t_sum
-                counts[K.C_ACCESSES] += SCALE * (seg_end - x)
-                counts[K.C_TOKENS] += SCALE * seg_tokens
+                counts[KL.C_ACCESSES] += SCALE * (seg_end - x)
+                counts[KL.C_TOKENS] += SCALE * seg_tokens
                 x = seg_end
         if per_access and not ordered:  # in order, nothing is stamped before its slot
             late = 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core.curve import HitRateCurve
 
 
@@ -25,7 +25,7 @@ class SlotRing:
         self.n_slots = int(n_slots)
         self.blocks = np.zeros((n_slots, n_buckets), dtype=np.int64)
         self.tokens = np.zeros((n_slots, n_buckets), dtype=np.int64)
-        self.counts = np.zeros((n_slots, K.COUNTS_SIZE), dtype=np.int64)
+        self.counts = np.zeros((n_slots, KL.COUNTS_SIZE), dtype=np.int64)
         self.requests = np.zeros(n_slots, dtype=np.int64)
         self.slot_ids = np.full(n_slots, np.iinfo(np.int64).min, dtype=np.int64)
         self.current: int | None = None  # absolute index of the newest slot
@@ -70,7 +70,7 @@ class SlotRing:
         n = min(self.n_slots, max(1, math.ceil(seconds / self.width)))
         end = -1 if self.current is None else self.current
         want = np.arange(end - n + 1, end + 1)
-        counts = np.zeros((n, K.COUNTS_SIZE), dtype=np.int64)
+        counts = np.zeros((n, KL.COUNTS_SIZE), dtype=np.int64)
         requests = np.zeros(n, dtype=np.int64)
         blocks = np.zeros((n, self.blocks.shape[1]), dtype=np.int64)
         tokens = np.zeros_like(blocks)
@@ -122,20 +122,20 @@ class SlotSeries:
 
     @property
     def accesses(self) -> np.ndarray:
-        return self.counts[:, K.C_ACCESSES]
+        return self.counts[:, KL.C_ACCESSES]
 
     @property
     def first_time(self) -> np.ndarray:
-        return self.counts[:, K.C_FIRST_TIME]
+        return self.counts[:, KL.C_FIRST_TIME]
 
     @property
     def rereferences(self) -> np.ndarray:
         """Accesses that were hits inside the horizon."""
-        return self.counts[:, K.C_HITS]
+        return self.counts[:, KL.C_HITS]
 
     @property
     def beyond_horizon(self) -> np.ndarray:
-        return self.counts[:, K.C_BEYOND]
+        return self.counts[:, KL.C_BEYOND]
 
     def block_hits_at(self, capacity: int) -> np.ndarray:
         """Per slot, the block hits of an LRU cache of `capacity` (on the grid: at the largest grid
@@ -234,11 +234,11 @@ def grid_curve(
         capacities=grid[keep].copy(),
         block_hits=np.cumsum(blocks)[keep],
         token_hits=np.cumsum(tokens)[keep],
-        accesses=int(counts[K.C_ACCESSES]),
-        tokens=int(counts[K.C_TOKENS]),
+        accesses=int(counts[KL.C_ACCESSES]),
+        tokens=int(counts[KL.C_TOKENS]),
         horizon=horizon,
         exact=False,
         window_seconds=window,
-        beyond_horizon_blocks=int(counts[K.C_BEYOND]),
-        beyond_horizon_tokens=int(counts[K.C_BEYOND_TOKENS]),
+        beyond_horizon_blocks=int(counts[KL.C_BEYOND]),
+        beyond_horizon_tokens=int(counts[KL.C_BEYOND_TOKENS]),
     )

@@ -23,6 +23,19 @@ def test_every_module_with_compiled_functions_is_listed():
     assert found == set(jit_cache.COMPILED_MODULES)
 
 
+def test_the_constants_stamped_with_them_are_what_the_kernels_import():
+    # numba freezes a global constant into the machine code: its module is stamped like a compiled one
+    package = ROOT / "kvset"
+    compiled = "\n".join((package / name).read_text() for name in jit_cache.COMPILED_MODULES)
+    for name in jit_cache.COMPILED_CONSTANTS:
+        module = name.removesuffix(".py").replace("/", ".")
+        assert (
+            f"kvset.{module} import" in compiled
+            or f"from kvset.{module.rsplit('.', 1)[0]} import {module.rsplit('.', 1)[1]}" in compiled
+        )
+        assert "def " not in (package / name).read_text()  # constants only: a function would be compiled
+
+
 @pytest.fixture
 def package_copy(tmp_path, monkeypatch):
     """The compiled modules and fake caches of them in a copy, with jit_cache pointed at it."""
@@ -35,6 +48,8 @@ def package_copy(tmp_path, monkeypatch):
         stem = Path(name).stem
         for suffix in ("py311.nbi", "py311.1.nbc"):
             (cache / f"{stem}.some_function-10.{suffix}").write_bytes(b"x")
+    for name in jit_cache.COMPILED_CONSTANTS:
+        shutil.copy(ROOT / "kvset" / name, copy / name)
     (copy / "core" / "__pycache__" / "analyzer.cpython-311.pyc").write_bytes(b"x")  # not numba's
     monkeypatch.setattr(jit_cache, "PACKAGE", copy)
     monkeypatch.setattr(jit_cache, "STAMP", copy / "core" / "__pycache__" / "compiled-sources.stamp")
@@ -45,7 +60,8 @@ def caches(copy: Path) -> list[str]:
     return sorted(p.name for p in copy.rglob("*.nb[ic]"))
 
 
-def test_a_change_to_any_compiled_module_drops_every_modules_cache(package_copy):
+@pytest.mark.parametrize("changed", ["core/kernel.py", "core/kernel_layout.py"])
+def test_a_change_to_any_compiled_module_drops_every_modules_cache(package_copy, changed):
     assert jit_cache.drop_stale_caches()  # no stamp yet: the caches may be from any source
     assert (
         caches(package_copy) == [] and (package_copy / "core/__pycache__/analyzer.cpython-311.pyc").exists()
@@ -56,7 +72,7 @@ def test_a_change_to_any_compiled_module_drops_every_modules_cache(package_copy)
         ).write_bytes(b"x")
     assert not jit_cache.drop_stale_caches()  # nothing changed: kept
     assert len(caches(package_copy)) == len(jit_cache.COMPILED_MODULES)
-    kernel = package_copy / "core" / "kernel.py"  # only the module the others inline changes
+    kernel = package_copy / changed  # only a module the others inline, or their constants, changes
     kernel.write_text(kernel.read_text() + "\n# changed\n")
     os.utime(kernel, ns=(kernel.stat().st_atime_ns, kernel.stat().st_mtime_ns + 10**9))
     assert jit_cache.drop_stale_caches()

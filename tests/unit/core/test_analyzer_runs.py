@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_stack_distances
 from tests.support.prefix_traces import conversations_trace
@@ -167,4 +167,4 @@ def test_runs_stay_exact_while_the_slots_are_compacted_under_them():
     assert d.tolist() == naive_stack_distances(keys)
     _same_figures(runs, blocks)
     assert runs.runs_taken[1] > 0.9 * len(keys)
-    assert runs._t.meta[K.M_COMPACTIONS] > 5
+    assert runs._t.meta[KL.M_COMPACTIONS] > 5

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core.analyzer import Analyzer
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.naive import naive_curve, naive_stack_distances
@@ -18,7 +18,7 @@ def test_compaction_and_growth_keep_distances_exact():
     keys = _zipf_trace(20_000, 3_000, 1)
     a = Analyzer(horizon=1 << 20, initial_tracked=1)
     d = a.feed(keys, timestamps=0.0, return_distances=True)
-    assert a._t.meta[K.M_COMPACTIONS] >= 5
+    assert a._t.meta[KL.M_COMPACTIONS] >= 5
     assert a._t.max_tracked >= len(set(keys.tolist()))
     assert d.tolist() == naive_stack_distances(keys.tolist())
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.core import kernel as K
+from kvset.core import kernel_layout as KL
 from kvset.core.analyzer import Analyzer
 from kvset.core.partial_stack import PartitionAnalyzer, empty_stack, merge
 from kvset.core.partial_stack import array_batch as batch_of
@@ -79,9 +79,9 @@ def _same_curve(c, m, split_exact):
 def _misses_together(counts):
     """The counters with the misses' split (first access or beyond the horizon) summed."""
     c = np.array(counts, dtype=np.int64, copy=True)
-    c[:, K.C_FIRST_TIME] += c[:, K.C_BEYOND]
-    c[:, K.C_FIRST_TIME_TOKENS] += c[:, K.C_BEYOND_TOKENS]
-    c[:, [K.C_BEYOND, K.C_BEYOND_TOKENS]] = 0
+    c[:, KL.C_FIRST_TIME] += c[:, KL.C_BEYOND]
+    c[:, KL.C_FIRST_TIME_TOKENS] += c[:, KL.C_BEYOND_TOKENS]
+    c[:, [KL.C_BEYOND, KL.C_BEYOND_TOKENS]] = 0
     return c
 
 
