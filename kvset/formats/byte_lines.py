@@ -14,8 +14,9 @@ from typing import BinaryIO
 import numpy as np
 
 from kvset.formats.byte_input import INFLATE_ERRORS, INPUT_ENDS_EARLY, TraceError
+from kvset.formats.parsed_requests import ParsedRequests
 from kvset.formats.scan import END, count_mismatches, line_end, scan_lines, split_tokens_into
-from kvset.formats.trace_lines import TIME_UNITS_PER_SECOND, ParsedRequests, TraceLineParser
+from kvset.formats.trace_lines import TIME_UNITS_PER_SECOND, TraceLineParser
 from kvset.units import FLOOR
 
 CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk: whole lines, however many

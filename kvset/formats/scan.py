@@ -337,7 +337,7 @@ def scan_lines(
 def split_tokens_into(counts, input_lengths, block, tokens):
     """Tokens of each access: full blocks of `block`, the last one partial, none past input_length.
 
-    The same split as kvset.formats.trace_lines.split_tokens, without its temporaries.
+    The same split as kvset.formats.parsed_requests.split_tokens, without its temporaries.
     """
     j = 0
     for r in range(counts.shape[0]):

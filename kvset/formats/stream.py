@@ -27,7 +27,8 @@ from kvset.formats.block_size import (
 )
 from kvset.formats.byte_input import open_trace_input
 from kvset.formats.byte_lines import read_chunks
-from kvset.formats.trace_lines import ParsedRequests, TraceLineParser
+from kvset.formats.parsed_requests import ParsedRequests
+from kvset.formats.trace_lines import TraceLineParser
 from kvset.formats.traces import no_request_error, recount_mismatches, warning_notes, with_block_size
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch, PrincipalNames

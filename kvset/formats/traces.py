@@ -22,14 +22,8 @@ from kvset.formats.byte_input import (
     open_trace_input,
 )
 from kvset.formats.byte_lines import read_chunks
-from kvset.formats.trace_lines import (
-    FORMATS,
-    ParsedRequests,
-    RequestArrays,
-    TraceLineParser,
-    detect_format,
-    split_tokens,
-)
+from kvset.formats.parsed_requests import ParsedRequests, RequestArrays, split_tokens
+from kvset.formats.trace_lines import FORMATS, TraceLineParser, detect_format
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
 from kvset.types import AccessBatch, PrincipalNames
@@ -64,7 +58,7 @@ class Trace(RequestArrays):
     notes: list[str]  # what the reader decided that the user should know
     warnings: RejectCounter = field(default_factory=RejectCounter)  # requests kept despite a doubtful field
     request_lines: np.ndarray | None = None  # int64 line number of each request (same order)
-    # each request's principal ids (kvset.formats.trace_lines.ParsedRequests), None: none named
+    # each request's principal ids (kvset.formats.parsed_requests.ParsedRequests), None: none named
     request_principals: np.ndarray | None = None
     principal_names: PrincipalNames | None = None
     parse_seconds: float = 0.0
