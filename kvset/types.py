@@ -235,6 +235,19 @@ class SourceHealth:
     # Counts as numbers where `details` says them in words: batches_lost, sequence_gaps (KV events),
     # backlog_batches, backlog_accesses (waiting, not analysed yet).
     counts: tuple[tuple[str, int], ...] = ()
+    # A down source that will try again: seconds from when this health was made to the next try
+    # (0: due now). None: not retrying. Kept out of `state`, which a report that is ending
+    # (`--once`) shows without a promise it will not keep.
+    retry_in: float | None = None
+
+    def status(self) -> str:
+        """The state, with when a down source tries again: what a live screen or progress line shows."""
+        if self.retry_in is None:
+            return self.state
+        if self.retry_in < 0.05:  # due: "retry in 0.0 s" would read as a wait
+            return f"{self.state}, retrying now"
+        when = f"{self.retry_in:.0f}" if self.retry_in >= 1 else f"{self.retry_in:.1f}"
+        return f"{self.state}, retry in {when} s"
 
     def __post_init__(self) -> None:
         _escape_fields(self, "source", "kind", "state", "address")

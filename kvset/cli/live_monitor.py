@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -209,9 +208,6 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
     )
 
 
-RETRY_PROMISE = re.compile(r", retry(?:ing now| in [0-9.]+ s)$")  # what a down source's state ends with
-
-
 def source_failure(health: SourceHealth) -> str | None:
     """Why a source gave nothing a report can use, or None when it delivered something.
 
@@ -224,8 +220,9 @@ def source_failure(health: SourceHealth) -> str | None:
     delivered = health.accesses > 0 or health.received > 0
     if delivered and not health.state.startswith("failed"):
         return None
-    # `--once` is ending: a promised retry will not come; and a reason the state already says, once
-    state = RETRY_PROMISE.sub("", health.state)
+    # `--once` is ending: the state without its promised retry (SourceHealth.status), and a reason
+    # the state already says, once
+    state = health.state
     reasons = (
         [state] + [r.reason for r in health.rejected[:1] if r.reason not in state] + list(health.notes[:1])
     )

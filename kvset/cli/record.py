@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             now = time.monotonic()
             if not args.quiet and now >= next_progress and health is not None:
                 _say(
-                    f"{health.state}: {plural(recorder.requests, 'request')}, "
+                    f"{health.status()}: {plural(recorder.requests, 'request')}, "
                     f"{plural(recorder.accesses, 'access', 'accesses')} recorded"
                 )
                 next_progress = now + _PROGRESS_EVERY_S

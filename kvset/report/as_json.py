@@ -49,6 +49,7 @@ def _source_json(h: Any) -> Json:
         "kind": h.kind,
         "connected": h.connected,
         "state": h.state,
+        "retry_in_s": h.retry_in,
         "last_data_at": h.last_data_at,
         "received": h.received,
         "accesses": h.accesses,

@@ -325,13 +325,10 @@ class MetricsSource(Source):
 
     def health(self, waiting_for_response: bool = False) -> SourceHealth:
         now = self.clock.wall()
+        retry_in = None
         if self.last_error is not None:
-            retry = max(0.0, self._next_at - now)
-            if retry < 0.05:  # due: "retry in 0.0 s" would read as a wait
-                state = f"down: {self.last_error}, retrying now"
-            else:
-                when = f"{retry:.0f}" if retry >= 1 else f"{retry:.1f}"
-                state = f"down: {self.last_error}, retry in {when} s"
+            retry_in = max(0.0, self._next_at - now)
+            state = f"down: {self.last_error}"
             connected = False
         elif self.good_polls == 0:
             state = "connecting" if waiting_for_response else "waiting for first poll"
@@ -362,4 +359,5 @@ class MetricsSource(Source):
             rejected=self.rejects.summary(),
             notes=tuple(notes),
             details=details,
+            retry_in=retry_in,
         )

@@ -44,7 +44,7 @@ def source_lines(
     head.append(f"{dot} ", style=colour)
     head.append(one_line(health.source), style="bold")
     head.append(" · ")
-    head.append(one_line(health.state), style=colour if not health.connected or health.finished else "")
+    head.append(one_line(health.status()), style=colour if not health.connected or health.finished else "")
     facts = Text(no_wrap=True, overflow="ellipsis")
     age = now - health.last_data_at if health.last_data_at is not None else None
     facts.append(f"data {fmt.age(age)}{' ago' if age is not None else ''}", style=p.rich("muted"))
@@ -72,7 +72,7 @@ def source_lines(
         name = Text.assemble(
             (f"{dot} ", colour), (one_line(health.source), "bold"), no_wrap=True, overflow="ellipsis"
         )
-        state = textwrap.wrap(one_line(health.state), max(10, width - 2))
+        state = textwrap.wrap(one_line(health.status()), max(10, width - 2))
         if len(state) > MAX_STATE_LINES:
             state = [*state[: MAX_STATE_LINES - 1], " ".join(state[MAX_STATE_LINES - 1 :])]
         wrapped = [Text("  " + part, style=colour, no_wrap=True, overflow="ellipsis") for part in state]

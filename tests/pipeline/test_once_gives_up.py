@@ -47,14 +47,21 @@ def test_collect_ends_when_every_source_is_dead_long_before_its_deadline():
     assert states[1].startswith("down: connection refused")
 
 
-def _health(kind: str, state: str, received: int = 0) -> SourceHealth:
+def _health(kind: str, state: str, received: int = 0, retry_in: float | None = None) -> SourceHealth:
     return SourceHealth(
-        source=kind, kind=kind, connected=False, state=state, last_data_at=None, received=received, accesses=0
+        source=kind,
+        kind=kind,
+        connected=False,
+        state=state,
+        last_data_at=None,
+        received=received,
+        accesses=0,
+        retry_in=retry_in,
     )
 
 
 def test_a_source_still_connecting_or_delivering_keeps_once_listening():
-    dead = _health("metrics", "down: connection refused, retry in 2 s")
+    dead = _health("metrics", "down: connection refused", retry_in=2.0)
     assert all_sources_dead([dead, _health("events", "no publisher answered on tcp://x:1: ...")])
     assert not all_sources_dead([dead, _health("events", "connecting")])
     assert not all_sources_dead([dead, _health("events", "down: disconnected, reconnecting", received=3)])

@@ -157,7 +157,8 @@ def metrics_down_health(last_good_at: float) -> SourceHealth:
         source=f"metrics {METRICS_URL}",
         kind="metrics",
         connected=False,
-        state="down: connection refused, retry in 8 s",
+        state="down: connection refused",
+        retry_in=8.0,
         last_data_at=last_good_at,
         received=31,
         rejected=(
