@@ -153,7 +153,7 @@ def snapshot_text(snapshot: Snapshot, window: str = "all", mode: str | None = No
     for h in s.sources:
         flag = "connected" if h.connected else "not connected"
         lines.append(
-            f"  source: {h.source}: {h.status()} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
+            f"  source: {h.source}: {h.state} ({flag}); {plural(h.accesses, 'access', 'accesses')}, "
             f"{h.rejected_total:,} rejected"
         )
         for r in h.rejected[:3]:
