@@ -13,6 +13,15 @@ from kvset.core.kernel_types import Int
 from kvset.core.live_slots import live_build, live_test
 
 
+@njit(inline="always")
+def _compacted(live: np.ndarray, fen: np.ndarray, meta: np.ndarray, tracked: Int) -> None:
+    """Slots 0..tracked-1 live, the next free one after them: the end of either compaction."""
+    live_build(live, fen, tracked)
+    meta[M_NOW] = tracked
+    meta[M_OLDEST] = 0
+    meta[M_COMPACTIONS] += 1
+
+
 @njit(nogil=True, cache=True)
 def compact_slots(
     table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
@@ -27,10 +36,7 @@ def compact_slots(
             h = table_find(table, mask, key)
             table[2 * h + 1] = np.uint64(j)
             j += 1
-    live_build(live, fen, j)
-    meta[M_NOW] = j
-    meta[M_OLDEST] = 0
-    meta[M_COMPACTIONS] += 1
+    _compacted(live, fen, meta, j)
 
 
 @njit(nogil=True, cache=True)
@@ -70,10 +76,7 @@ def compact_by_table(
         if live_test(live, s):
             slot_keys[j] = slot_keys[s]
             j += 1
-    live_build(live, fen, j)
-    meta[M_NOW] = j
-    meta[M_OLDEST] = 0
-    meta[M_COMPACTIONS] += 1
+    _compacted(live, fen, meta, j)
 
 
 @njit(nogil=True, cache=True)
