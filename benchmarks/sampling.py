@@ -33,7 +33,8 @@ import numpy as np
 from benchmarks.memory import PeakMemory
 from benchmarks.trace import BenchTrace, load_trace, make_trace, save_trace, split_batches
 from kvset.core.analyzer import Analyzer
-from kvset.core.sampling import SampledAnalyzer, sample_filter
+from kvset.core.sampling import SampledAnalyzer
+from kvset.core.sampling_filter import sample_filter
 from kvset.core.stack_distance import Sampling, new_analyzer
 from kvset.formats import read_trace
 from kvset.units import StreamUnits

@@ -18,8 +18,8 @@ import numpy as np
 
 from benchmarks.sampling import CAPACITIES, ISSUE_SHAPE, RATE
 from benchmarks.trace import BenchTrace, make_trace, split_batches
-from kvset.core import sampling as S
 from kvset.core import sampling_kernel as SK
+from kvset.core import sampling_rates as S
 from kvset.core.analyzer import Analyzer
 from kvset.core.sampling import SampledAnalyzer
 from kvset.units import StreamUnits

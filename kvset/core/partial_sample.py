@@ -41,19 +41,17 @@ from kvset.core.feed_args import request_starts_array, reverse_within_requests, 
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.partial_stack import array_batch, array_units
-from kvset.core.sampling import (
+from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
+from kvset.core.sampling_filter import band_thresholds, priority_hash
+from kvset.core.sampling_rates import (
     BANDS,
-    EstimatedCounts,
     band_rates,
-    estimated_count,
     head_for_rate,
     head_shifts,
     limit_rate,
     rate_limit,
     seed_salt,
 )
-from kvset.core.sampling_curve import post_stratified_curve
-from kvset.core.sampling_filter import band_thresholds, priority_hash
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 

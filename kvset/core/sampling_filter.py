@@ -11,11 +11,13 @@ the timestamps on the way. The search for a slot's end is here too.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from numba import njit
 
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 from kvset.core.kernel_types import Int
+from kvset.core.sampling_rates import rate_limit, seed_salt
 
 CHUNK = 64  # accesses tested into one mask word
 PREFETCH_KEYS = (
@@ -307,3 +309,11 @@ def first_at_or_after_sorted(stamps: np.ndarray, x: Int, stop: Int, t_end: float
     while g > x and stamps[g - 1] >= t_end:
         g -= 1
     return g
+
+
+def sample_filter(keys: npt.ArrayLike, rate: float, seed: int = 0) -> np.ndarray:
+    """SHARDS' filter: True for the keys kept at `rate` with `seed` (hash(key) < rate x 2^64).
+
+    The same rule the sampled analyzer applies to blocks past the request heads."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    return keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)

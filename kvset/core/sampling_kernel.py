@@ -75,7 +75,9 @@ S_FINE_CURRENT = 15  # the rings' newest slots (NO_SLOT: none yet)
 S_COARSE_CURRENT = 16
 S_LIVE = 17  # sum of the live slots' weights (fixed point)
 S_WEIGHT = 18  # weighted tracked accesses so far: W of the next tracked access (fixed point)
-META_SIZE = 19
+S_EVIDENCE = 19  # re-accesses of blocks kept at every position, while the heads are boosted
+S_MOVED = 20  # those at a position band of another rate than the access before
+META_SIZE = 21
 NO_SLOT = np.iinfo(np.int64).min
 WEIGHT_ONE = 1 << 16  # fixed point of the weights: room for 1e14 accesses in an int64
 
@@ -83,6 +85,7 @@ STOP_DONE = K.STOP_DONE
 STOP_GROW = K.STOP_GROW
 STOP_NEXT_SLOT = K.STOP_NEXT_SLOT
 STOP_EVICT = 3  # fixed size: a new block would exceed the size limit
+STOP_MOVED = 4  # block positions vary: the heads must no longer be boosted (kvset.core.sampling_rates)
 
 # sampled[group, band, kind, unit] (float64, weighted): kinds
 T_ACCESSES = 0
@@ -163,6 +166,10 @@ def sampled_feed_kernel(
     salt: np.uint64,
     weights: np.ndarray,
     fixed_weights: np.ndarray,
+    watch: bool,
+    core_limit: np.uint64,
+    min_evidence: Int,
+    moved_share: float,
     table: np.ndarray,
     mask: Int,
     slot_key: np.ndarray,
@@ -189,9 +196,12 @@ def sampled_feed_kernel(
     each request's accesses are in reverse order (positions still count from its first block).
     found_all[:n_found], band_all, key_all: the batch's sampled accesses (index, position band, key;
     sampling_filter.gather_batch). weights[b]: 1 / rate of position band b (fixed_weights: the same
-    in fixed point). Stops early, meta[S_REASON] saying why, when the arrays are full (STOP_GROW) or
-    when a fixed-size sample is full (STOP_EVICT); the access it stops at is untouched, so the
-    caller resumes there.
+    in fixed point). watch: the heads are boosted, so the re-accesses of the blocks kept at every
+    position (hash <= core_limit) are counted, and those whose band's rate differs from the access
+    before's (meta[S_EVIDENCE], meta[S_MOVED]). Stops early, meta[S_REASON] saying why, when the
+    arrays are full (STOP_GROW), when a fixed-size sample is full (STOP_EVICT) or when more than
+    moved_share of at least min_evidence such re-accesses moved (STOP_MOVED); the access it stops
+    at is untouched, so the caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
     (blocks, tokens), the tokens planes (and the rings' tokens) only written when token_planes. Each
     time slot's run is tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point,
@@ -215,6 +225,8 @@ def sampled_feed_kernel(
     wsum = meta[S_WEIGHT]
     max_d = meta[S_MAX_DISTANCE]
     tracked = meta[S_TRACKED]
+    evidence = meta[S_EVIDENCE]
+    moved = meta[S_MOVED]
     n_sampled = 0
     reason = STOP_DONE
     # the batch's sampled accesses, gathered before the kernel (sampling_filter.gather_batch), from
@@ -287,6 +299,15 @@ def sampled_feed_kernel(
                         done = y
                         break
                 h = priority_hash(key, salt)
+                if watch and cell >= 0 and h <= core_limit:
+                    # a block kept at every position: its access before was seen, at its band
+                    now_moved = moved + (slot[np.int64(table[2 * cell + 1]), W_WEIGHT] != fixed_weights[b])
+                    if evidence + 1 >= min_evidence and now_moved > moved_share * (evidence + 1):
+                        reason = STOP_MOVED
+                        done = y
+                        break
+                    evidence += 1
+                    moved = now_moved
                 w = weights[b]
                 tok = tokens[y] if per_access_tokens else tokens[0]
                 if now >= nslots:
@@ -438,6 +459,8 @@ def sampled_feed_kernel(
     meta[S_NOW] = now
     meta[S_MAX_DISTANCE] = max_d
     meta[S_TRACKED] = tracked
+    meta[S_EVIDENCE] = evidence
+    meta[S_MOVED] = moved
     meta[S_SAMPLED] += n_sampled
     meta[S_LIVE] = live
     meta[S_WEIGHT] = wsum
