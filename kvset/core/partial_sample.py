@@ -19,7 +19,10 @@ binary fraction, which holds at rates 1/m of a power of ten or two times a small
 0.1 %, 20 %, 50 %), those sums are exact in any order and the estimate is one process's to the bit;
 at other rates (3 %) they agree to the last few bits of a float64.
 
-Fixed size (--sample-size) lowers the rate as the whole stream grows: it does not distribute.
+Fixed size (--sample-size) lowers the rate as the whole stream grows: it does not distribute. Nor
+does the fall back to plain sampling when block positions vary (kvset.core.sampling_rates): one
+partition cannot tell the others when to drop the head boost, so a partition keeps it, and the
+merged estimate is one process's with Sampling(watch_positions=False): for prefix-chained keys.
 """
 
 from __future__ import annotations
