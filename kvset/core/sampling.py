@@ -59,15 +59,18 @@ from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
 from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
 from kvset.core.sampling_rates import (
     BANDS,
+    BEFORE_PLAIN,
+    COUNT_BANDS,
     FIXED_SIZE_HEAD,
     MAX_HASH,
     MIN_PLAIN_EVIDENCE,
     MOVED_SHARE,
+    SKETCH_CELLS,
     band_rates,
+    count_shifts,
     head_for_rate,
     head_shifts,
     limit_rate,
-    plain_shifts,
     rate_limit,
     seed_salt,
 )
@@ -119,12 +122,15 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         self.sample_size = int(sample_size) if sample_size is not None else None
         self._salt = seed_salt(self.seed)
         self._limit = rate_limit(sample_rate) if sample_rate is not None else MAX_HASH
-        self._shifts = head_shifts(head_for_rate(sample_rate) if sample_rate is not None else FIXED_SIZE_HEAD)
+        self._head = head_for_rate(sample_rate) if sample_rate is not None else FIXED_SIZE_HEAD
+        self._shifts = head_shifts(self._head)
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
         # watch_positions: drop the head boost when block positions are seen to vary (False: never,
         # which one partition of kvset.core.partial_sample cannot tell)
         self._watch = bool(watch_positions)
         self.head_boost = True
+        self._sketch: np.ndarray | None = None  # without the boost: accesses a sketch cell (bands by count)
+        self._access_band = np.empty(0, dtype=np.int8)  # then: the band of every access of the batch
         capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
         self._s = SampleState(capacity)
         self._s.meta[SK.S_HORIZON] = self.horizon
@@ -231,6 +237,11 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             self._found = np.empty(n, dtype=np.int64)
             self._found_band = np.empty(n, dtype=np.int64)
             self._found_key = np.empty(n, dtype=np.uint64)
+        if self._sketch is not None:  # plain sampling: bands by access count
+            m, ok, ordered = self._gather_counted(keys, ts, check, 0)
+            if not ok:
+                SF.uncount(keys, self._salt, self._sketch)
+            return int(m), bool(ok), bool(ordered)
         m, ok, ordered = SF.gather_batch(
             keys,
             ts,
@@ -246,6 +257,36 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             self._found_key,
         )
         return int(m), bool(ok), bool(ordered)
+
+    def _gather_counted(
+        self, keys: np.ndarray, ts: np.ndarray, check: bool, start: int
+    ) -> tuple[Int, bool, bool]:
+        """The plain sample's accesses of keys[start:] into the found buffers, each access's band by
+        count into access_band (sampling_filter.gather_counted)."""
+        assert self._sketch is not None
+        n = len(keys)
+        if self._access_band.shape[0] < n:
+            self._access_band = np.empty(n, dtype=np.int8)
+        m, ok, ordered = SF.gather_counted(
+            keys[start:],
+            ts[start:] if check else ts,
+            check,
+            MAX_TIMESTAMP,
+            self._salt,
+            self._thresholds(),
+            self._sketch,
+            COUNT_BANDS - 1,
+            self._access_band[start:n],
+            self._found,
+            self._found_band,
+            self._found_key,
+        )
+        self._found[:m] += start
+        return m, ok, ordered
+
+    def _gather_plain(self, keys: np.ndarray, ts: np.ndarray, start: int) -> int:
+        """After the head boost is dropped at keys[start]: the rest of the batch gathered again."""
+        return int(self._gather_counted(keys, ts, False, start)[0])
 
     def _thresholds(self) -> np.ndarray:
         return SF.band_thresholds(np.uint64(self._limit), self._shifts)
@@ -298,6 +339,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 self._found_band,
                 self._found_key,
                 n_found,
+                self._access_band if self._sketch is not None else _NO_BANDS,
                 self._salt,
                 self._weights,
                 fixed_weights(self._weights),
@@ -325,11 +367,8 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             reason = int(s.meta[SK.S_REASON])
             if reason == SK.STOP_GROW:
                 s.grow()
-            elif reason in (SK.STOP_EVICT, SK.STOP_MOVED):
-                if reason == SK.STOP_EVICT:
-                    self._lower_limit()
-                else:
-                    self._drop_head_boost()
+            elif reason == SK.STOP_EVICT:
+                self._lower_limit()
                 # the accesses still to handle that the lower rates no longer sample leave the list
                 lo = int(np.searchsorted(self._found[:n_found], i, side="left"))
                 n_found = int(
@@ -343,6 +382,9 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                         self._thresholds(),
                     )
                 )
+            elif reason == SK.STOP_MOVED:
+                self._drop_head_boost()
+                n_found = self._gather_plain(keys, ts, int(i))
             else:
                 break
         for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
@@ -385,8 +427,17 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         tail's rate, the blocks only the boost kept are dropped. What they added so far stays in the
         tallies, which post-stratification scales as it does a fixed-size sample's fallen rates."""
         self.head_boost = False
-        self._shifts = plain_shifts()
+        self._shifts = count_shifts(self._head)
+        s = self._s
+        s.slot[: int(s.meta[SK.S_NOW]), SS.W_BAND] = BEFORE_PLAIN  # kept now only if kept at every band
         self._resample()
+        # bands by position mean nothing now: what they tallied is one band from here on, and the
+        # accesses to come fall into bands by how often their block was accessed before
+        for tally, axis in ((self.band_counts, 0), (self.sampled, 1), (self.hist, 1), (self.ghist, 2)):
+            total = tally.sum(axis=axis)
+            tally[...] = 0
+            np.moveaxis(tally, axis, 0)[BEFORE_PLAIN] = total
+        self._sketch = np.zeros(SKETCH_CELLS, dtype=np.uint16)
 
     def _resample(self) -> None:
         """Drop the tracked blocks the limit and shifts no longer keep; weigh the others anew."""
@@ -480,6 +531,9 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
         return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
+
+
+_NO_BANDS = np.empty(0, dtype=np.int8)  # bands by position: the kernel counts ranges, not accesses
 
 
 def _ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:

@@ -20,6 +20,9 @@ from kvset.core.kernel_types import Int
 from kvset.core.sampling_rates import rate_limit, seed_salt
 
 CHUNK = 64  # accesses tested into one mask word
+SKETCH_SKIP_BITS = (
+    3  # the access-count sketch's cell: hash bits above the random groups' (sampling_kernel.GROUPS)
+)
 PREFETCH_KEYS = (
     512  # keys are requested this far ahead: the hardware's prefetch fell behind (1.12 -> 0.85 ns)
 )
@@ -148,6 +151,64 @@ def gather_batch(
             m,
         )
     return m, state[0] == 0, state[1] == 0
+
+
+@njit(nogil=True, cache=True)
+def gather_counted(
+    keys: np.ndarray,
+    stamps: np.ndarray,
+    check: bool,
+    bound: float,
+    salt: np.uint64,
+    thresholds: np.ndarray,
+    sketch: np.ndarray,
+    last_band: Int,
+    access_band: np.ndarray,
+    found: np.ndarray,
+    found_band: np.ndarray,
+    found_key: np.ndarray,
+) -> tuple[Int, bool, bool]:
+    """gather_batch for bands by access count (no head boost): an access's band is
+    band_of(the accesses to its sketch cell so far, last_band), in access_band (as long as the batch).
+    The sketch (one row of saturating counters, indexed by hash bits the filter and the random groups
+    do not read) is counted here: the caller takes the batch back out with uncount if the timestamps
+    are refused."""
+    n = keys.shape[0]
+    cells = np.uint64(sketch.shape[0] - 1)
+    top = sketch.dtype.type(np.iinfo(sketch.dtype).max)
+    bad = 0
+    down = 0
+    m: Int = 0
+    for i in range(n):
+        if check:
+            v = stamps[i]
+            bad += not ((v >= -bound) & (v <= bound))
+            if i > 0:
+                down += v < stamps[i - 1]
+        h = priority_hash(keys[i], salt)
+        cell = (h >> np.uint64(SKETCH_SKIP_BITS)) & cells
+        c = sketch[cell]
+        if c < top:
+            sketch[cell] = c + 1
+        b = band_of(np.int64(c), last_band)
+        access_band[i] = b
+        if h <= thresholds[b]:
+            found[m] = i
+            found_band[m] = b
+            found_key[m] = keys[i]
+            m += 1
+    return m, bad == 0, down == 0
+
+
+@njit(nogil=True, cache=True)
+def uncount(keys: np.ndarray, salt: np.uint64, sketch: np.ndarray) -> None:
+    """Take a batch gather_counted counted back out of the sketch (a saturated counter stays)."""
+    cells = np.uint64(sketch.shape[0] - 1)
+    top = sketch.dtype.type(np.iinfo(sketch.dtype).max)
+    for i in range(keys.shape[0]):
+        cell = (priority_hash(keys[i], salt) >> np.uint64(SKETCH_SKIP_BITS)) & cells
+        if 0 < sketch[cell] < top:
+            sketch[cell] -= 1
 
 
 @njit(nogil=True, cache=True)

@@ -163,6 +163,7 @@ def sampled_feed_kernel(
     band_all: np.ndarray,
     key_all: np.ndarray,
     n_found: Int,
+    access_band: np.ndarray,
     salt: np.uint64,
     weights: np.ndarray,
     fixed_weights: np.ndarray,
@@ -195,7 +196,8 @@ def sampled_feed_kernel(
     accesses before the first one continue the last request, at position meta[S_POS]); reverse:
     each request's accesses are in reverse order (positions still count from its first block).
     found_all[:n_found], band_all, key_all: the batch's sampled accesses (index, position band, key;
-    sampling_filter.gather_batch). weights[b]: 1 / rate of position band b (fixed_weights: the same
+    sampling_filter.gather_batch). access_band: the band of every access of the batch when bands go
+    by access count (sampling_filter.gather_counted), else empty. weights[b]: 1 / rate of position band b (fixed_weights: the same
     in fixed point). watch: the heads are boosted, so the re-accesses of the blocks kept at every
     position (hash <= core_limit) are counted, and those whose band's rate differs from the access
     before's (meta[S_EVIDENCE], meta[S_MOVED]). Stops early, meta[S_REASON] saying why, when the
@@ -237,6 +239,8 @@ def sampled_feed_kernel(
     hit_distance = np.empty(BATCH, dtype=np.int64)  # and the windows' grid bucket (found with the distance)
     hit_group = np.empty(BATCH, dtype=np.int64)
     hit_grid = np.empty(BATCH, dtype=np.int64)
+    hit_weight = np.empty(BATCH, dtype=np.float64)
+    counted = access_band.shape[0] > 0  # bands by access count, not position
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
     run_length: Int = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
     x: Int = start
@@ -309,6 +313,17 @@ def sampled_feed_kernel(
                     evidence += 1
                     moved = now_moved
                 w = weights[b]
+                if counted:
+                    # bands by count (kvset.core.sampling_rates): a block is kept from the first access
+                    # whose band's rate takes it on, so a re-access is seen at its access before's rate,
+                    # and a first access only if the block is kept at every band; a block taken on at
+                    # a boosted band was seen before unkept: no tally
+                    if cell >= 0:
+                        w = weights[slot[np.int64(table[2 * cell + 1]), W_BAND]]
+                    elif h > core_limit:
+                        w = 0.0
+                    else:
+                        w = weights[0]
                 tok = tokens[y] if per_access_tokens else tokens[0]
                 if now >= nslots:
                     # renumber the live slots in place
@@ -346,6 +361,7 @@ def sampled_feed_kernel(
                         hit_distance[n_hits] = di
                         hit_group[n_hits] = grp
                         hit_grid[n_hits] = q
+                        hit_weight[n_hits] = w
                         n_hits += 1
                         bucket_blocks[q] += ring_w
                         if token_planes:
@@ -378,7 +394,7 @@ def sampled_feed_kernel(
                 j = hit_at[k]
                 b = found_band[j]
                 di = hit_distance[k]
-                w = weights[b]
+                w = hit_weight[k]
                 f = bucket_of(di, FINE_EXACT_BITS, FINE_OCTAVE_BITS)
                 q = hit_grid[k]
                 hist[0, b, f] += w
@@ -394,17 +410,25 @@ def sampled_feed_kernel(
                 seg_end = min(done, starts[r + 1] if r + 1 < nstarts else n)
                 back, base = request_base(r, starts, nstarts, n, reverse, meta[S_POS])
                 seg_tokens = 0  # summed here, added once: 26 additions to one counter waited on each other
-                for b in range(nbands):
-                    a, e = band_range(b, nbands, x, seg_end, base, back)
-                    if per_access_tokens:
-                        t_sum = 0
-                        for z in range(a, e):
-                            t_sum += tokens[z]
-                    else:
-                        t_sum = (e - a) * tokens[0]
-                    band_counts[b, 0] += e - a
-                    band_counts[b, 1] += t_sum
-                    seg_tokens += t_sum
+                if counted:  # bands by access count, one an access
+                    for z in range(x, seg_end):
+                        b = access_band[z]
+                        t_one = tokens[z] if per_access_tokens else tokens[0]
+                        band_counts[b, 0] += 1
+                        band_counts[b, 1] += t_one
+                        seg_tokens += t_one
+                else:  # bands by position: ranges of the request
+                    for b in range(nbands):
+                        a, e = band_range(b, nbands, x, seg_end, base, back)
+                        if per_access_tokens:
+                            t_sum = 0
+                            for z in range(a, e):
+                                t_sum += tokens[z]
+                        else:
+                            t_sum = (e - a) * tokens[0]
+                        band_counts[b, 0] += e - a
+                        band_counts[b, 1] += t_sum
+                        seg_tokens += t_sum
                 counts[K.C_ACCESSES] += SCALE * (seg_end - x)
                 counts[K.C_TOKENS] += SCALE * seg_tokens
                 x = seg_end

@@ -15,7 +15,11 @@ its re-accesses look farther apart than they are and the curve comes out low (po
 show it: each of their re-accesses is seen, with the band of the access before. When, after at
 least MIN_PLAIN_EVIDENCE of their re-accesses, more than MOVED_SHARE of them changed rate, the
 positions are taken as not fixed and the sample falls back to plain spatial sampling (SHARDS' rule:
-no boost, every band at R). Measured on benchmarks/sampling.py's traces: 0 % of them change rate on
+no boost, every band at R). Its bands then go by how often a block was accessed before (band_of of
+the count of its cell in a sketch of 2^20 saturating counters: 0, 1, 2-3, 4-7, ...), so that a few
+hot blocks in or out of the sample no longer swing the curve (post-stratification scales each band
+to its exact access count, as it does position bands); what the position bands tallied before is
+one band, BEFORE_PLAIN. Measured on benchmarks/sampling.py's traces: 0 % of them change rate on
 prefix-chained keys, 2 % on the agentic workload (its documents sit anywhere in a request), 23-75 %
 on keys cut into 16- to 1024-block requests.
 """
@@ -35,10 +39,16 @@ MAX_HASH = (1 << 64) - 1
 # rate the weight would not fit (2^63 / 2^16 = 1.4e14), and no trace is large enough to sample so thinly.
 MIN_RATE = 1e-12
 # Falling back to plain sampling: re-accesses of blocks kept at every position, at least this many
-# seen (at R = 1 % about the first 100k accesses: what the boosts got wrong before is a percent of a
+# seen (at R = 1 % about the first 50k accesses: what the boosts got wrong before is a percent of a
 # 10M-access trace) and more than this share of them at a position of another rate.
-MIN_PLAIN_EVIDENCE = 1000
+MIN_PLAIN_EVIDENCE = 500
 MOVED_SHARE = 0.1
+COUNT_BANDS = BANDS - 1  # plain sampling: bands by access count 0, 1, 2-3, ..., from 1024 on
+BEFORE_PLAIN = BANDS - 1  # and the band of what was tallied while the heads were boosted
+# log2 of the rate over R of count bands 0-11 at K = 8: blocks accessed 32 times before on boosted,
+# 1024 times and more at 64 % (HEAD_BOOSTS' top)
+COUNT_BOOSTS = (0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6)
+SKETCH_CELLS = 1 << 20  # counters of the access-count sketch (uint16: 2 MiB)
 
 
 def seed_salt(seed: int) -> np.uint64:
@@ -69,9 +79,11 @@ def head_shifts(head: int) -> np.ndarray:
     )
 
 
-def plain_shifts() -> np.ndarray:
-    """No boost: every band at the tail's rate (SHARDS' rule)."""
-    return np.zeros(BANDS, dtype=np.int64)
+def count_shifts(head: int) -> np.ndarray:
+    """Without the head boost, bands by access count: COUNT_BOOSTS moved by head - 8, as head_shifts;
+    never falling with the count, so a block once kept stays kept. BEFORE_PLAIN at the tail's rate."""
+    shifts = [max(0, COUNT_BOOSTS[c] + head - 8) if COUNT_BOOSTS[c] else 0 for c in range(COUNT_BANDS)]
+    return np.array([*shifts, 0], dtype=np.int64)
 
 
 def head_for_rate(rate: float) -> int:
