@@ -37,5 +37,5 @@ def test_the_boost_comparison_runs_and_puts_the_table_back(capsys):
     before = sampling.HEAD_BOOSTS
     assert sampling_boosts.main(["--accesses", "20000", "--boosts", "0"]) == 0
     out = capsys.readouterr().out
-    assert out.count("HEAD_BOOSTS") == 3 and out.count("previous rule") == 3 and "looked at" in out
+    assert out.count("HEAD_BOOSTS") == 4 and out.count("previous rule") == 4 and "looked at" in out
     assert before == sampling.HEAD_BOOSTS  # the table is put back
