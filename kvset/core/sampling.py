@@ -14,9 +14,10 @@ changes fix that, measured in benchmarks/sampling.py:
   toward the request's head (kvset.core.sampling_rates: HEAD_BOOSTS and why), so the shared first
   blocks of requests are in the sample many times more often. That needs a block's position to be
   fixed, as in a prefix cache; where positions are seen to vary (keys that are not prefix-chained),
-  the sample falls back to plain spatial sampling and says so (SampleInfo.head_boost).
-- Post-stratification: the accesses of each position band are counted exactly; each band's sampled
-  histogram is scaled to the band's true access count, instead of by 1/R.
+  the sample drops the boost for bands by access count (kvset.core.sampling_counts) and says so
+  (SampleInfo.head_boost).
+- Post-stratification: the accesses of each band are counted exactly; each band's sampled histogram
+  is scaled to the band's true access count, instead of by 1/R.
 - Distances from the gap (kvset.core.sampling_kernel): d = 1 + t x k / a, the exact number of
   accesses between the two accesses times the sample's share of distinct blocks among them.
 
@@ -27,7 +28,6 @@ band scaling known at the time each access was counted.
 Fixed size (SHARDS_max): the rate starts at 1. When a new block would make the sample larger than
 S, the limit falls to the priority of the block at rank S - S/16 (priority: the hash, divided by
 the head boost) and every block above it is dropped, so at most S blocks are tracked at any time.
-
 The curve and its error bound are read off the tallies in kvset.core.sampling_curve.
 """
 
@@ -56,16 +56,15 @@ from kvset.core.feed_args import (
 )
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
+from kvset.core.sampling_counts import NO_BANDS, CountBands, fold_position_bands
 from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
 from kvset.core.sampling_rates import (
     BANDS,
     BEFORE_PLAIN,
-    COUNT_BANDS,
     FIXED_SIZE_HEAD,
     MAX_HASH,
     MIN_PLAIN_EVIDENCE,
     MOVED_SHARE,
-    SKETCH_CELLS,
     band_rates,
     count_shifts,
     head_for_rate,
@@ -74,15 +73,15 @@ from kvset.core.sampling_rates import (
     rate_limit,
     seed_salt,
 )
-from kvset.core.sampling_state import MIN_TRACKED, SampleState, fixed_weights
+from kvset.core.sampling_state import MIN_TRACKED, SampleState, fixed_weights, ring_arrays
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
 PLAIN_METHOD = (
-    "spatial sample of the blocks (SHARDS), post-stratified by position: block positions vary, so request "
-    "heads are not boosted"
+    "spatial sample of the blocks (SHARDS), post-stratified by how often a block was read, often-read blocks "
+    "sampled more: block positions vary, so request heads are not boosted"
 )
 EVICT_SHARE = 16  # fixed size: a full sample drops 1/16 of its blocks at once (amortized O(1) a block)
 
@@ -129,8 +128,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         # which one partition of kvset.core.partial_sample cannot tell)
         self._watch = bool(watch_positions)
         self.head_boost = True
-        self._sketch: np.ndarray | None = None  # without the boost: accesses a sketch cell (bands by count)
-        self._access_band = np.empty(0, dtype=np.int8)  # then: the band of every access of the batch
+        self._counts: CountBands | None = None  # once the boost is dropped: bands by access count
         capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
         self._s = SampleState(capacity)
         self._s.meta[SK.S_HORIZON] = self.horizon
@@ -237,11 +235,8 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             self._found = np.empty(n, dtype=np.int64)
             self._found_band = np.empty(n, dtype=np.int64)
             self._found_key = np.empty(n, dtype=np.uint64)
-        if self._sketch is not None:  # plain sampling: bands by access count
-            m, ok, ordered = self._gather_counted(keys, ts, check, 0)
-            if not ok:
-                SF.uncount(keys, self._salt, self._sketch)
-            return int(m), bool(ok), bool(ordered)
+        if self._counts is not None:  # no head boost: bands by access count
+            return self._counts.gather(keys, ts, check, 0, self._salt, self._thresholds(), self._found_all())
         m, ok, ordered = SF.gather_batch(
             keys,
             ts,
@@ -258,35 +253,8 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         )
         return int(m), bool(ok), bool(ordered)
 
-    def _gather_counted(
-        self, keys: np.ndarray, ts: np.ndarray, check: bool, start: int
-    ) -> tuple[Int, bool, bool]:
-        """The plain sample's accesses of keys[start:] into the found buffers, each access's band by
-        count into access_band (sampling_filter.gather_counted)."""
-        assert self._sketch is not None
-        n = len(keys)
-        if self._access_band.shape[0] < n:
-            self._access_band = np.empty(n, dtype=np.int8)
-        m, ok, ordered = SF.gather_counted(
-            keys[start:],
-            ts[start:] if check else ts,
-            check,
-            MAX_TIMESTAMP,
-            self._salt,
-            self._thresholds(),
-            self._sketch,
-            COUNT_BANDS - 1,
-            self._access_band[start:n],
-            self._found,
-            self._found_band,
-            self._found_key,
-        )
-        self._found[:m] += start
-        return m, ok, ordered
-
-    def _gather_plain(self, keys: np.ndarray, ts: np.ndarray, start: int) -> int:
-        """After the head boost is dropped at keys[start]: the rest of the batch gathered again."""
-        return int(self._gather_counted(keys, ts, False, start)[0])
+    def _found_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._found, self._found_band, self._found_key
 
     def _thresholds(self) -> np.ndarray:
         return SF.band_thresholds(np.uint64(self._limit), self._shifts)
@@ -339,7 +307,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 self._found_band,
                 self._found_key,
                 n_found,
-                self._access_band if self._sketch is not None else _NO_BANDS,
+                self._counts.access_band if self._counts is not None else NO_BANDS,
                 self._salt,
                 self._weights,
                 fixed_weights(self._weights),
@@ -360,9 +328,9 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 self._scratch_blocks,
                 self._scratch_tokens,
                 self._scratch_counts,
-                _ring_arrays(fine),
+                ring_arrays(fine),
                 self.coarse.width,
-                _ring_arrays(self.coarse),
+                ring_arrays(self.coarse),
             )
             reason = int(s.meta[SK.S_REASON])
             if reason == SK.STOP_GROW:
@@ -384,7 +352,11 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 )
             elif reason == SK.STOP_MOVED:
                 self._drop_head_boost()
-                n_found = self._gather_plain(keys, ts, int(i))
+                # the rest of the batch, gathered again by the count bands' rates
+                assert self._counts is not None
+                n_found = self._counts.gather(
+                    keys, ts, False, int(i), self._salt, self._thresholds(), self._found_all()
+                )[0]
             else:
                 break
         for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
@@ -423,21 +395,15 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         self._resample()
 
     def _drop_head_boost(self) -> None:
-        """Block positions vary (kvset.core.sampling_rates): from here on every band is kept at the
-        tail's rate, the blocks only the boost kept are dropped. What they added so far stays in the
-        tallies, which post-stratification scales as it does a fixed-size sample's fallen rates."""
+        """Block positions vary (kvset.core.sampling_rates): from here on the bands go by access count,
+        the blocks only the boost kept are dropped, and what the position bands tallied is one band."""
         self.head_boost = False
         self._shifts = count_shifts(self._head)
         s = self._s
         s.slot[: int(s.meta[SK.S_NOW]), SS.W_BAND] = BEFORE_PLAIN  # kept now only if kept at every band
         self._resample()
-        # bands by position mean nothing now: what they tallied is one band from here on, and the
-        # accesses to come fall into bands by how often their block was accessed before
-        for tally, axis in ((self.band_counts, 0), (self.sampled, 1), (self.hist, 1), (self.ghist, 2)):
-            total = tally.sum(axis=axis)
-            tally[...] = 0
-            np.moveaxis(tally, axis, 0)[BEFORE_PLAIN] = total
-        self._sketch = np.zeros(SKETCH_CELLS, dtype=np.uint16)
+        fold_position_bands(self.band_counts, self.sampled, self.hist, self.ghist)
+        self._counts = CountBands()
 
     def _resample(self) -> None:
         """Drop the tracked blocks the limit and shifts no longer keep; weigh the others anew."""
@@ -531,11 +497,3 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
         return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
-
-
-_NO_BANDS = np.empty(0, dtype=np.int8)  # bands by position: the kernel counts ranges, not accesses
-
-
-def _ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:
-    """A SlotRing's arrays, which the kernel adds each slot's tallies to (sampling_kernel._ring_add)."""
-    return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

@@ -1,6 +1,6 @@
 """The sampled analyzer's state arrays (kvset.core.sampling): the hash table of tracked blocks, their
 slots and the Fenwick tree of slot weights, sized for a number of tracked blocks and grown by doubling,
-with the weights in the kernel's fixed point."""
+with the weights in the kernel's fixed point; and the time-slot rings' arrays the kernel adds to."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from kvset.core import hash_table as HT
 from kvset.core import sampling_kernel as SK
 from kvset.core import sampling_slots as SS
 from kvset.core.feed_args import no_hugepage_advice
+from kvset.core.slots import SlotRing
 
 MIN_TRACKED = 1 << 14  # blocks the arrays start with: growing from 1k to 16k was 8 ms of a 65 ms run
 
@@ -60,3 +61,8 @@ class SampleState:
 def fixed_weights(weights: np.ndarray) -> np.ndarray:
     """Weights in the kernel's fixed point (weight 1 = WEIGHT_ONE)."""
     return np.round(weights * SK.WEIGHT_ONE).astype(np.int64)
+
+
+def ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:
+    """A SlotRing's arrays, which the kernel adds each slot's tallies to (sampling_kernel._ring_add)."""
+    return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

@@ -53,8 +53,8 @@ def estimate_text(estimate: Json | None) -> list[str]:
         moved.append(
             "  block positions vary (keys not prefix-chained: "
             f"{percent_cell(estimate['positions_moved_share'] or 0.0, 0)} of the sampled re-reads at a position "
-            "sampled at another rate), so the head boost would bias the curve low: plain spatial sample, "
-            "wider ±"
+            "sampled at another rate), where boosting the heads would bias the curve low: often-read blocks "
+            "sampled more instead"
         )
     if not estimate["meaningful"]:
         return [
