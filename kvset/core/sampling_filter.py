@@ -5,7 +5,9 @@ mix of its key and shift_b the head boost of the access's position band b (kvset
 Every access is hashed and tested, so this pass is most of the sampled analyzer's cost per access:
 it tests 64 accesses at a time into a bit mask (a loop without branches, which vectorizes), then
 walks the mask's set bits, for a whole batch before the kernel handles any (gather_batch), checking
-the timestamps on the way. The search for a slot's end is here too.
+the timestamps on the way. Without the head boost (bands by access count, kvset.core.sampling_rates)
+gather_counted does the same in one scalar pass that also counts every access in a sketch. The
+search for a slot's end is here too.
 """
 
 from __future__ import annotations

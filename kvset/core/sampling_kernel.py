@@ -3,7 +3,9 @@
 A block is tracked iff its priority u = h >> k_b is at most the limit L, where h is a seeded 64-bit
 mix of its key and k_b the head boost of the access's position band b (see kvset.core.sampling).
 With k_b = 0 that is SHARDS' rule h < R x 2^64; the first blocks of each request get 2^k_b times the
-rate, so the blocks every request shares are sampled densely and cheaply.
+rate, so the blocks every request shares are sampled densely and cheaply. Where block positions
+vary the bands go by access count instead (kvset.core.sampling_rates), each re-access weighed by
+the rate of the access before it.
 
 Every tracked block carries a weight, 1 / its sampling rate, and has one live slot: the slot of its
 latest tracked access, holding its weight, the weighted count W of tracked accesses before it, its
