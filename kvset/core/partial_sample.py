@@ -420,7 +420,6 @@ def _count_bands(
     """Every access of the batch counted, with its tokens, in its position band, request by request, as
     the sampled kernel counts them (positions from the request's first block, also when reversed;
     accesses before the first start continue the last request, `carry` accesses in)."""
-    nbands = band_counts.shape[0]
     per_access = tokens.shape[0] == n
     nstarts = starts.shape[0]
     x = 0
@@ -430,16 +429,7 @@ def _count_bands(
             r += 1
         seg_end = starts[r + 1] if r + 1 < nstarts else n
         back, base = SF.request_base(r, starts, nstarts, n, reverse, carry)
-        for b in range(nbands):
-            lo, hi = SF.band_range(b, nbands, x, seg_end, base, back)
-            if per_access:
-                t_sum = 0
-                for z in range(lo, hi):
-                    t_sum += tokens[z]
-            else:
-                t_sum = (hi - lo) * tokens[0]
-            band_counts[b, 0] += hi - lo
-            band_counts[b, 1] += t_sum
+        SF.count_position_bands(band_counts, tokens, per_access, x, seg_end, base, back)
         x = seg_end
 
 

@@ -42,7 +42,7 @@ from kvset.core import kernel as K
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.sampling_filter import (
-    band_range,
+    count_position_bands,
     first_at_or_after,
     first_at_or_after_sorted,
     priority_hash,
@@ -411,26 +411,18 @@ def sampled_feed_kernel(
                     r += 1
                 seg_end = min(done, starts[r + 1] if r + 1 < nstarts else n)
                 back, base = request_base(r, starts, nstarts, n, reverse, meta[S_POS])
-                seg_tokens = 0  # summed here, added once: 26 additions to one counter waited on each other
                 if counted:  # bands by access count, one an access
+                    seg_tokens = 0
                     for z in range(x, seg_end):
                         b = access_band[z]
                         t_one = tokens[z] if per_access_tokens else tokens[0]
                         band_counts[b, 0] += 1
                         band_counts[b, 1] += t_one
                         seg_tokens += t_one
-                else:  # bands by position: ranges of the request
-                    for b in range(nbands):
-                        a, e = band_range(b, nbands, x, seg_end, base, back)
-                        if per_access_tokens:
-                            t_sum = 0
-                            for z in range(a, e):
-                                t_sum += tokens[z]
-                        else:
-                            t_sum = (e - a) * tokens[0]
-                        band_counts[b, 0] += e - a
-                        band_counts[b, 1] += t_sum
-                        seg_tokens += t_sum
+                else:
+                    seg_tokens = count_position_bands(
+                        band_counts, tokens, per_access_tokens, x, seg_end, base, back
+                    )
                 counts[K.C_ACCESSES] += SCALE * (seg_end - x)
                 counts[K.C_TOKENS] += SCALE * seg_tokens
                 x = seg_end
