@@ -202,10 +202,10 @@ def sampled_feed_kernel(
     by access count (sampling_filter.gather_counted), else empty. weights[b]: 1 / rate of band b
     (fixed_weights: the same in fixed point). watch: the heads are boosted, so the re-accesses of
     the blocks kept at every position (hash <= core_limit) are counted, and those whose band's rate
-    differs from the access before's (meta[S_EVIDENCE], meta[S_MOVED]). Stops early, meta[S_REASON] saying why, when the
-    arrays are full (STOP_GROW), when a fixed-size sample is full (STOP_EVICT) or when more than
-    moved_share of at least min_evidence such re-accesses moved (STOP_MOVED); the access it stops
-    at is untouched, so the caller resumes there.
+    differs from the access before's (meta[S_EVIDENCE], meta[S_MOVED]). Stops early, meta[S_REASON]
+    saying why, when the arrays are full (STOP_GROW), when a fixed-size sample is full (STOP_EVICT)
+    or when more than moved_share of at least min_evidence such re-accesses moved (STOP_MOVED); the
+    access it stops at is untouched, so the caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
     (blocks, tokens), the tokens planes (and the rings' tokens) only written when token_planes. Each
     time slot's run is tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point,
