@@ -62,7 +62,7 @@ def sample_rate(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if len(values) != 1:
         raise argparse.ArgumentTypeError(f"one sample rate, got {text!r}")
-    from kvset.core.sampling import rate_limit  # here: the parser loads no kernels
+    from kvset.core.sampling_rates import rate_limit  # here: the parser loads no kernels
 
     try:
         rate_limit(values[0])  # the analyzer's own bounds, said before anything is read

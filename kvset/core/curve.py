@@ -49,6 +49,12 @@ class SampleInfo:
     tracked_blocks: int  # blocks in the sample now
     tracked_accesses: int  # accesses to sampled blocks so far
     accesses: int  # all accesses seen
+    # False: block positions were seen to vary (keys not prefix-chained), so the sample fell back to
+    # plain spatial sampling, every position at `rate` (kvset.core.sampling_rates)
+    head_boost: bool = True
+    # of the re-accesses of blocks kept at every position while the heads were boosted, the share at a
+    # position of another rate than the access before (None: none seen, or not watched)
+    moved_share: float | None = None
 
     @property
     def meaningful(self) -> bool:

@@ -19,7 +19,10 @@ binary fraction, which holds at rates 1/m of a power of ten or two times a small
 0.1 %, 20 %, 50 %), those sums are exact in any order and the estimate is one process's to the bit;
 at other rates (3 %) they agree to the last few bits of a float64.
 
-Fixed size (--sample-size) lowers the rate as the whole stream grows: it does not distribute.
+Fixed size (--sample-size) lowers the rate as the whole stream grows: it does not distribute. Nor
+does the fall back to plain sampling when block positions vary (kvset.core.sampling_rates): one
+partition cannot tell the others when to drop the head boost, so a partition keeps it, and the
+merged estimate is one process's with Sampling(watch_positions=False): for prefix-chained keys.
 """
 
 from __future__ import annotations
@@ -41,19 +44,17 @@ from kvset.core.feed_args import request_starts_array, reverse_within_requests, 
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.partial_stack import array_batch, array_units
-from kvset.core.sampling import (
+from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
+from kvset.core.sampling_filter import band_thresholds, priority_hash
+from kvset.core.sampling_rates import (
     BANDS,
-    EstimatedCounts,
     band_rates,
-    estimated_count,
     head_for_rate,
     head_shifts,
     limit_rate,
     rate_limit,
     seed_salt,
 )
-from kvset.core.sampling_curve import post_stratified_curve
-from kvset.core.sampling_filter import band_thresholds, priority_hash
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -419,7 +420,6 @@ def _count_bands(
     """Every access of the batch counted, with its tokens, in its position band, request by request, as
     the sampled kernel counts them (positions from the request's first block, also when reversed;
     accesses before the first start continue the last request, `carry` accesses in)."""
-    nbands = band_counts.shape[0]
     per_access = tokens.shape[0] == n
     nstarts = starts.shape[0]
     x = 0
@@ -429,16 +429,7 @@ def _count_bands(
             r += 1
         seg_end = starts[r + 1] if r + 1 < nstarts else n
         back, base = SF.request_base(r, starts, nstarts, n, reverse, carry)
-        for b in range(nbands):
-            lo, hi = SF.band_range(b, nbands, x, seg_end, base, back)
-            if per_access:
-                t_sum = 0
-                for z in range(lo, hi):
-                    t_sum += tokens[z]
-            else:
-                t_sum = (hi - lo) * tokens[0]
-            band_counts[b, 0] += hi - lo
-            band_counts[b, 1] += t_sum
+        SF.count_position_bands(band_counts, tokens, per_access, x, seg_end, base, back)
         x = seg_end
 
 

@@ -10,20 +10,14 @@ distances by 1/R. On prefix-cache traffic a few blocks every request shares (sys
 large share of all accesses, and whether the sample holds them swings the curve by points. Three
 changes fix that, measured in benchmarks/sampling.py:
 
-- Boosted request heads: the block at position p of its request is kept at rate min(1, R x 2^s),
-  s the boost of its position band (band 0 for p = 0, then one band per doubling of p: 1, 2-3,
-  4-7, ...), so the shared first blocks of requests are in the sample many times more often. At
-  R = 1 % the boosts are HEAD_BOOSTS: positions 0-3 at 64 %, 4-15 at 16 %, 16-31 at 8 %, 32-63 at
-  4 %, 64-127 at 2 %, from 128 on at R; at another rate they shift by K - 8, K = log2(HEAD_SHARE / R)
-  rounded, so the boosted rates stay about where they are (past band 7 they halve a band down to
-  R). The table replaced a boost doubling every band toward position 0, which kept positions 0
-  and 1 whole: those were a fifth of the sample on the benchmark trace for 1.25 % of its
-  accesses. The table looks at a sixth fewer accesses there for about the same error (0.40
-  against 0.38 points over the benchmark's 5 seeds, 0.46 against 0.44 over 10, 0.33 against 0.36
-  on three other traces and seeds not used to choose it). In a prefix cache a block's position is
-  fixed by its prefix, so a block keeps its rate.
-- Post-stratification: the accesses of each position band are counted exactly; each band's sampled
-  histogram is scaled to the band's true access count, instead of by 1/R.
+- Boosted request heads: the block at position p of its request is kept at a rate that grows
+  toward the request's head (kvset.core.sampling_rates: HEAD_BOOSTS and why), so the shared first
+  blocks of requests are in the sample many times more often. That needs a block's position to be
+  fixed, as in a prefix cache; where positions are seen to vary (keys that are not prefix-chained),
+  the sample drops the boost for bands by access count (kvset.core.sampling_counts) and says so
+  (SampleInfo.head_boost).
+- Post-stratification: the accesses of each band are counted exactly; each band's sampled histogram
+  is scaled to the band's true access count, instead of by 1/R.
 - Distances from the gap (kvset.core.sampling_kernel): d = 1 + t x k / a, the exact number of
   accesses between the two accesses times the sample's share of distinct blocks among them.
 
@@ -34,19 +28,16 @@ band scaling known at the time each access was counted.
 Fixed size (SHARDS_max): the rate starts at 1. When a new block would make the sample larger than
 S, the limit falls to the priority of the block at rank S - S/16 (priority: the hash, divided by
 the head boost) and every block above it is dropped, so at most S blocks are tracked at any time.
-
 The curve and its error bound are read off the tallies in kvset.core.sampling_curve.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
-from kvset.core import hash_table as HT
 from kvset.core import kernel_layout as KL
 from kvset.core import sampling_filter as SF
 from kvset.core import sampling_kernel as SK
@@ -58,7 +49,6 @@ from kvset.core.feed_args import (
     MAX_TIMESTAMP,
     Order,
     check_analyzer_args,
-    no_hugepage_advice,
     request_starts_array,
     reverse_within_requests,
     timestamps_array,
@@ -66,160 +56,34 @@ from kvset.core.feed_args import (
 )
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
-from kvset.core.sampling_curve import band_factors, post_stratified_curve
+from kvset.core.sampling_counts import NO_BANDS, CountBands, fold_position_bands
+from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
+from kvset.core.sampling_rates import (
+    BANDS,
+    BEFORE_PLAIN,
+    FIXED_SIZE_HEAD,
+    MAX_HASH,
+    MIN_PLAIN_EVIDENCE,
+    MOVED_SHARE,
+    band_rates,
+    count_shifts,
+    head_for_rate,
+    head_shifts,
+    limit_rate,
+    rate_limit,
+    seed_salt,
+)
+from kvset.core.sampling_state import MIN_TRACKED, SampleState, fixed_weights, ring_arrays
 from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 METHOD = "spatial sample of the blocks (SHARDS) with boosted request heads, post-stratified by position"
-HEAD_SHARE = 2.56  # K = log2(HEAD_SHARE / R) rounded: 8 at R = 1 %, the rate HEAD_BOOSTS are for
-HEAD_BOOSTS = (6, 6, 6, 4, 4, 3, 2, 1)  # log2 of the rate over R of position bands 0-7 at K = 8
-BANDS = 13  # position bands 0..11 (positions below 2048), then the rest
-FIXED_SIZE_HEAD = 8  # fixed size: the boost of rate 1 % (2^8 x 0.01 = HEAD_SHARE)
+PLAIN_METHOD = (
+    "spatial sample of the blocks (SHARDS), post-stratified by how often a block was read, often-read blocks "
+    "sampled more: block positions vary, so request heads are not boosted"
+)
 EVICT_SHARE = 16  # fixed size: a full sample drops 1/16 of its blocks at once (amortized O(1) a block)
-MAX_HASH = (1 << 64) - 1
-# A sampled block weighs 1 / rate in the kernel's int64 fixed point (WEIGHT_ONE = 2^16): below this
-# rate the weight would not fit (2^63 / 2^16 = 1.4e14), and no trace is large enough to sample so thinly.
-MIN_RATE = 1e-12
-_MIN_TRACKED = 1 << 14  # blocks the arrays start with: growing from 1k to 16k was 8 ms of a 65 ms run
-
-
-def seed_salt(seed: int) -> np.uint64:
-    """The 64-bit value mixed into every key for `seed` (splitmix64 of it, so seed 0 mixes too)."""
-    x = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & MAX_HASH
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MAX_HASH
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MAX_HASH
-    return np.uint64(x ^ (x >> 31))
-
-
-def rate_limit(rate: float) -> int:
-    """The largest priority kept at `rate`: keep iff priority <= limit, i.e. hash < rate x 2^64."""
-    if not MIN_RATE <= rate <= 1.0:
-        raise ValueError(f"sample rate must lie in [{MIN_RATE:g}, 1], got {rate!r}")
-    return min(MAX_HASH, math.ceil(rate * 2.0**64) - 1)
-
-
-def limit_rate(limit: int) -> float:
-    return (limit + 1) / 2.0**64
-
-
-def head_shifts(head: int) -> np.ndarray:
-    """Band b's rate is 2^shift_b times the tail's: HEAD_BOOSTS moved by head - 8 (head = K), and
-    past them halving a band, as they do, down to the tail's (at K = 8 they end there)."""
-    return np.array(
-        [max(0, HEAD_BOOSTS[b] + head - 8 if b < len(HEAD_BOOSTS) else head - b) for b in range(BANDS)],
-        dtype=np.int64,
-    )
-
-
-def head_for_rate(rate: float) -> int:
-    """K at a fixed rate (see head_shifts)."""
-    return max(0, min(BANDS - 1, round(math.log2(HEAD_SHARE / rate)))) if rate < 1 else 0
-
-
-def band_rates(limit: int, shifts: np.ndarray) -> np.ndarray:
-    """Sampling rate of each position band at `limit`."""
-    rates: np.ndarray = np.minimum(1.0, limit_rate(limit) * np.exp2(shifts))
-    return rates
-
-
-def sample_filter(keys: npt.ArrayLike, rate: float, seed: int = 0) -> np.ndarray:
-    """SHARDS' filter: True for the keys kept at `rate` with `seed` (hash(key) < rate x 2^64).
-
-    The same rule the sampled analyzer applies to blocks past the request heads."""
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    return SF.keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)
-
-
-class _SampleState:
-    """The sampled kernel's arrays, sized for `capacity` tracked blocks; grown by doubling."""
-
-    def __init__(self, capacity: int) -> None:
-        self.meta = np.zeros(SK.META_SIZE, dtype=np.int64)
-        self._allocate(capacity)
-
-    def _allocate(self, capacity: int) -> None:
-        with no_hugepage_advice():
-            cells = 1 << max(0, int(2 * capacity - 1).bit_length())
-            self.mask = cells - 1
-            self.table = np.empty(2 * cells, dtype=np.uint64)
-            self.table[1::2] = HT.EMPTY
-            n = (
-                4 * capacity
-            )  # slots: 4 times the blocks, so compaction is amortized (2: 0.1 ns an access more)
-            self.slot_key = np.zeros(n, dtype=np.uint64)
-            self.slot = np.zeros((n, 4), dtype=np.int64)  # (weight, weighted accesses before, index, band)
-            self.fen = np.zeros(n + 1, dtype=np.int64)
-        self.meta[SK.S_CAPACITY] = capacity
-
-    def slots(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.slot_key, self.slot
-
-    def grow(self) -> None:
-        old_table, old_mask, old_slots = self.table, self.mask, self.slots()
-        now = int(self.meta[SK.S_NOW])
-        self._allocate(2 * int(self.meta[SK.S_CAPACITY]))
-        tracked = SS.move_slots(old_table, old_mask, *old_slots, now, self.table, self.mask, *self.slots())
-        self.meta[SK.S_NOW] = tracked
-        self.meta[SK.S_LIVE] = SS.rebuild_fenwick(self.slot, self.fen, tracked)
-
-    def reweight(self, fixed_weights: np.ndarray) -> None:
-        """Give every tracked block its band's weight at the current rates."""
-        now = int(self.meta[SK.S_NOW])
-        live = self.slot[:now, SS.W_WEIGHT] > 0
-        self.slot[:now, SS.W_WEIGHT] = np.where(live, fixed_weights[self.slot[:now, SS.W_BAND]], 0)
-        self.meta[SK.S_LIVE] = SS.rebuild_fenwick(self.slot, self.fen, now)
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.table, self.fen, *self.slots()))
-
-
-class EstimatedCounts:
-    """A sampled analysis's counts: accesses and tokens exact, the others estimated from its
-    post-stratified tallies (`_estimated`); the sampled analyzer's, and its partitions' merged
-    (kvset.core.partial_sample)."""
-
-    band_counts: np.ndarray  # every access, counted exactly: (accesses, tokens) per position band
-
-    @property
-    def accesses(self) -> int:
-        return int(self.band_counts[:, 0].sum())
-
-    @property
-    def tokens(self) -> int:
-        return int(self.band_counts[:, 1].sum())
-
-    def _estimated(self, kind: int) -> int:
-        raise NotImplementedError
-
-    @property
-    def first_time(self) -> int:
-        """Estimated distinct blocks."""
-        return self._estimated(SK.T_FIRST_TIME)
-
-    @property
-    def beyond_horizon(self) -> int:
-        return self._estimated(SK.T_BEYOND)
-
-    @property
-    def misses_split_exact(self) -> bool:
-        """The sample forgets no block: its split of the misses is as good as its estimate."""
-        return True
-
-    @property
-    def forgotten_blocks(self) -> int:
-        """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
-        return self.beyond_horizon
-
-    @property
-    def rereferences(self) -> int:
-        return max(0, self.accesses - self.first_time - self.beyond_horizon)
-
-
-def estimated_count(band_counts: np.ndarray, sampled: np.ndarray, kind: int) -> int:
-    """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
-    factor = band_factors(band_counts[:, 0], sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
-    return round(float((factor * sampled[:, :, kind, 0].sum(axis=0)).sum()))
 
 
 class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
@@ -239,10 +103,11 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         fine_slots: int = 360,
         coarse_seconds: float = 60.0,
         coarse_slots: int = 120,
-        initial_tracked: int = _MIN_TRACKED,
+        initial_tracked: int = MIN_TRACKED,
         sample_rate: float | None = None,
         sample_size: int | None = None,
         seed: int = 0,
+        watch_positions: bool = True,
     ) -> None:
         check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         if (sample_rate is None) == (sample_size is None):
@@ -256,10 +121,16 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         self.sample_size = int(sample_size) if sample_size is not None else None
         self._salt = seed_salt(self.seed)
         self._limit = rate_limit(sample_rate) if sample_rate is not None else MAX_HASH
-        self._shifts = head_shifts(head_for_rate(sample_rate) if sample_rate is not None else FIXED_SIZE_HEAD)
+        self._head = head_for_rate(sample_rate) if sample_rate is not None else FIXED_SIZE_HEAD
+        self._shifts = head_shifts(self._head)
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
+        # watch_positions: drop the head boost when block positions are seen to vary (False: never,
+        # which one partition of kvset.core.partial_sample cannot tell)
+        self._watch = bool(watch_positions)
+        self.head_boost = True
+        self._counts: CountBands | None = None  # once the boost is dropped: bands by access count
         capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
-        self._s = _SampleState(capacity)
+        self._s = SampleState(capacity)
         self._s.meta[SK.S_HORIZON] = self.horizon
         self._s.meta[SK.S_FINE_CURRENT] = self._s.meta[SK.S_COARSE_CURRENT] = SK.NO_SLOT
         self._s.meta[SK.S_SIZE_LIMIT] = self.sample_size or 0
@@ -364,6 +235,8 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             self._found = np.empty(n, dtype=np.int64)
             self._found_band = np.empty(n, dtype=np.int64)
             self._found_key = np.empty(n, dtype=np.uint64)
+        if self._counts is not None:  # no head boost: bands by access count
+            return self._counts.gather(keys, ts, check, 0, self._salt, self._thresholds(), self._found_all())
         m, ok, ordered = SF.gather_batch(
             keys,
             ts,
@@ -379,6 +252,9 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             self._found_key,
         )
         return int(m), bool(ok), bool(ordered)
+
+    def _found_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._found, self._found_band, self._found_key
 
     def _thresholds(self) -> np.ndarray:
         return SF.band_thresholds(np.uint64(self._limit), self._shifts)
@@ -431,9 +307,14 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 self._found_band,
                 self._found_key,
                 n_found,
+                self._counts.access_band if self._counts is not None else NO_BANDS,
                 self._salt,
                 self._weights,
-                _fixed(self._weights),
+                fixed_weights(self._weights),
+                self._watch and self.head_boost,
+                np.uint64(self._limit),
+                MIN_PLAIN_EVIDENCE,
+                MOVED_SHARE,
                 s.table,
                 s.mask,
                 *s.slots(),
@@ -447,9 +328,9 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 self._scratch_blocks,
                 self._scratch_tokens,
                 self._scratch_counts,
-                _ring_arrays(fine),
+                ring_arrays(fine),
                 self.coarse.width,
-                _ring_arrays(self.coarse),
+                ring_arrays(self.coarse),
             )
             reason = int(s.meta[SK.S_REASON])
             if reason == SK.STOP_GROW:
@@ -469,6 +350,13 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                         self._thresholds(),
                     )
                 )
+            elif reason == SK.STOP_MOVED:
+                self._drop_head_boost()
+                # the rest of the batch, gathered again by the count bands' rates
+                assert self._counts is not None
+                n_found = self._counts.gather(
+                    keys, ts, False, int(i), self._salt, self._thresholds(), self._found_all()
+                )[0]
             else:
                 break
         for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
@@ -504,12 +392,29 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         keep = len(prio) - max(1, len(prio) // EVICT_SHARE)
         cut = int(np.partition(prio, keep)[keep])  # the lowest priority that goes
         self._limit = min(self._limit, max(0, cut - 1))
+        self._resample()
+
+    def _drop_head_boost(self) -> None:
+        """Block positions vary (kvset.core.sampling_rates): from here on the bands go by access count,
+        the blocks only the boost kept are dropped, and what the position bands tallied is one band."""
+        self.head_boost = False
+        self._shifts = count_shifts(self._head)
+        s = self._s
+        s.slot[: int(s.meta[SK.S_NOW]), SS.W_BAND] = BEFORE_PLAIN  # kept now only if kept at every band
+        self._resample()
+        fold_position_bands(self.band_counts, self.sampled, self.hist, self.ghist)
+        self._counts = CountBands()
+
+    def _resample(self) -> None:
+        """Drop the tracked blocks the limit and shifts no longer keep; weigh the others anew."""
+        s = self._s
+        now = int(s.meta[SK.S_NOW])
         dropped = SS.drop_above(
             np.uint64(self._limit), self._salt, self._shifts, s.table, s.mask, *s.slots(), now
         )
         s.meta[SK.S_TRACKED] -= dropped
         self._weights = 1.0 / band_rates(self._limit, self._shifts)
-        s.reweight(_fixed(self._weights))
+        s.reweight(fixed_weights(self._weights))
 
     # -- reading: counts -----------------------------------------------------
     @property
@@ -526,7 +431,16 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             tracked_blocks=self.tracked_blocks,
             tracked_accesses=int(self._s.meta[SK.S_SAMPLED]),
             accesses=self.accesses,
+            head_boost=self.head_boost,
+            moved_share=self.moved_share,
         )
+
+    @property
+    def moved_share(self) -> float | None:
+        """Of the re-accesses of blocks kept at every position while the heads were boosted, the share
+        at a position of another rate than the access before (None: none seen)."""
+        evidence = int(self._s.meta[SK.S_EVIDENCE])
+        return int(self._s.meta[SK.S_MOVED]) / evidence if evidence else None
 
     @property
     def tracked_blocks(self) -> int:
@@ -583,13 +497,3 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
         return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
-
-
-def _fixed(weights: np.ndarray) -> np.ndarray:
-    """Weights in the kernel's fixed point (weight 1 = WEIGHT_ONE)."""
-    return np.round(weights * SK.WEIGHT_ONE).astype(np.int64)
-
-
-def _ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:
-    """A SlotRing's arrays, which the kernel adds each slot's tallies to (sampling_kernel._ring_add)."""
-    return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

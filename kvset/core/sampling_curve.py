@@ -181,3 +181,51 @@ def working_set_bounds(
         i = int(np.searchsorted(shifted, float(_as_fraction(target)), side="left"))
         bounds.append(int(curve.capacities[i]) if i < len(shifted) else None)
     return bounds[0], bounds[1]
+
+
+class EstimatedCounts:
+    """A sampled analysis's counts: accesses and tokens exact, the others estimated from its
+    post-stratified tallies (`_estimated`); the sampled analyzer's, and its partitions' merged
+    (kvset.core.partial_sample)."""
+
+    band_counts: np.ndarray  # every access, counted exactly: (accesses, tokens) per position band
+
+    @property
+    def accesses(self) -> int:
+        return int(self.band_counts[:, 0].sum())
+
+    @property
+    def tokens(self) -> int:
+        return int(self.band_counts[:, 1].sum())
+
+    def _estimated(self, kind: int) -> int:
+        raise NotImplementedError
+
+    @property
+    def first_time(self) -> int:
+        """Estimated distinct blocks."""
+        return self._estimated(SK.T_FIRST_TIME)
+
+    @property
+    def beyond_horizon(self) -> int:
+        return self._estimated(SK.T_BEYOND)
+
+    @property
+    def misses_split_exact(self) -> bool:
+        """The sample forgets no block: its split of the misses is as good as its estimate."""
+        return True
+
+    @property
+    def forgotten_blocks(self) -> int:
+        """The sample forgets no block; re-references estimated beyond the horizon stand for them."""
+        return self.beyond_horizon
+
+    @property
+    def rereferences(self) -> int:
+        return max(0, self.accesses - self.first_time - self.beyond_horizon)
+
+
+def estimated_count(band_counts: np.ndarray, sampled: np.ndarray, kind: int) -> int:
+    """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
+    factor = band_factors(band_counts[:, 0], sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
+    return round(float((factor * sampled[:, :, kind, 0].sum(axis=0)).sum()))

@@ -5,19 +5,26 @@ mix of its key and shift_b the head boost of the access's position band b (kvset
 Every access is hashed and tested, so this pass is most of the sampled analyzer's cost per access:
 it tests 64 accesses at a time into a bit mask (a loop without branches, which vectorizes), then
 walks the mask's set bits, for a whole batch before the kernel handles any (gather_batch), checking
-the timestamps on the way. The search for a slot's end is here too.
+the timestamps on the way. Without the head boost (bands by access count, kvset.core.sampling_rates)
+gather_counted does the same in one scalar pass that also counts every access in a sketch. The
+search for a slot's end is here too.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from numba import njit
 
 from kvset.core import hash_table as HT
 from kvset.core import intrinsics as IN
 from kvset.core.kernel_types import Int
+from kvset.core.sampling_rates import rate_limit, seed_salt
 
 CHUNK = 64  # accesses tested into one mask word
+SKETCH_SKIP_BITS = (
+    3  # the access-count sketch's cell: hash bits above the random groups' (sampling_kernel.GROUPS)
+)
 PREFETCH_KEYS = (
     512  # keys are requested this far ahead: the hardware's prefetch fell behind (1.12 -> 0.85 ns)
 )
@@ -47,6 +54,28 @@ def band_range(b: Int, nbands: Int, x: Int, stop: Int, base: Int, back: bool) ->
     else:
         a, e = max(x, base + lo), min(stop, base + hi)
     return a, max(a, e)
+
+
+@njit(inline="always")
+def count_position_bands(
+    band_counts: np.ndarray, tokens: np.ndarray, per_access: bool, x: Int, stop: Int, base: Int, back: bool
+) -> Int:
+    """Add the accesses of [x, stop) (one request's, positions as band_range takes them) and their
+    tokens to band_counts by position band; returns their tokens."""
+    nbands = band_counts.shape[0]
+    seg_tokens = 0  # summed here, added once: 26 additions to one counter waited on each other
+    for b in range(nbands):
+        a, e = band_range(b, nbands, x, stop, base, back)
+        if per_access:
+            t_sum = 0
+            for z in range(a, e):
+                t_sum += tokens[z]
+        else:
+            t_sum = (e - a) * tokens[0]
+        band_counts[b, 0] += e - a
+        band_counts[b, 1] += t_sum
+        seg_tokens += t_sum
+    return seg_tokens
 
 
 @njit(inline="always")
@@ -146,6 +175,64 @@ def gather_batch(
             m,
         )
     return m, state[0] == 0, state[1] == 0
+
+
+@njit(nogil=True, cache=True)
+def gather_counted(
+    keys: np.ndarray,
+    stamps: np.ndarray,
+    check: bool,
+    bound: float,
+    salt: np.uint64,
+    thresholds: np.ndarray,
+    sketch: np.ndarray,
+    last_band: Int,
+    access_band: np.ndarray,
+    found: np.ndarray,
+    found_band: np.ndarray,
+    found_key: np.ndarray,
+) -> tuple[Int, bool, bool]:
+    """gather_batch for bands by access count (no head boost): an access's band is
+    band_of(the accesses to its sketch cell so far, last_band), in access_band (as long as the batch).
+    The sketch (one row of saturating counters, indexed by hash bits the filter and the random groups
+    do not read) is counted here: the caller takes the batch back out with uncount if the timestamps
+    are refused."""
+    n = keys.shape[0]
+    cells = np.uint64(sketch.shape[0] - 1)
+    top = sketch.dtype.type(np.iinfo(sketch.dtype).max)
+    bad = 0
+    down = 0
+    m: Int = 0
+    for i in range(n):
+        if check:
+            v = stamps[i]
+            bad += not ((v >= -bound) & (v <= bound))
+            if i > 0:
+                down += v < stamps[i - 1]
+        h = priority_hash(keys[i], salt)
+        cell = (h >> np.uint64(SKETCH_SKIP_BITS)) & cells
+        c = sketch[cell]
+        if c < top:
+            sketch[cell] = c + 1
+        b = band_of(np.int64(c), last_band)
+        access_band[i] = b
+        if h <= thresholds[b]:
+            found[m] = i
+            found_band[m] = b
+            found_key[m] = keys[i]
+            m += 1
+    return m, bad == 0, down == 0
+
+
+@njit(nogil=True, cache=True)
+def uncount(keys: np.ndarray, salt: np.uint64, sketch: np.ndarray) -> None:
+    """Take a batch gather_counted counted back out of the sketch (a saturated counter stays)."""
+    cells = np.uint64(sketch.shape[0] - 1)
+    top = sketch.dtype.type(np.iinfo(sketch.dtype).max)
+    for i in range(keys.shape[0]):
+        cell = (priority_hash(keys[i], salt) >> np.uint64(SKETCH_SKIP_BITS)) & cells
+        if 0 < sketch[cell] < top:
+            sketch[cell] -= 1
 
 
 @njit(nogil=True, cache=True)
@@ -307,3 +394,11 @@ def first_at_or_after_sorted(stamps: np.ndarray, x: Int, stop: Int, t_end: float
     while g > x and stamps[g - 1] >= t_end:
         g -= 1
     return g
+
+
+def sample_filter(keys: npt.ArrayLike, rate: float, seed: int = 0) -> np.ndarray:
+    """SHARDS' filter: True for the keys kept at `rate` with `seed` (hash(key) < rate x 2^64).
+
+    The same rule the sampled analyzer applies to blocks past the request heads."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    return keep_mask(keys, seed_salt(seed), np.uint64(rate_limit(rate)), 0)

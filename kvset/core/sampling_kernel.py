@@ -3,7 +3,9 @@
 A block is tracked iff its priority u = h >> k_b is at most the limit L, where h is a seeded 64-bit
 mix of its key and k_b the head boost of the access's position band b (see kvset.core.sampling).
 With k_b = 0 that is SHARDS' rule h < R x 2^64; the first blocks of each request get 2^k_b times the
-rate, so the blocks every request shares are sampled densely and cheaply.
+rate, so the blocks every request shares are sampled densely and cheaply. Where block positions
+vary the bands go by access count instead (kvset.core.sampling_rates), each re-access weighed by
+the rate of the access before it.
 
 Every tracked block carries a weight, 1 / its sampling rate, and has one live slot: the slot of its
 latest tracked access, holding its weight, the weighted count W of tracked accesses before it, its
@@ -40,7 +42,7 @@ from kvset.core import kernel_layout as KL
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
 from kvset.core.sampling_filter import (
-    band_range,
+    count_position_bands,
     first_at_or_after,
     first_at_or_after_sorted,
     priority_hash,
@@ -75,7 +77,9 @@ S_FINE_CURRENT = 15  # the rings' newest slots (NO_SLOT: none yet)
 S_COARSE_CURRENT = 16
 S_LIVE = 17  # sum of the live slots' weights (fixed point)
 S_WEIGHT = 18  # weighted tracked accesses so far: W of the next tracked access (fixed point)
-META_SIZE = 19
+S_EVIDENCE = 19  # re-accesses of blocks kept at every position, while the heads are boosted
+S_MOVED = 20  # those at a position band of another rate than the access before
+META_SIZE = 21
 NO_SLOT = np.iinfo(np.int64).min
 WEIGHT_ONE = 1 << 16  # fixed point of the weights: room for 1e14 accesses in an int64
 
@@ -83,6 +87,7 @@ STOP_DONE = KL.STOP_DONE
 STOP_GROW = KL.STOP_GROW
 STOP_NEXT_SLOT = KL.STOP_NEXT_SLOT
 STOP_EVICT = 3  # fixed size: a new block would exceed the size limit
+STOP_MOVED = 4  # block positions vary: the heads must no longer be boosted (kvset.core.sampling_rates)
 
 # sampled[group, band, kind, unit] (float64, weighted): kinds
 T_ACCESSES = 0
@@ -160,9 +165,14 @@ def sampled_feed_kernel(
     band_all: np.ndarray,
     key_all: np.ndarray,
     n_found: Int,
+    access_band: np.ndarray,
     salt: np.uint64,
     weights: np.ndarray,
     fixed_weights: np.ndarray,
+    watch: bool,
+    core_limit: np.uint64,
+    min_evidence: Int,
+    moved_share: float,
     table: np.ndarray,
     mask: Int,
     slot_key: np.ndarray,
@@ -188,10 +198,14 @@ def sampled_feed_kernel(
     accesses before the first one continue the last request, at position meta[S_POS]); reverse:
     each request's accesses are in reverse order (positions still count from its first block).
     found_all[:n_found], band_all, key_all: the batch's sampled accesses (index, position band, key;
-    sampling_filter.gather_batch). weights[b]: 1 / rate of position band b (fixed_weights: the same
-    in fixed point). Stops early, meta[S_REASON] saying why, when the arrays are full (STOP_GROW) or
-    when a fixed-size sample is full (STOP_EVICT); the access it stops at is untouched, so the
-    caller resumes there.
+    sampling_filter.gather_batch). access_band: the band of every access of the batch when bands go
+    by access count (sampling_filter.gather_counted), else empty. weights[b]: 1 / rate of band b
+    (fixed_weights: the same in fixed point). watch: the heads are boosted, so the re-accesses of
+    the blocks kept at every position (hash <= core_limit) are counted, and those whose band's rate
+    differs from the access before's (meta[S_EVIDENCE], meta[S_MOVED]). Stops early, meta[S_REASON]
+    saying why, when the arrays are full (STOP_GROW), when a fixed-size sample is full (STOP_EVICT)
+    or when more than moved_share of at least min_evidence such re-accesses moved (STOP_MOVED); the
+    access it stops at is untouched, so the caller resumes there.
     The all-time outputs (band_counts, sampled, hist, ghist) stay raw; hist and ghist in planes
     (blocks, tokens), the tokens planes (and the rings' tokens) only written when token_planes. Each
     time slot's run is tallied in the scratch (bucket_blocks, bucket_tokens, counts: fixed point,
@@ -215,6 +229,8 @@ def sampled_feed_kernel(
     wsum = meta[S_WEIGHT]
     max_d = meta[S_MAX_DISTANCE]
     tracked = meta[S_TRACKED]
+    evidence = meta[S_EVIDENCE]
+    moved = meta[S_MOVED]
     n_sampled = 0
     reason = STOP_DONE
     # the batch's sampled accesses, gathered before the kernel (sampling_filter.gather_batch), from
@@ -225,6 +241,8 @@ def sampled_feed_kernel(
     hit_distance = np.empty(BATCH, dtype=np.int64)  # and the windows' grid bucket (found with the distance)
     hit_group = np.empty(BATCH, dtype=np.int64)
     hit_grid = np.empty(BATCH, dtype=np.int64)
+    hit_weight = np.empty(BATCH, dtype=np.float64)
+    counted = access_band.shape[0] > 0  # bands by access count, not position
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
     run_length: Int = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
     x: Int = start
@@ -287,7 +305,27 @@ def sampled_feed_kernel(
                         done = y
                         break
                 h = priority_hash(key, salt)
+                if watch and cell >= 0 and h <= core_limit:
+                    # a block kept at every position: its access before was seen, at its band
+                    now_moved = moved + (slot[np.int64(table[2 * cell + 1]), W_WEIGHT] != fixed_weights[b])
+                    if evidence + 1 >= min_evidence and now_moved > moved_share * (evidence + 1):
+                        reason = STOP_MOVED
+                        done = y
+                        break
+                    evidence += 1
+                    moved = now_moved
                 w = weights[b]
+                if counted:
+                    # bands by count (kvset.core.sampling_rates): a block is kept from the first access
+                    # whose band's rate takes it on, so a re-access is seen at its access before's rate,
+                    # and a first access only if the block is kept at every band; a block taken on at
+                    # a boosted band was seen before unkept: no tally
+                    if cell >= 0:
+                        w = weights[slot[np.int64(table[2 * cell + 1]), W_BAND]]
+                    elif h > core_limit:
+                        w = 0.0
+                    else:
+                        w = weights[0]
                 tok = tokens[y] if per_access_tokens else tokens[0]
                 if now >= nslots:
                     # renumber the live slots in place
@@ -325,6 +363,7 @@ def sampled_feed_kernel(
                         hit_distance[n_hits] = di
                         hit_group[n_hits] = grp
                         hit_grid[n_hits] = q
+                        hit_weight[n_hits] = w
                         n_hits += 1
                         bucket_blocks[q] += ring_w
                         if token_planes:
@@ -357,7 +396,7 @@ def sampled_feed_kernel(
                 j = hit_at[k]
                 b = found_band[j]
                 di = hit_distance[k]
-                w = weights[b]
+                w = hit_weight[k]
                 f = bucket_of(di, FINE_EXACT_BITS, FINE_OCTAVE_BITS)
                 q = hit_grid[k]
                 hist[0, b, f] += w
@@ -372,18 +411,18 @@ def sampled_feed_kernel(
                     r += 1
                 seg_end = min(done, starts[r + 1] if r + 1 < nstarts else n)
                 back, base = request_base(r, starts, nstarts, n, reverse, meta[S_POS])
-                seg_tokens = 0  # summed here, added once: 26 additions to one counter waited on each other
-                for b in range(nbands):
-                    a, e = band_range(b, nbands, x, seg_end, base, back)
-                    if per_access_tokens:
-                        t_sum = 0
-                        for z in range(a, e):
-                            t_sum += tokens[z]
-                    else:
-                        t_sum = (e - a) * tokens[0]
-                    band_counts[b, 0] += e - a
-                    band_counts[b, 1] += t_sum
-                    seg_tokens += t_sum
+                if counted:  # bands by access count, one an access
+                    seg_tokens = 0
+                    for z in range(x, seg_end):
+                        b = access_band[z]
+                        t_one = tokens[z] if per_access_tokens else tokens[0]
+                        band_counts[b, 0] += 1
+                        band_counts[b, 1] += t_one
+                        seg_tokens += t_one
+                else:
+                    seg_tokens = count_position_bands(
+                        band_counts, tokens, per_access_tokens, x, seg_end, base, back
+                    )
                 counts[KL.C_ACCESSES] += SCALE * (seg_end - x)
                 counts[KL.C_TOKENS] += SCALE * seg_tokens
                 x = seg_end
@@ -438,6 +477,8 @@ def sampled_feed_kernel(
     meta[S_NOW] = now
     meta[S_MAX_DISTANCE] = max_d
     meta[S_TRACKED] = tracked
+    meta[S_EVIDENCE] = evidence
+    meta[S_MOVED] = moved
     meta[S_SAMPLED] += n_sampled
     meta[S_LIVE] = live
     meta[S_WEIGHT] = wsum

@@ -89,11 +89,14 @@ class StackDistanceAnalyzer(Protocol):
 @dataclass(frozen=True)
 class Sampling:
     """A spatial sample of the blocks (kvset.core.sampling): at a fixed `rate`, or of at most `size`
-    tracked blocks; `seed` picks which blocks."""
+    tracked blocks; `seed` picks which blocks. watch_positions: drop the head boost when block
+    positions are seen to vary (kvset.core.sampling_rates); False trusts them to be fixed, as the
+    partitions of kvset.core.partial_sample must."""
 
     rate: float | None = None
     size: int | None = None
     seed: int = 0
+    watch_positions: bool = True
 
     def __post_init__(self) -> None:
         if (self.rate is None) == (self.size is None):
@@ -123,5 +126,6 @@ def new_analyzer(
         sample_rate=sampling.rate,
         sample_size=sampling.size,
         seed=sampling.seed,
+        watch_positions=sampling.watch_positions,
         **slots,
     )

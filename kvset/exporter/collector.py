@@ -146,6 +146,14 @@ def header_families(snap: Snapshot) -> list[MetricFamily]:
             )
         )
         out.append(gauge("kvset_sample_tracked_blocks", "blocks in the sample", snap.sample.tracked_blocks))
+        out.append(
+            gauge(
+                "kvset_sample_head_boost",
+                "1 while request heads are sampled more; 0 once block positions were seen to vary (keys not "
+                "prefix-chained) and the sample fell back to plain spatial sampling",
+                float(snap.sample.head_boost),
+            )
+        )
     return out
 
 

@@ -26,16 +26,21 @@ def estimate_json(info: SampleInfo | None) -> Json | None:
     """What a sampled analysis sampled (None: every block was analyzed, the numbers are measured)."""
     if info is None:
         return None
-    from kvset.core.sampling import METHOD  # the sampled analyzer (numba): loaded when one sampled
+    from kvset.core.sampling import (  # the sampled analyzer (numba): loaded when one sampled
+        METHOD,
+        PLAIN_METHOD,
+    )
 
     return {
-        "method": METHOD,
+        "method": METHOD if info.head_boost else PLAIN_METHOD,
         "sample_rate": info.rate,
         "sample_size": info.size,
         "seed": info.seed,
         "tracked_blocks": info.tracked_blocks,
         "tracked_accesses": info.tracked_accesses,
         "tracked_share": info.tracked_share,
+        "head_boost": info.head_boost,  # False: block positions vary, plain spatial sample
+        "positions_moved_share": info.moved_share,
         "meaningful": info.meaningful,  # False: fewer than MIN_SAMPLE_BLOCKS blocks, and no interval
         "error_bound": f"{ERROR_Z:g} standard errors (about 95 %) from the spread of the sample's random groups"
         if info.meaningful

@@ -42,20 +42,31 @@ def estimate_text(estimate: Json | None) -> list[str]:
     if estimate is None:
         return []
     size = f", at most {estimate['sample_size']:,} blocks" if estimate["sample_size"] else ""
+    heads = "request heads sampled more" if estimate["head_boost"] else "request heads NOT sampled more"
     label = (
         f"  ESTIMATE from a {sample_rate_label(estimate['sample_rate'])} spatial sample of the blocks{size} "
-        f"(seed {estimate['seed']}; request heads sampled more: {percent_cell(estimate['tracked_share'], 1)} of the "
+        f"(seed {estimate['seed']}; {heads}: {percent_cell(estimate['tracked_share'], 1)} of the "
         f"accesses looked at, {plural(estimate['tracked_blocks'], 'block')} tracked)"
     )
+    moved = []
+    if not estimate["head_boost"]:
+        moved.append(
+            "  block positions vary (keys not prefix-chained: "
+            f"{percent_cell(estimate['positions_moved_share'] or 0.0, 0)} of the sampled re-reads at a position "
+            "sampled at another rate), where boosting the heads would bias the curve low: often-read blocks "
+            "sampled more instead"
+        )
     if not estimate["meaningful"]:
         return [
             label,
+            *moved,
             f"  NOT MEANINGFUL: the sample holds {plural(estimate['tracked_blocks'], 'block')}, fewer than "
             f"{MIN_SAMPLE_BLOCKS}: its numbers are decided by a handful of blocks and have no interval; "
             "sample at a higher rate or a larger size",
         ]
     return [
         label,
+        *moved,
         f"  every number but requests, accesses and tokens is an estimate; ± is {estimate['error_bound']}",
     ]
 

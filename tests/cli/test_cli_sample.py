@@ -137,3 +137,40 @@ def test_a_sample_rate_too_thin_to_weigh_is_refused_in_one_line(capsys, rate):
 def test_a_tiny_sample_rate_is_labelled_with_its_value_not_zero(capsys):
     code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "1e-9")
     assert code == 0 and "ESTIMATE from a 1e-07 % spatial sample" in out and " 0 % spatial" not in out
+
+
+def _cut_mooncake(path, requests: int = 4_000, request_blocks: int = 32) -> None:
+    """A Mooncake file whose hash ids are not prefix-chained: popular blocks anywhere in a request."""
+    import numpy as np
+
+    from tests.support.cut_traces import cut_trace
+
+    keys, _ = cut_trace(np.random.default_rng(1), requests * request_blocks, 20_000, request_blocks)
+    ids = (keys >> np.uint64(40)).tolist()  # small ids, one per key
+    with open(path, "w") as out:
+        for r in range(requests):
+            blocks = ids[r * request_blocks : (r + 1) * request_blocks]
+            line = {
+                "timestamp": r,
+                "input_length": 512 * request_blocks,
+                "output_length": 1,
+                "hash_ids": blocks,
+            }
+            out.write(json.dumps(line) + "\n")
+
+
+def test_a_sample_of_keys_that_are_not_prefix_chained_says_the_head_boost_is_dropped(capsys, tmp_path):
+    trace = tmp_path / "cut.jsonl"
+    _cut_mooncake(trace)
+    code, out, _ = run(capsys, "analyze", str(trace), "--sample", "5%", "--json")
+    assert code == 0
+    est = json.loads(out)["estimate"]
+    assert est["head_boost"] is False and est["positions_moved_share"] > 0.1
+    assert "not boosted" in est["method"]
+    code, out, _ = run(capsys, "analyze", str(trace), "--sample", "5%")
+    assert "request heads NOT sampled more" in out and "block positions vary (keys not prefix-chained" in out
+    # a real prefix-chained trace keeps the boost, and says nothing of positions
+    code, out, _ = run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "5%", "--json")
+    est = json.loads(out)["estimate"]
+    assert est["head_boost"] is True and "boosted request heads" in est["method"]
+    assert "block positions vary" not in run(capsys, "analyze", str(MOONCAKE_TRACE), "--sample", "5%")[1]

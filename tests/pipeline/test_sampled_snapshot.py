@@ -31,6 +31,7 @@ def test_snapshot_of_a_sample_carries_it_into_json_and_metrics():
     families = {f.name: f for f in snapshot_families(snap)}
     assert families["kvset_sample_rate"].samples[0].value == 0.1
     assert families["kvset_sample_tracked_blocks"].samples[0].value == snap.sample.tracked_blocks
+    assert families["kvset_sample_head_boost"].samples[0].value == 1.0  # prefix-chained: heads boosted
 
 
 def test_snapshot_of_every_block_says_nothing_of_a_sample():

@@ -37,7 +37,9 @@ def _intervals_of_tiny_samples_too():
 
 
 def _one_process(keys, tokens, starts, horizon, rate, seed, order):
-    a = new_analyzer(array_units(tokens), horizon, order, Sampling(rate=rate, seed=seed))
+    a = new_analyzer(
+        array_units(tokens), horizon, order, Sampling(rate=rate, seed=seed, watch_positions=False)
+    )
     a.feed(keys, tokens=tokens, request_starts=starts, timestamps=0.0)
     return a
 

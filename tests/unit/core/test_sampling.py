@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from kvset.core import sampling_kernel as SK
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_curve, naive_stack_distances, reverse_within_requests
-from kvset.core.sampling import SampledAnalyzer, band_rates, head_shifts, sample_filter
+from kvset.core.sampling import SampledAnalyzer
 from kvset.core.sampling_curve import working_set_bounds
+from kvset.core.sampling_filter import sample_filter
+from kvset.core.sampling_rates import band_rates, head_shifts
 from kvset.workload import WorkloadConfig, generate
 
 
@@ -306,8 +308,8 @@ def test_the_sorted_search_for_a_slot_end_is_numpy_searchsorted_from_any_guess(s
 def test_the_gathering_pass_checks_every_timestamp(n, seed, kind, reverse):
     # the check runs inside the filter's chunks (aligned to request positions); every timestamp,
     # whatever chunk it falls in, must count
-    from kvset.core.sampling import MAX_HASH, head_shifts, seed_salt
     from kvset.core.sampling_filter import band_thresholds, gather_batch
+    from kvset.core.sampling_rates import MAX_HASH, head_shifts, seed_salt
 
     rng = np.random.default_rng(seed)
     stamps = np.sort(rng.random(n) * 100)
