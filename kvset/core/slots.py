@@ -87,7 +87,7 @@ class SlotRing:
         counts = np.zeros((n, K.COUNTS_SIZE), dtype=np.int64)
         requests = np.zeros(n, dtype=np.int64)
         blocks = np.zeros((n, self.blocks.shape[1]), dtype=np.int64)
-        tokens = np.zeros_like(blocks)
+        tokens = np.zeros(blocks.shape, dtype=np.int64)  # not zeros_like, which writes every page
         if self.current is not None:
             valid = self.slot_ids[rows] == want
             counts[valid] = self.counts[rows[valid]]

@@ -170,7 +170,9 @@ def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
             opt: list[int | None] = [None] * len(targets)
             if opt_gap is not None and label == "all":
                 opt = [g.opt_blocks for g in opt_gap.for_mode(mode)]
-            for t, trend, o in zip(targets, _trends(inputs, seconds, targets, tm, now, windows), opt, strict=True):
+            for t, trend, o in zip(
+                targets, _trends(inputs, seconds, targets, tm, now, windows), opt, strict=True
+            ):
                 rows.append(working_set_row(curve, label, t, tm, inputs.sizes, pool, hybrid_bytes, trend, o))
     return WorkingSets(tuple(rows))
 
