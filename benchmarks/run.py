@@ -2,8 +2,10 @@
 
 One trace, three contenders, each run `--repeat` times in a fresh process pinned to one core,
 the runs interleaved (analyzer, Python, libCacheSim, analyzer, ...) so that the load of a shared
-machine falls on all of them alike. Ratios use the median run of each. The results go to
-stdout and to benchmarks/results/latest.json.
+machine falls on all of them alike. Ratios use the median run of each. Then the trace readers,
+sampling, Belady MIN, runs of re-read blocks and kvset-top's CPU and key latency in tmux
+(benchmarks/tui_bench.py; skipped without tmux or with --no-tui), each with its goals. The results
+go to stdout and to benchmarks/results/latest.json.
 """
 
 from __future__ import annotations
