@@ -367,6 +367,8 @@ class KvsetTopApp(App[int]):
         if snapshot is None:
             self.notify("nothing to export yet: no snapshot", severity="warning")
             return
+        for panel in self.panels:
+            panel.show_pending()
         try:
             paths = export_snapshot(
                 snapshot, self.export_screenshot(), self.export_dir, self.clock(), window=self.view.window

@@ -95,6 +95,13 @@ class SnapshotView(_Widget):
             self.set_timer(wait + 2 * FRAME_SLACK_SECONDS, self._catch_up)
         return True
 
+    def show_pending(self) -> None:
+        """Show the data held back, at once (an export's screenshot is of the snapshot it saves)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._drawn_at = -math.inf
+            self.show(*pending)
+
     def _catch_up(self) -> None:
         self._catch_up_due = False
         if self._pending is not None:

@@ -63,6 +63,20 @@ async def test_the_slow_panels_take_new_data_at_their_pace_but_a_key_at_once():
         assert curve.renders == renders[0] + 1 and table.renders == renders[1] + 1
 
 
+async def test_an_export_shows_the_data_it_saves_in_every_panel(tmp_path):
+    app = KvsetTopApp(snapshot=demo_snapshot(), clock=fixed_clock(), theme_name="dark", export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        curve = app.query_one(HitRateCurvePlot)
+        curve.DATA_FRAME_SECONDS = 3600.0
+        newer = engine_snapshot()
+        app.post_message(SnapshotReady(newer))
+        await wait_until(pilot, lambda: app.shown is newer)
+        assert curve.snapshot is not newer
+        await pilot.press("e")
+        await wait_until(pilot, lambda: app.last_export is not None)
+        assert curve.snapshot is newer  # the screenshot beside the JSON is of the same snapshot
+
+
 async def test_a_slow_panel_shows_the_newest_data_once_its_time_is_up():
     app = make_app(demo_snapshot())
     async with app.run_test(size=SIZE) as pilot:
