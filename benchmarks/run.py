@@ -2,8 +2,10 @@
 
 One trace, three contenders, each run `--repeat` times in a fresh process pinned to one core,
 the runs interleaved (analyzer, Python, libCacheSim, analyzer, ...) so that the load of a shared
-machine falls on all of them alike. Ratios use the median run of each. The results go to
-stdout and to benchmarks/results/latest.json.
+machine falls on all of them alike. Ratios use the median run of each. Then the trace readers,
+sampling, Belady MIN, runs of re-read blocks and kvset-top's CPU and key latency in tmux
+(benchmarks/tui_bench.py; skipped without tmux or with --no-tui), each with its goals. The results
+go to stdout and to benchmarks/results/latest.json.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +43,10 @@ GOAL_RATE = 6_000_000
 GOAL_VS_PYTHON = 20.0
 GOAL_VS_LIBCACHESIM = 10.0
 GOAL_BYTES_PER_BLOCK = 150.0
+GOAL_TUI_LIVE_PCT = 3.0
+GOAL_TUI_PAUSED_PCT = 0.5
+GOAL_KEY_MS = 50
+TUI_BENCH_ARGS = ("--seconds", "15", "--presses", "10", "--scenarios", "idle-paused,live")
 
 
 def default_cpu() -> int | None:
@@ -147,6 +154,47 @@ def run_runs_benchmark(cpu: int | None) -> tuple[list[str], dict | None]:
                 f"runs_bench.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
             ], None
         return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
+
+
+def run_tui_benchmark() -> tuple[list[str], list[dict] | None, list[Goal]]:
+    """kvset-top --demo in a tmux pane (benchmarks/tui_bench.py): CPU live and paused, key latency."""
+    if shutil.which("tmux") is None:
+        return ["tui_bench.py skipped: tmux is not installed"], None, []
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "tui_bench.py"), *TUI_BENCH_ARGS, "--json"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return (
+            [f"tui_bench.py failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"],
+            None,
+            [],
+        )
+    results = json.loads(proc.stdout)
+    lines = [
+        f"{r['scenario']:<12} CPU {r['cpu_process_pct']:>5.1f} % of a core (UI thread {r['cpu_ui_thread_pct']:.1f} %), "
+        f"key press to changed screen {r.get('key_latency_ms_median', '-')} ms median"
+        for r in results
+    ]
+    by_name = {r["scenario"]: r for r in results}
+    goals = []
+    for name, label, limit in (
+        ("live", "kvset-top --demo live, CPU of the process", GOAL_TUI_LIVE_PCT),
+        ("idle-paused", "kvset-top --demo paused, CPU of the process", GOAL_TUI_PAUSED_PCT),
+    ):
+        if name in by_name:
+            cpu = by_name[name]["cpu_process_pct"]
+            goals.append(Goal(label, f"{cpu:.1f} %", f"< {limit:g} %", cpu < limit))
+    latencies = [r["key_latency_ms_median"] for r in results if "key_latency_ms_median" in r]
+    if latencies:
+        worst = max(latencies)
+        goals.append(
+            Goal(
+                "kvset-top key press, median (worst scenario)",
+                f"{worst:.0f} ms",
+                f"< {GOAL_KEY_MS} ms",
+                worst < GOAL_KEY_MS,
+            )
+        )
+    return lines, results, goals
 
 
 def run_parse_benchmark(cpu: int | None, accesses: int) -> list[str]:
@@ -434,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the real-trace shape: runs against the per-block kernel (benchmarks/runs_bench.py)",
     )
+    parser.add_argument(
+        "--no-tui", action="store_true", help="skip kvset-top's CPU and key latency (benchmarks/tui_bench.py)"
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.python_prefix <= 0 or args.python_prefix > args.accesses:
@@ -506,6 +557,20 @@ def main(argv: list[str] | None = None) -> int:
         for line in runs_lines:
             print("  " + line)
 
+    tui_lines, tui, tui_goals = [], None, []
+    if not args.no_tui:
+        print(
+            "\nkvset-top --demo in a 120x40 tmux pane (benchmarks/tui_bench.py "
+            f"{' '.join(TUI_BENCH_ARGS)}; load average {os.getloadavg()[0]:.2f}):",
+            flush=True,
+        )
+        tui_lines, tui, tui_goals = run_tui_benchmark()
+        for line in tui_lines:
+            print("  " + line)
+        for g in tui_goals:
+            print(f"  {g.goal:<52} {g.measured:>11} {g.target:>12}  {g.result}")
+        goals += tui_goals
+
     load_after = os.getloadavg()
     elapsed = time.perf_counter() - began
     print(f"\nload average {load_after[0]:.2f} at the end; whole run {elapsed:.0f} s; results in {args.json}")
@@ -528,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         "sampling": sampling,
         "opt": opt,
         "real_trace_runs": runs_figures,
+        "tui": tui,
         "seconds": elapsed,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,7 @@ FUTURE_TOLERANCE_SECONDS = 300.0
 MAX_EVENTS = 200
 ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
+WAKE_SECONDS = 0.25  # the pipeline looks at `stop` and the snapshot's time at least this often
 OPT_WAITING = "Belady MIN: once the whole trace is replayed"
 OPT_COMPUTING = "Belady MIN: computing the whole trace's curve…"
 NEVER_SAID_UNITS = "the source never said its block size: accesses not analyzed"
@@ -470,7 +471,9 @@ class Monitor:
         last = 0.0
         try:
             while not stop.is_set():
-                self._drain(min(0.1, self.interval))
+                # wait for the next snapshot's time (or a stop: at most WAKE_SECONDS), applying what comes
+                due = last + self.interval - time.monotonic()
+                self._drain(min(WAKE_SECONDS, due) if due > 0 else WAKE_SECONDS)
                 if self.opt and not self._opt_done and self.all_finished:
                     self._opt_note = OPT_COMPUTING
                     publish(self.snapshot())  # say so first: a long trace takes a while

@@ -8,6 +8,7 @@ a slow terminal only ever draws the newest frame; panels redraw only when their 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import sys
@@ -149,6 +150,7 @@ class KvsetTopApp(App[int]):
         self._panels: list[SnapshotView] | None = None
         self._live_interval: float | None = None
         self._has_ranks = False
+        self._drawn_at = -math.inf  # the clock's time of the last frame that redrew a panel
         if keymap:
             self.set_keymap(keymap)
 
@@ -253,6 +255,7 @@ class KvsetTopApp(App[int]):
             self.refresh_bindings()
         if changed:
             self.frames_rendered += 1
+            self._drawn_at = self.clock()
 
     @property
     def status_line(self) -> StatusLine:
@@ -265,7 +268,9 @@ class KvsetTopApp(App[int]):
             self._stop.set()
             self.exit(0)
             return
-        if not self.view.paused:
+        # A frame drawn within the last tick has put the ages on screen already (frames come once a
+        # second while data flows): the tick is for the seconds between sparser frames.
+        if not self.view.paused and self.clock() - self._drawn_at >= AGE_TICK_SECONDS:
             self.status_line.tick()
 
     def on_resize(self) -> None:
@@ -362,6 +367,8 @@ class KvsetTopApp(App[int]):
         if snapshot is None:
             self.notify("nothing to export yet: no snapshot", severity="warning")
             return
+        for panel in self.panels:
+            panel.show_pending()
         try:
             paths = export_snapshot(
                 snapshot, self.export_screenshot(), self.export_dir, self.clock(), window=self.view.window

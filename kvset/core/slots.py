@@ -70,12 +70,25 @@ class SlotRing:
         n = min(self.n_slots, max(1, math.ceil(seconds / self.width)))
         end = -1 if self.current is None else self.current
         want = np.arange(end - n + 1, end + 1)
+        rows = want % self.n_slots
+        if self.current is not None and bool((self.slot_ids[rows] == want).all()):
+            # every slot is in the ring (the usual case): one copy each, not zeros and a copy over them
+            # (the arrays are large, and fresh pages cost more than the copy on some VMs)
+            return SlotSeries(
+                self.width,
+                end,
+                self.counts[rows],
+                self.requests[rows],
+                self.blocks[rows],
+                self.tokens[rows],
+                grid,
+                horizon,
+            )
         counts = np.zeros((n, KL.COUNTS_SIZE), dtype=np.int64)
         requests = np.zeros(n, dtype=np.int64)
         blocks = np.zeros((n, self.blocks.shape[1]), dtype=np.int64)
-        tokens = np.zeros_like(blocks)
+        tokens = np.zeros(blocks.shape, dtype=np.int64)  # not zeros_like, which writes every page
         if self.current is not None:
-            rows = want % self.n_slots
             valid = self.slot_ids[rows] == want
             counts[valid] = self.counts[rows[valid]]
             requests[valid] = self.requests[rows[valid]]

@@ -132,19 +132,22 @@ AllTime = dict[tuple[str, float], int | None]  # what the trend keeps: (mode, ta
 
 
 def _trends(
-    inputs: FigureInputs, seconds: float | None, targets: Sequence[float], mode: TargetMode, now: AllTime
+    inputs: FigureInputs,
+    seconds: float | None,
+    targets: Sequence[float],
+    mode: TargetMode,
+    now: AllTime,
+    windows: Sequence[HitRateCurve],
 ) -> list[list[int | None]]:
-    """Working set per target over the last consecutive windows of this length, oldest first; of all
-    time, the all-time working sets sampled once a coarse slot (this one too when it is due)."""
+    """Working set per target over the last consecutive windows of this length (`windows`, oldest
+    first); of all time, the all-time working sets sampled once a coarse slot (this one too when it is
+    due)."""
     if seconds is None:
         kept: list[AllTime] = [h for h in inputs.history.get(FIGURE.name, ()) if isinstance(h, dict)]
         if inputs.history_due:
             kept = [*kept, now][-TREND_POINTS:]
         return [[h.get((mode, t)) for h in kept] for t in targets]
-    if inputs.slots is None:
-        return [[] for _ in targets]
-    curves = inputs.slots.consecutive_window_curves(seconds, TREND_POINTS)
-    return [[c.working_set(t, mode=mode) if c.accesses else None for c in curves] for t in targets]
+    return [[c.working_set(t, mode=mode) if c.accesses else None for c in windows] for t in targets]
 
 
 def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
@@ -156,6 +159,10 @@ def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
     rows = []
     for label, curve in inputs.curves.items():
         seconds = curve.window_seconds
+        # the trend's windows, read once for every target mode (reading them is most of this figure's cost)
+        windows: Sequence[HitRateCurve] = ()
+        if seconds is not None and inputs.slots is not None:
+            windows = inputs.slots.consecutive_window_curves(seconds, TREND_POINTS)
         for mode, targets in inputs.targets.by_mode.items():
             tm = target_mode(mode)
             now = {(mode, t): curve.working_set(t, mode=tm) for t in targets} if seconds is None else {}
@@ -163,7 +170,9 @@ def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
             opt: list[int | None] = [None] * len(targets)
             if opt_gap is not None and label == "all":
                 opt = [g.opt_blocks for g in opt_gap.for_mode(mode)]
-            for t, trend, o in zip(targets, _trends(inputs, seconds, targets, tm, now), opt, strict=True):
+            for t, trend, o in zip(
+                targets, _trends(inputs, seconds, targets, tm, now, windows), opt, strict=True
+            ):
                 rows.append(working_set_row(curve, label, t, tm, inputs.sizes, pool, hybrid_bytes, trend, o))
     return WorkingSets(tuple(rows))
 

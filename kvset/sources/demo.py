@@ -87,7 +87,9 @@ class DemoSource(Source):
             if self.speed:
                 until = (self.clock.monotonic() - start) * self.speed
                 if wl.now >= until:
-                    self.clock.wait(stop, min(IDLE_TICK, 0.05))
+                    # One batch a tick: the display shows a frame a second, and each wake-up costs the
+                    # generator and the analyzer more than the accesses it brings.
+                    self.clock.wait(stop, IDLE_TICK)
                     continue
             if self.duration is not None:
                 until = self.duration if until is None else min(until, self.duration)

@@ -27,6 +27,7 @@ from kvset.api import (
     read_curve,
 )
 from kvset.api import quantities as fmt
+from kvset_tui.ansi_frames import AnsiFrames
 from kvset_tui.capacity_units import axis_value_text, engine_pool, hit_unit, to_unit
 from kvset_tui.cursor import cursor_text, shown_curve
 from kvset_tui.theming import KvsetTheme
@@ -352,6 +353,7 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
     """
 
     AUTO_HEIGHT = False
+    DATA_FRAME_SECONDS = 2.0  # the curve moves slowly and is the costliest panel to draw
 
     def __init__(self, palette: KvsetTheme, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -359,6 +361,9 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self.data: PlotData | None = None
         self.theme = register_plot_theme(palette)  # type: ignore[assignment]  # registered at run time, not a plotext name
         self.border_title = "LRU hit rate vs capacity"
+        self._frames = AnsiFrames()
+        self._picture_of: tuple[Hashable, str | Text] | None = None  # (what it was drawn from, picture)
+        self._drawn: str | Text | None = None  # the picture last handed to the screen
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (
@@ -417,7 +422,24 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             legend.append("  ◇ model", style=p.rich("engine"))  # at the pool's effective LRU capacity
         self.border_subtitle = legend
 
+    def draws_the_same(self) -> bool:
+        # the plot is drawn here, once: a new snapshot often moves nothing a cell of the plot shows
+        return self._drawn is not None and self._picture() == self._drawn
+
     def render(self) -> RenderResult:
+        picture = self._drawn = self._picture()
+        return self._frames.text(picture) if isinstance(picture, str) else picture
+
+    def _picture(self) -> str | Text:
+        """The plot as plotext draws it (ANSI text), or a note instead of it; drawn once per data and size."""
+        if self.data is None:  # the note says whether the kernels compile: not kept
+            return self._draw()
+        key = (self.data, self.view, self.size, self.theme)
+        if self._picture_of is None or self._picture_of[0] != key:
+            self._picture_of = (key, self._draw())
+        return self._picture_of[1]
+
+    def _draw(self) -> str | Text:
         d = self.data
         if d is None:
             # on a first run the first batch waits for the kernels to compile: say so, not only "waiting"
@@ -468,4 +490,9 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
             plt.xlim(d.x_low, d.x_high)
         ticks = nice_ticks(d.x_low, d.x_high, self.view.log_x, max(2, width // 10))
         plt.xticks(ticks, [axis_value_text(t, d.unit) for t in ticks])
-        return super().render()
+        # PlotextPlot.render's steps, without its decode (AnsiFrames decodes only the changed lines)
+        plt.plotsize(width, height)
+        plt._set_size(width, height)
+        plt.theme(self._get_plotext_theme_name(self.app.theme))
+        ansi: str = plt.build()
+        return ansi

@@ -140,6 +140,7 @@ class WorkingSetTable(SnapshotView, Widget):
     DEFAULT_CSS = """
     WorkingSetTable { height: auto; }
     """
+    DATA_FRAME_SECONDS = 2.0  # windows of minutes move slowly; the table is costly to lay out
 
     def __init__(self, palette: KvsetTheme, *, id: str | None = None) -> None:
         super().__init__(id=id)

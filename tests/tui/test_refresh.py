@@ -1,0 +1,119 @@
+"""What kvset-top redraws, and when: a panel whose picture did not change is not redrawn, the slow
+panels take new data at their own pace (a key at once), the age tick does not repeat a fresh frame.
+Each checked by what the panels counted (renders) and show, never by time taken."""
+
+from __future__ import annotations
+
+import pytest
+from rich.text import Text
+
+from kvset_tui.ansi_frames import AnsiFrames
+from kvset_tui.app import KvsetTopApp
+from kvset_tui.messages import SnapshotReady
+from kvset_tui.widgets.curve_plot import HitRateCurvePlot
+from kvset_tui.widgets.reserve import ReservePanel
+from kvset_tui.widgets.status_line import StatusLine
+from kvset_tui.widgets.working_sets import WorkingSetTable
+from tests.support.tui_snapshots import demo_snapshot, engine_snapshot, fixed_clock, screen_text, wait_until
+
+SIZE = (120, 40)
+
+pytestmark = pytest.mark.anyio
+
+
+def make_app(snapshot) -> KvsetTopApp:
+    return KvsetTopApp(snapshot=snapshot, clock=fixed_clock(), theme_name="dark")
+
+
+async def test_a_new_snapshot_drawing_the_same_curve_does_not_redraw_it():
+    app = make_app(demo_snapshot(1))
+    async with app.run_test(size=SIZE) as pilot:
+        curve, status = app.query_one(HitRateCurvePlot), app.query_one(StatusLine)
+        curve.DATA_FRAME_SECONDS = 0.0  # every snapshot at once: only the picture decides here
+        before, status_before = curve.renders, status.renders
+        same_data = demo_snapshot(2)  # another snapshot, the same curve
+        app.post_message(SnapshotReady(same_data))
+        await wait_until(pilot, lambda: curve.snapshot is same_data)
+        assert curve.renders == before  # taken, not redrawn
+        assert status.renders > status_before  # while the status line (its seq) was
+        await pilot.press("l")  # the axis scale changes the picture: drawn
+        assert curve.renders == before + 1
+
+
+async def test_the_slow_panels_take_new_data_at_their_pace_but_a_key_at_once():
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        curve, table, reserve = (
+            app.query_one(HitRateCurvePlot),
+            app.query_one(WorkingSetTable),
+            app.query_one(ReservePanel),
+        )
+        for slow in (curve, table):
+            slow.DATA_FRAME_SECONDS = 3600.0  # far longer than this test can take
+        first = curve.snapshot
+        renders = curve.renders, table.renders, reserve.renders
+        newer = engine_snapshot()
+        app.post_message(SnapshotReady(newer))
+        await wait_until(pilot, lambda: app.shown is newer)
+        assert reserve.snapshot is newer and reserve.renders > renders[2]  # a quick panel takes it
+        assert curve.snapshot is first and table.snapshot is first  # the slow ones keep theirs
+        assert (curve.renders, table.renders) == renders[:2]
+        await pilot.press("w")  # a key: every panel shows the newest data in the new view at once
+        assert curve.snapshot is newer and table.snapshot is newer
+        assert curve.renders == renders[0] + 1 and table.renders == renders[1] + 1
+
+
+async def test_an_export_shows_the_data_it_saves_in_every_panel(tmp_path):
+    app = KvsetTopApp(snapshot=demo_snapshot(), clock=fixed_clock(), theme_name="dark", export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        curve = app.query_one(HitRateCurvePlot)
+        curve.DATA_FRAME_SECONDS = 3600.0
+        newer = engine_snapshot()
+        app.post_message(SnapshotReady(newer))
+        await wait_until(pilot, lambda: app.shown is newer)
+        assert curve.snapshot is not newer
+        await pilot.press("e")
+        await wait_until(pilot, lambda: app.last_export is not None)
+        assert curve.snapshot is newer  # the screenshot beside the JSON is of the same snapshot
+
+
+async def test_a_slow_panel_shows_the_newest_data_once_its_time_is_up():
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        curve = app.query_one(HitRateCurvePlot)
+        curve.DATA_FRAME_SECONDS = 0.5
+        newer, newest = engine_snapshot(1), engine_snapshot(2)
+        app.post_message(SnapshotReady(newer))
+        app.post_message(SnapshotReady(newest))
+        # no further snapshot comes: the pending one is shown all the same, never the older one
+        await wait_until(pilot, lambda: curve.snapshot is newest)
+
+
+async def test_the_age_tick_does_not_redraw_a_frame_just_drawn():
+    now = [1_767_225_600.0]
+    app = KvsetTopApp(snapshot=demo_snapshot(), clock=lambda: now[0], theme_name="dark")
+    async with app.run_test(size=SIZE) as pilot:
+        status = app.query_one(StatusLine)
+        app.post_message(SnapshotReady(demo_snapshot(5)))
+        await wait_until(pilot, lambda: app.shown is not None and app.shown.seq == 5)
+        drawn = status.renders
+        app._tick_ages()  # what the once-a-second timer calls, right after the frame
+        await pilot.pause()
+        assert status.renders == drawn
+        now[0] += 3.0  # no frame since: the ages move on screen
+        app._tick_ages()
+        await pilot.pause()
+        assert status.renders == drawn + 1
+        assert "PAUSED" not in screen_text(app)
+
+
+def test_frames_decode_as_rich_does_and_reuse_the_lines_that_did_not_change():
+    red, blue, reset = "\x1b[38;5;1m", "\x1b[38;5;4m", "\x1b[0m"
+    # a style left open at a line's end colours the next line: the reuse must respect it
+    one = f"axis {red}curve{reset}\n{blue}open\nstill blue{reset}\n\nflat tail"
+    two = f"axis {red}curve{reset}\n{blue}moved\nstill blue{reset}\n\nflat tail"
+    frames = AnsiFrames()
+    for frame in (one, two, one):
+        assert frames.text(frame) == Text.from_ansi(frame)
+    # the first frame decodes its 5 lines; each next one only the line that changed
+    assert frames.decoded_lines == 5 + 1 + 1
