@@ -10,8 +10,9 @@ Cardinality is bounded in what is reported: the top K principals of a level by a
 the rest are summed into one "other": its shared curve the sum of theirs, and no isolated curve (the
 sum of each one's own cache would take an analyzer per principal; their accesses together in one
 cache would be a second analyzer as large as the shared one, and a cache nobody has). What is
-collected is not yet bounded: the whole stream's batches and distances are kept until the end (as
-Belady MIN's replay keeps its keys).
+collected is not yet bounded: the whole stream's batches, times and distances are kept until the
+end (as Belady MIN's replay keeps its keys). The same stream, in the analyzer's order, is what the
+pool replay reads (kvset.core.pool_replay: who holds the cache, who displaces whom).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import numpy as np
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.feed_args import reverse_within_requests
+from kvset.core.pool_replay import PoolTrace
 from kvset.types import (
     DEFAULT_TOP_PRINCIPALS,
     OTHER_PRINCIPALS,
@@ -44,6 +47,7 @@ class PrincipalStream:
     curve: HitRateCurve
     isolated_curve: HitRateCurve | None  # None for "other"
     members: int = 1
+    principal_id: int | None = None  # its id in the stream's PrincipalNames; None for "other"
 
 
 def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
@@ -86,14 +90,42 @@ class PrincipalCollector:
         self.top = int(top)
         self._batches: list[AccessBatch] = []
         self._distances: list[np.ndarray] = []
+        self._times: list[np.ndarray] = []
 
     def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
         distances = analyzer.feed_batch(batch, return_distances=True)
         assert distances is not None
-        # kept without their times (8 bytes an access): the isolated curves are of all time
+        # the isolated curves are of all time: their batches are kept without times, and the times
+        # apart (nan where the stream gave none), for the pool replay's eviction ages and turn gaps
         self._batches.append(dataclasses.replace(batch, timestamps=0.0))
         self._distances.append(distances)
+        stamps = np.nan if batch.timestamps is None else batch.timestamps
+        self._times.append(np.broadcast_to(np.asarray(stamps, dtype=np.float64), (len(batch),)).copy())
+
+    def pool_trace(self, order: str) -> PoolTrace | None:
+        """The whole stream for the pool replay, in the analyzer's order (`reverse`: each request's
+        blocks last to first); None before any access."""
+        if not self._batches:
+            return None
+        parts, starts, offset = [], [], 0
+        for b in self._batches:
+            n = len(b)
+            begins = (
+                np.asarray(b.request_starts, dtype=np.int64)
+                if b.request_starts is not None and len(b.request_starts)
+                else np.zeros(1, dtype=np.int64)  # a batch that marks no request: one turn
+            )
+            perm = reverse_within_requests(begins, n) if order == "reverse" else np.arange(n)
+            parts.append(perm + offset)
+            starts.append(begins + offset)
+            offset += n
+        where = np.concatenate(parts)
+        keys = np.concatenate([np.asarray(b.keys, dtype=np.uint64) for b in self._batches])[where]
+        ids = np.concatenate([_principal_ids(b) for b in self._batches])[where]
+        times = np.concatenate(self._times)[where]
+        # a request keeps its span under the permutation: its first index is still its start
+        return PoolTrace.of(keys, ids, times, np.concatenate(starts))
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
         """By level, the top principals by accesses (most first, ties by name) and "other" last."""
@@ -115,7 +147,10 @@ class PrincipalCollector:
             ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
             top = ranked[: self.top]
             rows = [
-                self._alone(level, label[i], column == present[i], distances, tokens, analyzer) for i in top
+                self._alone(
+                    level, label[i], int(present[i]), column == present[i], distances, tokens, analyzer
+                )
+                for i in top
             ]
             rest = ~np.isin(column, present[top])
             if rest.any():
@@ -129,6 +164,7 @@ class PrincipalCollector:
         self,
         level: str,
         name: str,
+        principal: int,
         keep: np.ndarray,
         distances: np.ndarray,
         tokens: np.ndarray,
@@ -143,7 +179,7 @@ class PrincipalCollector:
             offset += len(b)
             if part.any():
                 alone.feed_batch(b.subset(part))
-        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve())
+        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal)
 
 
 def _principal_ids(batch: AccessBatch) -> np.ndarray:
