@@ -397,7 +397,7 @@ def metrics(result: Principals, view: MetricsView) -> Iterable[MetricFamily]:
     yield MetricFamily(
         "kvset_principal_series_capped",
         "gauge",
-        "principals past --principal-series, exported in no series of their own (only within (other))",
+        "principals of the report past --principal-series, exported in no series of their own",
         ("by",),
         tuple(capped),
     )

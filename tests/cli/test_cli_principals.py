@@ -153,7 +153,9 @@ def test_by_csv_has_a_row_per_principal_and_capacity(capsys, trace):
     hits = naive_hits(requests, 64, "tenant")
     for r in rows:
         if r["capacity_blocks"] == "64":
-            assert float(r["block_hit_rate"]) == pytest.approx(hits.get(r["principal"], 0) / int(r["accesses"]))
+            assert float(r["block_hit_rate"]) == pytest.approx(
+                hits.get(r["principal"], 0) / int(r["accesses"])
+            )
 
 
 def test_by_text_names_the_flood_that_displaces_the_others(capsys, tmp_path):
@@ -167,12 +169,16 @@ def test_by_text_names_the_flood_that_displaces_the_others(capsys, tmp_path):
         else:
             tenant = "a" if (i // 3) % 2 else "b"
             own = [(1000 if tenant == "a" else 2000) + j for j in range(6)] * (2 if i % 4 == 0 else 1)
-        lines.append({"timestamp": i * 1000, "input_length": 16 * len(own), "hash_ids": own, "tenant": tenant})
+        lines.append(
+            {"timestamp": i * 1000, "input_length": 16 * len(own), "hash_ids": own, "tenant": tenant}
+        )
     path = tmp_path / "flood.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     code, out, err = run_cli(capsys, "analyze", str(path), "--by", "tenant", "--capacity", "24", "--opt")
     assert code == 0, err
     assert "top displacer: flood" in out
     assert "a model (LRU of the pool's size" in out
-    flood = next(line for line in out.splitlines() if line.startswith("flood "))  # its row, then its matrix row
+    flood = next(
+        line for line in out.splitlines() if line.startswith("flood ")
+    )  # its row, then its matrix row
     assert flood.rstrip().split()[-3] == "!"  # it holds more of the cache than its hits earn

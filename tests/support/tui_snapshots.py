@@ -350,7 +350,10 @@ def principals_snapshot() -> Snapshot:
 
     units = StreamUnits(BLOCK_TOKENS, "flag")
     result = analyze_batches(
-        principal_batches(), InputSummary(TRACE_NAME, "jsonl", units), by=("tenant", "session"), top_principals=6
+        principal_batches(),
+        InputSummary(TRACE_NAME, "jsonl", units),
+        by=("tenant", "session"),
+        top_principals=6,
     )
     result.analyze_seconds = 1.0  # not the time this run took: the screenshots stay the same
     return analysis_snapshot(result, SnapshotConfig(command=ANALYZE))

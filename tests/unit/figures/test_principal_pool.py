@@ -91,7 +91,11 @@ def test_cache_held_and_displacement_equal_a_naive_lru(stream):
     owners = [f"t{tenant}" if tenant else UNKNOWN_PRINCIPAL for tenant, ks, _ in requests for _ in ks]
     times = [t for _, ks, t in requests for _ in ks]
     result = analyze_batches(
-        [batch_of(requests)], InputSummary("toy", "toy", UNITS), order=order, by=("tenant",), top_principals=top
+        [batch_of(requests)],
+        InputSummary("toy", "toy", UNITS),
+        order=order,
+        by=("tenant",),
+        top_principals=top,
     )
     pool = compute_pool(result.principal_pool, result.principals, capacity, "chosen")
     rows = result.principals["tenant"]
@@ -110,9 +114,7 @@ def test_cache_held_and_displacement_equal_a_naive_lru(stream):
         for j, victim in enumerate(names):
             want = sum(n for (a, b), n in displaced.items() if group[a] == evictor and group[b] == victim)
             assert matrix.blocks[i][j] == want, (evictor, victim)
-    others = {
-        e: sum(n for (a, b), n in displaced.items() if group[a] == e and group[b] != e) for e in names
-    }
+    others = {e: sum(n for (a, b), n in displaced.items() if group[a] == e and group[b] != e) for e in names}
     if max(others.values()) == 0:
         assert matrix.top_displacer is None
     else:
