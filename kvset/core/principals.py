@@ -186,3 +186,32 @@ def _principal_ids(batch: AccessBatch) -> np.ndarray:
     if batch.principals is None:
         return np.zeros((len(batch), len(PRINCIPAL_LEVELS)), dtype=np.int32)
     return np.asarray(batch.principals, dtype=np.int32)
+
+
+class LivePrincipals:
+    """The live monitor's principals: the collector, read into streams at most every `every` seconds
+    of the monitor's clock (each read re-feeds every top principal's isolated analyzer with its
+    whole history, so a read per snapshot would cost the stream's length each time), and once more
+    when the stream has ended."""
+
+    def __init__(self, collector: PrincipalCollector, every: float = 10.0) -> None:
+        self.collector = collector
+        self.every = float(every)
+        self._read_at: float | None = None
+        self._stale = True
+        self._streams: dict[str, tuple[PrincipalStream, ...]] = {}
+        self._trace: PoolTrace | None = None
+
+    def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
+        self.collector.feed(analyzer, batch)
+        self._stale = True
+
+    def read(
+        self, analyzer: Analyzer, now: float, final: bool = False
+    ) -> tuple[dict[str, tuple[PrincipalStream, ...]], PoolTrace | None]:
+        due = self._read_at is None or final or now - self._read_at >= self.every
+        if self._stale and due:
+            self._streams = self.collector.streams(analyzer)
+            self._trace = self.collector.pool_trace(analyzer.order)
+            self._read_at, self._stale = now, False
+        return self._streams, self._trace

@@ -20,6 +20,8 @@ from kvset.core.curve import HitRateCurve
 from kvset.figures import curve as curve_figure
 from kvset.figures.base import (
     ANALYZE,
+    SERVE,
+    TOP,
     Json,
     MetricFamily,
     MetricSample,
@@ -60,7 +62,7 @@ BY: Option[tuple[str, ...]] = Option(
     "attribute the accesses to principals: tenant, session or adapter (trace fields tenant, session, "
     "lora); several as tenant,session or the flag again. Each principal's curve in the shared cache, "
     "its curve alone, its working sets and its share of the hits",
-    commands=frozenset({ANALYZE}),
+    commands=frozenset({ANALYZE, TOP, SERVE}),
     parse=parse_levels,
     metavar="LEVEL",
     repeat=True,
@@ -71,7 +73,7 @@ TOP_PRINCIPALS: Option[int] = Option(
     DEFAULT_TOP_PRINCIPALS,
     f"with --by: principals reported one by one, most accesses first (default {DEFAULT_TOP_PRINCIPALS}); "
     "the rest are summed into (other)",
-    commands=frozenset({ANALYZE}),
+    commands=frozenset({ANALYZE, TOP, SERVE}),
     argtype="positive_int",
     metavar="K",
 )
@@ -82,7 +84,7 @@ PRINCIPAL_SERIES: Option[int] = Option(
     f"with --by: principals exported with their own label per level, most accesses first (default "
     f"{DEFAULT_TOP_PRINCIPALS}, at most --top-principals); the rest are counted in "
     "kvset_principal_series_capped, so the series stay bounded however many sessions there are",
-    commands=frozenset({ANALYZE}),
+    commands=frozenset({ANALYZE, TOP, SERVE}),
     argtype="positive_int",
     metavar="K",
 )

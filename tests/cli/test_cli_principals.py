@@ -182,3 +182,19 @@ def test_by_text_names_the_flood_that_displaces_the_others(capsys, tmp_path):
         line for line in out.splitlines() if line.startswith("flood ")
     )  # its row, then its matrix row
     assert flood.rstrip().split()[-3] == "!"  # it holds more of the cache than its hits earn
+
+
+def test_kvset_top_once_by_tenant_gives_what_analyze_gives(capsys, trace):
+    from kvset_tui.cli import main as top_main
+
+    path, _ = trace
+    code, out, err = run_cli(capsys, "analyze", path, "--by", "tenant", "--json")
+    assert code == 0, err
+    offline = json.loads(out)
+    code = top_main(["--once", "--json", "--replay", path, "--by", "tenant"])
+    live = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [(r["name"], r["accesses"], r["cache_share"]) for r in live["principals"]] == [
+        (r["name"], r["accesses"], r["cache_share"]) for r in offline["principals"]
+    ]
+    assert live["principals_pool"]["displacement"] == offline["principals_pool"]["displacement"]
