@@ -29,17 +29,18 @@ def _replay(
     n_blocks: int,
     capacity: int,
     held: np.ndarray,
-    hit: np.ndarray,
     pair_evictor: np.ndarray,
     pair_victim: np.ndarray,
     evict_step: np.ndarray,
     evict_last: np.ndarray,
+    prev: np.ndarray,
+    nxt: np.ndarray,
+    last: np.ndarray,
+    evicted_by: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
+    # per block, all -1 on entry: the list's links, the step of its last access (-1: not resident)
+    # and the step that pushed it out (until it is missed)
     n = len(blocks)
-    prev = np.full(n_blocks, -1, dtype=np.int64)
-    nxt = np.full(n_blocks, -1, dtype=np.int64)
-    last = np.full(n_blocks, -1, dtype=np.int64)  # the step of its last access; -1: not resident
-    evicted_by = np.full(n_blocks, -1, dtype=np.int64)  # the step that pushed it out, until it is missed
     head = -1  # most recent
     tail = -1  # least recent: the next to go
     size = 0
@@ -48,7 +49,6 @@ def _replay(
     for i in range(n):
         b = blocks[i]
         if last[b] >= 0:
-            hit[i] = True
             held[last[b]] = i - last[b]
             if b != head:  # unlink, then push at the head
                 p, q = prev[b], nxt[b]
@@ -96,14 +96,13 @@ def _replay(
 
 @dataclass(frozen=True, eq=False)
 class PoolReplay:
-    """An LRU of `capacity` blocks replayed over the stream. Per access (in the replay's order):
-    `held` the steps its block stayed resident as its own, `hit`. `displaced`: (evicting access,
-    missing access) per block pushed out and then missed. `eviction_ages`: seconds each evicted
-    block had stayed since its last use."""
+    """An LRU of `capacity` blocks replayed over the stream. `held`: per access (in the replay's
+    order), the steps its block stayed resident as its own. `displaced`: (evicting access, missing
+    access) per block pushed out and then missed. `eviction_ages`: seconds each evicted block had
+    stayed since its last use (the times of the requests of the two accesses)."""
 
     capacity: int
     held: np.ndarray
-    hit: np.ndarray
     displaced: tuple[np.ndarray, np.ndarray]
     eviction_ages: np.ndarray
 
@@ -111,24 +110,26 @@ class PoolReplay:
 @dataclass(eq=False)
 class PoolTrace:
     """The stream as the pool replay needs it, in the analyzer's order: each access's block (a dense
-    number), its principal ids at every level and its time; each request's first access."""
+    number) and its principal ids at every level; each request's first access and its time."""
 
-    blocks: np.ndarray  # int64
+    blocks: np.ndarray  # int32 (int64 past 2**31 blocks)
     n_blocks: int
     principals: np.ndarray  # int32 (accesses, len(PRINCIPAL_LEVELS))
-    times: np.ndarray  # float64 seconds
-    request_starts: np.ndarray  # int64 indices of each request's first access
+    request_starts: np.ndarray  # int64, ascending
+    request_times: np.ndarray  # float64 seconds (nan: the stream gave none)
     _replays: dict[int, PoolReplay] = field(default_factory=dict)
 
     @classmethod
     def of(cls, keys: np.ndarray, principals: np.ndarray, times: np.ndarray, starts: np.ndarray) -> PoolTrace:
-        uniq, dense = np.unique(np.asarray(keys, dtype=np.uint64), return_inverse=True)
+        uniq, dense = np.unique(keys, return_inverse=True)
+        del keys
+        small = np.int32 if len(uniq) < 2**31 and len(dense) < 2**31 else np.int64
         return cls(
-            dense.astype(np.int64).reshape(-1),
+            dense.astype(small).reshape(-1),
             len(uniq),
             np.asarray(principals, dtype=np.int32),
-            np.asarray(times, dtype=np.float64),
             np.asarray(starts, dtype=np.int64),
+            np.asarray(times, dtype=np.float64),
         )
 
     def __len__(self) -> int:
@@ -138,6 +139,11 @@ class PoolTrace:
         """Each access's principal id at this level."""
         return self.principals[:, PRINCIPAL_LEVELS.index(level)]
 
+    def times_of(self, steps: np.ndarray) -> np.ndarray:
+        """The time of each access (its request's)."""
+        request = np.searchsorted(self.request_starts, steps, side="right") - 1
+        return self.request_times[np.maximum(request, 0)]
+
     def replay(self, capacity: int) -> PoolReplay:
         """The LRU of `capacity` blocks over the stream (replayed once per capacity asked)."""
         if capacity < 1:
@@ -146,17 +152,19 @@ class PoolTrace:
         if found is not None:
             return found
         n = len(self.blocks)
-        held = np.zeros(n, dtype=np.int64)
-        hit = np.zeros(n, dtype=np.bool_)
-        evictor = np.empty(n, dtype=np.int64)
-        victim = np.empty(n, dtype=np.int64)
-        step = np.empty(n, dtype=np.int64)
-        last = np.empty(n, dtype=np.int64)
+        step = (
+            self.blocks.dtype
+        )  # access indices fit the blocks' type: there are no more blocks than accesses
+        held = np.zeros(n, dtype=step)
+        evictor, victim = np.empty(n, dtype=step), np.empty(n, dtype=step)
+        evicted_at, last_use = np.empty(n, dtype=step), np.empty(n, dtype=step)
+        links = [np.full(self.n_blocks, -1, dtype=step) for _ in range(4)]
         pairs, evictions = _replay(
-            self.blocks, self.n_blocks, int(capacity), held, hit, evictor, victim, step, last
+            self.blocks, self.n_blocks, int(capacity), held, evictor, victim, evicted_at, last_use, *links
         )
-        ages = self.times[step[:evictions]] - self.times[last[:evictions]]
-        out = PoolReplay(int(capacity), held, hit, (evictor[:pairs].copy(), victim[:pairs].copy()), ages)
+        del links
+        ages = self.times_of(evicted_at[:evictions]) - self.times_of(last_use[:evictions])
+        out = PoolReplay(int(capacity), held, (evictor[:pairs].copy(), victim[:pairs].copy()), ages)
         self._replays[capacity] = out
         return out
 
@@ -166,7 +174,7 @@ class PoolTrace:
         if not len(self.request_starts):
             return np.zeros(0, dtype=np.int32), np.zeros(0)
         who = self.column(level)[self.request_starts]
-        at = self.times[self.request_starts]
+        at = self.request_times
         named = who > 0
         who, at = who[named], at[named]
         order = np.lexsort((at, who))

@@ -96,36 +96,37 @@ class PrincipalCollector:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
         distances = analyzer.feed_batch(batch, return_distances=True)
         assert distances is not None
-        # the isolated curves are of all time: their batches are kept without times, and the times
-        # apart (nan where the stream gave none), for the pool replay's eviction ages and turn gaps
+        # the isolated curves are of all time: the batches are kept without their times; the pool
+        # replay's eviction ages and turn gaps read each request's time (its first access's), 8
+        # bytes a request (nan where the stream gave none)
         self._batches.append(dataclasses.replace(batch, timestamps=0.0))
         self._distances.append(distances)
-        stamps = np.nan if batch.timestamps is None else batch.timestamps
-        self._times.append(np.broadcast_to(np.asarray(stamps, dtype=np.float64), (len(batch),)).copy())
+        starts, stamps = _turns(batch), batch.timestamps
+        if stamps is None or np.ndim(stamps) == 0:
+            at = np.full(len(starts), np.nan if stamps is None else float(stamps))
+        else:
+            at = np.asarray(stamps, dtype=np.float64)[starts]
+        self._times.append(at)
 
     def pool_trace(self, order: str) -> PoolTrace | None:
         """The whole stream for the pool replay, in the analyzer's order (`reverse`: each request's
-        blocks last to first); None before any access."""
+        blocks last to first); None before any access. Filled batch by batch into arrays made once:
+        it is built beside the kept batches, at the analysis' peak of memory."""
         if not self._batches:
             return None
-        parts, starts, offset = [], [], 0
+        n = sum(len(b) for b in self._batches)
+        keys = np.empty(n, dtype=np.uint64)
+        ids = np.empty((n, len(PRINCIPAL_LEVELS)), dtype=np.int32)
+        starts, offset = [], 0
         for b in self._batches:
-            n = len(b)
-            begins = (
-                np.asarray(b.request_starts, dtype=np.int64)
-                if b.request_starts is not None and len(b.request_starts)
-                else np.zeros(1, dtype=np.int64)  # a batch that marks no request: one turn
-            )
-            perm = reverse_within_requests(begins, n) if order == "reverse" else np.arange(n)
-            parts.append(perm + offset)
-            starts.append(begins + offset)
-            offset += n
-        where = np.concatenate(parts)
-        keys = np.concatenate([np.asarray(b.keys, dtype=np.uint64) for b in self._batches])[where]
-        ids = np.concatenate([_principal_ids(b) for b in self._batches])[where]
-        times = np.concatenate(self._times)[where]
-        # a request keeps its span under the permutation: its first index is still its start
-        return PoolTrace.of(keys, ids, times, np.concatenate(starts))
+            size, begins = len(b), _turns(b)
+            at = slice(offset, offset + size)
+            perm = reverse_within_requests(begins, size) if order == "reverse" else slice(None)
+            keys[at] = np.asarray(b.keys, dtype=np.uint64)[perm]
+            ids[at] = _principal_ids(b)[perm]
+            starts.append(begins + offset)  # a request keeps its span under the permutation
+            offset += size
+        return PoolTrace.of(keys, ids, np.concatenate(self._times), np.concatenate(starts))
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
         """By level, the top principals by accesses (most first, ties by name) and "other" last."""
@@ -180,6 +181,13 @@ class PrincipalCollector:
             if part.any():
                 alone.feed_batch(b.subset(part))
         return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal)
+
+
+def _turns(batch: AccessBatch) -> np.ndarray:
+    """Where the batch's requests begin; a batch that marks none is one request."""
+    if batch.request_starts is not None and len(batch.request_starts):
+        return np.asarray(batch.request_starts, dtype=np.int64)
+    return np.zeros(1, dtype=np.int64)
 
 
 def _principal_ids(batch: AccessBatch) -> np.ndarray:
