@@ -102,7 +102,8 @@ def _slots(column: np.ndarray, rows: Sequence[PrincipalStream]) -> np.ndarray:
     lookup = np.full(int(column.max(initial=0)) + 1, other, dtype=np.int64)
     for place, pid in enumerate(ids):
         lookup[pid] = place
-    return lookup[column]
+    slots: np.ndarray = lookup[column]
+    return slots
 
 
 def _displacement(

@@ -116,7 +116,7 @@ class PrincipalsPanel(SnapshotView, Widget):
                 Text(fmt.percent(r.hit_share)),
             ]
             table.add_row(*cells)
-        lines = [table]
+        lines: list[Table | Text] = [table]
         if len(rows) > len(shown):
             lines.append(
                 Text(f"+{len(rows) - len(shown)} more (kvset analyze --by {level})", style=pal.rich("muted"))

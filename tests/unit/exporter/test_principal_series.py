@@ -25,7 +25,7 @@ def sessions_snapshot(sessions: int, cap: int):
     names = PrincipalNames()
     rng = np.random.default_rng(sessions)
     keys, starts, ids = [], [], []
-    for turn in range(2):
+    for _turn in range(2):
         for s in range(sessions):
             name = LOUD if s == 0 else f"s{s}"
             length = 6 if s == 0 else 2
