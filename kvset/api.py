@@ -30,6 +30,7 @@ from kvset.figures.tiers import NextTier, Tier, TierPlan, Tiers
 from kvset.figures.working_sets import FITS_WITH_RESERVE, FITS_WORKING_SET, WorkingSetRow, WorkingSets
 from kvset.report import CAVEATS, WINDOWED_CURVES, Caveat, curve_csv, snapshot_json, snapshot_text
 from kvset.snapshot import Snapshot, Totals
+from kvset.text import printable
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "WorkingSetRow",
     "WorkingSets",
     "curve_csv",
+    "printable",
     "kernels_on_disk",
     "quantities",
     "read_curve",

@@ -33,8 +33,11 @@ from dataclasses import replace
 import numpy as np
 
 from kvset.core.analyzed_stream import AnalyzedStream
+from kvset.core.analyzer import Analyzer
 from kvset.core.feed_args import MAX_TIMESTAMP
 from kvset.core.opt import opt_histogram
+from kvset.core.pool_replay import PoolTrace
+from kvset.core.principals import LivePrincipals, PrincipalStream
 from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.engine_model import EngineModel
 from kvset.figures.inputs import OptCurve
@@ -80,12 +83,14 @@ class Monitor:
         interval: float = 1.0,
         recorder: TraceRecorder | None = None,
         opt: bool = False,
+        principals: LivePrincipals | None = None,
     ) -> None:
         """analyzer: makes the analyzer once the stream's units are known (see AnalyzerFactory);
         recorder: saves every delivered access as a trace file (closed when the monitor stops);
         opt: keep a copy of every access analyzed and, once every source has finished (a whole trace
         file), compute Belady MIN's curve of them here, in the pipeline thread, for every later
-        snapshot (kvset.core.opt; 12-16 bytes an access until then)."""
+        snapshot (kvset.core.opt; 12-16 bytes an access until then); principals (--by): every access
+        kept with its stack distance for the principals' figures (kvset.core.principals)."""
         if not sources:
             raise ValueError("a monitor needs at least one source")
         self.sources = list(sources)
@@ -129,6 +134,7 @@ class Monitor:
         self._opt: OptCurve | None = None
         self._opt_note: str | None = OPT_WAITING if opt else None
         self._opt_done = False
+        self.principals = principals
 
     # -- source threads ----------------------------------------------------
     def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
@@ -296,7 +302,10 @@ class Monitor:
         if not len(batch):
             return
         try:
-            analyzer.feed_batch(batch)
+            if self.principals is not None and isinstance(analyzer, Analyzer):
+                self.principals.feed(analyzer, batch)
+            else:
+                analyzer.feed_batch(batch)
         except ValueError as exc:
             self._pipeline_rejects[index].reject(f"batch refused by the analyzer: {exc}", count=len(batch))
             self._changed = True
@@ -437,6 +446,7 @@ class Monitor:
         self._listeners.append(listener)
 
     def snapshot(self) -> Snapshot:
+        streams, trace = self._principal_readings()
         snap = self.builder.build(
             self._snapshot_analyzer(),
             Readings(
@@ -454,12 +464,21 @@ class Monitor:
                 },
                 opt=self._opt,
                 opt_note=self._opt_note,
+                principals=streams,
+                principal_pool=trace,
             ),
         )
         self._changed = False
         for listener in self._listeners:
             listener(snap)
         return snap
+
+    def _principal_readings(self) -> tuple[dict[str, tuple[PrincipalStream, ...]], PoolTrace | None]:
+        """--by: the principals' streams, read at most every few seconds (kvset.core.principals)."""
+        analyzer = self.analyzer
+        if self.principals is None or not isinstance(analyzer, Analyzer):
+            return {}, None
+        return self.principals.read(analyzer, time.monotonic(), final=self.all_finished)
 
     @property
     def all_finished(self) -> bool:

@@ -19,6 +19,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import DEFAULT_HORIZON, Order
 from kvset.core.opt import OptHistogram, opt_histogram
+from kvset.core.pool_replay import PoolTrace
 from kvset.core.principals import PrincipalCollector, PrincipalStream
 from kvset.core.stack_distance import Sampling, StackDistanceAnalyzer, new_analyzer
 from kvset.figures.inputs import OptCurve
@@ -65,6 +66,7 @@ class AnalysisResult:
     opt: OptAnalysis | None = None  # Belady MIN's curve of the same stream, when asked for (--opt)
     # with --by: each level's top principals (kvset.core.principals), "other" last
     principals: dict[str, tuple[PrincipalStream, ...]] | None = None
+    principal_pool: PoolTrace | None = None  # the same stream for the pool replay (kvset.core.pool_replay)
 
     @property
     def accesses(self) -> int:
@@ -112,6 +114,7 @@ def analyze_batches(
     curve = analyzer.curve()
     result = AnalysisResult(summary, analyzer, curve, time.perf_counter() - t0)
     result.principals = _principals(analyzer, collector)
+    result.principal_pool = collector.pool_trace(analyzer.order) if collector is not None else None
     return result
 
 
@@ -207,6 +210,7 @@ def analyze_stream(
     curve = analyzer.curve()
     result = AnalysisResult(summary, analyzer, curve, time.perf_counter() - started)
     result.principals = _principals(analyzer, collector)
+    result.principal_pool = collector.pool_trace(analyzer.order) if collector is not None else None
     return result
 
 
@@ -313,5 +317,11 @@ def analysis_snapshot(result: AnalysisResult, config: SnapshotConfig) -> Snapsho
     if result.opt is not None:
         opt = OptCurve(result.opt.curve, result.opt.histogram.distinct_blocks, result.opt.seconds)
     rate = result.accesses / result.analyze_seconds if result.analyze_seconds > 0 else 0.0
-    readings = Readings(accesses_per_second=rate, opt=opt, input=read, principals=result.principals or {})
+    readings = Readings(
+        accesses_per_second=rate,
+        opt=opt,
+        input=read,
+        principals=result.principals or {},
+        principal_pool=result.principal_pool,
+    )
     return SnapshotBuilder(config).build(result.analyzer, readings)

@@ -38,6 +38,7 @@ from kvset_tui.widgets.curve_plot import HitRateCurvePlot
 from kvset_tui.widgets.demo_banner import DemoBanner
 from kvset_tui.widgets.events import EventsPanel
 from kvset_tui.widgets.panel import SnapshotView
+from kvset_tui.widgets.principals import PrincipalsPanel
 from kvset_tui.widgets.reserve import ReservePanel
 from kvset_tui.widgets.status_line import StatusLine
 from kvset_tui.widgets.thrashing import ThrashingPanel
@@ -164,6 +165,7 @@ class KvsetTopApp(App[int]):
                 yield ThrashingPanel(p, id="thrashing")
                 yield WorkingSetTable(p, id="working-sets")
                 yield TiersPanel(p, id="tiers")
+                yield PrincipalsPanel(p, id="principals")
                 yield ReservePanel(p, id="reserve")
                 yield EventsPanel(p, id="events")
         yield ChurnPanel(p, id="churn")
@@ -184,6 +186,7 @@ class KvsetTopApp(App[int]):
             self.query_one(ThrashingPanel),
             self.query_one(WorkingSetTable),
             self.query_one(TiersPanel),
+            self.query_one(PrincipalsPanel),
             self.query_one(ReservePanel),
             self.query_one(EventsPanel),
             self.query_one(ChurnPanel),
@@ -361,6 +364,10 @@ class KvsetTopApp(App[int]):
         if notice:
             self.notify(notice, severity="warning", timeout=4)
         self._set_view(view)
+
+    def action_cycle_principals(self) -> None:
+        if self.query_one(PrincipalsPanel).cycle_level() is None:
+            self.notify("no principals: give --by tenant, session or adapter", severity="warning", timeout=4)
 
     def action_export(self) -> None:
         snapshot = self.shown

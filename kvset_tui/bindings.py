@@ -108,6 +108,14 @@ APP_BINDINGS: list[BindingType] = [
         tooltip="cycle the rank: merged, rank 0, rank 1, ... (curve, working sets)",
     ),
     Binding(
+        "b",
+        "cycle_principals",
+        "By",
+        show=False,
+        id="kvset.principals_by",
+        tooltip="cycle the Principals panel's level: tenant, session, adapter (those --by asked for)",
+    ),
+    Binding(
         "e",
         "export",
         "Export",

@@ -52,7 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_figure_arguments(p, ANALYZE)
     add_override_arguments(p)
     add_json_argument(p, "print one JSON object (schema in the README)")
-    add_csv_argument(p, "print the curve as CSV: one row per capacity (the same rows as the table)")
+    add_csv_argument(
+        p,
+        "print the curve as CSV: one row per capacity (the same rows as the table); with --by, each "
+        "principal's curves, one row per principal and capacity",
+    )
     p.set_defaults(func=run)
 
 
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from kvset.formats import TraceError
     from kvset.geometry.errors import GeometryError
     from kvset.offline import analysis_snapshot, analyze_batches, opt_analysis
-    from kvset.report import analysis_text, curve_csv, snapshot_json
+    from kvset.report import analysis_text, curve_csv, principals_csv, snapshot_json
     from kvset.snapshot.builder import SnapshotConfig
 
     try:
@@ -131,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         print(json.dumps(snapshot_json(snapshot), indent=2))
+    elif args.csv and values.get(principals.BY):
+        print(principals_csv(snapshot), end="")
     elif args.csv:
         print(curve_csv(snapshot), end="")
     else:

@@ -20,12 +20,14 @@ from kvset.cli.from_flags import (
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.figures.base import TOP
+from kvset.figures import principals
+from kvset.figures.base import TOP, OptionValues
 from kvset.types import SourceHealth
 
 # The monitor, its analyzer (numba) and its sources are loaded when one is built, not with the flags
 # (`kvset-top --help`, `kvset serve --help`, completion).
 if TYPE_CHECKING:
+    from kvset.core.principals import LivePrincipals
     from kvset.monitor import Monitor
     from kvset.snapshot import Snapshot
     from kvset.sources.base import Source
@@ -204,8 +206,28 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
         except OSError as e:
             raise UsageError(f"cannot record to {args.record}: {e.strerror or e}") from None
     return Monitor(
-        sources, analyzer, SnapshotBuilder(config), interval=args.interval, recorder=recorder, opt=args.opt
+        sources,
+        analyzer,
+        SnapshotBuilder(config),
+        interval=args.interval,
+        recorder=recorder,
+        opt=args.opt,
+        principals=live_principals(values, args),
     )
+
+
+def live_principals(values: OptionValues, args: argparse.Namespace) -> LivePrincipals | None:
+    """--by: the collector of the principals' accesses (it keeps the whole stream: see the README)."""
+    from kvset.core.principals import LivePrincipals, PrincipalCollector
+
+    levels = values.get(principals.BY)
+    if not levels:
+        return None
+    if args.sample is not None or args.sample_size is not None:
+        raise UsageError(
+            "--by needs the exact analyzer's stack distances: not with --sample or --sample-size"
+        )
+    return LivePrincipals(PrincipalCollector(levels, values.get(principals.TOP_PRINCIPALS)))
 
 
 def source_failure(health: SourceHealth) -> str | None:

@@ -35,6 +35,7 @@ COMPILED_MODULES = (
     "core/sampling_filter.py",
     "core/sampling_kernel.py",
     "core/sampling_slots.py",
+    "core/pool_replay.py",
     "engine/resident_set.py",
     "formats/scan.py",
 )

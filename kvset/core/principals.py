@@ -10,8 +10,9 @@ Cardinality is bounded in what is reported: the top K principals of a level by a
 the rest are summed into one "other": its shared curve the sum of theirs, and no isolated curve (the
 sum of each one's own cache would take an analyzer per principal; their accesses together in one
 cache would be a second analyzer as large as the shared one, and a cache nobody has). What is
-collected is not yet bounded: the whole stream's batches and distances are kept until the end (as
-Belady MIN's replay keeps its keys).
+collected is not yet bounded: the whole stream's batches, times and distances are kept until the
+end (as Belady MIN's replay keeps its keys). The same stream, in the analyzer's order, is what the
+pool replay reads (kvset.core.pool_replay: who holds the cache, who displaces whom).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import numpy as np
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
+from kvset.core.feed_args import reverse_within_requests
+from kvset.core.pool_replay import PoolTrace
 from kvset.types import (
     DEFAULT_TOP_PRINCIPALS,
     OTHER_PRINCIPALS,
@@ -44,6 +47,7 @@ class PrincipalStream:
     curve: HitRateCurve
     isolated_curve: HitRateCurve | None  # None for "other"
     members: int = 1
+    principal_id: int | None = None  # its id in the stream's PrincipalNames; None for "other"
 
 
 def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
@@ -86,14 +90,43 @@ class PrincipalCollector:
         self.top = int(top)
         self._batches: list[AccessBatch] = []
         self._distances: list[np.ndarray] = []
+        self._times: list[np.ndarray] = []
 
     def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
         distances = analyzer.feed_batch(batch, return_distances=True)
         assert distances is not None
-        # kept without their times (8 bytes an access): the isolated curves are of all time
+        # the isolated curves are of all time: the batches are kept without their times; the pool
+        # replay's eviction ages and turn gaps read each request's time (its first access's), 8
+        # bytes a request (nan where the stream gave none)
         self._batches.append(dataclasses.replace(batch, timestamps=0.0))
         self._distances.append(distances)
+        starts, stamps = _turns(batch), batch.timestamps
+        if stamps is None or np.ndim(stamps) == 0:
+            at = np.full(len(starts), np.nan if stamps is None else float(stamps))
+        else:
+            at = np.asarray(stamps, dtype=np.float64)[starts]
+        self._times.append(at)
+
+    def pool_trace(self, order: str) -> PoolTrace | None:
+        """The whole stream for the pool replay, in the analyzer's order (`reverse`: each request's
+        blocks last to first); None before any access. Filled batch by batch into arrays made once:
+        it is built beside the kept batches, at the analysis' peak of memory."""
+        if not self._batches:
+            return None
+        n = sum(len(b) for b in self._batches)
+        keys = np.empty(n, dtype=np.uint64)
+        ids = np.empty((n, len(PRINCIPAL_LEVELS)), dtype=np.int32)
+        starts, offset = [], 0
+        for b in self._batches:
+            size, begins = len(b), _turns(b)
+            at = slice(offset, offset + size)
+            perm = reverse_within_requests(begins, size) if order == "reverse" else slice(None)
+            keys[at] = np.asarray(b.keys, dtype=np.uint64)[perm]
+            ids[at] = _principal_ids(b)[perm]
+            starts.append(begins + offset)  # a request keeps its span under the permutation
+            offset += size
+        return PoolTrace.of(keys, ids, np.concatenate(self._times), np.concatenate(starts))
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
         """By level, the top principals by accesses (most first, ties by name) and "other" last."""
@@ -115,7 +148,10 @@ class PrincipalCollector:
             ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
             top = ranked[: self.top]
             rows = [
-                self._alone(level, label[i], column == present[i], distances, tokens, analyzer) for i in top
+                self._alone(
+                    level, label[i], int(present[i]), column == present[i], distances, tokens, analyzer
+                )
+                for i in top
             ]
             rest = ~np.isin(column, present[top])
             if rest.any():
@@ -129,6 +165,7 @@ class PrincipalCollector:
         self,
         level: str,
         name: str,
+        principal: int,
         keep: np.ndarray,
         distances: np.ndarray,
         tokens: np.ndarray,
@@ -143,10 +180,46 @@ class PrincipalCollector:
             offset += len(b)
             if part.any():
                 alone.feed_batch(b.subset(part))
-        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve())
+        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal)
+
+
+def _turns(batch: AccessBatch) -> np.ndarray:
+    """Where the batch's requests begin; a batch that marks none is one request."""
+    if batch.request_starts is not None and len(batch.request_starts):
+        return np.asarray(batch.request_starts, dtype=np.int64)
+    return np.zeros(1, dtype=np.int64)
 
 
 def _principal_ids(batch: AccessBatch) -> np.ndarray:
     if batch.principals is None:
         return np.zeros((len(batch), len(PRINCIPAL_LEVELS)), dtype=np.int32)
     return np.asarray(batch.principals, dtype=np.int32)
+
+
+class LivePrincipals:
+    """The live monitor's principals: the collector, read into streams at most every `every` seconds
+    of the monitor's clock (each read re-feeds every top principal's isolated analyzer with its
+    whole history, so a read per snapshot would cost the stream's length each time), and once more
+    when the stream has ended."""
+
+    def __init__(self, collector: PrincipalCollector, every: float = 10.0) -> None:
+        self.collector = collector
+        self.every = float(every)
+        self._read_at: float | None = None
+        self._stale = True
+        self._streams: dict[str, tuple[PrincipalStream, ...]] = {}
+        self._trace: PoolTrace | None = None
+
+    def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
+        self.collector.feed(analyzer, batch)
+        self._stale = True
+
+    def read(
+        self, analyzer: Analyzer, now: float, final: bool = False
+    ) -> tuple[dict[str, tuple[PrincipalStream, ...]], PoolTrace | None]:
+        due = self._read_at is None or final or now - self._read_at >= self.every
+        if self._stale and due:
+            self._streams = self.collector.streams(analyzer)
+            self._trace = self.collector.pool_trace(analyzer.order)
+            self._read_at, self._stale = now, False
+        return self._streams, self._trace

@@ -51,6 +51,7 @@ from kvset.units import StreamUnits
 # is named here only for the type checker, and loaded by whoever computes a figure.
 if TYPE_CHECKING:
     from kvset.core.curve import HitRateCurve, TargetMode
+    from kvset.core.pool_replay import PoolTrace
     from kvset.core.principals import PrincipalStream
     from kvset.core.slots import SlotSeries
     from kvset.engine_model import EngineModel
@@ -256,6 +257,7 @@ class FigureInputs:
     curve_scope: str = ALL_ACCESSES
     # by level (tenant, session, adapter): its top principals' curves and "other" (kvset.core.principals)
     principals: Mapping[str, tuple[PrincipalStream, ...]] = field(default_factory=dict)
+    principal_pool: PoolTrace | None = None  # their stream, for the pool replay (kvset.core.pool_replay)
     _results: dict[str, object] = field(default_factory=dict, init=False, repr=False)
 
     def result(self, figure: Figure[R]) -> R | None:

@@ -4,23 +4,38 @@ share of the hits. The curves are kvset.core.principals'; this figure reads them
 capacities.
 
 The hit share is read at the capacity the figures are judged at (the engine's pool, or --capacity),
-else at the knee of the whole stream's curve. The share of the resident cache a principal holds
-(`cache_share`) needs the engine model's replay or the engine's stores and removes: it is null here
-until those are attributed too.
+else at the knee of the whole stream's curve. At that same capacity, an LRU of that many blocks
+replayed over the stream (kvset.figures.principal_pool) gives the share of the resident cache each
+principal holds (`cache_share`), who displaces whom and the pool's eviction age against the
+sessions' gaps between turns: a model of the pool, which the outputs say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvset.core.curve import HitRateCurve
 from kvset.figures import curve as curve_figure
-from kvset.figures.base import ANALYZE, Json, Option, OptionValues, Sizes, TextView
+from kvset.figures.base import (
+    ANALYZE,
+    SERVE,
+    TOP,
+    Json,
+    MetricFamily,
+    MetricSample,
+    MetricsView,
+    Option,
+    OptionValues,
+    Sizes,
+    TextView,
+)
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
+from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, percent_cell
-from kvset.figures.working_sets import WorkingSetRow, row_json, working_set_row
+from kvset.figures.working_sets import WorkingSetRow, row_json, target_value, working_set_row
+from kvset.quantities import age as span_text
 from kvset.text import printable
 from kvset.types import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PRINCIPAL_LEVELS
 
@@ -47,7 +62,7 @@ BY: Option[tuple[str, ...]] = Option(
     "attribute the accesses to principals: tenant, session or adapter (trace fields tenant, session, "
     "lora); several as tenant,session or the flag again. Each principal's curve in the shared cache, "
     "its curve alone, its working sets and its share of the hits",
-    commands=frozenset({ANALYZE}),
+    commands=frozenset({ANALYZE, TOP, SERVE}),
     parse=parse_levels,
     metavar="LEVEL",
     repeat=True,
@@ -58,10 +73,26 @@ TOP_PRINCIPALS: Option[int] = Option(
     DEFAULT_TOP_PRINCIPALS,
     f"with --by: principals reported one by one, most accesses first (default {DEFAULT_TOP_PRINCIPALS}); "
     "the rest are summed into (other)",
-    commands=frozenset({ANALYZE}),
+    commands=frozenset({ANALYZE, TOP, SERVE}),
     argtype="positive_int",
     metavar="K",
 )
+PRINCIPAL_SERIES: Option[int] = Option(
+    "--principal-series",
+    "principal_series",
+    DEFAULT_TOP_PRINCIPALS,
+    f"with --by: principals exported with their own label per level, most accesses first (default "
+    f"{DEFAULT_TOP_PRINCIPALS}, at most --top-principals); the rest are counted in "
+    "kvset_principal_series_capped, so the series stay bounded however many sessions there are",
+    commands=frozenset({ANALYZE, TOP, SERVE}),
+    argtype="positive_int",
+    metavar="K",
+)
+LABEL_CHARACTERS = 64  # a principal's name as a label value is cut to this many characters
+
+
+HOG_RATIO = 2.0  # a principal holding this many times its share of the hits is flagged
+HOG_FLOOR = 0.05  # ... when it holds at least this share of the cache (not a crumb held twice over)
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +111,16 @@ class PrincipalRow:
     hit_share: float | None
     hit_rate_at_share: float  # its block hit rate in the shared cache at share_capacity_blocks
     isolated_hit_rate_at_share: float | None
+    cache_share: float | None = None  # of the resident cache, in the pool replay (None: no replay)
+    cache_blocks: float | None = None  # the blocks it held there on average
+    turn_gap_seconds: float | None = None  # a session's median gap between its turns
+
+    @property
+    def holds_more_than_it_earns(self) -> bool:
+        """Whether it holds at least twice the share of the cache it earns in hits (and 5 % or more
+        of the cache): the principal to look at when the others' hit rate falls."""
+        held, earned = self.cache_share, self.hit_share
+        return held is not None and earned is not None and held >= HOG_FLOOR and held >= HOG_RATIO * earned
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +130,16 @@ class Principals:
     share_capacity_blocks: int | None  # where hit_share is read
     share_capacity_source: str  # engine | chosen | knee | none
     accesses: int  # of the whole stream
+    pool: PrincipalPool | None = None  # the pool replay at share_capacity_blocks (None: no capacity)
+    series_cap: int = DEFAULT_TOP_PRINCIPALS  # --principal-series
+
+    def level_rows(self, level: str) -> list[PrincipalRow]:
+        return [r for r in self.rows if r.level == level]
+
+    def displacement(self, level: str) -> Displacement | None:
+        if self.pool is None:
+            return None
+        return next((d for d in self.pool.displacement if d.level == level), None)
 
 
 def _share_capacity(inputs: FigureInputs, curves: curve_figure.Curves) -> tuple[int | None, str]:
@@ -110,11 +161,24 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     mode = inputs.targets.main_mode
     targets = inputs.targets.by_mode[mode]
     pool = inputs.engine_pool
+    replayed = None
+    if at and inputs.principal_pool is not None:
+        replayed = compute_pool(inputs.principal_pool, dict(inputs.principals), at, source)
     rows = []
-    for streams in inputs.principals.values():
-        for s in streams:
-            rows.append(_row(s, capacities, at, total_hits, mode, targets, inputs.sizes, pool))
-    return Principals(tuple(rows), tuple(inputs.principals), at, source, whole.accesses)
+    for level, streams in inputs.principals.items():
+        for i, s in enumerate(streams):
+            row = _row(s, capacities, at, total_hits, mode, targets, inputs.sizes, pool)
+            if replayed is not None:
+                gap = replayed.session_gaps.get(s.name) if level == "session" and s.principal_id else None
+                row = replace(
+                    row,
+                    cache_share=replayed.shares[level][i],
+                    cache_blocks=replayed.mean_blocks[level][i],
+                    turn_gap_seconds=gap,
+                )
+            rows.append(row)
+    cap = options.get(PRINCIPAL_SERIES)
+    return Principals(tuple(rows), tuple(inputs.principals), at, source, whole.accesses, replayed, cap)
 
 
 def _row(
@@ -161,13 +225,39 @@ def principal_json(r: PrincipalRow, sizes: Sizes) -> Json:
             {**row_json(w, sizes), "shared_capacity_blocks": shared.capacity_blocks}
             for w, shared in zip(r.working_sets, r.shared_working_sets, strict=False)
         ],
-        "cache_share": None,  # not computed yet: see the module docstring
+        "cache_share": r.cache_share,
         "hit_share": r.hit_share,
+        "cache_blocks": r.cache_blocks,
+        "holds_more_than_it_earns": r.holds_more_than_it_earns,
+        "turn_gap_seconds": r.turn_gap_seconds,
+    }
+
+
+def pool_json(pool: PrincipalPool) -> Json:
+    return {
+        "capacity_blocks": pool.capacity_blocks,
+        "capacity_source": pool.capacity_source,
+        "model": pool.model,
+        "eviction_age_seconds": pool.eviction_age_seconds,
+        "sessions_with_turns": pool.sessions_with_turns,
+        "sessions_next_turn_in_time": pool.sessions_next_turn_in_time,
+        "displacement": [
+            {
+                "by": d.level,
+                "names": list(d.names),
+                "blocks": [list(row) for row in d.blocks],
+                "top_displacer": d.top_displacer,
+            }
+            for d in pool.displacement
+        ],
     }
 
 
 def to_json(result: Principals, sizes: Sizes) -> Json:
-    return {"principals": [principal_json(r, sizes) for r in result.rows]}
+    return {
+        "principals": [principal_json(r, sizes) for r in result.rows],
+        "principals_pool": None if result.pool is None else pool_json(result.pool),
+    }
 
 
 def text(result: Principals, view: TextView) -> list[str]:
@@ -175,7 +265,7 @@ def text(result: Principals, view: TextView) -> list[str]:
     where = f"at {at:,} blocks ({result.share_capacity_source})" if at else "(no capacity to read it at)"
     out: list[str] = []
     for level in result.levels:
-        rows = [r for r in result.rows if r.level == level]
+        rows = result.level_rows(level)
         cells = []
         for r in rows:
             ws = r.working_sets[0].capacity_blocks if r.working_sets else None
@@ -189,6 +279,7 @@ def text(result: Principals, view: TextView) -> list[str]:
                     percent_cell(r.hit_rate_at_share) if at else NOT_KNOWN,
                     percent_cell(r.isolated_hit_rate_at_share),
                     percent_cell(r.hit_share, 1),
+                    percent_cell(r.cache_share, 1) + (" !" if r.holds_more_than_it_earns else ""),
                     count_cell(ws),
                     count_cell(shared),
                 ]
@@ -206,22 +297,121 @@ def text(result: Principals, view: TextView) -> list[str]:
                     "hit rate shared",
                     "hit rate alone",
                     "hit share",
+                    "cache held",
                     "working set alone",
                     "shared pool for it",
                 ],
                 cells,
             ),
         ]
-    out.append("  (cache share held: not computed yet; it needs the engine's resident blocks per principal)")
+        out += _displacement_text(result.displacement(level))
+    out += _pool_text(result)
     return out
+
+
+def _displacement_text(d: Displacement | None, shown: int = 8) -> list[str]:
+    """The matrix of the first `shown` principals (the JSON has them all) and the top displacer."""
+    if d is None:
+        return []
+    names = [printable(n) for n in d.names[:shown]]
+    cells = [[names[i], *(count_cell(v) for v in row[:shown])] for i, row in enumerate(d.blocks[:shown])]
+    who = (
+        "nobody displaced another"
+        if d.top_displacer is None
+        else f"top displacer: {printable(d.top_displacer)}"
+    )
+    return [
+        f"  who displaces whom by {d.level} (blocks the row evicted that the column then missed; {who}):",
+        format_table(["evicted by \\ missed by", *names], cells),
+    ]
+
+
+def _pool_text(result: Principals) -> list[str]:
+    pool = result.pool
+    if pool is None:
+        return ["  (cache held, displacement: no capacity to replay the pool at)"]
+    out = [
+        f"  cache held, displacement, eviction age: a model ({pool.model}, {pool.capacity_blocks:,} blocks, "
+        f"{pool.capacity_source}); ! holds {HOG_RATIO:g}x or more the share of the hits it earns"
+    ]
+    age = pool.eviction_age_seconds
+    if pool.sessions_with_turns:
+        in_time = percent_cell(pool.sessions_next_turn_in_time, 1)
+        when = "the pool evicts nothing" if age is None else f"eviction age {span_text(age)}"
+        out.append(
+            f"  next turn finds its prefix: {in_time} of {pool.sessions_with_turns:,} sessions "
+            f"(median gap between turns under the {when})"
+        )
+    elif age is not None:
+        out.append(f"  eviction age {span_text(age)} (no session with two turns to hold it against)")
+    return out
+
+
+def label_name(name: str) -> str:
+    """A principal's name as a label value: control characters escaped, cut to LABEL_CHARACTERS."""
+    shown = printable(name)
+    return shown if len(shown) <= LABEL_CHARACTERS else shown[: LABEL_CHARACTERS - 3] + "..."
+
+
+def metrics(result: Principals, view: MetricsView) -> Iterable[MetricFamily]:
+    """Per principal, the top `series_cap` of each level only (and (other)): the series count is
+    bounded by the cap, never by the number of principals in the stream."""
+    sets, shares, rates, capped = [], [], [], []
+    for level in result.levels:
+        rows = result.level_rows(level)
+        named = [r for r in rows if r.isolated_curve is not None]
+        kept = named[: result.series_cap] + [r for r in rows if r.isolated_curve is None]
+        members = sum(r.members for r in rows)
+        capped.append(MetricSample((level,), members - sum(r.members for r in kept)))
+        for r in kept:
+            key = (level, label_name(r.name))
+            sets += [
+                MetricSample((*key, target_value(w.target)), w.capacity_blocks)
+                for w in r.working_sets
+                if w.capacity_blocks is not None
+            ]
+            if r.cache_share is not None:
+                shares.append(MetricSample(key, r.cache_share))
+            if result.share_capacity_blocks:
+                rates.append(MetricSample(key, r.hit_rate_at_share))
+    labels = ("by", "principal")
+    yield MetricFamily(
+        "kvset_principal_working_set_blocks",
+        "gauge",
+        "smallest LRU capacity at which the principal alone reaches the target (its isolated curve)",
+        (*labels, "target"),
+        tuple(sets),
+    )
+    yield MetricFamily(
+        "kvset_principal_cache_share",
+        "gauge",
+        "share of the resident cache the principal holds (a model: an LRU of the pool's size replayed)",
+        labels,
+        tuple(shares),
+    )
+    yield MetricFamily(
+        "kvset_principal_hit_rate",
+        "gauge",
+        "the principal's block hit rate in the shared cache at the pool's size",
+        labels,
+        tuple(rates),
+    )
+    yield MetricFamily(
+        "kvset_principal_series_capped",
+        "gauge",
+        "principals of the report past --principal-series, exported in no series of their own",
+        ("by",),
+        tuple(capped),
+    )
 
 
 FIGURE: Figure[Principals] = Figure(
     "principals",
     Principals,
     compute,
-    ("principals",),
+    ("principals", "principals_pool"),
     to_json,
     text=text,
-    options=(BY, TOP_PRINCIPALS),
+    metrics=metrics,
+    options=(BY, TOP_PRINCIPALS, PRINCIPAL_SERIES),
 )

@@ -3,10 +3,10 @@
 
 as_json: the one JSON object (a header, then every figure's own keys); as_text: the two text reports
 (a file's and a live monitor's), each a header and then every figure's own lines; as_csv: the curve
-as CSV; caveats: the caveats every report carries. The figures write their own parts (kvset.figures).
+as CSV (and the principals' curves, with --by); caveats: the caveats every report carries. The figures write their own parts (kvset.figures).
 """
 
-from kvset.report.as_csv import curve_csv, curve_rows_csv
+from kvset.report.as_csv import curve_csv, curve_rows_csv, principals_csv
 from kvset.report.as_json import snapshot_json
 from kvset.report.as_text import analysis_text, snapshot_text
 from kvset.report.caveats import CAVEATS, WINDOWED_CURVES, Caveat
@@ -18,6 +18,7 @@ __all__ = [
     "analysis_text",
     "curve_csv",
     "curve_rows_csv",
+    "principals_csv",
     "snapshot_json",
     "snapshot_text",
 ]

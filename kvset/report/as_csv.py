@@ -14,9 +14,11 @@ import csv
 import io
 from collections.abc import Iterable
 
+from kvset.figures import principals
 from kvset.figures.base import Json
 from kvset.figures.curve import Curves, row_json
 from kvset.snapshot import Snapshot
+from kvset.text import printable
 
 COLUMNS = (
     "window",
@@ -64,3 +66,46 @@ def curve_csv(snapshot: Snapshot, windows: Iterable[str] = ("all",)) -> str:
         rows = [row_json(r, sizes) for r in w.rows]
         parts.append(curve_rows_csv(rows, knee, window, header=i == 0, estimate=w.curve.estimate))
     return "".join(parts)
+
+
+PRINCIPAL_COLUMNS = (
+    "by",
+    "principal",
+    "accesses",
+    "hit_share",
+    "cache_share",
+    "holds_more_than_it_earns",
+    "capacity_blocks",
+    "block_hit_rate",
+    "token_hit_rate",
+    "isolated_block_hit_rate",
+    "isolated_token_hit_rate",
+)
+
+
+def principals_csv(snapshot: Snapshot) -> str:
+    """`kvset analyze --by LEVEL --csv`: one row per principal and capacity, its curve in the shared
+    cache and alone (empty for (other)) beside its shares, read off the principals' JSON rows (the
+    one serializer of them, kvset.figures.principals)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(PRINCIPAL_COLUMNS)
+    result = snapshot.get(principals.Principals)
+    rows = [] if result is None else principals.to_json(result, snapshot.sizes)["principals"]
+    for p in rows:
+        alone = {c["capacity_blocks"]: c for c in p["isolated_curve"] or ()}
+        for c in p["curve"]:
+            own = alone.get(c["capacity_blocks"], {})
+            cells = {
+                **c,
+                "by": p["by"],
+                "principal": printable(p["name"]),
+                "accesses": p["accesses"],
+                "hit_share": p["hit_share"],
+                "cache_share": p["cache_share"],
+                "holds_more_than_it_earns": int(p["holds_more_than_it_earns"]),
+                "isolated_block_hit_rate": own.get("block_hit_rate"),
+                "isolated_token_hit_rate": own.get("token_hit_rate"),
+            }
+            writer.writerow(["" if cells.get(name) is None else cells[name] for name in PRINCIPAL_COLUMNS])
+    return out.getvalue()

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvset.core.pool_replay import PoolTrace
 from kvset.core.principals import PrincipalStream
 from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.engine_model import EngineModel
@@ -82,6 +83,7 @@ class Readings:
     input: InputRead | None = None  # kvset analyze: the file it read
     # kvset analyze --by: each level's top principals and "other" (kvset.core.principals)
     principals: Mapping[str, tuple[PrincipalStream, ...]] = field(default_factory=dict)
+    principal_pool: PoolTrace | None = None  # their stream, for the pool replay (kvset.core.pool_replay)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class SnapshotBuilder:
             bytes_per_token=cfg.bytes_per_token,
             curve_scope=curve_scope(sources),
             principals=readings.principals,
+            principal_pool=readings.principal_pool,
         )
 
     def _remember(self, inputs: FigureInputs, results: Mapping[type, object], t: float | None) -> None:

@@ -262,6 +262,7 @@ class ReplaySource(Source):
                 parsed = None
             if parsed is not None and parsed.requests:
                 stamps = np.where(np.isnan(parsed.request_timestamps), now, parsed.request_timestamps)
+                principals = parsed.access_principals()
                 out.append(
                     AccessBatch(
                         keys=parsed.keys,
@@ -269,6 +270,8 @@ class ReplaySource(Source):
                         request_starts=parsed.request_starts,
                         timestamps=np.repeat(stamps, parsed.request_lengths()),
                         block_size=parser.block_size,
+                        principals=principals,
+                        principal_names=parser.principal_names if principals is not None else None,
                     )
                 )
             i = j
@@ -292,5 +295,7 @@ def _pieces(batch: AccessBatch, max_accesses: int) -> Iterator[AccessBatch]:
             request_starts=starts[first:last] - begin,
             timestamps=np.asarray(batch.timestamps)[begin:end],
             block_size=batch.block_size,
+            principals=None if batch.principals is None else batch.principals[begin:end],  # --by
+            principal_names=batch.principal_names,
         )
         first = last

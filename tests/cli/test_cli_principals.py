@@ -17,6 +17,9 @@ PRINCIPAL_KEYS = [
     "working_sets",
     "cache_share",
     "hit_share",
+    "cache_blocks",
+    "holds_more_than_it_earns",
+    "turn_gap_seconds",
 ]
 
 
@@ -90,7 +93,11 @@ def test_by_tenant_json_gives_each_tenants_curve_in_the_shared_cache(capsys, tra
             assert row["block_hit_rate"] == pytest.approx(hits.get(r["name"], 0) / r["accesses"])
     assert [c["capacity_blocks"] for c in rows[0]["isolated_curve"]] == [4, 16, 64, 256]
     assert sum(r["hit_share"] for r in rows) == pytest.approx(1.0)
-    assert all(r["cache_share"] is None for r in rows)
+    # the pool replayed at the knee (no engine, no --capacity): the shares of what it held
+    pool = report["principals_pool"]
+    assert pool["capacity_source"] == "knee" and "LRU" in pool["model"]
+    assert sum(r["cache_share"] for r in rows) == pytest.approx(1.0)
+    assert [d["by"] for d in pool["displacement"]] == ["tenant"]
     assert rows[0]["working_sets"][0]["target"] == 0.95
 
 
@@ -129,4 +136,65 @@ def test_no_prefix_matching_of_long_flags(capsys, trace):
 def test_without_by_principals_are_null(capsys, trace):
     path, _ = trace
     code, out, _ = run_cli(capsys, "analyze", path, "--json")
-    assert code == 0 and json.loads(out)["principals"] is None
+    report = json.loads(out)
+    assert code == 0 and report["principals"] is None and report["principals_pool"] is None
+
+
+def test_by_csv_has_a_row_per_principal_and_capacity(capsys, trace):
+    import csv
+    import io
+
+    path, requests = trace
+    code, out, err = run_cli(capsys, "analyze", path, "--by", "tenant", "--csv", "--capacities", "4,64")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [(r["principal"], r["capacity_blocks"]) for r in rows[:2]] == [("big", "4"), ("big", "64")]
+    assert len(rows) == 2 * 4  # big, small, tiny, (unknown)
+    hits = naive_hits(requests, 64, "tenant")
+    for r in rows:
+        if r["capacity_blocks"] == "64":
+            assert float(r["block_hit_rate"]) == pytest.approx(
+                hits.get(r["principal"], 0) / int(r["accesses"])
+            )
+
+
+def test_by_text_names_the_flood_that_displaces_the_others(capsys, tmp_path):
+    # two tenants take turns re-reading their own 6 blocks, each turn followed by a flood of 40 new
+    # ones: whoever comes back finds its blocks pushed out by the flood. One in 4 of the tenants'
+    # turns is twice in a row (a hit): a hit share for the flood's to be measured against.
+    lines = []
+    for i in range(300):
+        if i % 3:
+            own, tenant = [100_000 + 20 * i + j for j in range(20)], "flood"
+        else:
+            tenant = "a" if (i // 3) % 2 else "b"
+            own = [(1000 if tenant == "a" else 2000) + j for j in range(6)] * (2 if i % 4 == 0 else 1)
+        lines.append(
+            {"timestamp": i * 1000, "input_length": 16 * len(own), "hash_ids": own, "tenant": tenant}
+        )
+    path = tmp_path / "flood.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out, err = run_cli(capsys, "analyze", str(path), "--by", "tenant", "--capacity", "24", "--opt")
+    assert code == 0, err
+    assert "top displacer: flood" in out
+    assert "a model (LRU of the pool's size" in out
+    flood = next(
+        line for line in out.splitlines() if line.startswith("flood ")
+    )  # its row, then its matrix row
+    assert flood.rstrip().split()[-3] == "!"  # it holds more of the cache than its hits earn
+
+
+def test_kvset_top_once_by_tenant_gives_what_analyze_gives(capsys, trace):
+    from kvset_tui.cli import main as top_main
+
+    path, _ = trace
+    code, out, err = run_cli(capsys, "analyze", path, "--by", "tenant", "--json")
+    assert code == 0, err
+    offline = json.loads(out)
+    code = top_main(["--once", "--json", "--replay", path, "--by", "tenant"])
+    live = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [(r["name"], r["accesses"], r["cache_share"]) for r in live["principals"]] == [
+        (r["name"], r["accesses"], r["cache_share"]) for r in offline["principals"]
+    ]
+    assert live["principals_pool"]["displacement"] == offline["principals_pool"]["displacement"]

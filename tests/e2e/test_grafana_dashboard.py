@@ -1,6 +1,6 @@
 """contrib/grafana/kvset-dashboard.json asks only for what kvset exports: every metric and label its
 queries name is in the scrapes of real `kvset serve` runs (a replay with a bad line, an engine's
-/metrics, a model and tiers; and two data-parallel ranks' KV events, so that every metric has series)."""
+/metrics, a model, tiers and --by tenant; and two data-parallel ranks' KV events, so that every metric has series)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,8 @@ def test_every_metric_and_label_the_dashboard_queries_is_exported(tmp_path):
             "80GiB,512GiB",
             "--capacities",
             "1000,10000",
+            "--by",
+            "tenant",
             "--interval",
             "0.2",
             "--listen",

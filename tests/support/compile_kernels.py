@@ -26,6 +26,7 @@ def compile_kernels() -> None:
     from kvset.core.partial_sample import partial_sample
     from kvset.core.partial_stack import merge as merge_stacks
     from kvset.core.partial_stack import partial_stack
+    from kvset.core.pool_replay import PoolTrace
     from kvset.core.stack_distance import Sampling, new_analyzer
     from kvset.engine.resident_set import U64Set
     from kvset.engine_model.free_queue import FreeQueue
@@ -66,6 +67,7 @@ def compile_kernels() -> None:
     resident.add(keys[:100])
     resident.contains(keys[:50])
     resident.discard(keys[:50])
+    PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64)
     with contextlib.redirect_stdout(io.StringIO()):  # the trace scanner, and the command's own paths
         main(["analyze", str(MOONCAKE_TRACE), "--json"])
         main(["analyze", str(MOONCAKE_TRACE), "--sample", "0.1", "--json"])

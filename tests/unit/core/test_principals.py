@@ -144,3 +144,20 @@ def test_principals_refuse_a_sampled_analyzer_and_an_unknown_level():
         analyze_batches([batch], InputSummary("t", "t", UNITS), by=("tenant",), sampling=Sampling(rate=0.5))
     with pytest.raises(ValueError, match="unknown principal level"):
         PrincipalCollector(("customer",))
+
+
+def test_the_live_monitor_reads_the_principals_at_most_every_few_seconds_and_at_the_end():
+    from kvset.core.analyzer import Analyzer
+    from kvset.core.principals import LivePrincipals
+
+    analyzer = Analyzer(units=UNITS)
+    live = LivePrincipals(PrincipalCollector(("tenant",)), every=10.0)
+    batch = AccessBatch(keys=np.asarray([1, 2, 1], dtype=np.uint64), timestamps=1.0, block_size=16)
+    live.feed(analyzer, batch)
+    first, _ = live.read(analyzer, now=100.0)
+    live.feed(analyzer, batch)
+    assert live.read(analyzer, now=105.0)[0] is first  # not due yet: the last read stands
+    assert live.read(analyzer, now=110.0)[0]["tenant"][0].accesses == 6
+    live.feed(analyzer, batch)
+    streams, trace = live.read(analyzer, now=111.0, final=True)  # the stream ended: read it whole
+    assert streams["tenant"][0].accesses == 9 and len(trace) == 9

@@ -1,0 +1,127 @@
+"""The principals' side of the pool (part of the principals figure, kvset.figures.principals): the share
+of the resident cache each one holds, who displaces whom, and whether a session's next turn comes
+back before its blocks are gone.
+
+All three are read off one LRU replay of the stream at the pool's size (kvset.core.pool_replay): a
+model of the pool, not the engine's own resident set, which the results say (`model`). Cardinality
+stays the report's: the top principals of a level one by one and the rest as (other).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kvset.types import OTHER_PRINCIPALS
+
+if TYPE_CHECKING:
+    from kvset.core.pool_replay import PoolReplay, PoolTrace
+    from kvset.core.principals import PrincipalStream
+
+POOL_MODEL = "LRU of the pool's size replayed over the stream"
+
+
+@dataclass(frozen=True, eq=False)
+class Displacement:
+    """Blocks evicted by row i's accesses that column j's accesses then missed, among one level's
+    principals as reported (the top ones and (other) last). top_displacer: the principal whose
+    evictions cost the others the most misses (its own excluded); None when nobody displaced another."""
+
+    level: str
+    names: tuple[str, ...]
+    blocks: tuple[tuple[int, ...], ...]
+    top_displacer: str | None
+
+
+@dataclass(frozen=True, eq=False)
+class PrincipalPool:
+    """The pool replay's figures at `capacity_blocks`. shares[level][i]: the share of the resident
+    cache held by the level's i-th principal as reported; mean_blocks the blocks it held on average;
+    eviction_age_seconds: the median time an evicted block had stayed since its last use (None: no
+    eviction, or the stream has no times); turn gaps of the named sessions with two turns or more."""
+
+    capacity_blocks: int
+    capacity_source: str
+    shares: dict[str, tuple[float, ...]]
+    mean_blocks: dict[str, tuple[float, ...]]
+    displacement: tuple[Displacement, ...]
+    eviction_age_seconds: float | None
+    sessions_with_turns: int
+    sessions_next_turn_in_time: float | None  # share of them whose median gap is under the eviction age
+    session_gaps: dict[str, float]  # the reported sessions' median gap, by name
+    model: str = POOL_MODEL
+
+
+def compute_pool(
+    trace: PoolTrace,
+    streams: dict[str, tuple[PrincipalStream, ...]],
+    capacity: int,
+    source: str,
+) -> PrincipalPool:
+    replay = trace.replay(capacity)
+    shares, blocks, matrices = {}, {}, []
+    for level, rows in streams.items():
+        slot = _slots(trace.column(level), rows)
+        held = np.bincount(slot, weights=replay.held, minlength=len(rows))
+        total = float(held.sum())
+        shares[level] = tuple(float(h / total) if total else 0.0 for h in held)
+        blocks[level] = tuple(float(h / len(trace)) for h in held)
+        matrices.append(_displacement(level, rows, slot, replay))
+    age = _eviction_age(replay)
+    ids, gaps = trace.turn_gaps("session")
+    timed = np.isfinite(gaps)
+    ids, gaps = ids[timed], gaps[timed]
+    in_time = None
+    if len(gaps) and not len(replay.eviction_ages):
+        in_time = 1.0  # the pool never evicts: every next turn finds what its last one left
+    elif len(gaps) and age is not None:
+        in_time = float(np.mean(gaps < age))
+    session_rows = streams.get("session", ())
+    named = {s.principal_id: s.name for s in session_rows if s.principal_id is not None}
+    found = {named[int(i)]: float(g) for i, g in zip(ids, gaps, strict=True) if int(i) in named}
+    return PrincipalPool(
+        capacity,
+        source,
+        shares,
+        blocks,
+        tuple(matrices),
+        age,
+        len(gaps),
+        in_time,
+        found,
+    )
+
+
+def _slots(column: np.ndarray, rows: Sequence[PrincipalStream]) -> np.ndarray:
+    """Each access's place among the level's reported rows: a top principal's own, else (other)'s."""
+    ids = [r.principal_id for r in rows if r.principal_id is not None]
+    other = next((i for i, r in enumerate(rows) if r.principal_id is None), len(ids))
+    lookup = np.full(int(column.max(initial=0)) + 1, other, dtype=np.int64)
+    for place, pid in enumerate(ids):
+        lookup[pid] = place
+    slots: np.ndarray = lookup[column]
+    return slots
+
+
+def _displacement(
+    level: str, rows: Sequence[PrincipalStream], slot: np.ndarray, replay: PoolReplay
+) -> Displacement:
+    k = len(rows)
+    evictor, victim = replay.displaced
+    flat = slot[evictor] * k + slot[victim]
+    matrix = np.bincount(flat, minlength=k * k).reshape(k, k)
+    names = tuple(r.name if r.principal_id is not None else OTHER_PRINCIPALS for r in rows)
+    others = matrix.sum(axis=1) - np.diag(matrix)
+    top = None
+    if others.max(initial=0) > 0:
+        top = names[int(np.argmax(others))]  # ties: the first reported, the one with more accesses
+    return Displacement(level, names, tuple(tuple(int(v) for v in row) for row in matrix), top)
+
+
+def _eviction_age(replay: PoolReplay) -> float | None:
+    ages = replay.eviction_ages
+    ages = ages[np.isfinite(ages)]
+    return float(np.median(ages)) if len(ages) else None
