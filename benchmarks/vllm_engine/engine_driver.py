@@ -208,6 +208,7 @@ class GroundTruth:
         self.requests_added = 0
         # --study: per request its scheduler steps, and per step the sequence number of its batch
         self.study: dict[str, dict] = {}
+        self.study_steps = False  # --study: keep each step's per-group pins too
         self.step_batch: list[int] = []
 
         orig_get = kvm.get_computed_blocks
@@ -264,6 +265,11 @@ class GroundTruth:
         kvm.record_prefix_cache_stats = record_prefix_cache_stats
         scheduler._preempt_request = preempt
         self.single = kvm.coordinator.single_type_managers[0]
+        self.managers = kvm.coordinator.single_type_managers
+        # per KV cache group: its distinct blocks held by requests, summed over steps (a hybrid model's
+        # groups share the pool, so this says which group's pins kvset's replay gets wrong)
+        self._group_pinned_sum = [0] * len(self.managers)
+        self.step_group_pinned: list[list[int]] = []  # --study: per step, per group
 
     def after_step(self, busy: bool) -> None:
         self.steps += 1
@@ -272,6 +278,15 @@ class GroundTruth:
         self._pinned_sum += pinned
         self._pinned_max = max(self._pinned_max, pinned)
         self._held_sum += sum(len(b) for b in self.single.req_to_blocks.values())
+        if len(self.managers) > 1:
+            counts = [
+                len({b.block_id for blocks in m.req_to_blocks.values() for b in blocks if not b.is_null})
+                for m in self.managers
+            ]
+            for g, n in enumerate(counts):
+                self._group_pinned_sum[g] += n
+            if self.study_steps:
+                self.step_group_pinned.append(counts)
         self._running_sum += len(self.s.running)
         self._waiting_sum += len(self.s.waiting) + len(self.s.kv_holding_waiting)
 
@@ -310,6 +325,9 @@ class GroundTruth:
             "max_pinned_blocks": self._pinned_max,
             "avg_pinned_share": pinned / self.usable,
             "avg_blocks_held_by_requests": self._held_sum / steps,  # shared blocks once per holder
+            "avg_pinned_blocks_by_group": [n / steps for n in self._group_pinned_sum]
+            if len(self.managers) > 1
+            else None,
             "avg_effective_lru_blocks": self.usable - pinned,
             "avg_running": self._running_sum / steps,
             "avg_waiting": self._waiting_sum / steps,
@@ -450,6 +468,7 @@ def main(argv=None) -> int:
         vllm_config, scheduler = build_scheduler(args, model_dir)
     hasher = make_block_hasher(vllm_config)
     truth = GroundTruth(scheduler, args.pool_blocks)
+    truth.study_steps = args.study is not None
 
     prom = http = None
     if args.metrics_port:
@@ -551,7 +570,15 @@ def main(argv=None) -> int:
         }
     )
     if args.study:
-        args.study.write_text(json.dumps({"step_batch": truth.step_batch, "requests": truth.study}))
+        args.study.write_text(
+            json.dumps(
+                {
+                    "step_batch": truth.step_batch,
+                    "requests": truth.study,
+                    "step_group_pinned": truth.step_group_pinned,
+                }
+            )
+        )
     emit({"done": result})
     if args.hold:
         sys.stdin.readline()  # run.py writes a line (or closes stdin) once kvset-top has finished
