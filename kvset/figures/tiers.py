@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.figures.base import (
     Json,
     MetricFamily,
@@ -35,6 +35,11 @@ from kvset.figures.curve import GivenSizes, in_blocks
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, format_table, gib_cell, percent_cell
 from kvset.quantities import parse_fractions, target_label
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, TargetMode
 
 TIER_MODES = ("exclusive", "inclusive")
 TIER_MODE_MEANING = {

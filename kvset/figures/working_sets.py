@@ -16,13 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.figures import hybrid_reserve, policy_gap
 from kvset.figures.base import Json, MetricFamily, MetricSample, MetricsView, OptionValues, Sizes, TextView
 from kvset.figures.inputs import WINDOWS, Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, gib_cell, percent_cell
 from kvset.quantities import duration, target_label
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, TargetMode
 
 TREND_POINTS = 6  # windows of each length in a row's trend
 

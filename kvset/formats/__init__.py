@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvset.formats.trace_lines import FORMATS
+# What the command line offers (kvset.cli.flags), defined here so that building a parser loads no
+# numpy: the trace formats, and the hashes that make block keys of token ids (vLLM's
+# --prefix-caching-hash-algo values, and SGLang's page hash).
+FORMATS = ("mooncake", "bailian", "tokens")
+HASH_ALGOS = ("sha256", "sha256_cbor", "sglang")
 
 if TYPE_CHECKING:
     from kvset.formats.traces import (
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "HASH_ALGOS",
     "ParsedRequests",
     "Trace",
     "TraceError",
@@ -32,7 +37,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name in __all__:
+    if name in __all__ and name not in ("FORMATS", "HASH_ALGOS"):
         from kvset.formats import traces
 
         return getattr(traces, name)

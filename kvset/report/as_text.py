@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvset.core.curve import MIN_SAMPLE_BLOCKS
 from kvset.figures import FIGURES
 from kvset.figures.base import Json, TextView
 from kvset.figures.inputs import MISSES_ONLY, RECONSTRUCTED
@@ -48,6 +47,8 @@ def estimate_text(estimate: Json | None) -> list[str]:
         f"accesses looked at, {plural(estimate['tracked_blocks'], 'block')} tracked)"
     )
     if not estimate["meaningful"]:
+        from kvset.core.curve import MIN_SAMPLE_BLOCKS  # an estimate's report: the analysis is loaded
+
         return [
             label,
             f"  NOT MEANINGFUL: the sample holds {plural(estimate['tracked_blocks'], 'block')}, fewer than "
