@@ -95,6 +95,15 @@ def format_gib(
     return f"{text} GiB" if with_unit else text
 
 
+def format_gpus(n: float | None, *, at_least: bool = False, with_unit: bool = True) -> str:
+    """GPUs' worth of KV cache, 3 significant digits: 2.3125 -> "2.31 GPUs", 0.4 -> "0.4 GPUs";
+    at_least: a lower bound ("≥2.31 GPUs"). with_unit=False for a column titled GPUs."""
+    if n is None or _is_nan(n):
+        return MISSING
+    text = ("≥" if at_least else "") + _digits(float(n), 0, SHORT_DIGITS)
+    return f"{text} {'GPU' if n == 1 else 'GPUs'}" if with_unit else text
+
+
 def parse_bytes(text: str) -> int:
     """Read "1.5GiB", "512 MiB", "80GB" (decimal) or a bare byte count; raises ValueError otherwise."""
     match = _QUANTITY.match(str(text))
