@@ -29,8 +29,7 @@ from kvset.cli.argtypes import (
 from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.shell_completion import SHELLS, PrintCompletion
 from kvset.core import DEFAULT_HORIZON, ORDERS
-from kvset.engine import DEFAULT_MEDIUM, ENGINES, TRUNCATED_POLICIES
-from kvset.engine.prometheus import DEFAULT_MAX_BODY_BYTES
+from kvset.engine import DEFAULT_MAX_BODY_BYTES, DEFAULT_MEDIUM, ENGINES, TRUNCATED_POLICIES
 from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS, HASH_ALGOS
 from kvset.geometry.dtypes import AUTO

@@ -74,7 +74,10 @@ def test_once_counts_the_working_sets_in_gpus_of_a_given_memory():
         (["--gpu", "H100", "--kv-fraction", "0.4", "--weights", "1GB"], "give --kv-fraction or --weights"),
         (["--gpu", "H100", "--kv-fraction", "0"], "must lie in (0, 1]"),
         (["--gpu", "H100", "--kv-fraction", "0.4,0.5"], "--kv-fraction takes one share"),
-        (["--gpu", "H100", "--weights", "200GB"], "no room for KV in 90 % of one H100's 79.6 GiB; raise --tp"),
+        (
+            ["--gpu", "H100", "--weights", "200GB"],
+            "no room for KV in 90 % of one H100's 79.6 GiB; raise --tp",
+        ),
         (["--gpu", "H100", "--tp", "0"], "argument --tp: must be at least 1"),
         (["--gpu-memory", "lots"], "argument --gpu-memory: not a byte quantity"),
     ],

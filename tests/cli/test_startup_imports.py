@@ -40,7 +40,7 @@ def loaded_packages(module: str, argv: list[str]) -> tuple[set[str], str]:
     return set(json.loads(line.removeprefix("MODULES "))), done.stdout
 
 
-HEAVY = {"numpy", "numba", "llvmlite", "httpx", "zmq", "textual", "dask"}
+HEAVY = {"numpy", "numba", "llvmlite", "httpx", "zmq", "prometheus_client", "textual", "dask"}
 
 
 @pytest.mark.parametrize(
