@@ -30,7 +30,9 @@ from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
 FULL_TABLE_WIDTH = 48  # below this, one capacity column (in the chosen unit) instead of three
-GPU_TABLE_WIDTH = 56  # the full table has room for the GPUs column (with --gpu) from this width
+# with --gpu, the full table adds a GPUs column from this width; narrower, GPUs take the tokens' place
+# (tokens are one `u` away on every panel)
+GPU_TABLE_WIDTH = 56
 NARROW_TREND_WIDTH = 42  # a one-capacity-column table narrower than this leaves out the trend
 TREND_CELLS = 6
 NO_DATA = "no data"  # the window holds no access yet: nothing to reach
@@ -186,14 +188,16 @@ class WorkingSetTable(SnapshotView, Widget):
             return Text(f"no {self.view.target_mode} targets computed yet", style=p.rich("muted"))
         full = self.content_width >= FULL_TABLE_WIDTH
         with_gib = any(r.capacity_bytes is not None for r in rows)  # GiB needs a model's geometry
-        gpu = ws.gpu if ws is not None and rank is None and self.content_width >= GPU_TABLE_WIDTH else None
+        gpu = ws.gpu if ws is not None and rank is None and full else None
+        with_tokens = gpu is None or self.content_width >= GPU_TABLE_WIDTH
         unit = self.view.effective_unit(snap)
         # one space between columns (rich pads both sides of a cell otherwise): the row fits 54 cells
         table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=True, show_edge=False)
         table.add_column("target", style="bold", no_wrap=True)
         if full:
             table.add_column("blocks", justify="right", no_wrap=True)
-            table.add_column("tokens", justify="right", no_wrap=True)
+            if with_tokens:
+                table.add_column("tokens", justify="right", no_wrap=True)
             if with_gib:
                 table.add_column("GiB", justify="right", no_wrap=True)
             if gpu is not None:
@@ -213,7 +217,7 @@ class WorkingSetTable(SnapshotView, Widget):
         curves = snap.get(Curves)
         shown = rank.curve if rank is not None else curves.curve(window) if curves is not None else None
         empty = shown is None or shown.accesses == 0
-        blanks = [Text("–") for _ in range(1 + with_gib + (gpu is not None))]  # tokens, GiB, GPUs
+        blanks = [Text("–") for _ in range(with_tokens + with_gib + (gpu is not None))]
         for row in rows:
             target = fmt.target_label(row.target, row.mode)
             if not row.reached:
@@ -235,10 +239,11 @@ class WorkingSetTable(SnapshotView, Widget):
                         else None
                     )
                     tokens = fmt.count(row.capacity_tokens) if row.capacity_tokens is not None else None
-                    cells = [
-                        Text(prefix + fmt.count(row.capacity_blocks)),
-                        Text(prefix + tokens if tokens else "–"),
-                    ] + ([Text(prefix + gib if gib else "–")] if with_gib else [])
+                    cells = [Text(prefix + fmt.count(row.capacity_blocks))]
+                    if with_tokens:
+                        cells.append(Text(prefix + tokens if tokens else "–"))
+                    if with_gib:
+                        cells.append(Text(prefix + gib if gib else "–"))
                     if gpu is not None:
                         count = fmt.format_gpus(row.gpus, at_least=gpu.lower_bound, with_unit=False)
                         cells.append(Text(prefix + count))

@@ -105,6 +105,14 @@ async def test_with_a_gpu_each_row_is_also_in_gpus_and_the_note_says_it_is_a_mod
     assert "GPUs (a model): H100, " in text and "of KV each, KV held 2x at --tp 4" in text
 
 
+async def test_where_the_gpus_do_not_fit_beside_the_tokens_they_take_their_place():
+    # the app's panel at 120x40 is about this wide
+    app = panel_app(WorkingSetTable, gpus_snapshot())
+    async with app.run_test(size=(54, 24)):
+        header = row_line(screen_text(app), "target").split()
+    assert "tokens" not in header and header[header.index("GiB") + 1] == "GPUs"
+
+
 async def test_without_a_gpu_there_is_no_gpus_column():
     app = panel_app(WorkingSetTable, engine_snapshot())
     async with app.run_test(size=(120, 40)):
