@@ -178,6 +178,14 @@ def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
     return tuple(out)
 
 
+def parse_fraction(text: str, flag: str, what: str = "share") -> float:
+    """One value of parse_fractions: '0.4' or '40%' -> 0.4; a list is refused naming `flag`."""
+    values = parse_fractions(text, f"{flag} {what}")
+    if len(values) != 1:
+        raise ValueError(f"{flag} takes one {what}, got {text!r}")
+    return values[0]
+
+
 # -- counts ----------------------------------------------------------------------------------------
 def count(n: float | int | None) -> str:
     """1234 -> '1,234'; 12_345 -> '12.3k'; 1_234_567 -> '1.23M'. Compact enough for a table cell."""

@@ -6,15 +6,7 @@ from __future__ import annotations
 from kvset.figures.base import Option, OptionValues
 from kvset.geometry.gpus import GPUS, Gpu, GpuBudget, gpu_budget, gpu_named, gpu_of_memory
 from kvset.geometry.model import ModelGeometry
-from kvset.quantities import parse_fractions
-
-
-def _fraction(text: str) -> float:
-    values = parse_fractions(text, "--kv-fraction")
-    if len(values) != 1:
-        raise ValueError(f"--kv-fraction takes one share, not {text!r}")
-    return values[0]
-
+from kvset.quantities import parse_fraction
 
 GPU: Option[Gpu | None] = Option(
     "--gpu",
@@ -50,7 +42,7 @@ KV_FRACTION: Option[float | None] = Option(
     None,
     "the share of each GPU's memory that holds KV, e.g. 0.4 or 40% (default: 90 %, vLLM's "
     "--gpu-memory-utilization, less the weights' share with --weights)",
-    parse=_fraction,
+    parse=lambda text: parse_fraction(text, "--kv-fraction"),
     metavar="F",
     group="model",
 )
