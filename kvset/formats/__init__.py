@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-# What the command line offers (kvset.cli.flags), defined here so that building a parser loads no
-# numpy: the trace formats, and the hashes that make block keys of token ids (vLLM's
-# --prefix-caching-hash-algo values, and SGLang's page hash).
-FORMATS = ("mooncake", "bailian", "tokens")
-HASH_ALGOS = ("sha256", "sha256_cbor", "sglang")
+from kvset.formats.names import FORMATS, HASH_ALGOS
 
 if TYPE_CHECKING:
     from kvset.formats.traces import (

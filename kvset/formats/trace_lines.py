@@ -24,9 +24,9 @@ from typing import Annotated
 import msgspec
 import numpy as np
 
-from kvset.formats import FORMATS, HASH_ALGOS
 from kvset.formats.block_size import RULES, blocks_of
 from kvset.formats.byte_input import TraceError
+from kvset.formats.names import FORMATS, HASH_ALGOS
 from kvset.formats.vllm_hash import block_keys
 from kvset.rejects import RejectCounter
 from kvset.types import PRINCIPAL_FIELDS, PRINCIPAL_LEVELS, PrincipalNames

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from kvset.formats import HASH_ALGOS
+from kvset.formats.names import HASH_ALGOS
 from kvset.formats.sglang_hash import SGLANG_HASH_ALGO, page_keys
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
