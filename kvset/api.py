@@ -8,8 +8,9 @@ A figure's result is read off a snapshot by its type: `snapshot.get(WorkingSets)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvset import quantities
-from kvset.core.curve import HitRateCurve, Unit
 from kvset.core.jit_cache import kernels_on_disk
 from kvset.figures.churn import ChurnSeries
 from kvset.figures.curve import Curves, WindowCurve
@@ -32,6 +33,13 @@ from kvset.report import CAVEATS, WINDOWED_CURVES, Caveat, curve_csv, snapshot_j
 from kvset.snapshot import Snapshot, Totals
 from kvset.text import printable
 from kvset.types import EngineReading, SourceHealth, TimelineEvent
+
+# The curve's class is the one name here that loads numpy: kvset-top's command line reads this module
+# before it knows whether it will show anything (`--version`, `--help`), so it is given on first use.
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, Unit
+
+_OF_THE_CURVE = ("HitRateCurve", "Unit")
 
 __all__ = [
     "ALL_ACCESSES",
@@ -91,3 +99,11 @@ __all__ = [
     "snapshot_text",
     "thrashing_at",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _OF_THE_CURVE:
+        from kvset.core import curve
+
+        return getattr(curve, name)
+    raise AttributeError(f"module 'kvset.api' has no attribute {name!r}")

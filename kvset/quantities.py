@@ -95,6 +95,15 @@ def format_gib(
     return f"{text} GiB" if with_unit else text
 
 
+def format_gpus(n: float | None, *, at_least: bool = False, with_unit: bool = True) -> str:
+    """GPUs' worth of KV cache, 3 significant digits: 2.3125 -> "2.31 GPUs", 0.4 -> "0.4 GPUs";
+    at_least: a lower bound ("≥2.31 GPUs"). with_unit=False for a column titled GPUs."""
+    if n is None or _is_nan(n):
+        return MISSING
+    text = ("≥" if at_least else "") + _digits(float(n), 0, SHORT_DIGITS)
+    return f"{text} {'GPU' if n == 1 else 'GPUs'}" if with_unit else text
+
+
 def parse_bytes(text: str) -> int:
     """Read "1.5GiB", "512 MiB", "80GB" (decimal) or a bare byte count; raises ValueError otherwise."""
     match = _QUANTITY.match(str(text))
@@ -167,6 +176,14 @@ def parse_fractions(text: str, what: str = "target") -> tuple[float, ...]:
     if not out:
         raise ValueError(f"no {what} given")
     return tuple(out)
+
+
+def parse_fraction(text: str, flag: str, what: str = "share") -> float:
+    """One value of parse_fractions: '0.4' or '40%' -> 0.4; a list is refused naming `flag`."""
+    values = parse_fractions(text, f"{flag} {what}")
+    if len(values) != 1:
+        raise ValueError(f"{flag} takes one {what}, got {text!r}")
+    return values[0]
 
 
 # -- counts ----------------------------------------------------------------------------------------

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kvset.rejects import Rejection
 from kvset.text import printable
 from kvset.units import EnginePool, StreamUnits
+
+# The contract types are read by the command line's option declarations too (`--help`): numpy is
+# loaded by the two methods that compute, not by the types.
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _escape_fields(value: object, *names: str) -> None:
@@ -92,6 +96,8 @@ class AccessBatch:
         """Each rank's accesses, in their order, by rank (an empty list when the batch has no ranks)."""
         if self.rank is None:
             return []
+        import numpy as np
+
         if np.ndim(self.rank) == 0:
             return [(int(self.rank), self)]
         ranks = np.asarray(self.rank)
@@ -100,6 +106,8 @@ class AccessBatch:
     def subset(self, keep: np.ndarray) -> AccessBatch:
         """The accesses where `keep` is true, in order; a request whose first access is dropped starts
         at its next kept one, a request with no access left is gone."""
+        import numpy as np
+
         keep = np.asarray(keep, dtype=bool)
         starts = None
         if self.request_starts is not None:

@@ -28,13 +28,10 @@ from kvset.cli.argtypes import (
 )
 from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.shell_completion import SHELLS, PrintCompletion
-from kvset.core.feed_args import DEFAULT_HORIZON, ORDERS
-from kvset.engine.kv_events import DEFAULT_MEDIUM
-from kvset.engine.log_tracker import ENGINES, TRUNCATED_POLICIES
-from kvset.engine.prometheus import DEFAULT_MAX_BODY_BYTES
+from kvset.core import DEFAULT_HORIZON, ORDERS
+from kvset.engine import DEFAULT_MAX_BODY_BYTES, DEFAULT_MEDIUM, ENGINES, TRUNCATED_POLICIES
 from kvset.figures.base import SERVE, TOP
-from kvset.formats import FORMATS
-from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.formats import FORMATS, HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 

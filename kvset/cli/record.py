@@ -17,7 +17,6 @@ from kvset.cli.flags import (
     add_removed_arguments,
 )
 from kvset.cli.from_flags import events_source_from_args
-from kvset.formats.record import CHECKPOINT_SECONDS, RecordTargetError, TraceRecorder, check_record_target
 from kvset.quantities import plural
 
 _PROGRESS_EVERY_S = 5.0
@@ -50,6 +49,9 @@ def _say(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the recorder (numpy) only for a recording: `kvset completion` builds this parser too
+    from kvset.formats.record import CHECKPOINT_SECONDS, RecordTargetError, TraceRecorder, check_record_target
+
     try:
         check_record_target(args.out, overwrite=args.force)  # before connecting: a wrong path fails at once
         source = events_source_from_args(args)

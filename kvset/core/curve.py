@@ -16,14 +16,12 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+# the knee's gain and the error bounds' width (kvset.core), read from here by the curve's users
+from kvset.core import ERROR_Z as ERROR_Z
+from kvset.core import KNEE_MIN_GAIN as KNEE_MIN_GAIN
+
 Unit = Literal["blocks", "tokens"]
 TargetMode = Literal["coverage", "absolute"]
-
-# The knee: past it, doubling the capacity gains less than this much hit rate (1 percentage point).
-KNEE_MIN_GAIN = 0.01
-# A sampled curve's error bounds are this many standard errors: about 95 % under the normal
-# approximation. Here rather than in kvset.core.sampling_curve, whose kernels a report need not load.
-ERROR_Z = 2.0
 
 
 def _as_fraction(target: float) -> Fraction:

@@ -12,9 +12,11 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-DEFAULT_HORIZON = 1 << 22  # 4,194,304 blocks; memory grows with the blocks actually tracked
+# defined where the command line reads them without numpy; the analyzers read them here
+from kvset.core import DEFAULT_HORIZON as DEFAULT_HORIZON
+from kvset.core import ORDERS as ORDERS
+
 MAX_TIMESTAMP = 1e11  # seconds from zero (about 3,000 years); beyond it a timestamp is garbage
-ORDERS = ("forward", "reverse")
 Order = Literal["forward", "reverse"]
 
 try:  # numpy's switch for madvise(MADV_HUGEPAGE) on large arrays (private, so guarded)

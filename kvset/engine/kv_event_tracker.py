@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kvset.engine import DEFAULT_MEDIUM
 from kvset.engine.kv_event_sequence import (
     Accept,
     AskReplay,
@@ -53,7 +54,6 @@ from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
     BLOCK_REMOVED,
     BLOCK_STORED,
-    DEFAULT_MEDIUM,
     MAX_BLOCK_SIZE,
     KvEventBatch,
     decode_message,

@@ -36,8 +36,6 @@ from kvset.rejects import RejectCounter
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
 
-# What events without a medium field (older vLLM, SGLang) describe.
-DEFAULT_MEDIUM = "GPU"
 
 # Event kinds in KvEventBatch.kinds.
 BLOCK_STORED = 1

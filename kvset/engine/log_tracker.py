@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvset.engine import sglang_log, vllm_log
+from kvset.engine import ENGINES, TRUNCATED_POLICIES, sglang_log, vllm_log
 from kvset.engine.tracker_output import HealthParts, PendingAccesses
-from kvset.formats.vllm_hash import HASH_ALGOS
+from kvset.formats.names import HASH_ALGOS
 from kvset.rejects import RejectCounter
 from kvset.types import EngineReading, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO, NULL_BLOCKS_VLLM, EnginePool, StreamUnits
-
-ENGINES = ("auto", "vllm", "sglang")
-TRUNCATED_POLICIES = ("skip", "prefix")
 
 
 class LogTracker:

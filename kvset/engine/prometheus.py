@@ -36,13 +36,10 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_fd_to_metric_families
 
-from kvset.quantities import MIB
+from kvset.engine import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from kvset.units import NULL_BLOCKS_VLLM, EnginePool
 
 LabelKey = tuple[tuple[str, str], ...]
-
-# The largest /metrics body read (a poller's default; --metrics-max-bytes): an engine's is tens of KiB.
-DEFAULT_MAX_BODY_BYTES = 16 * MIB
 
 VLLM_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
 VLLM_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kvset.figures.base import Json, OptionValues, Sizes
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    import numpy as np
 
 CHURN_SECONDS = 300.0  # the fine series' reach
 
@@ -39,6 +43,8 @@ class ChurnSeries:
 
 
 def compute(inputs: FigureInputs, options: OptionValues) -> ChurnSeries | None:
+    import numpy as np
+
     slots = inputs.slots
     if slots is None:
         return None

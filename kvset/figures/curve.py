@@ -14,10 +14,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from kvset.core.curve import ERROR_Z, KNEE_MIN_GAIN, HitRateCurve, Unit
+from kvset.core import ERROR_Z, KNEE_MIN_GAIN
 from kvset.figures.base import (
     ANALYZE,
     Json,
@@ -32,6 +31,13 @@ from kvset.figures.base import (
 from kvset.figures.inputs import Figure, FigureInputs
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, gib_cell, percent_cell
 from kvset.quantities import duration, parse_sizes, plus_minus_points, points
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kvset.core.curve import HitRateCurve, Unit
 
 UNITS: tuple[Unit, ...] = ("blocks", "tokens")
 ROWS = 16  # log-spaced rows of a curve's table, besides the knee
@@ -148,6 +154,8 @@ def curve_rows(
 
 def default_capacities(curve: HitRateCurve, n: int = ROWS, knee: int | None = None) -> np.ndarray:
     """The capacities every report's curve table shows: n log-spaced ones, plus the knee."""
+    import numpy as np
+
     caps = curve.log_capacities(n)
     return caps if knee is None else np.union1d(caps, [knee])
 

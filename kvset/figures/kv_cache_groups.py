@@ -12,8 +12,8 @@ the events do not say how many layers each group has).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve
 from kvset.figures.base import Json, OptionValues, Sizes, TextView
 from kvset.figures.curve import CurveRow, curve_rows, default_capacities, row_json
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
@@ -21,6 +21,11 @@ from kvset.figures.tables import percent_cell
 from kvset.figures.working_sets import WorkingSetRow, working_set_row
 from kvset.figures.working_sets import row_json as working_set_json
 from kvset.types import KvCacheGroup
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve
 
 
 @dataclass(frozen=True)

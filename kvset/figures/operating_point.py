@@ -32,16 +32,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvset.core.curve import HitRateCurve
-from kvset.engine_model import EngineModel
 from kvset.figures import ranks
 from kvset.figures.base import Json, MetricFamily, MetricsView, OptionValues, Sizes, TextView, gauge
 from kvset.figures.inputs import MISSES_ONLY, RECONSTRUCTED, Figure, FigureInputs
 from kvset.figures.ranks import RankSplit
 from kvset.figures.tables import NOT_KNOWN, percent_cell
 from kvset.types import EngineReading
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve
+    from kvset.engine_model import EngineModel
 
 
 @dataclass(frozen=True)

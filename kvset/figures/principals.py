@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve
 from kvset.figures import curve as curve_figure
 from kvset.figures.base import (
     ANALYZE,
@@ -40,6 +39,7 @@ from kvset.text import printable
 from kvset.types import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PRINCIPAL_LEVELS
 
 if TYPE_CHECKING:  # the options are read by every command line: the analyzer is loaded by compute only
+    from kvset.core.curve import HitRateCurve
     from kvset.core.principals import PrincipalStream
 
 BY_CHOICES = {"tenant": "tenant", "session": "session", "adapter": "adapter", "lora": "adapter"}

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
-
-from kvset.core.curve import HitRateCurve, Unit
 from kvset.figures import curve as curve_figure
 from kvset.figures import working_sets
 from kvset.figures.base import (
@@ -40,6 +37,13 @@ from kvset.figures.inputs import CAPACITY, MISSES_ONLY, Figure, FigureInputs, ta
 from kvset.figures.tables import NOT_KNOWN, format_table, percent_cell
 from kvset.figures.working_sets import WorkingSetRow, target_value, working_set_row
 from kvset.quantities import points, target_label
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kvset.core.curve import HitRateCurve, Unit
 
 UNITS: tuple[Unit, ...] = ("blocks", "tokens")
 
@@ -133,6 +137,10 @@ def separate_pools(curves: Sequence[HitRateCurve], pools: Sequence[int] | None =
     At x = the mean pool it is what the engine's ranks do with their own pools, where the merged
     stream's curve is what one shared pool does. Exact all-time curves with equal pools give an exact
     curve (every capacity up to the largest rank's)."""
+    import numpy as np
+
+    from kvset.core.curve import HitRateCurve
+
     if pools is None or len(set(pools)) == 1:
         pools = [1] * len(curves)  # every rank at x itself
     m = sum(pools) // len(pools)
@@ -164,6 +172,8 @@ def separate_pools(curves: Sequence[HitRateCurve], pools: Sequence[int] | None =
 
 def _summed(arrays: Iterable[np.ndarray]) -> np.ndarray:
     """The sum of arrays of one length, as int64."""
+    import numpy as np
+
     total: np.ndarray | None = None
     for a in arrays:
         total = a.astype(np.int64) if total is None else total + a
@@ -172,6 +182,8 @@ def _summed(arrays: Iterable[np.ndarray]) -> np.ndarray:
 
 def _hits_at(curve: HitRateCurve, capacities: np.ndarray, unit: str) -> np.ndarray:
     """curve.hits() at every one of `capacities` at once."""
+    import numpy as np
+
     arr = curve.block_hits if unit == "blocks" else curve.token_hits
     i = np.searchsorted(curve.capacities, np.minimum(capacities, curve.horizon), side="right") - 1
     return np.where(i >= 0, arr[np.maximum(i, 0)] if len(arr) else 0, 0).astype(np.int64)

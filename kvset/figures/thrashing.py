@@ -15,13 +15,18 @@ only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve, Unit
 from kvset.figures import ranks
 from kvset.figures.base import Json, OptionValues, Sizes, TextView
 from kvset.figures.inputs import WINDOWS, Figure, FigureInputs
 from kvset.figures.tables import NOT_KNOWN, percent_cell
 from kvset.quantities import duration, points
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, Unit
 
 # The levels: what +25 % capacity would buy (hit-rate points), or the share of accesses that re-store
 # a block the cache removed. Either one at its mark is enough. The demo's healthy phases (an 87 % hit

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve, TargetMode
 from kvset.figures.base import (
     Json,
     MetricFamily,
@@ -34,20 +34,18 @@ from kvset.figures.base import (
 from kvset.figures.curve import GivenSizes, in_blocks
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, format_table, gib_cell, percent_cell
-from kvset.quantities import parse_fractions, target_label
+from kvset.quantities import parse_fraction, target_label
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, TargetMode
 
 TIER_MODES = ("exclusive", "inclusive")
 TIER_MODE_MEANING = {
     "exclusive": "a block lives in one tier, demoted on eviction: one LRU cut into consecutive tiers",
     "inclusive": "each tier holds a copy of the tiers above it and sees every access",
 }
-
-
-def _one_target(text: str) -> float:
-    targets = parse_fractions(text, "--size-next-tier target")
-    if len(targets) != 1:
-        raise ValueError(f"--size-next-tier takes one target, got {text!r}")
-    return targets[0]
 
 
 TIERS: Option[GivenSizes | None] = Option(
@@ -73,7 +71,7 @@ NEXT_TIER: Option[float | None] = Option(
     None,
     "with --tiers: the smallest tier to add behind them so that all reach TARGET (a fraction or "
     "percentage, coverage or absolute as --target-mode)",
-    parse=_one_target,
+    parse=lambda text: parse_fraction(text, "--size-next-tier", "target"),
     metavar="TARGET",
 )
 

@@ -16,13 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvset.core.curve import HitRateCurve, TargetMode
-from kvset.figures import hybrid_reserve, policy_gap
+from kvset.figures import gpus, hybrid_reserve, policy_gap
 from kvset.figures.base import Json, MetricFamily, MetricSample, MetricsView, OptionValues, Sizes, TextView
 from kvset.figures.inputs import WINDOWS, Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, gib_cell, percent_cell
-from kvset.quantities import duration, target_label
+from kvset.geometry.gpus import GpuBudget
+from kvset.quantities import duration, format_gpus, target_label
+
+# the options are read by every command line (`--help` included): numpy and the analysis are
+# named here for the type checker only, and loaded by whoever computes the figure
+if TYPE_CHECKING:
+    from kvset.core.curve import HitRateCurve, TargetMode
 
 TREND_POINTS = 6  # windows of each length in a row's trend
 
@@ -61,6 +67,8 @@ class WorkingSetRow:
     # the hit rates the curve gives at the working set (None: not reached): what the target buys
     block_hit_rate: float | None = None
     token_hit_rate: float | None = None
+    # GPUs' worth of KV cache (--gpu or --gpu-memory, a model: WorkingSets.gpu says what it assumed)
+    gpus: float | None = None
 
     @property
     def reached(self) -> bool:
@@ -70,6 +78,7 @@ class WorkingSetRow:
 @dataclass(frozen=True)
 class WorkingSets:
     rows: tuple[WorkingSetRow, ...]
+    gpu: GpuBudget | None = None  # what the rows' GPUs are counted in (None: no --gpu or --gpu-memory)
 
     def rows_for(self, window: str = "all", mode: str = "coverage") -> tuple[WorkingSetRow, ...]:
         return tuple(r for r in self.rows if r.window == window and r.mode == mode)
@@ -88,9 +97,10 @@ def working_set_row(
     hybrid_bytes: int | None = None,
     trend: Sequence[int | None] = (),
     opt_blocks: int | None = None,
+    gpu: GpuBudget | None = None,
 ) -> WorkingSetRow:
     """One row of `curve`; `hybrid_bytes`: the hybrid-layer reserve to add before comparing with the
-    pool (None: no model)."""
+    pool (None: no model); `gpu`: the GPU the row is also counted in."""
     ws = curve.working_set(target, mode=mode)
     ws_bytes = sizes.bytes(ws)
     with_reserve = hybrid_bytes is not None and sizes.bytes_per_block is not None and pool is not None
@@ -125,6 +135,7 @@ def working_set_row(
         estimate=curve.errors is not None,
         block_hit_rate=block_rate,
         token_hit_rate=token_rate,
+        gpus=gpu.gpus(ws_bytes) if gpu is not None and ws else None,
     )
 
 
@@ -156,6 +167,7 @@ def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
     hybrid = inputs.result(hybrid_reserve.FIGURE)
     hybrid_bytes = hybrid.reserve.total_bytes if hybrid is not None else None
     pool = inputs.engine_pool
+    gpu = gpus.budget(options, inputs.geometry) if inputs.sizes.bytes_per_block else None
     rows = []
     for label, curve in inputs.curves.items():
         seconds = curve.window_seconds
@@ -173,8 +185,10 @@ def compute(inputs: FigureInputs, options: OptionValues) -> WorkingSets:
             for t, trend, o in zip(
                 targets, _trends(inputs, seconds, targets, tm, now, windows), opt, strict=True
             ):
-                rows.append(working_set_row(curve, label, t, tm, inputs.sizes, pool, hybrid_bytes, trend, o))
-    return WorkingSets(tuple(rows))
+                rows.append(
+                    working_set_row(curve, label, t, tm, inputs.sizes, pool, hybrid_bytes, trend, o, gpu)
+                )
+    return WorkingSets(tuple(rows), gpu)
 
 
 def remember(result: WorkingSets) -> AllTime:
@@ -198,11 +212,27 @@ def row_json(r: WorkingSetRow, sizes: Sizes) -> Json:
         "capacity_blocks_high": r.capacity_blocks_high,
         "block_hit_rate": r.block_hit_rate,
         "token_hit_rate": r.token_hit_rate,
+        "gpus": r.gpus,
+    }
+
+
+def gpu_json(gpu: GpuBudget | None) -> Json | None:
+    if gpu is None:
+        return None
+    return {
+        "gpu": gpu.gpu.name,
+        "memory_bytes": gpu.gpu.memory_bytes,
+        "tp": gpu.tp,
+        "kv_bytes_per_gpu": gpu.kv_bytes_per_gpu,
+        "kv_from": gpu.kv_from,
+        "lower_bound": gpu.lower_bound,
+        "kv_replicas": gpu.replicas,
+        "estimate": True,
     }
 
 
 def to_json(result: WorkingSets, sizes: Sizes) -> Json:
-    return {"working_sets": [row_json(r, sizes) for r in result.rows]}
+    return {"working_sets": [row_json(r, sizes) for r in result.rows], "gpu_budget": gpu_json(result.gpu)}
 
 
 def working_set_table(
@@ -211,12 +241,14 @@ def working_set_table(
     extra_headers: Sequence[str] = (),
     extra_cells: Sequence[Sequence[str]] = (),
     ranges: bool = False,
+    gpu: GpuBudget | None = None,
 ) -> str:
     """Working-set rows as a table; `extra_cells` holds, per row, the cells of the `extra_headers`
-    columns after them; `ranges`: an estimate's range column."""
+    columns after them; `ranges`: an estimate's range column; `gpu`: a GPUs column."""
     headers = (
         ["target", "blocks", "tokens"]
         + (["GiB"] if with_gib else [])
+        + (["GPUs"] if gpu is not None else [])
         + (["range (blocks)"] if ranges else [])
         + ["block hit rate", "token hit rate"]
         + list(extra_headers)
@@ -231,6 +263,10 @@ def working_set_table(
             line = [target_label(row.target), f"{row.capacity_blocks:,}", count_cell(row.capacity_tokens)]
             if with_gib:
                 line.append(gib_cell(row.capacity_bytes))
+        if gpu is not None:
+            line.append(
+                format_gpus(row.gpus, at_least=gpu.lower_bound, with_unit=False) if row.gpus else NOT_KNOWN
+            )
         if ranges:
             low, high = row.capacity_blocks_low, row.capacity_blocks_high
             line.append(
@@ -247,8 +283,8 @@ def text(result: WorkingSets, view: TextView) -> list[str]:
         if not rows:
             return []
         explain = "share of an infinite cache's hit rate" if view.mode == "coverage" else "hit rate"
-        table = working_set_table(rows, view.with_gib, ranges=any(r.estimate for r in rows))
-        return ["", f"working sets ({view.mode}: {explain}):", table]
+        table = working_set_table(rows, view.with_gib, ranges=any(r.estimate for r in rows), gpu=result.gpu)
+        return ["", f"working sets ({view.mode}: {explain}):", table, *gpu_lines(result.gpu)]
     rows = result.rows_for(view.window, view.mode) if view.accesses else ()
     if not rows:
         return []
@@ -259,10 +295,15 @@ def text(result: WorkingSets, view: TextView) -> list[str]:
         ]
         for r in rows
     ]
-    table = working_set_table(rows, view.with_gib, ["fits pool", "trend"], extra)
+    table = working_set_table(rows, view.with_gib, ["fits pool", "trend"], extra, gpu=result.gpu)
     span = duration(dict(WINDOWS).get(view.window))
     span = span if span == "all time" else f"last {span}"
-    return ["", f"working sets ({view.mode}, {span}):", table]
+    return ["", f"working sets ({view.mode}, {span}):", table, *gpu_lines(result.gpu)]
+
+
+def gpu_lines(gpu: GpuBudget | None) -> list[str]:
+    """Under a table with a GPUs column: what one GPU's worth is, and that it is a model."""
+    return [] if gpu is None else [gpu.describe()]
 
 
 def trend_cell(trend: Sequence[int | None]) -> str:
@@ -310,9 +351,11 @@ FIGURE: Figure[WorkingSets] = Figure(
     "working_sets",
     WorkingSets,
     compute,
-    ("working_sets",),
+    ("working_sets", "gpu_budget"),
     to_json,
     text=text,
     metrics=metrics,
     remember=remember,
+    options=gpus.OPTIONS,
+    check=gpus.check,
 )

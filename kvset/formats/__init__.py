@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvset.formats.trace_lines import FORMATS
+from kvset.formats.names import FORMATS, HASH_ALGOS
 
 if TYPE_CHECKING:
     from kvset.formats.traces import (
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "HASH_ALGOS",
     "ParsedRequests",
     "Trace",
     "TraceError",
@@ -32,7 +33,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name in __all__:
+    if name in __all__ and name not in ("FORMATS", "HASH_ALGOS"):
         from kvset.formats import traces
 
         return getattr(traces, name)

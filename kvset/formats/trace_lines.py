@@ -25,13 +25,13 @@ import numpy as np
 
 from kvset.formats.block_size import RULES, blocks_of
 from kvset.formats.byte_input import TraceError
+from kvset.formats.names import FORMATS, HASH_ALGOS
 from kvset.formats.parsed_requests import ParsedRequests, split_tokens
-from kvset.formats.vllm_hash import HASH_ALGOS, block_keys
+from kvset.formats.vllm_hash import block_keys
 from kvset.rejects import RejectCounter
 from kvset.types import PRINCIPAL_FIELDS, PRINCIPAL_LEVELS, PrincipalNames
 from kvset.units import CEIL, DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO, StreamUnits
 
-FORMATS = ("mooncake", "bailian", "tokens")
 # Each hash-id format's own block size; token ids are hashed at vLLM's default unless told.
 FORMAT_BLOCK_SIZES = {"mooncake": 512, "bailian": 16}
 # Units of each format's "timestamp" field per second (divided, so 471 ms is exactly 0.471 s).

@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from kvset.formats.names import HASH_ALGOS
 from kvset.formats.sglang_hash import SGLANG_HASH_ALGO, page_keys
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
@@ -36,8 +37,7 @@ def _cbor(obj: object) -> bytes:
 # vLLM's prefix_caching_hash_algo names -> how the object is serialized before sha256
 _SERIALIZERS = {"sha256": _pickled, "sha256_cbor": _cbor}
 # the names --hash-algo accepts: vLLM's, and "sglang" for SGLang's page hash (kvset.formats.sglang_hash)
-HASH_ALGOS = (*_SERIALIZERS, SGLANG_HASH_ALGO)
-assert DEFAULT_HASH_ALGO in HASH_ALGOS
+assert (*_SERIALIZERS, SGLANG_HASH_ALGO) == HASH_ALGOS and DEFAULT_HASH_ALGO in HASH_ALGOS
 
 
 def _serialize(obj: object, algo: str) -> bytes:

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvset.core.curve import ERROR_Z, SampleInfo
+from kvset.core import ERROR_Z
 from kvset.figures import FIGURES
 from kvset.figures.base import Json
 from kvset.rejects import Rejection
 from kvset.report.caveats import caveat_lines
 from kvset.snapshot import Snapshot
 from kvset.text import printable
+
+if TYPE_CHECKING:  # the reports are imported by kvset-top's command line before it reads anything
+    from kvset.core.curve import SampleInfo
 
 
 def _rejections(items: Iterable[Rejection]) -> list[Json]:

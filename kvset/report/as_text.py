@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvset.core.curve import MIN_SAMPLE_BLOCKS
 from kvset.figures import FIGURES
 from kvset.figures.base import Json, TextView
 from kvset.figures.inputs import MISSES_ONLY, RECONSTRUCTED
@@ -57,6 +56,8 @@ def estimate_text(estimate: Json | None) -> list[str]:
             "sampled more instead"
         )
     if not estimate["meaningful"]:
+        from kvset.core.curve import MIN_SAMPLE_BLOCKS  # an estimate's report: the analysis is loaded
+
         return [
             label,
             *moved,

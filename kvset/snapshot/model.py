@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kvset.core.curve import SampleInfo
 from kvset.figures.base import Sizes
 from kvset.figures.inputs import ALL_ACCESSES, Targets
 from kvset.rejects import Rejection
 from kvset.types import SourceHealth, TimelineEvent
 from kvset.units import StreamUnits
+
+if TYPE_CHECKING:  # a snapshot's types are read by kvset-top's command line before it reads anything
+    from kvset.core.curve import SampleInfo
 
 R = TypeVar("R")
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from kvset.engine import DEFAULT_MEDIUM
 from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_sequence import AskReplay, DropReplayConnection
 from kvset.engine.kv_event_tracker import KvEventTracker, ReplayStep
-from kvset.engine.kv_events import DEFAULT_MEDIUM
 from kvset.engine.zmq_endpoints import event_addresses
 from kvset.quantities import MIB, format_bytes, plural
 from kvset.rejects import RejectCounter

@@ -11,7 +11,8 @@ import os
 import threading
 from collections.abc import Iterator
 
-from kvset.engine.log_tracker import ENGINES, TRUNCATED_POLICIES, LogTracker
+from kvset.engine import ENGINES, TRUNCATED_POLICIES
+from kvset.engine.log_tracker import LogTracker
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.clock import REAL_CLOCK, Clock

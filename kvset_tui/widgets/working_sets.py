@@ -30,6 +30,9 @@ from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
 
 FULL_TABLE_WIDTH = 48  # below this, one capacity column (in the chosen unit) instead of three
+# with --gpu, the full table adds a GPUs column from this width; narrower, GPUs take the tokens' place
+# (tokens are one `u` away on every panel)
+GPU_TABLE_WIDTH = 56
 NARROW_TREND_WIDTH = 42  # a one-capacity-column table narrower than this leaves out the trend
 TREND_CELLS = 6
 NO_DATA = "no data"  # the window holds no access yet: nothing to reach
@@ -186,15 +189,20 @@ class WorkingSetTable(SnapshotView, Widget):
             return Text(f"no {self.view.target_mode} targets computed yet", style=p.rich("muted"))
         full = self.content_width >= FULL_TABLE_WIDTH
         with_gib = any(r.capacity_bytes is not None for r in rows)  # GiB needs a model's geometry
+        gpu = ws.gpu if ws is not None and rank is None and full else None
+        with_tokens = gpu is None or self.content_width >= GPU_TABLE_WIDTH
         unit = self.view.effective_unit(snap)
         # one space between columns (rich pads both sides of a cell otherwise): the row fits 54 cells
         table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=True, show_edge=False)
         table.add_column("target", style="bold", no_wrap=True)
         if full:
             table.add_column("blocks", justify="right", no_wrap=True)
-            table.add_column("tokens", justify="right", no_wrap=True)
+            if with_tokens:
+                table.add_column("tokens", justify="right", no_wrap=True)
             if with_gib:
                 table.add_column("GiB", justify="right", no_wrap=True)
+            if gpu is not None:
+                table.add_column("GPUs", justify="right", no_wrap=True)
         else:
             table.add_column(unit, justify="right", no_wrap=True)
         table.add_column("hit", justify="right", no_wrap=True)
@@ -210,16 +218,17 @@ class WorkingSetTable(SnapshotView, Widget):
         curves = snap.get(Curves)
         shown = rank.curve if rank is not None else curves.curve(window) if curves is not None else None
         empty = shown is None or shown.accesses == 0
+        blanks = [Text("–") for _ in range(with_tokens + with_gib + (gpu is not None))]
         for row in rows:
             target = fmt.target_label(row.target, row.mode)
             if not row.reached:
                 miss = (
                     Text(NO_DATA, style=p.rich("muted")) if empty else Text(NOT_REACHED, style=p.rich("warn"))
                 )
-                cells = [miss, Text("–")] + ([Text("–")] if with_gib else []) if full else [miss]
+                cells = [miss, *blanks] if full else [miss]
             elif row.capacity_blocks == 0:  # a window with accesses but no re-reference yet
                 reuse = Text(NO_REUSE, style=p.rich("muted"))
-                cells = [reuse, Text("–")] + ([Text("–")] if with_gib else []) if full else [reuse]
+                cells = [reuse, *blanks] if full else [reuse]
             else:
                 prefix = "" if row.exact else "≤"
                 if not row.exact:
@@ -231,10 +240,14 @@ class WorkingSetTable(SnapshotView, Widget):
                         else None
                     )
                     tokens = fmt.count(row.capacity_tokens) if row.capacity_tokens is not None else None
-                    cells = [
-                        Text(prefix + fmt.count(row.capacity_blocks)),
-                        Text(prefix + tokens if tokens else "–"),
-                    ] + ([Text(prefix + gib if gib else "–")] if with_gib else [])
+                    cells = [Text(prefix + fmt.count(row.capacity_blocks))]
+                    if with_tokens:
+                        cells.append(Text(prefix + tokens if tokens else "–"))
+                    if with_gib:
+                        cells.append(Text(prefix + gib if gib else "–"))
+                    if gpu is not None:
+                        count = fmt.format_gpus(row.gpus, at_least=gpu.lower_bound, with_unit=False)
+                        cells.append(Text(prefix + count))
                 else:
                     cells = [Text(prefix + row_capacity_text(row, snap, unit))]
             cells.append(hit_text(row, unit, p))
@@ -248,7 +261,12 @@ class WorkingSetTable(SnapshotView, Widget):
         elsewhere = OPT_ALL_TIME if opt and window != "all" and not self.compact else ""
         # a short screen draws no bottom border: MIN's gap at the pool goes under the table instead
         gap = opt_gap_text(snap, unit, self.narrow) if self.compact and rank is None else ""
-        notes = [note for note in (fits, bound if full and not self.crowded else "", elsewhere, gap) if note]
+        gpu_note = gpu.short() if gpu is not None and not (self.compact and self.crowded) else ""
+        notes = [
+            note
+            for note in (fits, gpu_note, bound if full and not self.crowded else "", elsewhere, gap)
+            if note
+        ]
         if notes:
             muted = p.rich("muted")
             return Group(table, *(Text(n, style=muted, no_wrap=True, overflow="ellipsis") for n in notes))

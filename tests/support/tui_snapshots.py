@@ -297,6 +297,24 @@ def _tiers() -> Snapshot:
     return _engine_run(True, config)
 
 
+# The same engine counted in GPUs: `--gpu H100 --tp 4 --weights 160GB` (the model's 80B weights in bf16);
+# its 2 KV heads split over 4 GPUs are held twice.
+GPU_FLAGS = {"gpu": "H100", "tp": 4, "weights": 160 * 10**9}
+
+
+@functools.cache
+def _gpus() -> Snapshot:
+    from kvset.geometry.gpus import gpu_named
+
+    options = {**GPU_FLAGS, "gpu": gpu_named(str(GPU_FLAGS["gpu"]))}
+    return _engine_run(True, SnapshotConfig(geometry=load_model(ENGINE_MODEL), options=options))
+
+
+def gpus_snapshot(seq: int | None = None) -> Snapshot:
+    """The engine with a model, its working sets also in H100s (GPU_FLAGS)."""
+    return _with_seq(_gpus(), seq)
+
+
 def tiers_snapshot(seq: int | None = None) -> Snapshot:
     """The engine with a model and --tiers 3GiB,2GiB --size-next-tier 0.99."""
     return _with_seq(_tiers(), seq)

@@ -81,3 +81,16 @@ def test_a_target_given_as_a_bare_percentage_asks_whether_a_percent_was_meant():
         with pytest.raises(ValueError) as refused:
             parse_fractions(wrong)
         assert "did you mean" not in str(refused.value)
+
+
+def test_gpus_are_three_significant_digits_with_their_unit_and_a_lower_bound_marked():
+    from kvset.quantities import MISSING, format_gpus
+
+    assert [format_gpus(x) for x in (0.4, 1, 2.3125, 1234.5)] == [
+        "0.4 GPUs",
+        "1 GPU",
+        "2.31 GPUs",
+        "1,234 GPUs",
+    ]
+    assert format_gpus(2.3125, at_least=True, with_unit=False) == "≥2.31"
+    assert format_gpus(None) == format_gpus(float("nan")) == MISSING

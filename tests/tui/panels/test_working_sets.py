@@ -15,6 +15,7 @@ from tests.support.tui_snapshots import (
     empty_snapshot,
     engine_snapshot,
     first_accesses_snapshot,
+    gpus_snapshot,
     mooncake_opt_snapshot,
     panel_app,
     replay_snapshot,
@@ -85,6 +86,44 @@ async def test_the_title_names_the_window_and_target_set_and_the_rows_follow_it(
 def test_working_sets_screenshot(snap_compare, size):
     """The engine with a model: blocks, tokens, GiB, trends, fits (with the reserve)."""
     assert snap_compare(panel_app(WorkingSetTable, engine_snapshot()), terminal_size=size)
+
+
+# -- in GPUs (--gpu H100 --tp 4 --weights 160GB) ---------------------------------------------------
+async def test_with_a_gpu_each_row_is_also_in_gpus_and_the_note_says_it_is_a_model():
+    snap = gpus_snapshot()
+    ws = snap.get(WorkingSets)
+    app = panel_app(WorkingSetTable, snap)
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    header = row_line(text, "target").split()
+    assert header.index("GiB") + 1 == header.index("GPUs")
+    for row in ws.rows_for("5m", "coverage"):
+        cells = row_line(text, fmt.target_label(row.target, "coverage")).split()
+        bound = "" if row.exact else "≤"
+        assert cells[header.index("GPUs") + 2] == bound + fmt.format_gpus(row.gpus, with_unit=False)
+    # the engine's 2 KV heads over 4 GPUs: every token's KV is held twice, and the note says so
+    assert "GPUs (a model): H100, " in text and "of KV each, KV held 2x at --tp 4" in text
+
+
+async def test_where_the_gpus_do_not_fit_beside_the_tokens_they_take_their_place():
+    # the app's panel at 120x40 is about this wide
+    app = panel_app(WorkingSetTable, gpus_snapshot())
+    async with app.run_test(size=(54, 24)):
+        header = row_line(screen_text(app), "target").split()
+    assert "tokens" not in header and header[header.index("GiB") + 1] == "GPUs"
+
+
+async def test_without_a_gpu_there_is_no_gpus_column():
+    app = panel_app(WorkingSetTable, engine_snapshot())
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    assert "GPUs" not in text
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_working_sets_in_gpus_screenshot(snap_compare, size):
+    """The engine with a model counted in H100s at --tp 4: the GPUs column and what it assumed."""
+    assert snap_compare(panel_app(WorkingSetTable, gpus_snapshot()), terminal_size=size)
 
 
 # -- Belady MIN (--opt) ----------------------------------------------------------------------------
