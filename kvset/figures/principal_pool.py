@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from kvset.types import OTHER_PRINCIPALS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # every command line reads the figure's options: numpy is loaded by compute only
+    import numpy as np
+
     from kvset.core.pool_replay import PoolReplay, PoolTrace
     from kvset.core.principals import PrincipalStream
 
@@ -61,6 +61,8 @@ def compute_pool(
     capacity: int,
     source: str,
 ) -> PrincipalPool:
+    import numpy as np
+
     replay = trace.replay(capacity)
     shares, blocks, matrices = {}, {}, []
     for level, rows in streams.items():
@@ -97,6 +99,8 @@ def compute_pool(
 
 def _slots(column: np.ndarray, rows: Sequence[PrincipalStream]) -> np.ndarray:
     """Each access's place among the level's reported rows: a top principal's own, else (other)'s."""
+    import numpy as np
+
     ids = [r.principal_id for r in rows if r.principal_id is not None]
     other = next((i for i, r in enumerate(rows) if r.principal_id is None), len(ids))
     lookup = np.full(int(column.max(initial=0)) + 1, other, dtype=np.int64)
@@ -109,6 +113,8 @@ def _slots(column: np.ndarray, rows: Sequence[PrincipalStream]) -> np.ndarray:
 def _displacement(
     level: str, rows: Sequence[PrincipalStream], slot: np.ndarray, replay: PoolReplay
 ) -> Displacement:
+    import numpy as np
+
     k = len(rows)
     evictor, victim = replay.displaced
     flat = slot[evictor] * k + slot[victim]
@@ -122,6 +128,8 @@ def _displacement(
 
 
 def _eviction_age(replay: PoolReplay) -> float | None:
+    import numpy as np
+
     ages = replay.eviction_ages
     ages = ages[np.isfinite(ages)]
     return float(np.median(ages)) if len(ages) else None
