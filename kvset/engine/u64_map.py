@@ -35,7 +35,12 @@ def _put_many(
 
 @njit(cache=True, nogil=True)
 def _get_many(
-    table: np.ndarray, vals: np.ndarray, used: np.ndarray, keys: np.ndarray, out: np.ndarray, present: np.ndarray
+    table: np.ndarray,
+    vals: np.ndarray,
+    used: np.ndarray,
+    keys: np.ndarray,
+    out: np.ndarray,
+    present: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     for i in range(len(keys)):
         j = key_find(table, used, keys[i])
@@ -149,8 +154,12 @@ class U64Map:
         out = np.full(len(keys), -1, dtype=np.int64)
         present = np.zeros(len(keys), dtype=np.bool_)
         if len(keys) and self._count:
-            check = np.ascontiguousarray(np.broadcast_to(np.asarray(0 if only is None else only, np.int64), keys.shape))
-            self._count -= _pop_many(self._table, self._vals, self._used, keys, check, only is not None, out, present)
+            check = np.ascontiguousarray(
+                np.broadcast_to(np.asarray(0 if only is None else only, np.int64), keys.shape)
+            )
+            self._count -= _pop_many(
+                self._table, self._vals, self._used, keys, check, only is not None, out, present
+            )
         return out, present
 
     def clear(self) -> None:
