@@ -150,7 +150,7 @@ class BoundedU64Set:
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         if len(self.newer) + len(keys) > self.half:
             self.dropped += len(self.older)
-            self.older, self.newer = self.newer, U64Set()
+            self.older, self.newer = self.newer, U64Set(2 * len(self.newer))  # (no doubling all over)
         present = self.older.contains(keys)
         fresh = ~present
         present[fresh] = self.newer.add(keys[fresh])

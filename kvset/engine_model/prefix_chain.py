@@ -85,8 +85,8 @@ class _Generations:
         return len(self.newer) + len(self.older)
 
     def put(self, keys: np.ndarray, values: np.ndarray) -> None:
-        if len(self.newer) + len(keys) > self.half:
-            self.older, self.newer = self.newer, U64Map()
+        if len(self.newer) + len(keys) > self.half:  # (sized as the last: no doubling all over again)
+            self.older, self.newer = self.newer, U64Map(2 * len(self.newer))
         self.newer.put(keys, values)
 
     def pop(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
