@@ -292,8 +292,8 @@ class KvEventSequence:
     def probe_tail(self, now: float) -> list[Step]:
         """The stream went quiet: ask for any batch after the last one seen. A batch lost at the very
         end of a stream leaves no gap to notice; the engine's replay buffer may still hold it."""
-        if not self.can_replay or self._replay is not None or self.expected is None:
-            return []
+        if not self.replay_allowed(now) or self._replay is not None or self.expected is None:
+            return []  # (nor while replays are paused: the endpoint did not answer the last ones)
         self.tail_probes += 1
         return self._start_replay(self.expected, None, now)
 

@@ -70,7 +70,9 @@ def test_the_parent_links_keep_their_bound_and_the_newest_chains_still_walk() ->
 def test_the_health_says_resident_blocks_were_forgotten() -> None:
     tracker = KvEventTracker(["tcp://x"], [None], RejectCounter())
     for n in range(4):
-        tracker.published(0, message(n, [stored(list(range(n * 10, n * 10 + 10)))]), now=float(n), at=float(n))
+        tracker.published(
+            0, message(n, [stored(list(range(n * 10, n * 10 + 10)))]), now=float(n), at=float(n)
+        )
         tracker.publishers[0].groups[0].resident.half = 4  # (a small bound, so that a few stores pass it)
     forgotten = tracker.publishers[0].groups[0].forgotten_resident
     assert forgotten > 0
