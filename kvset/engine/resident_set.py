@@ -157,10 +157,12 @@ class BoundedU64Set:
         return present
 
     def discard(self, keys: np.ndarray) -> np.ndarray:
-        return self.newer.discard(keys) | self.older.discard(keys)
+        present: np.ndarray = self.newer.discard(keys) | self.older.discard(keys)
+        return present
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
-        return self.newer.contains(keys) | self.older.contains(keys)
+        present: np.ndarray = self.newer.contains(keys) | self.older.contains(keys)
+        return present
 
     def copy(self) -> BoundedU64Set:
         other = BoundedU64Set(2 * self.half)

@@ -28,15 +28,16 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import key_find
-from kvset.engine.u64_map import U64Map
+from kvset.engine_model.u64_map import U64Map
 
 ROOT = -1  # the parent of a block stored without one (the first block of a sequence)
 MAX_CHAIN = 1 << 16  # blocks read back along one partial chain (a longer one is cut there)
 _UNKNOWN, _DONE, _TOO_LONG = 0, 1, 2  # how a compiled walk ended
+_Tables = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # (keys, values, used) of each map
 
 
 @njit(cache=True, nogil=True)
-def _link(tables, key):  # pragma: no cover - compiled
+def _link(tables: _Tables, key: np.uint64) -> tuple[np.int64, int]:  # pragma: no cover - compiled
     """(parent, index of the table that knows it, or -1)."""
     for t in range(len(tables)):
         keys, vals, used = tables[t]
@@ -47,7 +48,9 @@ def _link(tables, key):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _walk(tables, key, limit, out):  # pragma: no cover - compiled
+def _walk(
+    tables: _Tables, key: np.uint64, limit: int, out: np.ndarray
+) -> tuple[int, int, bool]:  # pragma: no cover
     """Follow parents from `key`: (blocks written to out, how it ended, whether a removed link was used).
     tables: resident links (newer, older) then removed links (newer, older)."""
     n = 0
@@ -95,7 +98,8 @@ class _Generations:
         return np.where(present, values, old_values), present | old_present
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
-        return self.newer.get(keys)[1] | self.older.get(keys)[1]
+        present: np.ndarray = self.newer.get(keys)[1] | self.older.get(keys)[1]
+        return present
 
     def arrays(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         return [(m._table, m._vals, m._used) for m in (self.newer, self.older)]
@@ -154,7 +158,7 @@ class PrefixChain:
         """Whether the key is known to be resident."""
         return bool(self._parent.contains(np.array([int(key)], dtype=np.uint64))[0])
 
-    def _tables(self):  # (typed as numba reads it: a tuple of (keys, values, used))
+    def _tables(self) -> _Tables:  # (as numba reads it: a tuple of (keys, values, used))
         return tuple(self._parent.arrays() + self._removed.arrays())
 
     def walk(self, key: int, limit: int = 1 << 20, partial: bool = False) -> np.ndarray | None:

@@ -49,8 +49,6 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from kvset.engine.resident_set import U64Set
-from kvset.engine.u64_map import U64Map
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.kv_groups import GroupCopies, KvGroup
 from kvset.engine_model.prefix_chain import PrefixChain
@@ -65,6 +63,7 @@ from kvset.engine_model.records import (
     RequestCounts,
     add_query,
 )
+from kvset.engine_model.u64_map import U64Map
 
 _NO_KEYS = np.empty(0, dtype=np.uint64)
 DELAY_BATCHES = 32
@@ -107,9 +106,9 @@ class RequestReplay(FinishedOutputs):
         self.block_size = 0  # tokens of a full block, the largest a store said
         self.groups = GroupCopies()  # a hybrid model's other KV cache groups, in the same pool
         # blocks the free queue forgot beyond its horizon (a miss of one is not a first access), in
-        # two generations; numba sets: 9 bytes a cell, not a Python int each
-        self._forgotten_recent = U64Set()
-        self._forgotten_older = U64Set()
+        # two generations; numba tables: 17 bytes a cell, not a Python int each
+        self._forgotten_recent = U64Map()
+        self._forgotten_older = U64Map()
         self._batch = -1  # index of the current batch
         self._ts: dict[int, float] = {}  # batch index -> its time, while in the delay line
         self._items: OrderedDict[int, list[tuple[str, OpenRequest, int]]] = (
@@ -354,7 +353,7 @@ class RequestReplay(FinishedOutputs):
         self.flush()
         self.queue = FreeQueue(self.queue.horizon)
         self.chain.clear()
-        self._forgotten_recent, self._forgotten_older = U64Set(), U64Set()
+        self._forgotten_recent, self._forgotten_older = U64Map(), U64Map()
         self._reports.clear()
         self._dropped.clear()
         self._tails.clear()
@@ -403,7 +402,7 @@ class RequestReplay(FinishedOutputs):
         absent = pos == ABSENT
         if absent.any():
             missed = keys[absent]
-            beyond = self._forgotten_recent.contains(missed) | self._forgotten_older.contains(missed)
+            beyond = self._forgotten_recent.get(missed)[1] | self._forgotten_older.get(missed)[1]
             cause[absent] = np.where(beyond, CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME)
         if recomputed:
             dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
@@ -442,8 +441,8 @@ class RequestReplay(FinishedOutputs):
         if not len(keys):
             return
         if len(self._forgotten_recent) + len(keys) > FORGOTTEN_MEMORY // 2:
-            self._forgotten_older, self._forgotten_recent = self._forgotten_recent, U64Set()
-        self._forgotten_recent.add(keys)
+            self._forgotten_older, self._forgotten_recent = self._forgotten_recent, U64Map()
+        self._forgotten_recent.put(keys, 0)
 
     def _finish(self, request: OpenRequest, batch: int) -> None:
         request.released = True

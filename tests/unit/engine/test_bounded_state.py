@@ -9,8 +9,8 @@ import numpy as np
 from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine.resident_set import ResidentBlocks
-from kvset.engine.u64_map import U64Map
 from kvset.engine_model.prefix_chain import PrefixChain
+from kvset.engine_model.u64_map import U64Map
 from kvset.rejects import RejectCounter
 from tests.support.kv_values import message, stored
 

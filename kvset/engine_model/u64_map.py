@@ -2,7 +2,7 @@
 
 A block's parent and the request that stored it last were Python dicts: about 100 bytes a block,
 and a Python loop over every block of a store (10,000-block stores came at 0.2 M blocks/s). Here
-they are a numba open-addressing table like kvset.engine.resident_set's U64Set (linear probing,
+they are a numba open-addressing table like the resident set's U64Set (kvset.engine.resident_set) (linear probing,
 backward-shift deletion), with a value beside each key: 17 bytes a cell, at most half the cells
 used.
 """
@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import key_find, mix
+from kvset.core.kernel_types import Int
 
 _MIN_CAPACITY = 1024
 
@@ -50,7 +51,7 @@ def _get_many(
 
 
 @njit(cache=True, nogil=True)
-def _delete_at(table: np.ndarray, vals: np.ndarray, used: np.ndarray, hole: int) -> None:  # pragma: no cover
+def _delete_at(table: np.ndarray, vals: np.ndarray, used: np.ndarray, hole: Int) -> None:  # pragma: no cover
     mask = np.uint64(len(table) - 1)
     imask = np.int64(len(table) - 1)
     used[hole] = 0
