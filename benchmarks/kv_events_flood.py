@@ -5,8 +5,8 @@ one, so every batch that arrives reveals a gap; its replay (ROUTER) socket accep
 never answers. `kvset serve --events ... --replay-endpoint ... --listen 127.0.0.1:0` runs in a
 child process; /metrics is scraped every 0.25 s and the child's RSS read from /proc. Printed: the
 longest time kvset_accesses_total stood still while batches were arriving (and after the publisher
-stopped, until it counted them all), the accesses counted against the blocks delivered, and the
-largest RSS.
+stopped, until every block delivered was counted or counted as shed: kvset_batches_shed_total), the
+accesses counted and shed against the blocks delivered, the largest RSS and the machine's load.
 
     .venv/bin/python -m benchmarks.kv_events_flood [--seconds 40] [--rate 100] [--blocks 10000]
 """
@@ -14,6 +14,7 @@ largest RSS.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import threading
@@ -36,13 +37,15 @@ def _rss_mb(pid: int) -> float:
     return int(m.group(1)) / 1024 if m else 0.0
 
 
-def _accesses(url: str) -> float | None:
+def _scrape(url: str) -> tuple[float, float] | None:
+    """(kvset_accesses_total, the batches shed: kvset_batches_shed_total), or None."""
     try:
         text = httpx.get(url, timeout=2.0).text
     except httpx.HTTPError:
         return None
     m = re.search(r"^kvset_accesses_total (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
+    shed = re.search(r"^kvset_batches_shed_total\{[^}]*\} (\S+)$", text, re.M)
+    return (float(m.group(1)), float(shed.group(1)) if shed else 0.0) if m else None
 
 
 class Publisher:
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "0.25",
     )
     time.sleep(1.0)  # the subscription reaches the publisher
-    samples: list[tuple[float, float, float]] = []  # (t, accesses, rss MB)
+    samples: list[tuple[float, float, float, float]] = []  # (t, accesses, batches shed, rss MB)
     stop_sending = threading.Event()
 
     def flood() -> None:
@@ -114,10 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     sender.start()
     try:
         while time.monotonic() - start < args.seconds + args.after:
-            acc = _accesses(url)
-            samples.append((time.monotonic() - start, acc if acc is not None else -1.0, _rss_mb(serve.pid)))
-            if not sender.is_alive() and acc is not None and acc >= pub.delivered_blocks:
-                break  # everything delivered is counted
+            got = _scrape(url)
+            acc, shed = got if got is not None else (-1.0, 0.0)
+            samples.append((time.monotonic() - start, acc, shed, _rss_mb(serve.pid)))
+            if not sender.is_alive() and acc + shed * args.blocks >= pub.delivered_blocks:
+                break  # everything delivered is counted, or counted as shed
             time.sleep(0.25)
     finally:
         stop_sending.set()
@@ -126,23 +130,28 @@ def main(argv: list[str] | None = None) -> int:
         serve.wait(timeout=20)
         pub.close()
     longest, since, last = 0.0, 0.0, -1.0
-    for t, acc, _ in samples:
+    for t, acc, shed, _ in samples:
         if acc != last:
             last, since = acc, t
-        elif acc < pub.delivered_blocks:  # standing still with accesses still to count
+        elif acc + shed * args.blocks < pub.delivered_blocks:  # standing still with accesses to count
             longest = max(longest, t - since)
-    counted = max(a for _, a, _ in samples)
+    counted = max(a for _, a, _, _ in samples)
+    shed = max(s for _, _, s, _ in samples)
     print(
         f"flood: {args.rate:g} msg/s x {args.blocks:,} blocks for {args.seconds:g} s, "
         + ("every batch delivered" if args.no_gaps else "every second batch left out")
         + ", replay endpoint silent"
     )
     print(f"  longest stall of kvset_accesses_total: {longest:.1f} s")
-    print(f"  accesses counted {counted:,.0f} of {pub.delivered_blocks:,} delivered")
-    print(f"  largest RSS of kvset serve: {max(r for _, _, r in samples):,.0f} MB")
+    print(
+        f"  accesses counted {counted:,.0f} of {pub.delivered_blocks:,} delivered; "
+        f"{shed:,.0f} batches ({shed * args.blocks:,.0f} accesses) shed, counted"
+    )
+    print(f"  largest RSS of kvset serve: {max(r for _, _, _, r in samples):,.0f} MB")
+    print("  load average during the run: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.verbose:
-        for t, acc, rss in samples:
-            print(f"  {t:6.2f} s  {acc:12,.0f} accesses  {rss:7,.0f} MB")
+        for t, acc, shed, rss in samples:
+            print(f"  {t:6.2f} s  {acc:12,.0f} accesses  {shed:6,.0f} shed  {rss:7,.0f} MB")
         print("".join(log[-20:]), end="")
     return 0
 

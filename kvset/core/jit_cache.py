@@ -26,6 +26,8 @@ COMPILED_MODULES = (
     "core/intrinsics.py",
     "core/log_grid.py",
     "engine_model/free_queue.py",
+    "engine_model/prefix_chain.py",
+    "engine_model/u64_map.py",
     "core/opt_kernel.py",
     "core/opt_rope.py",
     "core/partial_sample.py",

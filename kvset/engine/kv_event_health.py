@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvset.engine.kv_event_sequence import UNANSWERED_PAUSE_S
 from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEventTracker
+from kvset.engine.resident_set import MAX_RESIDENT
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS
 from kvset.engine.tracker_output import HealthParts
 from kvset.quantities import plural
@@ -99,6 +100,13 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             f"{plural(refused, 'batch', 'batches')} refused for a sequence number that jumped and was not "
             "followed (a damaged or foreign frame): not analysed"
         )
+    forgotten = tracker.counted_total(lambda b: b.forgotten_resident)
+    if forgotten:
+        notes.append(
+            f"{plural(forgotten, 'resident block')} forgotten: more than {MAX_RESIDENT:,} blocks resident "
+            "without a removal (BlockRemoved events lost, or not published); a later store of one is taken "
+            "as new, not as a hit"
+        )
     if group_facts is not None and group_facts[0]:
         notes.append(group_facts[0])
     if tracker.ignored_media and not stored:
@@ -124,6 +132,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         )
     pending = sum(s.being_replayed for s in sequences)
     pauses = sum(s.pauses for s in sequences)
+    shed = sum(s.shed for s in sequences)
     details.append(
         (
             "sequence gaps",
@@ -132,6 +141,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             f"{sum(s.recovered for s in sequences)} recovered by replay, {lost} lost"
             + (f", {pending} being replayed" if pending else "")
             + (f"; {refused} refused (implausible sequence number)" if refused else "")
+            + (f"; {shed} shed by kvset to keep up (not gaps: not asked again)" if shed else "")
             + (
                 f"; replays paused {plural(pauses, 'time')} for {UNANSWERED_PAUSE_S:g} s (the replay "
                 "endpoint did not answer): gaps meanwhile counted lost at once"

@@ -192,6 +192,8 @@ class KvEventSequence:
         self.restarts = 0
         self.tail_probes = 0
         self.refused = 0  # batches refused for an implausible number
+        self.shed = 0  # batches the source dropped unread to keep up (load shedding), not asked again
+        self._shed_seqs: set[int] = set()  # ... their numbers, until their place in the sequence comes
 
     @property
     def can_replay(self) -> bool:
@@ -248,6 +250,16 @@ class KvEventSequence:
             return []
         return self._place(seq, batch, now)
 
+    def shed_batch(self, seq: int, now: float) -> list[Step]:
+        """A batch its source dropped unread, to keep up with the publisher: its events are lost, but
+        its number is known, so it is no gap to ask the replay endpoint for (that would bring it back
+        to a source that has no time for it)."""
+        self.shed += 1
+        if len(self._shed_seqs) >= MAX_HELD:  # numbers never placed (out of sequence): not kept for ever
+            self._shed_seqs.clear()
+        self._shed_seqs.add(seq)
+        return self.published(seq, None, now)
+
     def replay_reply(self, frames: Sequence[bytes], now: float) -> list[Step]:
         """One message from the replay socket: a replayed batch, or the end marker."""
         replay = self._replay
@@ -280,8 +292,8 @@ class KvEventSequence:
     def probe_tail(self, now: float) -> list[Step]:
         """The stream went quiet: ask for any batch after the last one seen. A batch lost at the very
         end of a stream leaves no gap to notice; the engine's replay buffer may still hold it."""
-        if not self.can_replay or self._replay is not None or self.expected is None:
-            return []
+        if not self.replay_allowed(now) or self._replay is not None or self.expected is None:
+            return []  # (nor while replays are paused: the endpoint did not answer the last ones)
         self.tail_probes += 1
         return self._start_replay(self.expected, None, now)
 
@@ -296,10 +308,15 @@ class KvEventSequence:
             return self._judge_suspect(seq, batch, now)
         if self.expected is None:
             self.first_seq = self.expected = seq
+        shed = batch is None and seq in self._shed_seqs
+        self._shed_seqs.discard(seq)
         if seq == self.expected:
             if batch is not None:
                 self.expected = seq + 1
                 return [Accept(seq, batch)]
+            if shed:
+                self.expected = seq + 1
+                return [EventsLost()]
             if self.replay_allowed(now) and self.retry_unreadable:
                 # Cut short on the way: the engine's replay buffer still holds it whole.
                 self.gaps += 1

@@ -57,6 +57,7 @@ from kvset.engine.kv_events import (
     MAX_BLOCK_SIZE,
     KvEventBatch,
     decode_message,
+    decode_seq,
 )
 from kvset.engine.resident_set import ResidentBlocks
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
@@ -211,6 +212,15 @@ class KvEventTracker:
             self._failed(publisher, exc, publisher.address)
             return []
         return self._carry_out(publisher, steps, at)
+
+    def shed(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
+        """A message from publisher `index` that its source dropped undecoded, to keep up: its sequence
+        number alone is read, so that it counts as shed, not as a gap to replay."""
+        publisher = self.publishers[index]
+        seq = decode_seq(frames[1]) if len(frames) == 3 else None
+        if seq is None:  # no number to place: it shows as a gap
+            return []
+        return self._carry_out(publisher, publisher.sequence.shed_batch(seq, now), at)
 
     def replay_reply(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
         """One message from publisher `index`'s replay socket."""

@@ -129,6 +129,54 @@ class U64Set:
         return keys
 
 
+class BoundedU64Set:
+    """A U64Set of at most `bound` keys, in two generations: when the newer holds `bound / 2`, the
+    older is dropped (counted in `dropped`) and the newer takes its place."""
+
+    def __init__(self, bound: int) -> None:
+        self.half = max(1, bound // 2)
+        self.newer, self.older = U64Set(), U64Set()
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self.newer) + len(self.older)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s._table.nbytes + s._used.nbytes for s in (self.newer, self.older))
+
+    def add(self, keys: np.ndarray) -> np.ndarray:
+        """Insert keys in order; per key, whether it was already present (the generations stay disjoint)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        if len(self.newer) + len(keys) > self.half:
+            self.dropped += len(self.older)
+            self.older, self.newer = self.newer, U64Set(2 * len(self.newer))  # (no doubling all over)
+        present = self.older.contains(keys)
+        fresh = ~present
+        present[fresh] = self.newer.add(keys[fresh])
+        return present
+
+    def discard(self, keys: np.ndarray) -> np.ndarray:
+        present: np.ndarray = self.newer.discard(keys) | self.older.discard(keys)
+        return present
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        present: np.ndarray = self.newer.contains(keys) | self.older.contains(keys)
+        return present
+
+    def copy(self) -> BoundedU64Set:
+        other = BoundedU64Set(2 * self.half)
+        other.newer, other.older = self.newer.copy(), self.older.copy()
+        return other
+
+    def clear(self) -> None:
+        self.newer.clear()
+        self.older.clear()
+
+
+MAX_RESIDENT = 1 << 21  # blocks: more than any engine's pool the engine model replays (its horizon)
+
+
 class ResidentBlocks:
     """What one engine (one data-parallel rank) holds, and how it churns.
 
@@ -141,10 +189,13 @@ class ResidentBlocks:
       unseen: a store of one of them is no evidence of a hit, until it is stored or removed again.
     """
 
-    def __init__(self, removed_memory: int = 2_000_000) -> None:
+    def __init__(self, removed_memory: int = 2_000_000, max_resident: int = MAX_RESIDENT) -> None:
         self._generation_size = max(1, removed_memory // 2)
-        self.resident = U64Set()
-        self._uncertain = U64Set()  # a subset of `resident`
+        # Bounded: a stream whose removals are lost (or never sent) would grow it without end; past
+        # max_resident the older half is forgotten (`forgotten_resident`): a later store of one of
+        # those blocks is taken as new, never as a hit.
+        self.resident = BoundedU64Set(max_resident)
+        self._uncertain = BoundedU64Set(max_resident)  # a subset of `resident`
         # The keys stored since the last loss: with `_uncertain`, they cover `resident`, so the next
         # loss adds only them (events lost at every other batch made each loss copy the whole set).
         # None: too many to keep (more than the resident blocks), the next loss reads `resident`.
@@ -162,6 +213,11 @@ class ResidentBlocks:
 
     def __len__(self) -> int:
         return len(self.resident)
+
+    @property
+    def forgotten_resident(self) -> int:
+        """Resident blocks forgotten to keep the set bounded (their removals never came)."""
+        return self.resident.dropped
 
     @property
     def uncertain(self) -> int:

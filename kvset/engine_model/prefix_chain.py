@@ -25,17 +25,95 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+from numba import njit
+
+from kvset.core.hash_table import key_find
+from kvset.engine_model.u64_map import U64Map
 
 ROOT = -1  # the parent of a block stored without one (the first block of a sequence)
 MAX_CHAIN = 1 << 16  # blocks read back along one partial chain (a longer one is cut there)
+_UNKNOWN, _DONE, _TOO_LONG = 0, 1, 2  # how a compiled walk ended
+_Tables = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # (keys, values, used) of each map
+
+
+@njit(cache=True, nogil=True)
+def _link(tables: _Tables, key: np.uint64) -> tuple[np.int64, int]:  # pragma: no cover - compiled
+    """(parent, index of the table that knows it, or -1)."""
+    for t in range(len(tables)):
+        keys, vals, used = tables[t]
+        j = key_find(keys, used, key)
+        if j >= 0:
+            return vals[j], t
+    return np.int64(0), -1
+
+
+@njit(cache=True, nogil=True)
+def _walk(
+    tables: _Tables, key: np.uint64, limit: int, out: np.ndarray
+) -> tuple[int, int, bool]:  # pragma: no cover
+    """Follow parents from `key`: (blocks written to out, how it ended, whether a removed link was used).
+    tables: resident links (newer, older) then removed links (newer, older)."""
+    n = 0
+    through = False
+    k = key
+    while True:
+        up, t = _link(tables, k)
+        if t < 0:
+            out[n] = k  # (the caller's, for a partial chain: its top)
+            return n, _UNKNOWN, through
+        through = through or t >= 2
+        if n >= limit:
+            return n, _TOO_LONG, through
+        out[n] = k
+        n += 1
+        if up == ROOT:
+            return n, _DONE, through
+        k = np.uint64(up)
+
+
+def _keys(keys: Iterable[int]) -> np.ndarray:
+    if isinstance(keys, np.ndarray):
+        return np.ascontiguousarray(keys, dtype=np.uint64)
+    return np.fromiter((int(k) for k in keys), dtype=np.uint64)
+
+
+class _Generations:
+    """A bounded map: two U64Maps, the older dropped when the newer holds `bound / 2`."""
+
+    def __init__(self, bound: int) -> None:
+        self.half = max(1, bound // 2)
+        self.newer, self.older = U64Map(), U64Map()
+
+    def __len__(self) -> int:
+        return len(self.newer) + len(self.older)
+
+    def put(self, keys: np.ndarray, values: np.ndarray) -> None:
+        if len(self.newer) + len(keys) > self.half:  # (sized as the last: no doubling all over again)
+            self.older, self.newer = self.newer, U64Map(2 * len(self.newer))
+        self.newer.put(keys, values)
+
+    def pop(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, present = self.newer.pop(keys)
+        old_values, old_present = self.older.pop(keys)
+        return np.where(present, values, old_values), present | old_present
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        present: np.ndarray = self.newer.get(keys)[1] | self.older.get(keys)[1]
+        return present
+
+    def arrays(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return [(m._table, m._vals, m._used) for m in (self.newer, self.older)]
+
+    def clear(self) -> None:
+        self.newer, self.older = U64Map(), U64Map()
 
 
 class PrefixChain:
     """Parent links of the resident blocks; `walk(key)` gives the chain from the root to `key`."""
 
-    def __init__(self, removed_memory: int = 1 << 21, max_links: int = 1 << 23) -> None:
-        self._parent: dict[int, int] = {}
-        self._removed: dict[int, int] = {}  # links of removed blocks, oldest first
+    def __init__(self, removed_memory: int = 1 << 21, max_links: int = 1 << 21) -> None:
+        self._parent = _Generations(max_links)
+        self._removed = _Generations(removed_memory)  # links of removed blocks
         self.removed_memory = removed_memory
         self.max_links = max_links
         self.walks = 0
@@ -45,30 +123,32 @@ class PrefixChain:
     def __len__(self) -> int:
         return len(self._parent)
 
+    @property
+    def nbytes(self) -> int:
+        return sum(m.nbytes for g in (self._parent, self._removed) for m in (g.newer, g.older))
+
     def stored(self, keys: Iterable[int], parent: int | None) -> None:
         """One store: `keys` in chain order, the first one's parent `parent` (None: a root)."""
-        previous = ROOT if parent is None else int(parent)
-        for key in keys:
-            k = int(key)
-            self._parent[k] = previous
-            previous = k
-        if len(self._parent) > self.max_links:  # no removals come: forget the oldest half
-            for key in list(self._parent)[: len(self._parent) // 2]:
-                del self._parent[key]
+        chain = _keys(keys)
+        if not len(chain):
+            return
+        parents = np.empty(len(chain), dtype=np.int64)
+        parents[0] = ROOT if parent is None else np.uint64(int(parent)).astype(np.int64)
+        parents[1:] = chain[:-1].view(np.int64)
+        self._parent.put(chain, parents)
 
     def parent(self, key: int) -> int | None:
         """The parent the key's store named (None: a root, or not known)."""
-        up = self._parent.get(int(key), self._removed.get(int(key)))
-        return None if up is None or up == ROOT else up
+        up, t = _link(self._tables(), np.uint64(int(key)))
+        return None if t < 0 or up == ROOT else int(np.int64(up).astype(np.uint64))
 
     def removed(self, keys: Iterable[int]) -> None:
-        for key in keys:
-            up = self._parent.pop(int(key), None)
-            if up is not None:
-                self._removed[int(key)] = up
-        if len(self._removed) > self.removed_memory:
-            for key in list(self._removed)[: len(self._removed) // 2]:
-                del self._removed[key]
+        gone = _keys(keys)
+        if not len(gone):
+            return
+        parents, present = self._parent.pop(gone)
+        if present.any():
+            self._removed.put(gone[present], parents[present])
 
     def clear(self) -> None:
         self._parent.clear()
@@ -76,34 +156,28 @@ class PrefixChain:
 
     def __contains__(self, key: int) -> bool:
         """Whether the key is known to be resident."""
-        return int(key) in self._parent
+        return bool(self._parent.contains(np.array([int(key)], dtype=np.uint64))[0])
+
+    def _tables(self) -> _Tables:  # (as numba reads it: a tuple of (keys, values, used))
+        return tuple(self._parent.arrays() + self._removed.arrays())
 
     def walk(self, key: int, limit: int = 1 << 20, partial: bool = False) -> np.ndarray | None:
         """The resident chain root .. `key` in chain order (uint64), or None where a link is unknown
         (or the chain is longer than `limit`, which only a cycle of bad keys could make); `partial`:
         the chain from the first block whose parent is unknown, instead of None."""
         self.walks += 1
-        out: list[int] = []
-        k = int(key)
-        parent, removed = self._parent, self._removed
-        through = False
-        while k != ROOT:
-            up = parent.get(k)
-            if up is None:
-                up = removed.get(k)
-                through = through or up is not None
-            if up is None or len(out) >= limit:
-                self.broken += 1
-                if not partial:
-                    return None
-                if up is None:
-                    out.append(k)  # known to the caller (the parent its store named): the chain's top
-                break
-            out.append(k)
-            k = up
-        out.reverse()
+        # no chain is longer than the links known (but a cycle of bad keys, cut there)
+        limit = min(limit, len(self._parent) + len(self._removed) + 1)
+        out = np.empty(limit + 1, dtype=np.uint64)
+        n, ended, through = _walk(self._tables(), np.uint64(int(key)), limit, out)
+        if ended != _DONE:
+            self.broken += 1
+            if not partial:
+                return None
+            n += ended == _UNKNOWN  # the block whose parent is unknown tops the chain
+        chain = out[:n][::-1].copy()
         self.through_removed += through
-        return np.array(out, dtype=np.uint64)
+        return chain
 
     def chain(self, key: int, limit: int = MAX_CHAIN) -> np.ndarray:
         """The chain root .. `key` as far as its links are known (a partial walk, never None)."""

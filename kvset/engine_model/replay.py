@@ -63,6 +63,7 @@ from kvset.engine_model.records import (
     RequestCounts,
     add_query,
 )
+from kvset.engine_model.u64_map import U64Map
 
 _NO_KEYS = np.empty(0, dtype=np.uint64)
 DELAY_BATCHES = 32
@@ -104,8 +105,10 @@ class RequestReplay(FinishedOutputs):
         self.chain = PrefixChain()
         self.block_size = 0  # tokens of a full block, the largest a store said
         self.groups = GroupCopies()  # a hybrid model's other KV cache groups, in the same pool
-        self._forgotten_recent: set[int] = set()
-        self._forgotten_older: set[int] = set()
+        # blocks the free queue forgot beyond its horizon (a miss of one is not a first access), in
+        # two generations; numba tables: 17 bytes a cell, not a Python int each
+        self._forgotten_recent = U64Map()
+        self._forgotten_older = U64Map()
         self._batch = -1  # index of the current batch
         self._ts: dict[int, float] = {}  # batch index -> its time, while in the delay line
         self._items: OrderedDict[int, list[tuple[str, OpenRequest, int]]] = (
@@ -114,7 +117,7 @@ class RequestReplay(FinishedOutputs):
         self._reports: OrderedDict[int, Report] = OrderedDict()  # last key -> report
         self._dropped: OrderedDict[int, Report] = OrderedDict()  # recently dropped, by last key
         self._tails: dict[int, OpenRequest] = {}  # last key of an open request -> it
-        self._owner: dict[int, int] = {}  # key -> id of the request that stored it last
+        self._owner = U64Map()  # key -> id of the request that stored it last
         self._requests: dict[int, OpenRequest] = {}  # open (not finished in the replay) requests
         self._finished_keys: OrderedDict[int, tuple[int, list[np.ndarray]]] = (
             OrderedDict()
@@ -191,9 +194,8 @@ class RequestReplay(FinishedOutputs):
         self._tails[int(keys[-1])] = request
         self._evidence(parent, keys, request)
         if len(request.stores) == 1 and not decode:
-            request.restores = self._owner.get(int(keys[0]))
-        for k in keys.tolist():
-            self._owner[k] = request.id
+            request.restores = self._owner.get_one(int(keys[0]))
+        self._owner.put(keys, request.id)
 
     def add_group(self, group: KvGroup) -> None:
         """Another KV cache group shares the pool: its copies of every block are replayed beside the
@@ -294,10 +296,12 @@ class RequestReplay(FinishedOutputs):
         request has finished (its blocks are another request's prefix: the agent's next turn, or its own
         readmission). A shared prefix it happened to compute first (a system prompt) says nothing."""
         me = None if request is None else request.id
-        for k in ([] if parent is None else [parent]) + (keys.tolist() if len(keys) else []):
-            rid = self._owner.get(k)
-            if rid is None or rid == me:
-                continue
+        held = np.concatenate([np.array([] if parent is None else [parent], dtype=np.uint64), keys])
+        owners, known = self._owner.get(held)
+        others = known & (owners != (-1 if me is None else me))
+        if not others.any():  # (most blocks are new)
+            return
+        for k, rid in zip(held[others].tolist(), owners[others].tolist(), strict=True):
             other = self._requests.get(rid)
             if other is None or not (
                 k in other.output_keys or (k == other.last_prompt and other.decode_from is not None)
@@ -332,9 +336,7 @@ class RequestReplay(FinishedOutputs):
             self._finished_blocks -= sum(len(arr) for arr in keys)
             self._finished_sets.pop(rid, None)
             for arr in keys:
-                for k in arr.tolist():
-                    if self._owner.get(k) == rid:
-                        del self._owner[k]
+                self._owner.pop(arr, only=rid)  # (a block stored again since names its new owner)
 
     def flush(self) -> None:
         """The stream went quiet: replay everything, and finish every request."""
@@ -351,7 +353,7 @@ class RequestReplay(FinishedOutputs):
         self.flush()
         self.queue = FreeQueue(self.queue.horizon)
         self.chain.clear()
-        self._forgotten_recent, self._forgotten_older = set(), set()
+        self._forgotten_recent, self._forgotten_older = U64Map(), U64Map()
         self._reports.clear()
         self._dropped.clear()
         self._tails.clear()
@@ -397,13 +399,11 @@ class RequestReplay(FinishedOutputs):
         pos, pinned = pos[0::2], pinned[0::2]
         dt, dq = self._distances(pos, pinned)
         cause = np.zeros(n, dtype=np.int8)
-        absent = np.flatnonzero(pos == ABSENT)
-        for i in absent.tolist():
-            cause[i] = (
-                CAUSE_BEYOND_HORIZON
-                if int(keys[i]) in self._forgotten_recent or int(keys[i]) in self._forgotten_older
-                else CAUSE_FIRST_TIME
-            )
+        absent = pos == ABSENT
+        if absent.any():
+            missed = keys[absent]
+            beyond = self._forgotten_recent.get(missed)[1] | self._forgotten_older.get(missed)[1]
+            cause[absent] = np.where(beyond, CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME)
         if recomputed:
             dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
             self.counts.recomputed_blocks += n
@@ -441,8 +441,8 @@ class RequestReplay(FinishedOutputs):
         if not len(keys):
             return
         if len(self._forgotten_recent) + len(keys) > FORGOTTEN_MEMORY // 2:
-            self._forgotten_older, self._forgotten_recent = self._forgotten_recent, set()
-        self._forgotten_recent.update(keys.tolist())
+            self._forgotten_older, self._forgotten_recent = self._forgotten_recent, U64Map()
+        self._forgotten_recent.put(keys, 0)
 
     def _finish(self, request: OpenRequest, batch: int) -> None:
         request.released = True
@@ -469,7 +469,7 @@ class RequestReplay(FinishedOutputs):
         prefill = [s[1] for s in request.stores if not s[3]]
         # the preempted request stored the first block this one computes again, or, when all was
         # still cached, the block its lookup ended in
-        rid = request.restores if prefill else self._owner.get(int(start))
+        rid = request.restores if prefill else self._owner.get_one(int(start))
         if rid is None or rid == request.id or rid not in self._finished_keys:
             return None
         if not prefill:

@@ -53,6 +53,12 @@ SOURCE_COUNTS = (
         "KV event batches lost in sequence gaps (not recovered)",
     ),
     ("sequence_gaps", "kvset_sequence_gaps", "counter", "gaps in the KV event sequence numbers"),
+    (
+        "batches_shed",
+        "kvset_batches_shed",
+        "counter",
+        "KV event batches dropped undecoded because kvset could not keep up with the publisher",
+    ),
     ("backlog_batches", "kvset_backlog_batches", "gauge", "batches received and not analysed yet"),
     ("backlog_accesses", "kvset_backlog_accesses", "gauge", "block accesses received and not analysed yet"),
 )

@@ -18,11 +18,13 @@ resolve, without an error).
 Each round first empties every SUB socket into a queue per endpoint (receiving is cheap, decoding is
 not), then decodes from the queues in turn, one message each, for at most DECODE_SLICE_S: a rank
 that floods gets the same share as the others, and no socket sits unread while another is decoded.
-The queues hold at most `backlog_bytes` in all (an equal share per endpoint); a message past its
-endpoint's share is dropped, counted and shown, so memory stays flat under any publisher however fast:
-it is what ZMQ would otherwise pile up, up to RCVHWM messages of any size. The dropped batches are
-sequence gaps too, counted lost (or replayed) like any other. A source that cannot keep up shows its
-backlog (per endpoint: messages and bytes queued, dropped), and when it stops, how many were left
+The queues hold at most `backlog_bytes` in all (an equal share per endpoint) and nothing older than
+SHED_AFTER_S: past either bound the oldest waiting messages are *shed*, dropped undecoded, counted and
+shown, so memory stays flat under any publisher however fast (it is what ZMQ would otherwise pile up,
+up to RCVHWM messages of any size) and what is analysed stays fresh. A shed message's sequence number
+is read and given to the tracker: its batch is counted shed, not taken for a gap, so the replay
+endpoint is not asked to send again what kvset had no time for. A source that cannot keep up shows its
+backlog (per endpoint: messages and bytes queued, shed), and when it stops, how many were left
 unread. ZMQ still drops what overflows RCVHWM while kvset waits for its analyzer, without telling;
 those show up as sequence gaps only.
 """
@@ -60,6 +62,9 @@ DECODE_SLICE_S = 0.02
 # A read of one socket stops after this many messages (a publisher faster than receiving itself).
 _MAX_RECEIVED_PER_READ = 10_000
 NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monitor.all_sources_dead)
+# A message still undecoded this long after it was received is shed: what is analysed stays this fresh
+# and the figures keep moving when the publisher outruns decoding or analysis.
+SHED_AFTER_S = 2.0
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
 
@@ -78,12 +83,13 @@ class _Stream:
     ever_connected: bool = False
     last_data_at: float | None = None
     error: str | None = None
-    # received, not decoded yet: (frames, bytes); bounded by the source's backlog_bytes share
-    queue: deque[tuple[list[bytes], int]] = dataclasses.field(default_factory=deque)
+    # received, not decoded yet: (frames, bytes, when received); bounded by the source's backlog_bytes
+    # share and by SHED_AFTER_S
+    queue: deque[tuple[list[bytes], int, float]] = dataclasses.field(default_factory=deque)
     queued_bytes: int = 0
     peak_queued_bytes: int = 0
-    dropped: int = 0  # messages dropped past the share, and their bytes
-    dropped_bytes: int = 0
+    shed: int = 0  # messages shed (dropped unread, the oldest first) to stay within bounds, and their bytes
+    shed_bytes: int = 0
     behind: bool = False  # messages still queued after the last decoding round
 
 
@@ -256,7 +262,7 @@ class KvEventsSource(Source):
                 stream.connected = False
 
     def _receive(self, stream: _Stream) -> None:
-        """Empty the socket into the stream's queue; what passes its share of backlog_bytes is dropped."""
+        """Empty the socket into the stream's queue; past its share of backlog_bytes the oldest are shed."""
         for _ in range(_MAX_RECEIVED_PER_READ):
             try:
                 frames = stream.sub.recv_multipart(zmq.NOBLOCK)
@@ -264,17 +270,38 @@ class KvEventsSource(Source):
                 return
             size = sum(len(frame) for frame in frames)
             stream.connected = stream.ever_connected = True
-            if stream.queued_bytes + size > self.backlog_share:
-                stream.dropped += 1
-                stream.dropped_bytes += size
+            now = self.clock.monotonic()
+            while stream.queue and stream.queued_bytes + size > self.backlog_share:
+                self._shed_oldest(stream, now)
+            if size > self.backlog_share:  # larger than the whole share alone
+                self._shed(stream, frames, size, now)
                 continue
-            stream.queue.append((frames, size))
+            stream.queue.append((frames, size, now))
             stream.queued_bytes += size
             stream.peak_queued_bytes = max(stream.peak_queued_bytes, stream.queued_bytes)
+
+    def _shed_stale(self) -> None:
+        """Shed what waited more than SHED_AFTER_S: decoding it now would analyse the past."""
+        now = self.clock.monotonic()
+        for stream in self._streams:
+            while stream.queue and now - stream.queue[0][2] > SHED_AFTER_S:
+                self._shed_oldest(stream, now)
+
+    def _shed_oldest(self, stream: _Stream, now: float) -> None:
+        frames, size, _ = stream.queue.popleft()
+        stream.queued_bytes -= size
+        self._shed(stream, frames, size, now)
+
+    def _shed(self, stream: _Stream, frames: list[bytes], size: int, now: float) -> None:
+        """One message dropped undecoded: counted, and its number told to the tracker (no replay)."""
+        stream.shed += 1
+        stream.shed_bytes += size
+        self._carry_out(stream, self.tracker.shed(stream.index, frames, now, self.clock.wall()))
 
     def _decode_round(self) -> None:
         """Decode the queued messages, one per endpoint in turn, for at most DECODE_SLICE_S (or until
         enough accesses for an update, or a replay's deadline)."""
+        self._shed_stale()
         end = self.clock.monotonic() + DECODE_SLICE_S
         busy = [stream for stream in self._streams if stream.queue]
         while busy:
@@ -294,7 +321,7 @@ class KvEventsSource(Source):
         self.behind = any(stream.behind for stream in self._streams)
 
     def _decode_one(self, stream: _Stream) -> None:
-        frames, size = stream.queue.popleft()
+        frames, size, _ = stream.queue.popleft()
         stream.queued_bytes -= size
         at = self.clock.wall()
         self.received += 1
@@ -366,7 +393,11 @@ class KvEventsSource(Source):
         if backlog:
             details += (("backlog", backlog),)
         held = sum(p.sequence.held for p in self.tracker.publishers)
-        counts = parts.counts + (("backlog_batches", held), ("backlog_accesses", self.tracker.pending))
+        counts = parts.counts + (
+            ("backlog_batches", held),
+            ("backlog_accesses", self.tracker.pending),
+            ("batches_shed", sum(stream.shed for stream in streams)),
+        )
         return SourceHealth(
             source=self.name,
             kind=self.kind,
@@ -385,7 +416,7 @@ class KvEventsSource(Source):
                 if self.unread_at_stop
                 else ()
             )
-            + self._dropped_notes(),
+            + self._shed_notes(),
             details=details,
             counts=counts,
             reports_hits=parts.reports_hits,
@@ -403,7 +434,7 @@ class KvEventsSource(Source):
         if self.behind:
             parts.append("messages waiting in the socket: the source is not keeping up")
         for stream in self._streams:
-            if stream.behind or stream.dropped:
+            if stream.behind or stream.shed:
                 parts.append(self._stream_backlog(stream))
         if self.unread_at_stop:
             parts.append(f"{plural(self.unread_at_stop, 'message')} unread at stop")
@@ -414,22 +445,24 @@ class KvEventsSource(Source):
             parts.append(f"{plural(self.tracker.pending, 'access', 'accesses')} not yet handed over")
         return "; ".join(parts)
 
-    def _dropped_notes(self) -> tuple[str, ...]:
-        dropped = sum(stream.dropped for stream in self._streams)
-        if not dropped:
+    def _shed_notes(self) -> tuple[str, ...]:
+        shed = sum(stream.shed for stream in self._streams)
+        if not shed:
             return ()
-        size = format_bytes(sum(stream.dropped_bytes for stream in self._streams))
+        size = format_bytes(sum(stream.shed_bytes for stream in self._streams))
         return (
-            f"{plural(dropped, 'message')} ({size}) dropped unread: the publisher outran decoding and the "
-            f"backlog reached its bound ({format_bytes(self.backlog_share)} per endpoint)",
+            f"{plural(shed, 'message')} ({size}) shed unread: the publisher outran decoding and analysis, so "
+            f"the oldest waiting were dropped (backlog bound {format_bytes(self.backlog_share)} per endpoint, "
+            f"or {SHED_AFTER_S:g} s of waiting); their events are missing from the curve, counted as shed "
+            "batches, not asked again",
         )
 
     def _stream_backlog(self, stream: _Stream) -> str:
         label = self.tracker.publishers[stream.index].label
         said = f"{label} behind: {plural(len(stream.queue), 'message')} ({format_bytes(stream.queued_bytes)}) queued"
-        if stream.dropped:
+        if stream.shed:
             said += (
-                f", {plural(stream.dropped, 'message')} ({format_bytes(stream.dropped_bytes)}) dropped past "
-                f"its {format_bytes(self.backlog_share)} of backlog"
+                f", {plural(stream.shed, 'message')} ({format_bytes(stream.shed_bytes)}) shed past "
+                f"its {format_bytes(self.backlog_share)} of backlog or {SHED_AFTER_S:g} s of waiting"
             )
         return said

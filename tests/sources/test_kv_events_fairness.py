@@ -1,6 +1,6 @@
 """Several ranks, one flooding: every rank is read in turn (the quiet one is not starved, the flooding
 one is shown behind); and a publisher faster than decoding costs a bounded number of bytes, what
-passes the bound dropped, counted and shown."""
+passes the bound shed (the oldest first), counted and shown."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_a_flooding_rank_does_not_starve_the_others_and_is_shown_behind():
     assert "rank 0 behind: " in backlog and "rank 1 behind" not in backlog
 
 
-def test_a_publisher_faster_than_decoding_is_bounded_in_bytes_and_its_drops_are_counted_and_shown():
+def test_a_publisher_faster_than_decoding_is_bounded_in_bytes_and_what_is_shed_is_counted_and_shown():
     sent, bound = 300, 2 * 1024 * 1024  # about 24 MiB published against a 2 MiB backlog
     with FakeVllmPublisher(replay=False) as pub:
         src = KvEventsSource([pub.endpoint], idle_tick=0.05, flush_accesses=20_000, backlog_bytes=bound)
@@ -57,11 +57,13 @@ def test_a_publisher_faster_than_decoding_is_bounded_in_bytes_and_its_drops_are_
         list(gen)
     [stream] = src._streams
     assert 0 < stream.peak_queued_bytes <= bound
-    assert stream.dropped > 0
+    assert stream.shed > 0
     seq = src.tracker.publishers[0].sequence
     delivered = src.tracker.publishers[0].batches
-    # every batch published is decoded or dropped; the drops are the sequence's lost batches
-    assert delivered + stream.dropped == sent + 1
-    assert seq.lost == stream.dropped
-    notes = " ".join(updates[-1].health.notes)
-    assert f"{stream.dropped:,} messages (" in notes and "dropped unread" in notes
+    # every batch published is decoded or shed; a shed batch is counted shed, not a gap to replay
+    assert delivered + stream.shed == sent + 1
+    assert seq.shed == stream.shed and seq.lost == 0 and seq.gaps == 0
+    health = updates[-1].health
+    notes = " ".join(health.notes)
+    assert f"{stream.shed:,} messages (" in notes and "shed unread" in notes
+    assert dict(health.counts)["batches_shed"] == stream.shed  # the exporter's kvset_batches_shed_total

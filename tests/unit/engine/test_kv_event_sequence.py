@@ -249,3 +249,14 @@ def test_a_tail_probe_that_finds_nothing_counts_nothing_and_one_cut_short_by_a_b
     assert outline(seq.published(1, one(1), now=9.1)) == [("drop",), ("accept", 1, [1])]
     assert not seq.replaying
     assert sequence(replay=None).probe_tail(now=1.0) == []  # nothing to ask without a replay endpoint
+
+
+def test_no_tail_probe_while_replays_are_paused_after_unanswered_ones() -> None:
+    seq = sequence()
+    seq.published(0, one(0), now=0.0)
+    for gap_at, now in ((2, 1.0), (4, 3.0)):  # two replays in a row without a word back
+        assert outline(seq.published(gap_at, one(gap_at), now=now))[-1] == ("ask", gap_at - 1)
+        seq.tick(now=now + TIMEOUT)
+    assert seq.pauses == 1
+    # the stream goes quiet: asking the silent endpoint would hold its last requests one wait more
+    assert seq.probe_tail(now=5.0) == [] and seq.tail_probes == 0

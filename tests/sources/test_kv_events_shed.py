@@ -1,0 +1,55 @@
+"""A source too slow for its publisher sheds what waited too long, the oldest first: counted, shown,
+exported, and never asked of the replay endpoint (it would send back what kvset had no time for)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+from kvset.sources.clock import Clock
+from kvset.sources.kv_events import SHED_AFTER_S, KvEventsSource
+from tests.sources.test_kv_events_backlog import big_batch
+from tests.support.vllm_publisher import FakeVllmPublisher
+
+
+def slow_clock() -> Clock:
+    """A machine where every step takes a second: whatever waits in the queue is soon too old."""
+    ticks = itertools.count()
+    return Clock(monotonic=lambda: float(next(ticks)))
+
+
+def test_messages_waiting_longer_than_the_bound_are_shed_counted_and_not_replayed():
+    sent = 40
+    with FakeVllmPublisher(replay=True) as pub:
+        src = KvEventsSource(
+            [pub.endpoint],
+            [pub.replay_endpoint],
+            idle_tick=0.05,
+            tail_probe_seconds=1e9,  # (no probe of the quiet tail: every replay asked would be a gap's)
+            clock=slow_clock(),
+        )
+        stop = threading.Event()
+        gen = src.updates(stop)
+        next(gen)
+        pub.wait_for_subscriber()
+        for n in range(sent):
+            pub.publish(big_batch(pub, n))
+        time.sleep(0.5)  # all of it waiting in the socket
+        deadline, last = time.monotonic() + 30, None
+        for update in gen:
+            last = update
+            [stream] = src._streams
+            if src.received + stream.shed >= sent or time.monotonic() > deadline:
+                break
+        stop.set()
+        list(gen)
+    [stream] = src._streams
+    seq = src.tracker.publishers[0].sequence
+    assert stream.shed > 0 and src.received + stream.shed == sent  # every message decoded or shed
+    assert seq.shed == stream.shed and seq.gaps == 0 and seq.lost == 0
+    assert pub.replay_requests == []  # shed batches are no gaps: nothing asked again
+    assert last is not None and last.health is not None
+    notes = " ".join(last.health.notes)
+    assert f"{stream.shed:,} messages (" in notes and f"or {SHED_AFTER_S:g} s of waiting" in notes
+    assert dict(last.health.counts)["batches_shed"] == stream.shed

@@ -1,0 +1,80 @@
+"""What the KV-events source keeps per block is bounded in blocks whatever the stream: a stream that
+never sends BlockRemoved (or loses them) does not grow the resident set, the parent links or the
+block owners without end; what is forgotten is counted and said. The tables against Python's dict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvset.engine.kv_event_health import kv_event_health
+from kvset.engine.kv_event_tracker import KvEventTracker
+from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine_model.prefix_chain import PrefixChain
+from kvset.engine_model.u64_map import U64Map
+from kvset.rejects import RejectCounter
+from tests.support.kv_values import message, stored
+
+
+def keys(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.uint64)
+
+
+def test_u64map_matches_a_dict_under_random_puts_gets_and_pops() -> None:
+    rng = np.random.default_rng(3)
+    table, reference = U64Map(), {}
+    for step in range(300):
+        batch = rng.integers(0, 3000, size=int(rng.integers(0, 400))).astype(np.uint64)
+        if step % 3 == 2:
+            only = int(rng.integers(0, 4))
+            _, removed = table.pop(batch, only=only)
+            expected = []
+            for k in batch.tolist():
+                expected.append(reference.get(k) == only)
+                if reference.get(k) == only:
+                    del reference[k]
+            assert removed.tolist() == expected
+        else:
+            values = rng.integers(0, 4, size=len(batch))
+            table.put(batch, values)
+            reference.update(zip(batch.tolist(), values.tolist(), strict=True))
+        got, present = table.get(np.arange(3000, dtype=np.uint64))
+        assert len(table) == len(reference)
+        assert present.sum() == len(reference)
+        assert {
+            k: v for k, v, p in zip(range(3000), got.tolist(), present.tolist(), strict=True) if p
+        } == reference
+
+
+def test_a_resident_set_without_removals_keeps_its_bound_and_counts_what_it_forgot() -> None:
+    blocks = ResidentBlocks(max_resident=8)
+    for k in range(100):
+        blocks.store(keys(k))
+    assert len(blocks) <= 8
+    assert blocks.forgotten_resident + len(blocks) == 100
+    # the newest are still known (a store of one is a hit report); a forgotten one is taken as new
+    assert blocks.store(keys(99), hit_evidence=True) == (1, 0)
+    assert blocks.store(keys(0), hit_evidence=True) == (0, 0)
+
+
+def test_the_parent_links_keep_their_bound_and_the_newest_chains_still_walk() -> None:
+    chain = PrefixChain(max_links=64)
+    for n in range(100):  # stores of 10 blocks, each hanging on the one before: never removed
+        first = 10 * n
+        chain.stored(np.arange(first, first + 10, dtype=np.uint64), None if n % 2 == 0 else first - 1)
+    assert len(chain) <= 64
+    walked = chain.walk(999)
+    assert walked is not None and walked.tolist() == list(range(980, 1000))  # its root: the store of n = 98
+    assert chain.walk(5) is None  # forgotten: the chain cannot be told, and the walk says so
+
+
+def test_the_health_says_resident_blocks_were_forgotten() -> None:
+    tracker = KvEventTracker(["tcp://x"], [None], RejectCounter())
+    for n in range(4):
+        tracker.published(
+            0, message(n, [stored(list(range(n * 10, n * 10 + 10)))]), now=float(n), at=float(n)
+        )
+        tracker.publishers[0].groups[0].resident.half = 4  # (a small bound, so that a few stores pass it)
+    forgotten = tracker.publishers[0].groups[0].forgotten_resident
+    assert forgotten > 0
+    notes = " ".join(kv_event_health(tracker, at=4.0).notes)
+    assert f"{forgotten:,} resident blocks forgotten" in notes
