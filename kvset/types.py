@@ -154,6 +154,12 @@ class EngineReading:
     queries_since_start: float | None = None
     hits_since_start: float | None = None
     requests_since_start: float | None = None
+    # cached tokens since then by the tier that served them (SGLang's cache_source: device, host,
+    # storage_*), beside queries_since_start; None when the engine does not say
+    tier_hits_since_start: tuple[tuple[str, float], ...] | None = None
+    # pages the KV events show resident per medium (GPU, CPU_PINNED, DISK, EXTERNAL: HiCache's tiers)
+    # (None: one medium only)
+    resident_by_medium: tuple[tuple[str, int], ...] | None = None
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 

@@ -58,7 +58,7 @@ from kvset.engine.kv_events import (
     KvEventBatch,
     decode_message,
 )
-from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine.resident_set import MediaResidents, ResidentBlocks
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.engine_model.kv_groups import KvGroup
@@ -195,6 +195,7 @@ class KvEventTracker:
         self.ignored_group_events = 0
         self.ignored_group_blocks = 0
         self.ignored_media: Counter[str] = Counter()
+        self.other_media = MediaResidents()  # what the media not counted hold (HiCache's lower tiers)
         self._eviction_samples: deque[tuple[float, int]] = deque()
 
     # ----------------------------------------------------------------- inputs
@@ -352,6 +353,7 @@ class KvEventTracker:
                 for blocks in publisher.groups.values():
                     blocks.clear()
                 publisher.reset_groupings()
+                self.other_media.clear()
                 self._timeline.append(
                     TimelineEvent(
                         at,
@@ -362,7 +364,12 @@ class KvEventTracker:
                 continue
             medium = batch.media[i]
             if not self.medium_selected(medium):
-                self.ignored_media[(medium or DEFAULT_MEDIUM).upper()] += 1
+                name = (medium or DEFAULT_MEDIUM).upper()
+                self.ignored_media[name] += 1
+                if kind == BLOCK_STORED:
+                    self.other_media.stored(name, batch.event_keys(i))
+                elif kind == BLOCK_REMOVED:
+                    self.other_media.removed(name, batch.event_keys(i))
                 continue
             group = int(batch.group_idx[i])
             keys = batch.event_keys(i)
@@ -566,8 +573,17 @@ class KvEventTracker:
             resident_blocks=self.counted_total(len),
             evictions_total=self.evictions_total,
             restores_after_removal=self.counted_total(lambda b: b.restores_after_removal),
+            resident_by_medium=self._resident_by_medium(),
             label="kv events",
         )
+
+    def _resident_by_medium(self) -> tuple[tuple[str, int], ...] | None:
+        """Pages resident in the counted medium, then in each other one the events showed (None: one
+        medium only)."""
+        others = self.other_media.counts()
+        if not others or self.medium is None:
+            return None
+        return ((self.medium, self.counted_total(len)), *others)
 
     def counted_sets(self, publisher: Publisher) -> list[ResidentBlocks]:
         """The resident sets whose blocks are accesses: events without a group, and the group in use."""
