@@ -58,6 +58,11 @@ class PrincipalNames:
         return self.names[principal]
 
 
+# SGLang's --radix-eviction-policy values its engine model replays (the first is SGLang's default):
+# kvset.engine_model.radix_cache
+RADIX_EVICTION_POLICIES = ("lru", "lfu")
+
+
 @dataclass(frozen=True, eq=False)
 class AccessBatch:
     """Block accesses in order. keys: uint64, one access each.

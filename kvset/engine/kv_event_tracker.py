@@ -62,7 +62,6 @@ from kvset.engine.resident_set import MediaResidents, ResidentBlocks
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.engine_model.kv_groups import KvGroup
-from kvset.engine_model.radix_cache import MODEL_NAME as RADIX_MODEL_NAME
 from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
@@ -158,6 +157,7 @@ class KvEventTracker:
         replay_addresses: Sequence[str | None],
         rejects: RejectCounter,
         medium: str = DEFAULT_MEDIUM,
+        radix_policy: str = "lru",
         group_idx: int | None = None,
         block_size: int | None = None,
         replay_timeout: float = 1.0,
@@ -166,12 +166,17 @@ class KvEventTracker:
         tail_probe_seconds: float | None = None,
     ) -> None:
         """block_size: the engine's tokens per block, given (--block-size), for events that do not
-        carry it; the stream's units are the first counted store's (`units`)."""
+        carry it; the stream's units are the first counted store's (`units`). radix_policy: SGLang's
+        --radix-eviction-policy, which an SGLang stream's engine model replays."""
         if block_size is not None and block_size <= 0:
             raise ValueError("block size must be positive")
         self.rejects = rejects
         self.publishers = [
-            Publisher(address, KvEventSequence(replay, replay_timeout, rejects))
+            Publisher(
+                address,
+                KvEventSequence(replay, replay_timeout, rejects),
+                radix=RadixReplay(policy=radix_policy),
+            )
             for address, replay in zip(addresses, replay_addresses, strict=True)
         ]
         self.medium = None if medium.lower() in ALL_MEDIA else medium.upper()  # None: every medium
@@ -510,7 +515,7 @@ class KvEventTracker:
             vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
             if shape == RADIX_INSERTS:
                 parts += radix_parts
-                model_name = RADIX_MODEL_NAME
+                model_name = publisher.radix.name
             elif shape != ONE_EVENT_PER_PAGE:
                 parts += vllm_parts
         model = None

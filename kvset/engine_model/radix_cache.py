@@ -22,9 +22,15 @@ distance also counts what the pool holds outside the tree (`private_pages`).
 A request's finish is its output store (a store chained onto its last page that is not its next
 prefill chunk: see CHUNK_MIN_TOKENS); one whose output filled no page finishes unseen, after 1.5
 times the 95th percentile of the time the others took, or earlier when a later request's lookup
-holds its last page (the agent's next turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
-per tree node, which the events do not show; the others are not stack policies kvset can read off one
-pass. Pure: values in, values out.
+holds its last page (the agent's next turn).
+
+`--radix-eviction-policy lfu` is replayed the same way on kvset.engine_model.radix_lfu's stack (pages
+by SGLang's hit count, then last access): the hit counts are read off the lookups (each one adds one
+to the pages of its path) and the stores (a stored page starts at 1). `priority`, `fifo`, `mru`,
+`filo` and `slru` are not replayed: priorities are not in the events; fifo and filo order by a node's
+creation, which a split renews, so a page's place changes while it waits; mru evicts the newest leaf,
+whose place among the pages depends on which leaves the pool already lost; slru's segments depend on
+the pool. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.prefix_chain import PrefixChain
+from kvset.engine_model.radix_lfu import LfuQueue
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
@@ -43,8 +50,17 @@ from kvset.engine_model.records import (
     FinishedOutputs,
     add_query,
 )
+from kvset.types import RADIX_EVICTION_POLICIES
 
-MODEL_NAME = "SGLang radix-cache replay (lru)"
+REPLAYED_POLICIES = RADIX_EVICTION_POLICIES
+MODEL_PREFIX = "SGLang radix-cache replay"
+MODEL_NAME = f"{MODEL_PREFIX} (lru)"
+
+
+def model_name(policy: str) -> str:
+    return f"{MODEL_PREFIX} ({policy})"
+
+
 MIN_LAG_BATCHES = 3  # the shortest run a request without an output store is given
 # A store onto a running request's last page in the very next batch, after a store of this many tokens
 # or more, is its next prefill chunk (SGLang's chunked_prefill_size is 2048 or more by default);
@@ -98,8 +114,14 @@ class RadixReplay(FinishedOutputs):
     The same outputs as kvset.engine_model.replay.RequestReplay: accesses per finished request, and the
     model's distances per query page."""
 
-    def __init__(self, horizon: int = 1 << 21) -> None:
-        self.queue = FreeQueue(horizon)
+    def __init__(self, horizon: int = 1 << 21, policy: str = "lru") -> None:
+        if policy not in REPLAYED_POLICIES:
+            raise ValueError(
+                f"radix eviction policy {policy!r} is not replayed: {', '.join(REPLAYED_POLICIES)}"
+            )
+        self.policy = policy
+        self.name = model_name(policy)
+        self.queue: FreeQueue | LfuQueue = self._new_queue(horizon)
         self.counts = RadixCounts()
         self.chains = PrefixChain()
         self._running: dict[int, _Request] = {}  # by id
@@ -112,6 +134,19 @@ class RadixReplay(FinishedOutputs):
         self._ts = 0.0
         self._next_id = 0
         self._init_outputs()
+
+    def _new_queue(self, horizon: int) -> FreeQueue | LfuQueue:
+        return LfuQueue(horizon) if self.policy == "lfu" else FreeQueue(horizon)
+
+    def _counted(self, keys: np.ndarray) -> None:
+        """A lookup passed through these pages (lfu's hit counts)."""
+        if isinstance(self.queue, LfuQueue):
+            self.queue.counted(keys)
+
+    def _created(self, keys: np.ndarray) -> None:
+        """These pages were stored: a new node's hit count (lfu's)."""
+        if isinstance(self.queue, LfuQueue):
+            self.queue.created(keys)
 
     # ----------------------------------------------------------------- events
     def begin_batch(self, ts: float) -> None:
@@ -150,8 +185,10 @@ class RadixReplay(FinishedOutputs):
             prefix = self.chains.chain(parent)
             self._evidence(prefix)
             self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
+            self._counted(prefix)
             self.counts.prefix_pages += len(prefix)
         self._query(request, keys, tokens)
+        self._created(keys)
         request.last_store_tokens = int(tokens.sum())
         self.counts.computed_pages += len(keys)
         self._running[request.id] = request
@@ -169,6 +206,7 @@ class RadixReplay(FinishedOutputs):
             # chunked_prefill_size long)
             self.counts.inserts += not same_insert
             self._query(request, keys, tokens)
+            self._created(keys)
             self.counts.computed_pages += len(keys)
             added = int(tokens.sum())
             request.last_store_tokens = request.last_store_tokens + added if same_insert else added
@@ -187,6 +225,7 @@ class RadixReplay(FinishedOutputs):
         self._output(request, keys)
 
     def _output(self, request: _Request, keys: np.ndarray) -> None:
+        self._created(keys)
         self._pin(request, keys)
         request.keys.append(keys)
         request.tokens.append(np.zeros(len(keys), dtype=np.int64))
@@ -275,6 +314,6 @@ class RadixReplay(FinishedOutputs):
     def reset_cache(self) -> None:
         """The engine flushed its tree (AllBlocksCleared, restart): start empty."""
         self.flush()
-        self.queue = FreeQueue(self.queue.horizon)
+        self.queue = self._new_queue(self.queue.horizon)
         self.chains.clear()
         self._forgotten.clear()
