@@ -400,6 +400,7 @@ class KvEventTracker:
                 blocks.remove(keys)
                 if counted:
                     publisher.replay.removed(keys)
+                    publisher.radix.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])

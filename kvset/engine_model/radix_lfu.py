@@ -66,6 +66,18 @@ class LfuQueue:
         for k in keys.tolist():
             self._count[k] = 1
 
+    def removed(self, keys: np.ndarray) -> None:
+        """The engine evicted these pages (its BlockRemoved): they no longer hold a place above the
+        pages it kept. Under lru an evicted page is older than every page still cached, so it never
+        counts; under lfu an old page with many hits ranks above newer ones, so once the engine has
+        evicted it, counting it would lengthen the distance of every page below it."""
+        for k in keys.tolist():
+            key = self._key.pop(k, None)
+            if key is not None:
+                self._unlocked.remove(key)
+                del self._page[key]
+            self._count.pop(k, None)
+
     def run(self, ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """FreeQueue.run's operations and results (position 1: the page the pool keeps longest)."""
         if len(ops) != len(keys):
