@@ -304,10 +304,7 @@ class RadixReplay(FinishedOutputs):
         out = d.copy()
         deepest = out[-1] if len(out) else 0
         for i in range(len(keys) - 1, -1, -1):
-            if int(keys[i]) in ends:
-                deepest = out[i]
-            else:
-                deepest = max(deepest, out[i])
+            deepest = out[i] if int(keys[i]) in ends else max(deepest, out[i])
             out[i] = deepest
         return out
 
