@@ -22,8 +22,8 @@ from array import array
 from pathlib import Path
 
 import torch
-from driver import Recorder
-from sglang.srt.disaggregation.kv_events import KVEventBatch, StorageMedium, ZmqEventPublisher
+from driver import start_publishing
+from sglang.srt.disaggregation.kv_events import KVEventBatch, StorageMedium
 from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
@@ -50,13 +50,7 @@ def main() -> None:
     ap.add_argument("--truth", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    endpoint = f"tcp://127.0.0.1:{args.port}"
-    publisher = ZmqEventPublisher(
-        attn_dp_rank=0, endpoint=endpoint, replay_endpoint=f"tcp://127.0.0.1:{args.port + 1}", bind=True
-    )
-    recorder = Recorder(endpoint, args.out)
-    recorder.start()
-    time.sleep(1.0)  # the SUB joins before the first batch
+    publisher, recorder = start_publishing(args.port, args.out)
     rng = random.Random(args.seed)
     allocator = PagedTokenToKVPoolAllocator(4096, PAGE, torch.int64, "cpu", kvcache=None, need_sort=False)
     tree = RadixCache(
