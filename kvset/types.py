@@ -170,6 +170,11 @@ class EngineReading:
 
     def __post_init__(self) -> None:
         _escape_fields(self, "label")
+        # names from the input (cache_source labels, KV-event media), shown as they came: escaped
+        for name in ("tier_hits_since_start", "resident_by_medium"):
+            named = getattr(self, name)
+            if named is not None:
+                object.__setattr__(self, name, tuple((printable(k), v) for k, v in named))
         if self.block_size is None and self.pools:
             sizes = {p.block_size for p in self.pools}
             if len(sizes) == 1:

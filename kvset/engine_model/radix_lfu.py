@@ -8,12 +8,17 @@ halves both keep it. A child is never counted more, nor touched later, than its 
 with the smallest key is the unlocked page with the smallest key anywhere in the tree: eviction is by
 a priority over pages, and a page keeps its key while it waits (only a lookup through it changes it,
 and that is the query itself). A page with a larger key is never evicted before it, so for a page b
-waiting with key k, the pages a pool must hold before it (pinned, or unlocked with a key above k)
-never fall in number, as for vLLM's free queue (kvset.engine_model.free_queue), and
+waiting with key k, the pages a pool must hold before it are those pinned and those unlocked with a
+key above k, and
 
     D = pinned(t) + (rank of b among the unlocked pages, counted from the largest key) <= C
 
-gives its hit or miss at every pool size in one pass. The counts are read off the events, which are
+gives its hit or miss at every pool size in one pass, with one difference from vLLM's free queue
+(kvset.engine_model.free_queue): a page pinned while b waits may rejoin the unlocked pages below b
+(a new page, counted once), so that number can fall, and a pool that had to evict b while it was
+pinned is not seen at the query; and a page evicted while b was pinned may keep a key above b's.
+With requests that overlap, D is an estimate (the pages the engine evicted, its BlockRemoved, leave
+the ranking: `removed`); the validation on SGLang's own radix cache measures it. The counts are read off the events, which are
 SGLang's own at its pool size: a request's lookup adds one to each page of its prompt path, a page
 it stores (new, or computed again after an eviction) starts at 1, as SGLang's new node does.
 
