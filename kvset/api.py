@@ -27,7 +27,7 @@ from kvset.figures.reserve import Reserve
 from kvset.figures.thrashing import RANK_POOL_SOURCE, CapacityGain, Thrashing, ThrashingByWindow, thrashing_at
 from kvset.figures.thrashing import RULE as THRASHING_RULE
 from kvset.figures.thrashing import RULE_SHORT as THRASHING_RULE_SHORT
-from kvset.figures.tiers import NextTier, Tier, TierPlan, Tiers
+from kvset.figures.tiers import EngineTier, NextTier, Tier, TierPlan, Tiers
 from kvset.figures.working_sets import FITS_WITH_RESERVE, FITS_WORKING_SET, WorkingSetRow, WorkingSets
 from kvset.report import CAVEATS, WINDOWED_CURVES, Caveat, curve_csv, snapshot_json, snapshot_text
 from kvset.snapshot import Snapshot, Totals
@@ -67,6 +67,7 @@ __all__ = [
     "ModelReserve",
     "GroupFigures",
     "KvCacheGroups",
+    "EngineTier",
     "NextTier",
     "OperatingPoint",
     "PrincipalRow",

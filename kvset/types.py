@@ -62,6 +62,11 @@ class PrincipalNames:
         return self.names[principal]
 
 
+# SGLang's --radix-eviction-policy values its engine model replays (the first is SGLang's default):
+# kvset.engine_model.radix_cache
+RADIX_EVICTION_POLICIES = ("lru", "lfu")
+
+
 @dataclass(frozen=True, eq=False)
 class AccessBatch:
     """Block accesses in order. keys: uint64, one access each.
@@ -162,11 +167,22 @@ class EngineReading:
     queries_since_start: float | None = None
     hits_since_start: float | None = None
     requests_since_start: float | None = None
+    # cached tokens since then by the tier that served them (SGLang's cache_source: device, host,
+    # storage_*), beside queries_since_start; None when the engine does not say
+    tier_hits_since_start: tuple[tuple[str, float], ...] | None = None
+    # pages the KV events show resident per medium (GPU, CPU_PINNED, DISK, EXTERNAL: HiCache's tiers)
+    # (None: one medium only)
+    resident_by_medium: tuple[tuple[str, int], ...] | None = None
     stale: bool = False
     label: str = ""  # e.g. "vllm /metrics", "rank 1"
 
     def __post_init__(self) -> None:
         _escape_fields(self, "label")
+        # names from the input (cache_source labels, KV-event media), shown as they came: escaped
+        for name in ("tier_hits_since_start", "resident_by_medium"):
+            named = getattr(self, name)
+            if named is not None:
+                object.__setattr__(self, name, tuple((printable(k), v) for k, v in named))
         if self.block_size is None and self.pools:
             sizes = {p.block_size for p in self.pools}
             if len(sizes) == 1:

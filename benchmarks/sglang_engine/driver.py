@@ -271,6 +271,18 @@ def reshape(events: list, wire: str, reports: list[list[int]], page_size: int) -
     return out
 
 
+def start_publishing(port: int, out: Path) -> tuple[ZmqEventPublisher, Recorder]:
+    """SGLang's publisher on 127.0.0.1:port (its replay ROUTER on port + 1), a SUB recording to `out`."""
+    endpoint = f"tcp://127.0.0.1:{port}"
+    publisher = ZmqEventPublisher(
+        attn_dp_rank=0, endpoint=endpoint, replay_endpoint=f"tcp://127.0.0.1:{port + 1}", bind=True
+    )
+    recorder = Recorder(endpoint, out)
+    recorder.start()
+    time.sleep(1.0)  # the SUB joins before the first batch
+    return publisher, recorder
+
+
 def page_hashes(tree: RadixCache, node) -> list[int]:
     """The event hashes of the pages on the path to `node` (root first), as its BlockStored named them."""
     from sglang.srt.mem_cache.utils import hash_str_to_int64
@@ -317,13 +329,7 @@ def main() -> None:
     ap.add_argument("--wire", choices=("coalesced", "per-page", "per-page-hits"), default="coalesced")
     args = ap.parse_args()
 
-    endpoint = f"tcp://127.0.0.1:{args.port}"
-    publisher = ZmqEventPublisher(
-        attn_dp_rank=0, endpoint=endpoint, replay_endpoint=f"tcp://127.0.0.1:{args.port + 1}", bind=True
-    )
-    recorder = Recorder(endpoint, args.out)
-    recorder.start()
-    time.sleep(1.0)  # the SUB joins before the first batch
+    publisher, recorder = start_publishing(args.port, args.out)
 
     rng = random.Random(args.seed)
     workload = Workload(rng, args.agents)

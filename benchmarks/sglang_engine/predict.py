@@ -5,7 +5,7 @@ KvEventTracker (what `kvset-top --events` runs in its source thread), sums the e
 monitor does, and prints, as JSON, the stream shape, the accesses, the model's name and its token hit
 rate at the pool (max_total_num_tokens / page_size pages).
 
-    python predict.py RUN.zmqframes.gz --pool-pages 1875
+    python predict.py RUN.zmqframes.gz --pool-pages 1875 [--policy lfu]
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from kvset.engine_model import EngineModel  # noqa: E402
 from kvset.rejects import RejectCounter  # noqa: E402
 
 
-def predict(path: Path, pool_pages: int) -> dict:
+def predict(path: Path, pool_pages: int, policy: str = "lru") -> dict:
     rejects = RejectCounter()
-    tracker = KvEventTracker(["recorded"], [None], rejects)
+    tracker = KvEventTracker(["recorded"], [None], rejects, radix_policy=policy)
     model = EngineModel()
     accesses = 0
     stored_pages = 0
@@ -61,8 +61,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("frames", type=Path)
     ap.add_argument("--pool-pages", type=int, required=True)
+    ap.add_argument("--policy", default="lru", help="the --radix-eviction-policy kvset replays")
     args = ap.parse_args()
-    print(json.dumps(predict(args.frames, args.pool_pages)))
+    print(json.dumps(predict(args.frames, args.pool_pages, args.policy)))
 
 
 if __name__ == "__main__":

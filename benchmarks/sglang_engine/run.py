@@ -21,8 +21,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DEFAULT_POOLS = "24000,32000,44000,52000,60000,72000"
-DEFAULT_POLICIES = "lru,priority,lfu"
+DEFAULT_POLICIES = "lru,lfu,priority"
 CHECK_POINTS = 2.0
+REPLAYED = ("lru", "lfu")  # kvset.types.RADIX_EVICTION_POLICIES (this runs in the SGLang venv)
 
 
 def free_port() -> int:
@@ -44,9 +45,12 @@ def run_one(args: argparse.Namespace, pool: int, policy: str) -> dict:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     truth = json.loads(truth_path.read_text())
     pages = truth["pool_tokens"] // truth["page_size"]
+    # kvset replays the policy where it can (lru, lfu), and lru's prediction otherwise
+    replayed = policy if policy in REPLAYED else "lru"
     env_cmd = [args.kvset_python, str(HERE / "predict.py"), str(frames), "--pool-pages", str(pages)]
+    env_cmd += ["--policy", replayed]
     kvset = json.loads(subprocess.run(env_cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout)
-    return {"pool": pool, "policy": policy, "truth": truth, "kvset": kvset}
+    return {"pool": pool, "policy": policy, "replayed": replayed, "truth": truth, "kvset": kvset}
 
 
 def table(rows: list[dict]) -> str:
@@ -83,7 +87,9 @@ def main() -> None:
     ap.add_argument(
         "--check", action="store_true", help=f"exit 1 when a checked run is > {CHECK_POINTS} points off"
     )
-    ap.add_argument("--check-policies", default="lru", help="the policies checked: those kvset replays (lru)")
+    ap.add_argument(
+        "--check-policies", default="lru,lfu", help="the policies checked: those kvset replays (lru, lfu)"
+    )
     args = ap.parse_args()
     rows = []
     for pool in [int(p) for p in args.pools.split(",")]:

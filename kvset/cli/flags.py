@@ -33,6 +33,7 @@ from kvset.engine import DEFAULT_MAX_BODY_BYTES, DEFAULT_MEDIUM, ENGINES, TRUNCA
 from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS, HASH_ALGOS
 from kvset.geometry.dtypes import AUTO
+from kvset.types import RADIX_EVICTION_POLICIES as RADIX_POLICIES
 from kvset.units import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 
 # argparse's parser and its argument groups both have add_argument
@@ -366,6 +367,13 @@ def add_events_arguments(parser: argparse.ArgumentParser, required: bool = False
         "--medium",
         default=DEFAULT_MEDIUM,
         help="which cache tier's events count: GPU (default), CPU, STORAGE, CPU_PINNED, DISK, EXTERNAL, or all",
+    )
+    group.add_argument(
+        "--radix-eviction-policy",
+        default=RADIX_POLICIES[0],
+        choices=RADIX_POLICIES,
+        help="SGLang's --radix-eviction-policy, which the engine model of an SGLang stream replays "
+        f"({', '.join(RADIX_POLICIES)}; default {RADIX_POLICIES[0]}, SGLang's)",
     )
     group.add_argument(
         "--group-idx",

@@ -82,6 +82,7 @@ def events_source_from_args(args: argparse.Namespace) -> KvEventsSource:
         replay_endpoints=args.replay_endpoint,
         topic=args.topic,
         medium=args.medium,
+        radix_policy=args.radix_eviction_policy,
         group_idx=args.group_idx,
         block_size=args.block_size,
         replay_timeout=args.replay_timeout,

@@ -59,11 +59,10 @@ from kvset.engine.kv_events import (
     decode_message,
     decode_seq,
 )
-from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine.resident_set import MediaResidents, ResidentBlocks
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
 from kvset.engine.tracker_output import PendingAccesses
 from kvset.engine_model.kv_groups import KvGroup
-from kvset.engine_model.radix_cache import MODEL_NAME as RADIX_MODEL_NAME
 from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.engine_model.replay import RequestReplay
@@ -159,6 +158,7 @@ class KvEventTracker:
         replay_addresses: Sequence[str | None],
         rejects: RejectCounter,
         medium: str = DEFAULT_MEDIUM,
+        radix_policy: str = "lru",
         group_idx: int | None = None,
         block_size: int | None = None,
         replay_timeout: float = 1.0,
@@ -167,12 +167,17 @@ class KvEventTracker:
         tail_probe_seconds: float | None = None,
     ) -> None:
         """block_size: the engine's tokens per block, given (--block-size), for events that do not
-        carry it; the stream's units are the first counted store's (`units`)."""
+        carry it; the stream's units are the first counted store's (`units`). radix_policy: SGLang's
+        --radix-eviction-policy, which an SGLang stream's engine model replays."""
         if block_size is not None and block_size <= 0:
             raise ValueError("block size must be positive")
         self.rejects = rejects
         self.publishers = [
-            Publisher(address, KvEventSequence(replay, replay_timeout, rejects))
+            Publisher(
+                address,
+                KvEventSequence(replay, replay_timeout, rejects),
+                radix=RadixReplay(policy=radix_policy),
+            )
             for address, replay in zip(addresses, replay_addresses, strict=True)
         ]
         self.medium = None if medium.lower() in ALL_MEDIA else medium.upper()  # None: every medium
@@ -196,6 +201,7 @@ class KvEventTracker:
         self.ignored_group_events = 0
         self.ignored_group_blocks = 0
         self.ignored_media: Counter[str] = Counter()
+        self.other_media = MediaResidents()  # what the media not counted hold (HiCache's lower tiers)
         self._eviction_samples: deque[tuple[float, int]] = deque()
 
     # ----------------------------------------------------------------- inputs
@@ -362,6 +368,7 @@ class KvEventTracker:
                 for blocks in publisher.groups.values():
                     blocks.clear()
                 publisher.reset_groupings()
+                self.other_media.clear()
                 self._timeline.append(
                     TimelineEvent(
                         at,
@@ -372,7 +379,12 @@ class KvEventTracker:
                 continue
             medium = batch.media[i]
             if not self.medium_selected(medium):
-                self.ignored_media[(medium or DEFAULT_MEDIUM).upper()] += 1
+                name = (medium or DEFAULT_MEDIUM).upper()
+                self.ignored_media[name] += 1
+                if kind == BLOCK_STORED:
+                    self.other_media.stored(name, batch.event_keys(i))
+                elif kind == BLOCK_REMOVED:
+                    self.other_media.removed(name, batch.event_keys(i))
                 continue
             group = int(batch.group_idx[i])
             keys = batch.event_keys(i)
@@ -398,6 +410,7 @@ class KvEventTracker:
                 blocks.remove(keys)
                 if counted:
                     publisher.replay.removed(keys)
+                    publisher.radix.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
@@ -513,7 +526,7 @@ class KvEventTracker:
             vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
             if shape == RADIX_INSERTS:
                 parts += radix_parts
-                model_name = RADIX_MODEL_NAME
+                model_name = publisher.radix.name
             elif shape != ONE_EVENT_PER_PAGE:
                 parts += vllm_parts
         model = None
@@ -576,8 +589,17 @@ class KvEventTracker:
             resident_blocks=self.counted_total(len),
             evictions_total=self.evictions_total,
             restores_after_removal=self.counted_total(lambda b: b.restores_after_removal),
+            resident_by_medium=self._resident_by_medium(),
             label="kv events",
         )
+
+    def _resident_by_medium(self) -> tuple[tuple[str, int], ...] | None:
+        """Pages resident in the counted medium, then in each other one the events showed (None: one
+        medium only)."""
+        others = self.other_media.counts()
+        if not others or self.medium is None:
+            return None
+        return ((self.medium, self.counted_total(len)), *others)
 
     def counted_sets(self, publisher: Publisher) -> list[ResidentBlocks]:
         """The resident sets whose blocks are accesses: events without a group, and the group in use."""

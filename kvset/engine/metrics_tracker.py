@@ -40,6 +40,7 @@ class MetricsTracker:
         self._prev_at: float | None = None
         self._base: tuple[float, float, float] | None = None  # (at, queries, hits) since start/reset
         self._base_requests: float | None = None  # finished requests at the start/reset
+        self._base_sources: dict[str, float] = {}  # cached tokens by cache_source at the start/reset
         self._deltas: deque[tuple[float, float, float, float]] = deque()  # (t0, t1, dq, dh)
         self._missing_streak = 0
         self._describe: tuple[str, ...] = ()  # what the last good poll summed or assumed
@@ -67,13 +68,13 @@ class MetricsTracker:
         q_sum = sum(now.queries.values())
         h_sum = sum(now.hits.values())
         if prev is None or prev.engine != now.engine:
-            self._reset_window(at, q_sum, h_sum, now.requests_finished)
+            self._reset_window(at, q_sum, h_sum, now.requests_finished, now.hits_by_source)
         elif self._went_down(prev, now):
             self.resets += 1
             events.append(
                 TimelineEvent(at, "engine-reset", f"{self.label}: counters went down (engine restarted)")
             )
-            self._reset_window(at, q_sum, h_sum, now.requests_finished)
+            self._reset_window(at, q_sum, h_sum, now.requests_finished, now.hits_by_source)
         else:
             dq = sum(v - prev.queries[k] for k, v in now.queries.items() if k in prev.queries)
             dh = sum(v - prev.hits[k] for k, v in now.hits.items() if k in prev.hits)
@@ -92,10 +93,13 @@ class MetricsTracker:
                     return True
         return False
 
-    def _reset_window(self, at: float, q: float, h: float, requests: float | None) -> None:
+    def _reset_window(
+        self, at: float, q: float, h: float, requests: float | None, sources: tuple[tuple[str, float], ...]
+    ) -> None:
         self._deltas.clear()
         self._base = (at, q, h)
         self._base_requests = requests
+        self._base_sources = dict(sources)
 
     def window_rate(self) -> tuple[float | None, float | None]:
         dq = sum(d[2] for d in self._deltas)
@@ -132,6 +136,7 @@ class MetricsTracker:
             queries_since_start=since[0],
             hits_since_start=since[1],
             requests_since_start=since[2],
+            tier_hits_since_start=self._sources_since_start(now),
             label=f"{now.engine} {self.label}",
         )
 
@@ -144,6 +149,13 @@ class MetricsTracker:
         if now.requests_finished is not None and self._base_requests is not None:
             requests = max(0.0, now.requests_finished - self._base_requests)
         return max(0.0, sum(now.queries.values()) - q0), max(0.0, sum(now.hits.values()) - h0), requests
+
+    def _sources_since_start(self, now: CacheCounters) -> tuple[tuple[str, float], ...] | None:
+        """Cached tokens by cache_source since the first poll (or the restart); a source that appears
+        later counts from zero."""
+        if not now.hits_by_source:
+            return None
+        return tuple((src, max(0.0, v - self._base_sources.get(src, 0.0))) for src, v in now.hits_by_source)
 
     def health_parts(self) -> HealthParts:
         return HealthParts(notes=self._describe, details=(("engine restarts seen", str(self.resets)),))

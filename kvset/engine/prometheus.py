@@ -8,7 +8,8 @@ vLLM   vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total   (counters
        deprecated (0.9 .. 0.11): vllm:gpu_prefix_cache_queries_total, vllm:gpu_prefix_cache_hits_total,
        vllm:gpu_cache_usage_perc; V0 engine: vllm:gpu_prefix_cache_hit_rate (a block hit rate gauge)
 SGLang sglang:cached_tokens_total, sglang:prompt_tokens_total (counters, tokens; cached tokens may
-       carry cache_source=device|host|storage: only device hits count for the GPU pool),
+       carry cache_source=device|host|storage_*: only device hits count for the GPU pool, and each
+       source's sum is kept for the Tiers figure, HiCache's tiers),
        sglang:cache_hit_rate (gauge), sglang:token_usage, sglang:max_total_num_tokens,
        sglang:page_size, sglang:num_running_reqs
 
@@ -146,6 +147,9 @@ class CacheCounters:
     describe: tuple[str, ...] = ()  # what was summed or assumed
     waiting: int | None = None  # requests waiting for admission (vLLM)
     requests_finished: float | None = None  # requests the engine finished, summed over its series (vLLM)
+    # cached tokens by where they came from (SGLang's cache_source: device, host, storage_*), summed
+    # over the series; empty when the engine does not say
+    hits_by_source: tuple[tuple[str, float], ...] = ()
 
 
 def _first_present(
@@ -282,14 +286,21 @@ def _pool_label(key: LabelKey) -> str:
 def _sglang(samples: Samples) -> CacheCounters:
     notes: list[str] = []
     device: list[tuple[dict[str, str], float]] = []
+    by_source: dict[str, list[tuple[dict[str, str], float]]] = {}
     other_sources: set[str] = set()
     for lb, v in samples.get(SGLANG_CACHED, []):
         src = lb.get("cache_source")
+        if src is not None:
+            by_source.setdefault(src, []).append((lb, v))
         if src is not None and src != "device":
             other_sources.add(src)
             continue
         device.append((lb, v))
     hits = _counter_series(SGLANG_CACHED, device, frozenset({"cache_source"}))
+    hits_by_source = tuple(
+        (src, sum(_counter_series(SGLANG_CACHED, series).values()))
+        for src, series in sorted(by_source.items())
+    )
     if other_sources:
         notes.append(f"cached tokens from {', '.join(sorted(other_sources))} not counted as GPU hits")
     queries = _counter_series(SGLANG_PROMPT, samples.get(SGLANG_PROMPT, []))
@@ -320,6 +331,7 @@ def _sglang(samples: Samples) -> CacheCounters:
         running=int(sum(running.values())) if running else None,
         engine_hit_gauge=(sum(gauge) / len(gauge)) if gauge else None,
         describe=tuple(notes),
+        hits_by_source=hits_by_source,
     )
 
 

@@ -290,3 +290,27 @@ class ResidentBlocks:
         self._stored_since_loss, self._stored_since_loss_n = [], 0
         self._removed_recent.clear()
         self._removed_older.clear()
+
+
+class MediaResidents:
+    """The pages each other medium holds (SGLang HiCache's CPU_PINNED, DISK, EXTERNAL tiers: its
+    write-through copies), from the BlockStored and BlockRemoved events of the media not counted as
+    accesses; what the Tiers figure shows beside the tiers --tiers plans."""
+
+    def __init__(self) -> None:
+        self._sets: dict[str, U64Set] = {}
+
+    def stored(self, medium: str, keys: np.ndarray) -> None:
+        self._sets.setdefault(medium, U64Set()).add(keys)
+
+    def removed(self, medium: str, keys: np.ndarray) -> None:
+        held = self._sets.get(medium)
+        if held is not None:
+            held.discard(keys)
+
+    def clear(self) -> None:
+        for held in self._sets.values():
+            held.clear()
+
+    def counts(self) -> tuple[tuple[str, int], ...]:
+        return tuple((medium, len(held)) for medium, held in sorted(self._sets.items()))

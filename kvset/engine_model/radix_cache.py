@@ -22,9 +22,15 @@ distance also counts what the pool holds outside the tree (`private_pages`).
 A request's finish is its output store (a store chained onto its last page that is not its next
 prefill chunk: see CHUNK_MIN_TOKENS); one whose output filled no page finishes unseen, after 1.5
 times the 95th percentile of the time the others took, or earlier when a later request's lookup
-holds its last page (the agent's next turn). `lfu`, `priority`, `fifo`, `mru`, `filo` and `slru` are not replayed: lfu and slru count hits
-per tree node, which the events do not show; the others are not stack policies kvset can read off one
-pass. Pure: values in, values out.
+holds its last page (the agent's next turn).
+
+`--radix-eviction-policy lfu` is replayed the same way on kvset.engine_model.radix_lfu's stack (pages
+by SGLang's hit count, then last access): the hit counts are read off the lookups (each one adds one
+to the pages of its path) and the stores (a stored page starts at 1). `priority`, `fifo`, `mru`,
+`filo` and `slru` are not replayed: priorities are not in the events; fifo and filo order by a node's
+creation, which a split renews, so a page's place changes while it waits; mru evicts the newest leaf,
+whose place among the pages depends on which leaves the pool already lost; slru's segments depend on
+the pool. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import numpy as np
 
 from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.prefix_chain import PrefixChain
+from kvset.engine_model.radix_lfu import LfuQueue
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
@@ -43,8 +50,17 @@ from kvset.engine_model.records import (
     FinishedOutputs,
     add_query,
 )
+from kvset.types import RADIX_EVICTION_POLICIES
 
-MODEL_NAME = "SGLang radix-cache replay (lru)"
+REPLAYED_POLICIES = RADIX_EVICTION_POLICIES
+MODEL_PREFIX = "SGLang radix-cache replay"
+MODEL_NAME = f"{MODEL_PREFIX} (lru)"
+
+
+def model_name(policy: str) -> str:
+    return f"{MODEL_PREFIX} ({policy})"
+
+
 MIN_LAG_BATCHES = 3  # the shortest run a request without an output store is given
 # A store onto a running request's last page in the very next batch, after a store of this many tokens
 # or more, is its next prefill chunk (SGLang's chunked_prefill_size is 2048 or more by default);
@@ -68,6 +84,7 @@ class RadixCounts:
     finished_by_evidence: int = 0  # a later request's lookup held its last page
     finished_by_time: int = 0  # its output filled no page: after the measured median run
     inserts: int = 0  # tree inserts (a prefill, a chunk, an output): the nodes SGLang evicts whole
+    insert_pages_squared: int = 0  # the sum of their sizes squared (pages): how large a node evicted is
     late_outputs: int = 0  # output stores of requests already finished by time
 
 
@@ -90,6 +107,7 @@ class _Request:
     prefix_cause: int = 0
     last_store_tokens: int = 0
     finishing: bool = False  # its output store came in this batch: it finishes at the batch's end
+    insert_pages: int = 0  # of its current insert so far
 
 
 class RadixReplay(FinishedOutputs):
@@ -98,8 +116,14 @@ class RadixReplay(FinishedOutputs):
     The same outputs as kvset.engine_model.replay.RequestReplay: accesses per finished request, and the
     model's distances per query page."""
 
-    def __init__(self, horizon: int = 1 << 21) -> None:
-        self.queue = FreeQueue(horizon)
+    def __init__(self, horizon: int = 1 << 21, policy: str = "lru") -> None:
+        if policy not in REPLAYED_POLICIES:
+            raise ValueError(
+                f"radix eviction policy {policy!r} is not replayed: {', '.join(REPLAYED_POLICIES)}"
+            )
+        self.policy = policy
+        self.name = model_name(policy)
+        self.queue: FreeQueue | LfuQueue = self._new_queue(horizon)
         self.counts = RadixCounts()
         self.chains = PrefixChain()
         self._running: dict[int, _Request] = {}  # by id
@@ -108,10 +132,30 @@ class RadixReplay(FinishedOutputs):
         self._timed_out: OrderedDict[int, int] = OrderedDict()  # last page of a request finished by time
         self.finish_lag = DEFAULT_DURATION
         self._forgotten: set[int] = set()
+        # the pages a radix node ends at: an insert's last page, and a lookup's (where it splits a node)
+        self._node_ends: set[int] = set()
         self._batch = -1
         self._ts = 0.0
         self._next_id = 0
         self._init_outputs()
+
+    def _new_queue(self, horizon: int) -> FreeQueue | LfuQueue:
+        return LfuQueue(horizon) if self.policy == "lfu" else FreeQueue(horizon)
+
+    def _counted(self, keys: np.ndarray) -> None:
+        """A lookup passed through these pages (lfu's hit counts)."""
+        if isinstance(self.queue, LfuQueue):
+            self.queue.counted(keys)
+
+    def removed(self, keys: np.ndarray) -> None:
+        """The engine evicted these pages (lfu only: see LfuQueue.removed)."""
+        if isinstance(self.queue, LfuQueue):
+            self.queue.removed(keys)
+
+    def _created(self, keys: np.ndarray) -> None:
+        """These pages were stored: a new node's hit count (lfu's)."""
+        if isinstance(self.queue, LfuQueue):
+            self.queue.created(keys)
 
     # ----------------------------------------------------------------- events
     def begin_batch(self, ts: float) -> None:
@@ -140,28 +184,36 @@ class RadixReplay(FinishedOutputs):
             late = _Request(self._next_id, self._batch, self._ts, self._batch, parent, finishing=True)
             self._next_id += 1
             self.counts.late_outputs += 1
+            self._node_end(None, int(keys[-1]))
             self._running[late.id] = late
             self._output(late, keys)
             return
         request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
         self._next_id += 1
         self.counts.inserts += 1
+        self._node_end(None, int(keys[-1]))
         if parent is not None:
+            self._node_end(None, parent)
             prefix = self.chains.chain(parent)
             self._evidence(prefix)
             self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
+            self._counted(prefix)
             self.counts.prefix_pages += len(prefix)
         self._query(request, keys, tokens)
+        self._created(keys)
+        self._grow_insert(request, len(keys))
         request.last_store_tokens = int(tokens.sum())
         self.counts.computed_pages += len(keys)
         self._running[request.id] = request
         self._by_tail[request.tail] = request
 
     def _continue(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
-        if request.finishing:  # more of its output (one event per page)
+        if request.finishing:  # more of its output (one event per page): the same node, longer
+            self._node_end(request.tail, int(keys[-1]))
             self._output(request, keys)
             return
         same_insert = self._batch == request.last_store  # (one event per page)
+        self._node_end(request.tail if same_insert else None, int(keys[-1]))
         if same_insert or (
             self._batch == request.last_store + 1 and request.last_store_tokens >= CHUNK_MIN_TOKENS
         ):
@@ -169,6 +221,10 @@ class RadixReplay(FinishedOutputs):
             # chunked_prefill_size long)
             self.counts.inserts += not same_insert
             self._query(request, keys, tokens)
+            self._created(keys)
+            if not same_insert:
+                request.insert_pages = 0
+            self._grow_insert(request, len(keys))
             self.counts.computed_pages += len(keys)
             added = int(tokens.sum())
             request.last_store_tokens = request.last_store_tokens + added if same_insert else added
@@ -183,10 +239,17 @@ class RadixReplay(FinishedOutputs):
             self.finish_lag = max(MIN_LAG_BATCHES, int(lag))
         self.counts.finished_by_store += 1
         self.counts.inserts += 1
-        request.finishing, request.ts = True, self._ts
+        request.finishing, request.ts, request.insert_pages = True, self._ts, 0
         self._output(request, keys)
 
+    def _grow_insert(self, request: _Request, pages: int) -> None:
+        before = request.insert_pages
+        request.insert_pages += pages
+        self.counts.insert_pages_squared += request.insert_pages**2 - before**2
+
     def _output(self, request: _Request, keys: np.ndarray) -> None:
+        self._created(keys)
+        self._grow_insert(request, len(keys))
         self._pin(request, keys)
         request.keys.append(keys)
         request.tokens.append(np.zeros(len(keys), dtype=np.int64))
@@ -216,6 +279,9 @@ class RadixReplay(FinishedOutputs):
         # partial page past each one's last full page, and the output it has decoded so far
         held = int(round(self.private_pages() * len(self._running)))
         dt = np.where(pos > 0, pos + pinned + held, dq).astype(np.int64)
+        # SGLang evicts a whole leaf node: a page goes with the deepest page of its node, the first
+        # of the node that a pool evicts (the deepest is released first)
+        dt, dq = self._node_fate(keys, dt), self._node_fate(keys, dq)
         cause = np.zeros(n, dtype=np.int8)
         for i in np.flatnonzero(pos == ABSENT).tolist():
             cause[i] = CAUSE_BEYOND_HORIZON if int(keys[i]) in self._forgotten else CAUSE_FIRST_TIME
@@ -223,16 +289,34 @@ class RadixReplay(FinishedOutputs):
         request.keys.append(keys)
         request.tokens.append(tokens)
 
+    def _node_end(self, old: int | None, new: int) -> None:
+        """A radix node now ends at page `new` (and no longer at `old`: the same insert went on)."""
+        if old is not None:
+            self._node_ends.discard(old)
+        if len(self._node_ends) > FORGOTTEN_MEMORY:
+            self._node_ends.clear()
+        self._node_ends.add(new)
+
+    def _node_fate(self, keys: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """Each page's distance raised to the largest of its node's pages in this chain, the node's
+        deepest first: the chain cut after each page a node ends at (the chain's last page ends one)."""
+        ends = self._node_ends
+        out = d.copy()
+        deepest = out[-1] if len(out) else 0
+        for i in range(len(keys) - 1, -1, -1):
+            deepest = out[i] if int(keys[i]) in ends else max(deepest, out[i])
+            out[i] = deepest
+        return out
+
     def private_pages(self) -> float:
         """Pages a running request holds outside the tree, on average: its partial last page, and half
-        its output (it is, on average, half way through), the output measured on the finished ones;
-        and, shared among them, the pool's free pages: SGLang evicts whole leaf nodes, so an eviction
-        frees half a node more than it needs, on average (a node: one insert's pages)."""
+        its output (it is, on average, half way through), the output measured on the finished ones.
+        The pool's free pages do not count: SGLang frees pages by evicting whole nodes when an
+        allocation finds too few free, so a cached page goes when its node's deepest page does
+        (`_node_fate`), whatever the earlier evictions left free."""
         finished = self.counts.finished_by_store
         output = self.counts.output_pages / finished if finished else 0.0
-        stores = self.counts.inserts
-        slack = (self.counts.computed_pages + self.counts.output_pages) / stores / 2 if stores else 0.0
-        return 1.0 + output / 2 + slack / max(1, len(self._running))
+        return 1.0 + output / 2
 
     def _pin(self, request: _Request, keys: np.ndarray) -> None:
         _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
@@ -275,6 +359,6 @@ class RadixReplay(FinishedOutputs):
     def reset_cache(self) -> None:
         """The engine flushed its tree (AllBlocksCleared, restart): start empty."""
         self.flush()
-        self.queue = FreeQueue(self.queue.horizon)
+        self.queue = self._new_queue(self.queue.horizon)
         self.chains.clear()
         self._forgotten.clear()

@@ -90,9 +90,9 @@ class OperatingPoint:
     @property
     def model_label(self) -> str:
         """The model in one word or two, for narrow panels: whose engine it replays when not vLLM's."""
-        from kvset.engine_model.radix_cache import MODEL_NAME as SGLANG_MODEL_NAME  # compiled: load late
+        from kvset.engine_model.radix_cache import MODEL_PREFIX as SGLANG_MODEL  # compiled: load late
 
-        return "SGLang model" if self.model == SGLANG_MODEL_NAME else "model"
+        return "SGLang model" if self.model is not None and self.model.startswith(SGLANG_MODEL) else "model"
 
     @property
     def comparable(self) -> bool:

@@ -13,6 +13,12 @@ Every share is of ALL accesses (and tokens), so the tiers' shares and the miss s
 
 --tiers sizes in bytes (with a model) become whole blocks once the stream's block size is known; until
 then the figure waits (and says so).
+
+Beside the plan, the tiers the engine itself counts (SGLang's HiCache: device, host, storage): the
+share of the prompt tokens each served since kvset started (`sglang:cached_tokens_total` by
+`cache_source`) and the pages the KV events show in each medium (GPU, CPU_PINNED, DISK/EXTERNAL).
+HiCache writes through (the host holds a copy of what the device holds), so its tiers compare with
+`--tier-mode inclusive`; the figure says so when the plan is exclusive.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from kvset.figures.curve import GivenSizes, in_blocks
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.tables import NOT_KNOWN, format_table, gib_cell, percent_cell
 from kvset.quantities import parse_fraction, target_label
+from kvset.types import EngineReading
 
 # the options are read by every command line (`--help` included): numpy and the analysis are
 # named here for the type checker only, and loaded by whoever computes the figure
@@ -232,22 +239,78 @@ def check_blocks(options: OptionValues, sizes: Sizes) -> None:
         given.blocks(TIERS.flag, sizes.bytes_per_block)
 
 
+# The engine's names of its tiers, fastest first: SGLang's cache_source labels and KV-event media.
+ENGINE_TIER_NAMES = ("device", "host", "storage")
+_SOURCE_TIER = {"device": 0, "host": 1}  # any storage_* (or storage) source: the third
+_MEDIUM_TIER = {"GPU": 0, "CPU": 1, "CPU_PINNED": 1, "DISK": 2, "EXTERNAL": 2, "STORAGE": 2}
+INCLUSIVE_NOTE = "SGLang's HiCache writes through (each tier holds a copy of the one above): compare with --tier-mode inclusive"
+
+
+@dataclass(frozen=True)
+class EngineTier:
+    """One tier as the engine counts it: measured, not modelled."""
+
+    index: int  # 1 for the device
+    name: str  # device | host | storage
+    token_hit_rate: float | None  # its cached tokens over all prompt tokens since kvset started
+    resident_pages: int | None  # the pages the KV events show in its medium
+
+
+def engine_tiers(engine: EngineReading | None) -> tuple[EngineTier, ...]:
+    """The engine's own tiers from its reading (none: it counts one tier only)."""
+    if engine is None:
+        return ()
+    hits: dict[int, float] = {}
+    for source, tokens in engine.tier_hits_since_start or ():
+        k = _SOURCE_TIER.get(source, 2 if source.startswith("storage") else -1)
+        if k >= 0:
+            hits[k] = hits.get(k, 0.0) + tokens
+    pages: dict[int, int] = {}
+    for medium, n in engine.resident_by_medium or ():
+        k = _MEDIUM_TIER.get(medium.upper(), -1)
+        if k >= 0:
+            pages[k] = pages.get(k, 0) + n
+    if len(set(hits) | set(pages)) < 2:
+        return ()
+    queries = engine.queries_since_start
+    return tuple(
+        EngineTier(
+            k + 1,
+            ENGINE_TIER_NAMES[k],
+            hits[k] / queries if k in hits and queries else None,
+            pages.get(k),
+        )
+        for k in sorted(set(hits) | set(pages))
+    )
+
+
 @dataclass(frozen=True)
 class Tiers:
-    """The tiers asked for (--tiers); `plan` None while sizes in bytes wait for the stream's block size."""
+    """The tiers asked for (--tiers); `plan` None while sizes in bytes wait for the stream's block size
+    (or when only the engine's own tiers are known); `engine` the engine's measured tiers."""
 
     plan: TierPlan | None
+    engine: tuple[EngineTier, ...] = ()
+    planned: bool = True  # --tiers given (False: the engine's own tiers only)
+
+    @property
+    def note(self) -> str | None:
+        """What to change to compare the plan with the engine's tiers."""
+        if self.plan is not None and self.plan.mode == "exclusive" and len(self.engine) > 1:
+            return INCLUSIVE_NOTE
+        return None
 
 
 def compute(inputs: FigureInputs, options: OptionValues) -> Tiers | None:
+    measured = engine_tiers(inputs.engine)
     if not options.given(TIERS):
-        return None
+        return Tiers(None, measured, planned=False) if measured else None
     blocks = tier_blocks(options, inputs.sizes)
     if blocks is None:
-        return Tiers(None)
+        return Tiers(None, measured)
     mode = target_mode(inputs.targets.main_mode)
     plan = plan_tiers(inputs.curves["all"], blocks, options.get(TIER_MODE), options.get(NEXT_TIER), mode)
-    return Tiers(plan)
+    return Tiers(plan, measured)
 
 
 def _sizes(blocks: int | None, sizes: Sizes) -> Json:
@@ -256,10 +319,30 @@ def _sizes(blocks: int | None, sizes: Sizes) -> Json:
 
 def to_json(result: Tiers, sizes: Sizes) -> Json:
     """`tier_mode`, `tiers` (in tier order, each the share of all accesses it serves), `tier_misses` and
-    `next_tier` (null unless --size-next-tier); all null while the tiers wait for the block size."""
+    `next_tier` (null unless --size-next-tier), all null while the tiers wait for the block size; and
+    `engine_tiers`, the engine's own (null when it counts one tier only)."""
     plan = result.plan
+    engine = (
+        [
+            {
+                "tier": t.index,
+                "name": t.name,
+                "token_hit_rate": t.token_hit_rate,
+                "resident_pages": t.resident_pages,
+            }
+            for t in result.engine
+        ]
+        if result.engine
+        else None
+    )
     if plan is None:
-        return {"tier_mode": None, "tiers": None, "tier_misses": None, "next_tier": None}
+        return {
+            "tier_mode": None,
+            "tiers": None,
+            "tier_misses": None,
+            "next_tier": None,
+            "engine_tiers": engine,
+        }
     tiers = []
     for t in plan.tiers:
         row = {
@@ -288,13 +371,40 @@ def to_json(result: Tiers, sizes: Sizes) -> Json:
             "block_hit_rate": n.block_hit_rate,
             "token_hit_rate": n.token_hit_rate,
         },
+        "engine_tiers": engine,
     }
+
+
+def planned_share(plan: TierPlan | None, index: int) -> float | None:
+    """The token share --tiers gives the tier of this index (None: no such tier planned)."""
+    if plan is None or index > len(plan.tiers):
+        return None
+    return plan.tiers[index - 1].token_hit_rate
+
+
+def engine_text(result: Tiers) -> list[str]:
+    """The engine's own tiers beside the plan's shares for the same tiers."""
+    if not result.engine:
+        return []
+    cells = [
+        [
+            str(t.index),
+            t.name,
+            NOT_KNOWN if t.token_hit_rate is None else percent_cell(t.token_hit_rate),
+            NOT_KNOWN if (p := planned_share(result.plan, t.index)) is None else percent_cell(p),
+            NOT_KNOWN if t.resident_pages is None else f"{t.resident_pages:,}",
+        ]
+        for t in result.engine
+    ]
+    headers = ["tier", "engine's", "token hit rate (measured)", "--tiers (model)", "pages held (events)"]
+    lines = ["", "the engine's own tiers (measured since kvset started):", format_table(headers, cells)]
+    return lines + ([result.note] if result.note else [])
 
 
 def text(result: Tiers, view: TextView) -> list[str]:
     plan = result.plan
     if plan is None:
-        return []
+        return engine_text(result)
     with_gib = view.with_gib
     headers = (
         ["tier", "blocks", "tokens"] + (["GiB"] if with_gib else []) + ["block hit rate", "token hit rate"]
@@ -336,7 +446,7 @@ def text(result: Tiers, view: TextView) -> list[str]:
                 f"smallest next tier for {goal}: {size}; all tiers then hit "
                 f"{percent_cell(n.block_hit_rate)} of blocks, {percent_cell(n.token_hit_rate)} of tokens"
             )
-    return lines
+    return lines + engine_text(result)
 
 
 def metrics(result: Tiers, view: MetricsView) -> Iterable[MetricFamily]:
@@ -363,7 +473,7 @@ FIGURE: Figure[Tiers] = Figure(
     "tiers",
     Tiers,
     compute,
-    ("tier_mode", "tiers", "tier_misses", "next_tier"),
+    ("tier_mode", "tiers", "tier_misses", "next_tier", "engine_tiers"),
     to_json,
     text=text,
     metrics=metrics,

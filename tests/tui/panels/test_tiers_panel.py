@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from kvset import quantities as fmt
-from kvset.api import Tiers
+from kvset.api import EngineTier, Tiers
 from kvset_tui.app import KvsetTopApp
 from kvset_tui.capacity_units import capacity_text
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.tiers import WAITING, TiersPanel
+from kvset_tui.widgets.tiers import WAITING, TiersPanel, measured_text
 from tests.support.tui_snapshots import (
     NEXT_TIER_TARGET,
     engine_snapshot,
@@ -104,6 +104,47 @@ async def test_the_app_shows_the_tiers_only_when_asked_and_the_reserve_gives_way
             assert "near miss ≤ 1.25× cap" not in text  # explanations give way (they are in the help)
         else:
             assert {"events", "reserve"} <= visible
+
+
+# SGLang HiCache's own tiers as kvset.figures.tiers.engine_tiers reads them off its metrics and events
+HICACHE = (EngineTier(1, "device", 0.214, 41_000), EngineTier(2, "host", 0.305, 160_000))
+
+
+def with_engine_tiers(plan: bool = True):
+    import dataclasses
+
+    snap = tiers_snapshot()
+    tiers = Tiers(snap.get(Tiers).plan if plan else None, HICACHE, planned=plan)
+    return dataclasses.replace(snap, results={**snap.results, Tiers: tiers})
+
+
+async def test_the_engines_own_tiers_stand_beside_the_planned_shares_with_the_write_through_note():
+    snap = with_engine_tiers()
+    app = panel_app(TiersPanel, snap)
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    for t in snap.get(Tiers).plan.tiers:
+        assert tier_line(text, t.index).rstrip(" │").endswith(measured_text(HICACHE[t.index - 1]))
+    assert "compare with --tier-mode inclusive" in text  # the plan is exclusive, HiCache writes through
+    short_app = panel_app(TiersPanel, snap)
+    async with short_app.run_test(size=(80, 24)):
+        short = screen_text(short_app)
+    assert f"{fmt.percent(0.305)} engine" in tier_line(short, 2)
+
+
+async def test_the_engines_tiers_alone_without_a_plan():
+    app = panel_app(TiersPanel, with_engine_tiers(plan=False))
+    async with app.run_test(size=(120, 40)):
+        text = screen_text(app)
+    host = tier_line(text, 2)
+    assert "host" in host and fmt.percent(0.305) in host and fmt.count(160_000) in host
+    assert "no tiers planned: give --tiers" in text and WAITING not in text
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_engine_tiers_screenshot(snap_compare, size):
+    """--tiers 3GiB,2GiB beside an SGLang HiCache's measured device and host tiers."""
+    assert snap_compare(panel_app(TiersPanel, with_engine_tiers(), ViewState(unit="GiB")), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])

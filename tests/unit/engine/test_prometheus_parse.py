@@ -180,3 +180,26 @@ def test_sglang_hit_rate_from_device_cached_tokens_over_prompt_tokens() -> None:
     assert r.reading.token_hit_rate == pytest.approx(600 / 1000)  # host hits are not GPU hits
     assert r.reading.pools == (EnginePool(402713 // 16, 16, 0, ""),) and r.reading.block_size == 16
     assert r.reading.label == "sglang metrics"
+    # each tier's own share since the first poll, for the Tiers figure (HiCache's host tier)
+    assert dict(r.reading.tier_hits_since_start) == {"device": 600.0, "host": 1000.0}
+    assert r.reading.queries_since_start == 1000.0
+
+
+def test_sglang_storage_sources_are_kept_each_and_none_when_the_engine_names_no_source() -> None:
+    body = text("sglang_0_5.prom").replace(
+        'sglang:cached_tokens_total{cache_source="host",',
+        'sglang:cached_tokens_total{cache_source="storage_hf3fs",model_name="m"} 7.0\n'
+        'sglang:cached_tokens_total{cache_source="host",',
+    )
+    counters = prom.counters_from_text(body)
+    assert dict(counters.hits_by_source) == {"device": 900000.0, "host": 60000.0, "storage_hf3fs": 7.0}
+    plain = re.sub(
+        r'cache_source="\w+",',
+        "",
+        text("sglang_0_5.prom").replace(
+            'sglang:cached_tokens_total{cache_source="host",model_name="meta-llama/Llama-3.1-8B-Instruct"} 60000.0\n',
+            "",
+        ),
+    )
+    reading = MetricsTracker().update(plain, 0.0).reading
+    assert reading.tier_hits_since_start is None and reading.queries_since_start == 0.0
