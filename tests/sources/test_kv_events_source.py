@@ -112,7 +112,10 @@ def source_for(*publishers: FakeVllmPublisher, replay: bool = True, **kwargs) ->
 
 
 def test_accesses_arrive_in_order_with_keys_tokens_and_timestamps(fake: FakeVllmPublisher) -> None:
-    with running(source_for(fake), fake) as run:
+    # the first batch loads the engine model's compiled functions, which holds the GIL for a few
+    # hundred ms on a loaded machine: a quiet window shorter than that ends the request between the
+    # first two batches, which the test sends back to back
+    with running(source_for(fake, quiet_seconds=1.0), fake) as run:
         fake.publish([fake.stored([U64, 2, 3], block_size=16)], ts=100.0)
         fake.publish(
             [fake.stored([4], block_size=16, parent=3), fake.stored([5, 6], token_ids=list(range(20)))],
