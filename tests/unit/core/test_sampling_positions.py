@@ -4,7 +4,7 @@ head boost for bands by access count, and says so; on prefix-chained keys it kee
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kvset.core.analyzer import Analyzer
@@ -46,6 +46,11 @@ def test_prefix_chained_keys_keep_the_head_boost(seed, rate, order, conversation
 
 @settings(max_examples=4, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([8, 32, 200]))
+# seeds whose distinct blocks came out 8-10 standard deviations high: the tallies made while the
+# heads were boosted kept, and an empty count band's accesses spread over the first accesses too
+@example(134, 32)
+@example(18, 8)
+@example(23, 200)
 def test_keys_cut_into_fixed_size_requests_drop_the_boost_and_count_distinct_blocks(seed, request_blocks):
     keys, starts = cut_trace(np.random.default_rng(seed), 200_000, 30_000, request_blocks)
     a = _sampled(keys, starts, seed)
