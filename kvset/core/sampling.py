@@ -56,7 +56,7 @@ from kvset.core.feed_args import (
 )
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
-from kvset.core.sampling_counts import NO_BANDS, CountBands, fold_position_bands
+from kvset.core.sampling_counts import NO_BANDS, CountBands, PlainTallies
 from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
 from kvset.core.sampling_rates import (
     BANDS,
@@ -147,6 +147,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         # trace, measured, and 0.2 ns more for the rings)
         self.hist = np.zeros((2, BANDS, n_fine), dtype=np.float64)
         self.ghist = np.zeros((2, SK.GROUPS, BANDS, nb), dtype=np.float64)
+        self._plain = PlainTallies(SK.GROUPS, SK.KINDS, n_fine, nb)  # what a dropped boost keeps
         self._same_tokens: int | None = None
         self._token_planes = False
         self.fine = SlotRing(slot_seconds, fine_slots, nb)
@@ -324,6 +325,8 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
                 self.sampled,
                 self.hist,
                 self.ghist,
+                self._plain.arrays(),
+                1.0 / limit_rate(self._limit),
                 self._token_planes,
                 self._scratch_blocks,
                 self._scratch_tokens,
@@ -375,6 +378,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         if self._same_tokens is not None:
             self.hist[1] = self.hist[0] * self._same_tokens
             self.ghist[1] = self.ghist[0] * self._same_tokens
+            self._plain.fill_tokens(self._same_tokens)
         self._ring_tokens()
         self._token_planes = True
 
@@ -396,13 +400,14 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
 
     def _drop_head_boost(self) -> None:
         """Block positions vary (kvset.core.sampling_rates): from here on the bands go by access count,
-        the blocks only the boost kept are dropped, and what the position bands tallied is one band."""
+        the blocks only the boost kept are dropped, and what was tallied so far is one band: the plain
+        tallies of the blocks kept at every band (sampling_counts.PlainTallies)."""
         self.head_boost = False
         self._shifts = count_shifts(self._head)
         s = self._s
         s.slot[: int(s.meta[SK.S_NOW]), SS.W_BAND] = BEFORE_PLAIN  # kept now only if kept at every band
         self._resample()
-        fold_position_bands(self.band_counts, self.sampled, self.hist, self.ghist)
+        self._plain.fold_position_bands(self.band_counts, self.sampled, self.hist, self.ghist)
         self._counts = CountBands()
 
     def _resample(self) -> None:
@@ -447,11 +452,13 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         return int(self._s.meta[SK.S_TRACKED])
 
     def _estimated(self, kind: int) -> int:
-        return estimated_count(self.band_counts, self.sampled, kind)
+        return estimated_count(self.band_counts, self.sampled, kind, not self.head_boost)
 
     def memory_bytes(self) -> int:
         rings = sum(a.nbytes for r in (self.fine, self.coarse) for a in (r.blocks, r.tokens, r.counts))
-        tallies = sum(a.nbytes for a in (self.band_counts, self.sampled, self.hist, self.ghist))
+        tallies = sum(
+            a.nbytes for a in (self.band_counts, self.sampled, self.hist, self.ghist, *self._plain.arrays())
+        )
         return self._s.nbytes() + rings + tallies
 
     # -- reading: curves -----------------------------------------------------

@@ -17,14 +17,26 @@ from numba import njit
 from kvset.core import sampling_kernel as SK
 from kvset.core.curve import ERROR_Z, CurveErrors, HitRateCurve, SampleInfo, TargetMode, Unit, _as_fraction
 from kvset.core.log_grid import FINE_GRID
+from kvset.core.sampling_rates import COUNT_BANDS
 
 
-def band_factors(exact: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+def band_factors(exact: np.ndarray, sampled: np.ndarray, by_count: bool = False) -> np.ndarray:
     """Per band, true accesses per weighted sampled one. A band with accesses but no sample gets the
-    pooled factor of the others (the rest stands in for it)."""
+    pooled factor of the others (the rest stands in for it). by_count: the bands go by access count
+    (kvset.core.sampling_rates), so count bands 1 on hold re-accesses alone: an empty one (the hot
+    blocks all out of the sample) is stood in for by the other re-access bands, not by the first
+    accesses of band 0 too (which that pooled factor overstated, by 11 % on a 200k-access trace)."""
     factor = np.divide(exact, sampled, out=np.zeros(len(exact)), where=sampled > 0)
-    covered = exact[sampled > 0].sum()
-    if covered and covered < exact.sum():
+    bare = (sampled <= 0) & (exact > 0)
+    if by_count:
+        again = np.zeros(len(exact), dtype=bool)
+        again[1:COUNT_BANDS] = True
+        seen = again & ~bare & (exact > 0)
+        if bare[again].any() and seen.any():
+            factor[seen] *= exact[again].sum() / exact[seen].sum()
+            bare &= ~again
+    covered = exact[~bare].sum()
+    if bare.any() and covered > 0:
         factor *= exact.sum() / covered
     factors: np.ndarray = factor
     return factors
@@ -57,7 +69,7 @@ def post_stratified_curve(
     cums: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per plane: the fine and the grouped cumulative sums
     for u, unit in enumerate(("blocks", "tokens")):
         n_g = sampled[:, :, SK.T_ACCESSES, u]  # [group, band]
-        factor = band_factors(band_counts[:, u].astype(np.float64), n_g.sum(axis=0))
+        factor = band_factors(band_counts[:, u].astype(np.float64), n_g.sum(axis=0), not info.head_boost)
         plane, scale = (u, 1) if token_scale is None else (0, 1 if u == 0 else token_scale)
         if plane not in cums:
             cums[plane] = (np.cumsum(hist[plane, :, :used], axis=1), np.cumsum(ghist[plane], axis=2))
@@ -225,7 +237,8 @@ class EstimatedCounts:
         return max(0, self.accesses - self.first_time - self.beyond_horizon)
 
 
-def estimated_count(band_counts: np.ndarray, sampled: np.ndarray, kind: int) -> int:
-    """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon)."""
-    factor = band_factors(band_counts[:, 0], sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0))
+def estimated_count(band_counts: np.ndarray, sampled: np.ndarray, kind: int, by_count: bool = False) -> int:
+    """Post-stratified estimate of all accesses of a kind (first time, beyond the horizon); by_count:
+    bands by access count (band_factors)."""
+    factor = band_factors(band_counts[:, 0], sampled[:, :, SK.T_ACCESSES, 0].sum(axis=0), by_count)
     return round(float((factor * sampled[:, :, kind, 0].sum(axis=0)).sum()))

@@ -183,6 +183,8 @@ def sampled_feed_kernel(
     sampled: np.ndarray,
     hist: np.ndarray,
     ghist: np.ndarray,
+    plain: tuple[np.ndarray, np.ndarray, np.ndarray],
+    plain_weight: float,
     token_planes: bool,
     bucket_blocks: np.ndarray,
     bucket_tokens: np.ndarray,
@@ -202,7 +204,9 @@ def sampled_feed_kernel(
     by access count (sampling_filter.gather_counted), else empty. weights[b]: 1 / rate of band b
     (fixed_weights: the same in fixed point). watch: the heads are boosted, so the re-accesses of
     the blocks kept at every position (hash <= core_limit) are counted, and those whose band's rate
-    differs from the access before's (meta[S_EVIDENCE], meta[S_MOVED]). Stops early, meta[S_REASON]
+    differs from the access before's (meta[S_EVIDENCE], meta[S_MOVED]), and all their accesses are
+    also tallied in `plain` (sampling_counts.PlainTallies: sampled, hist, ghist without the band
+    axis), weighed plain_weight = 1 / R. Stops early, meta[S_REASON]
     saying why, when the arrays are full (STOP_GROW), when a fixed-size sample is full (STOP_EVICT)
     or when more than moved_share of at least min_evidence such re-accesses moved (STOP_MOVED); the
     access it stops at is untouched, so the caller resumes there.
@@ -242,6 +246,8 @@ def sampled_feed_kernel(
     hit_group = np.empty(BATCH, dtype=np.int64)
     hit_grid = np.empty(BATCH, dtype=np.int64)
     hit_weight = np.empty(BATCH, dtype=np.float64)
+    hit_core = np.empty(BATCH, dtype=np.bool_)  # a block kept at every band: a plain tally too
+    plain_sampled, plain_hist, plain_ghist = plain
     counted = access_band.shape[0] > 0  # bands by access count, not position
     r = np.searchsorted(starts, start, side="right") - 1  # the request access `start` belongs to
     run_length: Int = 0  # the last time slot's accesses: the next one likely ends past 3/4 of as many
@@ -305,7 +311,8 @@ def sampled_feed_kernel(
                         done = y
                         break
                 h = priority_hash(key, salt)
-                if watch and cell >= 0 and h <= core_limit:
+                core = watch and h <= core_limit
+                if core and cell >= 0:
                     # a block kept at every position: its access before was seen, at its band
                     now_moved = moved + (slot[np.int64(table[2 * cell + 1]), W_WEIGHT] != fixed_weights[b])
                     if evidence + 1 >= min_evidence and now_moved > moved_share * (evidence + 1):
@@ -336,6 +343,7 @@ def sampled_feed_kernel(
                 wt = w * tok
                 ring_w = np.int64(w * ring[b, 0] + 0.5)
                 ring_wt = np.int64(wt * ring[b, 1] + 0.5) if token_planes else ring_w * tok
+                kind = T_ACCESSES  # a hit, unless beyond the horizon or a first access
                 if cell >= 0:
                     p = np.int64(table[2 * cell + 1])
                     wp = slot[p, W_WEIGHT]
@@ -353,6 +361,7 @@ def sampled_feed_kernel(
                     if di > horizon:
                         sampled[grp, b, T_BEYOND, 0] += w
                         sampled[grp, b, T_BEYOND, 1] += wt
+                        kind = T_BEYOND
                         counts[KL.C_BEYOND] += ring_w
                         counts[KL.C_BEYOND_TOKENS] += ring_wt
                     else:
@@ -364,6 +373,7 @@ def sampled_feed_kernel(
                         hit_group[n_hits] = grp
                         hit_grid[n_hits] = q
                         hit_weight[n_hits] = w
+                        hit_core[n_hits] = core
                         n_hits += 1
                         bucket_blocks[q] += ring_w
                         if token_planes:
@@ -375,10 +385,17 @@ def sampled_feed_kernel(
                     tracked += 1
                     sampled[grp, b, T_FIRST_TIME, 0] += w
                     sampled[grp, b, T_FIRST_TIME, 1] += wt
+                    kind = T_FIRST_TIME
                     counts[KL.C_FIRST_TIME] += ring_w
                     counts[KL.C_FIRST_TIME_TOKENS] += ring_wt
                 sampled[grp, b, T_ACCESSES, 0] += w
                 sampled[grp, b, T_ACCESSES, 1] += wt
+                if core:  # while boosted: the plain sample's tallies too (sampling_counts.PlainTallies)
+                    plain_sampled[grp, T_ACCESSES, 0] += plain_weight
+                    plain_sampled[grp, T_ACCESSES, 1] += plain_weight * tok
+                    if kind != T_ACCESSES:
+                        plain_sampled[grp, kind, 0] += plain_weight
+                        plain_sampled[grp, kind, 1] += plain_weight * tok
                 slot_key[now] = key
                 wf = fixed_weights[b]
                 slot[now, W_WEIGHT] = wf
@@ -401,10 +418,14 @@ def sampled_feed_kernel(
                 q = hit_grid[k]
                 hist[0, b, f] += w
                 ghist[0, hit_group[k], b, q] += w
+                tok = tokens[found[j]] if per_access_tokens else tokens[0]
                 if token_planes:
-                    wt = w * (tokens[found[j]] if per_access_tokens else tokens[0])
-                    hist[1, b, f] += wt
-                    ghist[1, hit_group[k], b, q] += wt
+                    hist[1, b, f] += w * tok
+                    ghist[1, hit_group[k], b, q] += w * tok
+                if hit_core[k]:
+                    for u in range(2 if token_planes else 1):
+                        plain_hist[u, f] += plain_weight * (tok if u else 1)
+                        plain_ghist[u, hit_group[k], q] += plain_weight * (tok if u else 1)
             # every access of the round that was handled, counted exactly by band
             while x < done:
                 while r + 1 < nstarts and starts[r + 1] <= x:
