@@ -65,6 +65,10 @@ NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monito
 # A message still undecoded this long after it was received is shed: what is analysed stays this fresh
 # and the figures keep moving when the publisher outruns decoding or analysis.
 SHED_AFTER_S = 2.0
+# ... unless no more than this many wait: a few old messages are a pause (the engine model's compiled
+# functions loading on the first batch, a slow moment of the machine), not a publisher outrunning
+# kvset, and decoding them catches up at once
+SHED_MIN_QUEUED = 8
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
 
@@ -286,7 +290,7 @@ class KvEventsSource(Source):
         """Shed what waited more than SHED_AFTER_S: decoding it now would analyse the past."""
         now = self.clock.monotonic()
         for stream in self._streams:
-            while stream.queue and now - stream.queue[0][2] > SHED_AFTER_S:
+            while len(stream.queue) > SHED_MIN_QUEUED and now - stream.queue[0][2] > SHED_AFTER_S:
                 self._shed_oldest(stream, now)
 
     def _shed_oldest(self, stream: _Stream, now: float) -> None:

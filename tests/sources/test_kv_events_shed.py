@@ -8,7 +8,7 @@ import threading
 import time
 
 from kvset.sources.clock import Clock
-from kvset.sources.kv_events import SHED_AFTER_S, KvEventsSource
+from kvset.sources.kv_events import SHED_AFTER_S, SHED_MIN_QUEUED, KvEventsSource
 from tests.sources.test_kv_events_backlog import big_batch
 from tests.support.vllm_publisher import FakeVllmPublisher
 
@@ -53,3 +53,29 @@ def test_messages_waiting_longer_than_the_bound_are_shed_counted_and_not_replaye
     notes = " ".join(last.health.notes)
     assert f"{stream.shed:,} messages (" in notes and f"or {SHED_AFTER_S:g} s of waiting" in notes
     assert dict(last.health.counts)["batches_shed"] == stream.shed
+
+
+def test_a_few_old_messages_are_a_pause_not_a_flood_and_are_all_decoded():
+    # the first batch's decode can stall for seconds (compiled functions loading on a loaded machine):
+    # what waited meanwhile is a handful of messages, which a source must decode, not shed
+    sent = SHED_MIN_QUEUED
+    with FakeVllmPublisher(replay=True) as pub:
+        src = KvEventsSource(
+            [pub.endpoint], [pub.replay_endpoint], idle_tick=0.05, tail_probe_seconds=1e9, clock=slow_clock()
+        )
+        stop = threading.Event()
+        gen = src.updates(stop)
+        next(gen)
+        pub.wait_for_subscriber()
+        for n in range(sent):
+            pub.publish(big_batch(pub, n, blocks=8))
+        time.sleep(0.5)  # all of it waiting in the socket, soon "older" than the bound by the slow clock
+        deadline = time.monotonic() + 30
+        for _ in gen:
+            [stream] = src._streams
+            if src.received + stream.shed >= sent or time.monotonic() > deadline:
+                break
+        stop.set()
+        list(gen)
+    [stream] = src._streams
+    assert stream.shed == 0 and src.received == sent
