@@ -74,7 +74,7 @@ from kvset.core.sampling_rates import (
     seed_salt,
 )
 from kvset.core.sampling_state import MIN_TRACKED, SampleState, fixed_weights, ring_arrays
-from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews
+from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews, consecutive_window_curves
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -503,4 +503,6 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         return replace(s, counts=s.counts / SK.SCALE, blocks=s.blocks / SK.SCALE, tokens=s.tokens / SK.SCALE)
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        return [replace(c, sample=self.sampling) for c in super().consecutive_window_curves(seconds, points)]
+        # through slot_series, which scales the sampled counts (the exact analyzer sums in place)
+        curves = consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)
+        return [replace(c, sample=self.sampling) for c in curves]

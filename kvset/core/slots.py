@@ -99,17 +99,32 @@ class SlotRing:
     def window_curve(self, window: float, grid: np.ndarray, horizon: int) -> HitRateCurve:
         """The grid curve of the slots inside the last `window` seconds."""
         n = max(1, math.ceil(window / self.width))
-        rows: np.ndarray | list[int] = (
-            self.rows_between(self.current - n + 1, self.current) if self.current is not None else []
-        )
+        end = -1 if self.current is None else self.current
+        return self.span_curve(end - n + 1, end, grid, horizon, window)
+
+    def span_curve(
+        self, first_slot: int, last_slot: int, grid: np.ndarray, horizon: int, window: float
+    ) -> HitRateCurve:
+        """The grid curve of the slots in [first_slot, last_slot], summed where they lie in the ring."""
+        rows = self.rows_between(first_slot, last_slot)
         return grid_curve(
             grid,
             horizon,
-            self.blocks[rows].sum(axis=0),
-            self.tokens[rows].sum(axis=0),
-            self.counts[rows].sum(axis=0),
+            _sum_rows(self.blocks, rows),
+            _sum_rows(self.tokens, rows),
+            _sum_rows(self.counts, rows),
             window,
         )
+
+
+def _sum_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values[rows].sum(axis=0) without copying the rows out when they are consecutive (the usual
+    case: a window that does not wrap round the ring), since the copy costs more than the sum."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        summed: np.ndarray = values[int(rows[0]) : int(rows[-1]) + 1].sum(axis=0)
+        return summed
+    picked: np.ndarray = values[rows].sum(axis=0)
+    return picked
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,8 +212,22 @@ class TimeSlotViews:
         return self.coarse.span_seconds()
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
-        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first."""
-        return consecutive_window_curves(self.fine, self.coarse, self.slot_series, seconds, points)
+        """Grid curves of the last `points` consecutive windows of `seconds` each, oldest first
+        (summed in the ring: a live snapshot reads these trends every second)."""
+        ring, per_window, points = trend_layout(self.fine, self.coarse, seconds, points)
+        if points < 2:
+            return []
+        first = (-1 if ring.current is None else ring.current) - per_window * points + 1
+        return [
+            ring.span_curve(
+                first + k * per_window,
+                first + (k + 1) * per_window - 1,
+                self.grid_capacities,
+                self.horizon,
+                per_window * ring.width,
+            )
+            for k in range(points)
+        ]
 
     def ring_for(self, window: float) -> SlotRing:
         """The ring a window is read from: the fine one while it reaches back that far."""
@@ -222,14 +251,19 @@ def consecutive_window_curves(
 
     Fewer than two windows fit in the rings: an empty list (no trend to show).
     """
-    use_coarse = seconds > fine.span_seconds() / 2
-    ring = coarse if use_coarse else fine
-    per_window = max(1, round(seconds / ring.width))
-    points = min(points, ring.n_slots // per_window)
+    ring, per_window, points = trend_layout(fine, coarse, seconds, points)
     if points < 2:
         return []
-    s = series(per_window * points * ring.width, coarse=use_coarse)
+    s = series(per_window * points * ring.width, coarse=ring is coarse)
     return [s.curve(k * per_window, (k + 1) * per_window) for k in range(points)]
+
+
+def trend_layout(fine: SlotRing, coarse: SlotRing, seconds: float, points: int) -> tuple[SlotRing, int, int]:
+    """(the ring, slots per window, windows) of a trend of `points` windows of `seconds`: the fine
+    ring while two windows fit in half of it, and only as many windows as the ring holds."""
+    ring = coarse if seconds > fine.span_seconds() / 2 else fine
+    per_window = max(1, round(seconds / ring.width))
+    return ring, per_window, min(points, ring.n_slots // per_window)
 
 
 def grid_curve(

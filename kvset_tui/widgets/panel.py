@@ -75,7 +75,12 @@ class SnapshotView(_Widget):
 
     def _height_changed(self) -> bool:
         """Whether the new content needs another height than it was last measured at (a layout pass
-        of the whole screen then). Measuring renders the content, which the paint then reuses."""
+        of the whole screen then). Measuring renders the content, which the paint then reuses.
+
+        A hidden panel (no --tiers, no --by) takes no room whatever it holds: it is measured when
+        it is shown, by the layout that showing it brings."""
+        if not self.display:
+            return False
         if self._measured is None:
             return True
         width, height = self._measured

@@ -117,3 +117,26 @@ def test_frames_decode_as_rich_does_and_reuse_the_lines_that_did_not_change():
         assert frames.text(frame) == Text.from_ansi(frame)
     # the first frame decodes its 5 lines; each next one only the line that changed
     assert frames.decoded_lines == 5 + 1 + 1
+
+
+async def test_hidden_panels_ask_no_layout_pass_for_new_data():
+    """Without --tiers and --by their panels are hidden: new data for them used to lay the whole
+    screen out again every second."""
+    app = make_app(demo_snapshot(1))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        passes = []
+        layout = screen._refresh_layout
+
+        def counted(*args, **kwargs):
+            passes.append(1)
+            return layout(*args, **kwargs)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+        for seq in (2, 3):
+            newer = demo_snapshot(seq)  # the same data: no panel's height changes
+            app.post_message(SnapshotReady(newer))
+            await wait_until(pilot, lambda newer=newer: app.shown is newer)
+            await pilot.pause()
+        assert passes == []
