@@ -147,8 +147,9 @@ class GroupCopies:
             pin = twins if k is None or not hit else twins[-k:]
             run(_ops(PIN, len(pin)), pin)
             held.extend(pin.tolist())
-            if k is not None and len(held) > k + 1:
-                early, held[:] = held[: len(held) - k - 1], held[len(held) - k - 1 :]
+            # vLLM keeps the k whole blocks the next token's window reaches (and the one it fills)
+            if k is not None and len(held) > k:
+                early, held[:] = held[: len(held) - k], held[len(held) - k :]
                 run(_ops(RELEASE, len(early)), np.array(early[::-1], dtype=np.uint64))
 
     def release(self, request: OpenRequest, run: Run) -> None:

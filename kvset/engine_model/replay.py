@@ -30,14 +30,16 @@ after a preemption: vLLM keeps readmissions out of its prefix-cache counters, an
 
 The model (see kvset.engine_model.free_queue): vLLM's pinned blocks and free queue, replayed on the requests'
 admissions and estimated finishes. A request finishes unseen: its last output tokens fill no block.
-vLLM stores an output block every 16 tokens, one token a step, and an answer ends anywhere in its
-last block; so a request is taken to finish `FINISH_SHARE` of the way to its next output block
-after its last stored block (the way measured in event batches: the median gap between the output
-blocks of requests), or earlier when another request's lookup or store holds one of its blocks
-(the agent's next turn, or its own readmission). FINISH_SHARE was set against vLLM's own finishes
-(benchmarks/vllm_engine): the mean of a uniform end (1/2) keeps requests too briefly, the whole way
-too long. The replay
-runs `delay_batches` behind the stream, so that these are known in time. At each lookup it gives
+vLLM (scheduler.py, kv_cache_manager.py) caches a block in the step that computes its last token,
+and frees a request in the step that samples its last token, which it never computes: with L tokens
+computed and blocks of B tokens, the last stored block ends at B*floor(L/B) and the request stays
+L mod B steps more. An answer ends anywhere in its last block, so that is uniform over 0..B-1:
+(B-1)/2 steps on average, a share (B-1)/(2B) of the B steps between two output blocks. So a request
+is taken to finish that share of the way to its next output block after its last stored block (the
+way measured in event batches: the median gap between the output blocks of requests; a step that
+stores nothing publishes no batch, so batches are counted, not steps), or earlier when another
+request's lookup or store holds one of its blocks (the agent's next turn, or its own readmission).
+The replay runs `delay_batches` behind the stream, so that these are known in time. At each lookup it gives
 every prompt block its free-queue distance D: the block is a hit in a pool of C blocks iff the
 prefix up to it has D <= C. A finished request hands its blocks to the analyzer as one request (in
 chain order; `--order reverse` is vLLM's freeing order) and its distances to the engine model.
@@ -67,7 +69,6 @@ from kvset.engine_model.u64_map import U64Map
 
 _NO_KEYS = np.empty(0, dtype=np.uint64)
 DELAY_BATCHES = 32
-FINISH_SHARE = 0.75
 OUTPUT_BLOCK_GAP = 16  # batches between two output blocks of a request until measured (a step a batch)
 GAP_SAMPLES = 512
 PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (a prompt cached but
@@ -85,15 +86,16 @@ class RequestReplay(FinishedOutputs):
     def __init__(
         self,
         delay_batches: int = DELAY_BATCHES,
-        finish_share: float = FINISH_SHARE,
+        finish_share: float | None = None,
         pending_batches: int = PENDING_BATCHES,
         horizon: int = 1 << 21,
     ) -> None:
-        if not 0 < finish_share <= 1:
+        if finish_share is not None and not 0 < finish_share <= 1:
             raise ValueError("finish_share must be in (0, 1]")
         self.delay = delay_batches
-        self.finish_share = finish_share
+        self.finish_share = finish_share  # None: the uniform end's, from the block size (_lag)
         self._gaps: deque[int] = deque(maxlen=GAP_SAMPLES)  # batches between consecutive output blocks
+        self.block_size = 0  # tokens of a full block, the largest a store said
         self.finish_lag = self._lag()
         self._step_gaps: deque[float] = deque(maxlen=GAP_SAMPLES)  # seconds between consecutive batches
         self.step_seconds: float | None = None  # the engine's step, when measured
@@ -103,7 +105,6 @@ class RequestReplay(FinishedOutputs):
         self.queue = FreeQueue(horizon)
         # parent links of the resident blocks: the hits the default (incremental) mode leaves out
         self.chain = PrefixChain()
-        self.block_size = 0  # tokens of a full block, the largest a store said
         self.groups = GroupCopies()  # a hybrid model's other KV cache groups, in the same pool
         # blocks the free queue forgot beyond its horizon (a miss of one is not a first access), in
         # two generations; numba tables: 17 bytes a cell, not a Python int each
@@ -148,8 +149,9 @@ class RequestReplay(FinishedOutputs):
         if self._batch < 0:
             raise RuntimeError("begin_batch first")
         b = self._batch
-        if len(tokens):
-            self.block_size = max(self.block_size, int(tokens.max()))
+        if len(tokens) and int(tokens.max()) > self.block_size:
+            self.block_size = int(tokens.max())
+            self.finish_lag = self._lag()  # its share depends on the block size
         if parent is None and all_resident:
             self.chain.stored(keys, None)
             self._report(keys, tokens)
@@ -218,7 +220,11 @@ class RequestReplay(FinishedOutputs):
 
     def _lag(self) -> int:
         gap = float(np.median(self._gaps)) if len(self._gaps) >= 16 else OUTPUT_BLOCK_GAP
-        return int(min(self.delay - 1, max(1, round(self.finish_share * gap))))
+        share = self.finish_share
+        if share is None:  # a uniform end in the last block: (B-1)/2 of its B steps (module docstring)
+            size = self.block_size or OUTPUT_BLOCK_GAP
+            share = (size - 1) / (2 * size)
+        return int(min(self.delay - 1, max(1, round(share * gap))))
 
     def _report(self, keys: np.ndarray, tokens: np.ndarray) -> None:
         self.counts.reports += 1

@@ -142,8 +142,11 @@ def test_kv_events_and_metrics_predict_the_engines_own_hit_rate():
     assert op["measured_token_hit_rate"] == pytest.approx(engine.measured_token_hit_rate)
     assert op["predicted_token_hit_rate"] == pytest.approx(engine.measured_token_hit_rate, abs=0.015)
     assert op["difference"] == pytest.approx(op["measured_token_hit_rate"] - op["predicted_token_hit_rate"])
-    # the ideal LRU of the whole pool promises more than the engine gives: part of it is pinned
-    assert op["lru_token_hit_rate"] > op["predicted_token_hit_rate"] + 0.01
+    # the ideal LRU of the whole pool promises more than the engine gives (part of it is pinned), and the
+    # prediction is the engine's, nearer to it than that LRU
+    lru_over = op["lru_token_hit_rate"] - op["measured_token_hit_rate"]
+    assert lru_over > 0
+    assert abs(op["predicted_token_hit_rate"] - op["measured_token_hit_rate"]) < lru_over
     assert 0 < op["effective_capacity_blocks"] < 300
     # the lookups of waiting requests that were not admitted were dropped, and counted (a few are taken
     # for another's: two waiting requests whose cached prefixes nest look alike)

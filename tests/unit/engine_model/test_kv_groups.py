@@ -8,7 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.engine_model.kv_groups import KvGroup, joint_distances, twin_keys, window_max
+from kvset.engine_model.free_queue import RELEASE
+from kvset.engine_model.kv_groups import GroupCopies, KvGroup, joint_distances, twin_keys, window_max
+from kvset.engine_model.records import OpenRequest
 
 
 def naive_hit_blocks(full: list[int], others: list[tuple[KvGroup, list[int]]], pool: int) -> int:
@@ -69,3 +71,30 @@ def test_group_keys_keep_each_groups_copy_of_a_block_apart():
     one, two = twin_keys(keys, KvGroup(1, None, None, 16)), twin_keys(keys, KvGroup(2, None, None, 16))
     assert len(set(keys.tolist()) | set(one.tolist()) | set(two.tolist())) == 3000
     assert twin_keys(one, KvGroup(1, None, None, 16)).tolist() == keys.tolist()
+
+
+def test_a_running_window_holds_the_blocks_vllm_keeps_for_its_next_token():
+    """vLLM's SlidingWindowManager frees the blocks before the next token's window as the request runs
+    (get_num_skipped_tokens: L - W + 1 of L computed tokens are behind it): what the replay keeps
+    pinned of a request that computed whole blocks is the rest, freed last block first."""
+    block, window = 16, 64 + 1  # ceil((W - 1) / 16) = 4 blocks
+    group = KvGroup(1, "sliding_window", window, block)
+    copies = GroupCopies()
+    copies.add(group)
+    released: list[int] = []
+
+    def run(ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        released.extend(keys[ops == RELEASE].tolist())
+        return np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+
+    request = OpenRequest(0, np.empty(0, np.uint64), np.empty(0, np.int64), None, 0, 0)
+    prompt, output = np.arange(1, 11, dtype=np.uint64), np.arange(11, 14, dtype=np.uint64)
+    copies.pin(request, prompt, False, run)  # a prefill of 10 whole blocks, then 3 output blocks
+    for key in output:
+        copies.pin(request, np.array([key]), False, run)
+    computed = (len(prompt) + len(output)) * block
+    behind = (computed - window + 1) // block  # blocks wholly before the next token's window
+    everything = twin_keys(np.concatenate([prompt, output]), group).tolist()
+    assert request.twin_held[1] == everything[behind:]
+    assert sorted(released) == sorted(everything[:behind])
+    assert released[: len(prompt) - 4] == everything[: len(prompt) - 4][::-1]  # the prefill's, last first

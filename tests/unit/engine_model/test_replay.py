@@ -15,8 +15,9 @@ K = np.uint64
 class Engine:
     """Feeds a RequestReplay as the tracker does: batches of BlockStored, with the engine's resident set."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, block: int = 16, **kwargs) -> None:
         self.replay = RequestReplay(**kwargs)
+        self.block = block  # tokens of a full block
         self.resident: set[int] = set()
         self.ts = 0.0
 
@@ -28,7 +29,7 @@ class Engine:
             arr = np.array(keys, dtype=K)
             cached = all(k in self.resident for k in keys)
             self.resident.update(keys)
-            self.replay.stored(arr, np.full(len(keys), 16, dtype=np.int64), parent, cached)
+            self.replay.stored(arr, np.full(len(keys), self.block, dtype=np.int64), parent, cached)
 
     def idle(self, n: int) -> None:
         for _ in range(n):
@@ -124,6 +125,33 @@ def test_the_next_turn_holding_a_requests_answer_ends_it_first():
     out = e.requests()
     assert out == [([1, 2, 3], [16, 16, 0]), ([1, 2, 3, 8, 9], [16] * 5)]
     assert e.replay.counts.finished_by_evidence == 1
+
+
+@pytest.mark.parametrize(("block", "gap"), [(16, 16), (16, 8), (32, 32)])
+def test_a_finished_request_stays_pinned_as_long_as_vllm_keeps_it_on_average(block, gap):
+    """vLLM caches a block in the step that computes its last token and frees a request in the step
+    that samples its last token (never computed): with L tokens computed it stays L mod B steps after
+    its last stored block. An answer ends uniformly in its last block; `gap` batches between output
+    blocks are B steps (fewer batches than steps when steps store nothing)."""
+    e = Engine(block=block)
+    stores = [([1, 2], None)] + [([100 + i], 2 if i == 0 else 99 + i) for i in range(40)]
+    pinned_batches = 0  # batches after which the replay holds it (it runs behind: each counts once)
+    for i, store in enumerate(stores):  # enough output blocks for their gap to be measured
+        if i:
+            for _ in range(gap - 1):
+                e.batch()
+                pinned_batches += e.replay.queue.pinned > 0
+        e.batch(store)
+        pinned_batches += e.replay.queue.pinned > 0
+    last_store = e.replay._batch
+    for _ in range(3 * gap + 2 * e.replay.delay):
+        e.batch()
+        pinned_batches += e.replay.queue.pinned > 0
+    # held from its first batch to its last store's, and then the lookups of `held` later batches
+    # still find it pinned
+    held = pinned_batches - last_store
+    expected = np.mean([(end % block) * gap / block for end in range(block)])
+    assert abs(held - expected) <= 0.5
 
 
 def test_distances_give_the_pool_sizes_that_hit():
