@@ -68,9 +68,32 @@ def compile_kernels() -> None:
     resident.contains(keys[:50])
     resident.discard(keys[:50])
     PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64)
+    compile_engine_model()
     with contextlib.redirect_stdout(io.StringIO()):  # the trace scanner, and the command's own paths
         main(["analyze", str(MOONCAKE_TRACE), "--json"])
         main(["analyze", str(MOONCAKE_TRACE), "--sample", "0.1", "--json"])
+
+
+def compile_engine_model() -> None:
+    """The KV-event tracker and the engine model behind it (its tables, prefix chains, free queue),
+    in both of vLLM's report modes: a source test's first batch would otherwise compile them for
+    seconds while its publisher's next batches wait."""
+    from kvset.engine.kv_event_tracker import KvEventTracker
+    from kvset.rejects import RejectCounter
+    from tests.support.kv_values import message, removed, stored
+    from tests.support.vllm_engine_sim import SimEngine, agentic_requests
+
+    for report_hits in (True, False):
+        batches = SimEngine(250, report_hits=report_hits).run(agentic_requests(8, 10, sessions=3, seed=5))
+        tracker = KvEventTracker(["tcp://e"], [None], RejectCounter())
+        for i, (step, events) in enumerate(batches):
+            frames = message(
+                i,
+                [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
+                1000.0 + step / 1000,
+            )
+            tracker.published(0, frames, now=0.0, at=0.0)
+        tracker.take(at=0.0, final=True)
 
 
 if __name__ == "__main__":  # make test, before the workers start
