@@ -19,31 +19,38 @@ def slow_clock() -> Clock:
     return Clock(monotonic=lambda: float(next(ticks)))
 
 
+def read_waiting(pub: FakeVllmPublisher, sent: int, blocks: int):
+    """A source on the slow clock, `sent` batches of `blocks` published while it waits, read until each
+    is decoded or shed; (the source, its last update)."""
+    src = KvEventsSource(
+        [pub.endpoint],
+        [pub.replay_endpoint],
+        idle_tick=0.05,
+        tail_probe_seconds=1e9,  # (no probe of the quiet tail: every replay asked would be a gap's)
+        clock=slow_clock(),
+    )
+    stop = threading.Event()
+    gen = src.updates(stop)
+    next(gen)
+    pub.wait_for_subscriber()
+    for n in range(sent):
+        pub.publish(big_batch(pub, n, blocks=blocks))
+    time.sleep(0.5)  # all of it waiting in the socket
+    deadline, last = time.monotonic() + 30, None
+    for update in gen:
+        last = update
+        [stream] = src._streams
+        if src.received + stream.shed >= sent or time.monotonic() > deadline:
+            break
+    stop.set()
+    list(gen)
+    return src, last
+
+
 def test_messages_waiting_longer_than_the_bound_are_shed_counted_and_not_replayed():
     sent = 40
     with FakeVllmPublisher(replay=True) as pub:
-        src = KvEventsSource(
-            [pub.endpoint],
-            [pub.replay_endpoint],
-            idle_tick=0.05,
-            tail_probe_seconds=1e9,  # (no probe of the quiet tail: every replay asked would be a gap's)
-            clock=slow_clock(),
-        )
-        stop = threading.Event()
-        gen = src.updates(stop)
-        next(gen)
-        pub.wait_for_subscriber()
-        for n in range(sent):
-            pub.publish(big_batch(pub, n))
-        time.sleep(0.5)  # all of it waiting in the socket
-        deadline, last = time.monotonic() + 30, None
-        for update in gen:
-            last = update
-            [stream] = src._streams
-            if src.received + stream.shed >= sent or time.monotonic() > deadline:
-                break
-        stop.set()
-        list(gen)
+        src, last = read_waiting(pub, sent, blocks=2000)
     [stream] = src._streams
     seq = src.tracker.publishers[0].sequence
     assert stream.shed > 0 and src.received + stream.shed == sent  # every message decoded or shed
@@ -60,22 +67,6 @@ def test_a_few_old_messages_are_a_pause_not_a_flood_and_are_all_decoded():
     # what waited meanwhile is a handful of messages, which a source must decode, not shed
     sent = SHED_MIN_QUEUED
     with FakeVllmPublisher(replay=True) as pub:
-        src = KvEventsSource(
-            [pub.endpoint], [pub.replay_endpoint], idle_tick=0.05, tail_probe_seconds=1e9, clock=slow_clock()
-        )
-        stop = threading.Event()
-        gen = src.updates(stop)
-        next(gen)
-        pub.wait_for_subscriber()
-        for n in range(sent):
-            pub.publish(big_batch(pub, n, blocks=8))
-        time.sleep(0.5)  # all of it waiting in the socket, soon "older" than the bound by the slow clock
-        deadline = time.monotonic() + 30
-        for _ in gen:
-            [stream] = src._streams
-            if src.received + stream.shed >= sent or time.monotonic() > deadline:
-                break
-        stop.set()
-        list(gen)
+        src, _ = read_waiting(pub, sent, blocks=8)  # soon "older" than the bound by the slow clock
     [stream] = src._streams
     assert stream.shed == 0 and src.received == sent
