@@ -16,7 +16,7 @@ from kvset.report.as_text import snapshot_text
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import EngineReading, SourceHealth
 from kvset.units import NULL_BLOCKS_VLLM, EnginePool
-from tests.support.kv_values import message, removed, stored
+from tests.support.kv_values import sim_messages
 from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 
 USABLE = 250
@@ -28,12 +28,7 @@ def replayed(report_hits: bool = True, reconstruct: bool = True):
     batches = engine.run(requests)
     tracker = KvEventTracker(["tcp://e"], [None], RejectCounter())
     analyzer, model = Analyzer(), EngineModel()
-    for i, (step, events) in enumerate(batches):
-        frames = message(
-            i,
-            [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
-            1000.0 + step / 1000,
-        )
+    for frames in sim_messages(batches):
         tracker.published(0, frames, now=0.0, at=0.0)
     update = tracker.take(at=0.0, final=True)
     analyzer.feed_batch(update.accesses)
@@ -133,12 +128,7 @@ def test_data_parallel_ranks_are_predicted_each_at_its_own_pool():
     ]
     tracker = KvEventTracker(["tcp://a", "tcp://b"], [None, None], RejectCounter())
     for rank, batches in enumerate(runs):
-        for i, (step, events) in enumerate(batches):
-            frames = message(
-                i,
-                [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
-                1000.0 + step / 1000,
-            )
+        for frames in sim_messages(batches):
             tracker.published(rank, frames, now=0.0, at=0.0)
     update = tracker.take(at=0.0, final=True)
     merged, per_rank, model = Analyzer(), {0: Analyzer(), 1: Analyzer()}, EngineModel()

@@ -80,18 +80,13 @@ def compile_engine_model() -> None:
     seconds while its publisher's next batches wait."""
     from kvset.engine.kv_event_tracker import KvEventTracker
     from kvset.rejects import RejectCounter
-    from tests.support.kv_values import message, removed, stored
+    from tests.support.kv_values import sim_messages
     from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 
     for report_hits in (True, False):
         batches = SimEngine(250, report_hits=report_hits).run(agentic_requests(8, 10, sessions=3, seed=5))
         tracker = KvEventTracker(["tcp://e"], [None], RejectCounter())
-        for i, (step, events) in enumerate(batches):
-            frames = message(
-                i,
-                [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
-                1000.0 + step / 1000,
-            )
+        for frames in sim_messages(batches):
             tracker.published(0, frames, now=0.0, at=0.0)
         tracker.take(at=0.0, final=True)
 

@@ -53,6 +53,19 @@ def message(seq: int, events: list[dict[str, Any]], ts: float = 1.0, rank: int =
     return [b"", seq.to_bytes(8, "big"), payload(events, ts, rank)]
 
 
+def sim_messages(batches: list[tuple[int, list[tuple]]]) -> list[list[bytes]]:
+    """The frames of a simulated engine's batches (tests.support.vllm_engine_sim.SimEngine.run): one
+    message per step, its events stored or removed, stamped 1 ms a step from 1000 s."""
+    return [
+        message(
+            i,
+            [stored(e[1], parent=e[2]) if e[0] == "stored" else removed(e[1]) for e in events],
+            1000.0 + step / 1000,
+        )
+        for i, (step, events) in enumerate(batches)
+    ]
+
+
 def replayed(seq: int, events: list[dict[str, Any]], ts: float = 1.0) -> list[bytes]:
     """One reply of vLLM's replay socket, as the DEALER receives it: ["", topic, seq, payload]."""
     return [b"", b"", seq.to_bytes(8, "big"), payload(events, ts)]
