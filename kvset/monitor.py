@@ -16,16 +16,15 @@ rank (a KV-events source with several endpoints) are also fed to one analyzer pe
 own cache, kept beside the merged one: it costs each rank's tracked blocks again (about 70 bytes a
 block) and tracks all time only, without the time windows.
 
-Each source runs in its own thread and hands SourceUpdates over a bounded queue, so a fast replay
-waits for the analyzer instead of filling memory. A source that raises is reported in its health and the monitor keeps going.
+Each source runs in its own thread and hands SourceUpdates over a bounded queue
+(kvset.sources.threads), so a fast replay waits for the analyzer instead of filling memory. A source
+that raises is reported in its health and the monitor keeps going.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -43,14 +42,14 @@ from kvset.engine_model import EngineModel
 from kvset.figures.inputs import OptCurve
 from kvset.formats.record import TraceRecorder
 from kvset.quantities import plural
-from kvset.rejects import RejectCounter, Rejection
+from kvset.rejects import RejectCounter
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder
 from kvset.sources.base import Source
+from kvset.sources.threads import Finished, SourceThreads
 from kvset.types import AccessBatch, EngineReading, KvCacheGroup, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
-QUEUE_UPDATES = 64
 LIVE_KINDS = ("events", "log", "metrics")  # sources stamped with the engine's clock, not a trace's
 FUTURE_TOLERANCE_SECONDS = 300.0
 MAX_EVENTS = 200
@@ -65,13 +64,6 @@ NEVER_SAID_UNITS = "the source never said its block size: accesses not analyzed"
 # coarse_slots=1) for a rank's all-time one (kvset.core.stack_distance.new_analyzer, its horizon,
 # order and sampling bound with functools.partial).
 AnalyzerFactory = Callable[..., StackDistanceAnalyzer]
-
-
-class _Finished:
-    """Queue marker: a source's iterator ended (normally or not)."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
 
 
 class Monitor:
@@ -103,7 +95,7 @@ class Monitor:
         self.builder = builder
         self.interval = float(interval)
         self.recorder = recorder
-        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_UPDATES)
+        self._threads = SourceThreads(self.sources)
         self._health: list[SourceHealth] = [
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
@@ -115,7 +107,6 @@ class Monitor:
         self._engine_history: deque[EngineReading] = deque(maxlen=ENGINE_HISTORY)
         self._events: deque[TimelineEvent] = deque(maxlen=MAX_EVENTS)
         self._finished: set[int] = set()
-        self._threads: list[threading.Thread] = []
         self._rate_window: deque[tuple[float, int]] = deque()
         self._changed = True
         self._stopping = False  # set once the monitor itself stops the sources
@@ -125,10 +116,6 @@ class Monitor:
         # a hybrid model's KV cache groups: each one's description and the analyzer of its own accesses
         self.kv_cache_groups: dict[int, KvCacheGroup] = {}
         self.group_analyzers: dict[int, StackDistanceAnalyzer] = {}
-        # The backlog: updates with accesses queued for the analyzer, and their accesses, per source.
-        self._queued_lock = threading.Lock()
-        self._queued = [0] * len(self.sources)
-        self._queued_accesses = [0] * len(self.sources)
         self.opt = opt
         self._opt_stream: AnalyzedStream | None = None  # made with the analyzer
         self._opt: OptCurve | None = None
@@ -136,69 +123,8 @@ class Monitor:
         self._opt_done = False
         self.principals = principals
 
-    # -- source threads ----------------------------------------------------
-    def _pump(self, index: int, source: Source, stop: threading.Event) -> None:
-        try:
-            # Sources return once `stop` is set, after a last update that says what they left behind.
-            for update in source.updates(stop):
-                if not self._put(index, update, stop):
-                    break
-        except Exception as exc:  # a broken source must not take the monitor down
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            failed = SourceHealth(
-                source=source.name,
-                kind=source.kind,
-                connected=False,
-                state=f"failed: {detail}",
-                rejected=(Rejection("source failed", 1, (detail,)),),
-                finished=True,
-            )
-            self._put(
-                index,
-                SourceUpdate(
-                    health=failed,
-                    events=(TimelineEvent(time.time(), "source-failed", f"{source.name}: {detail}"),),
-                ),
-                stop,
-            )
-        finally:
-            try:
-                source.close()
-            finally:
-                self._put(index, _Finished(index), stop)
-
-    def _put(self, index: int, item, stop: threading.Event) -> bool:
-        """Queue an item, waiting while the analyzer catches up; False once stopped with no room."""
-        accesses = (
-            len(item.accesses) if isinstance(item, SourceUpdate) and item.accesses is not None else None
-        )
-        if accesses is not None:  # counted before the put, so that the analyzer never counts it first
-            self._count_queued(index, 1, accesses)
-        while True:
-            try:
-                self._queue.put((index, item), timeout=0.2)
-                return True
-            except queue.Full:
-                if stop.is_set():
-                    if accesses is not None:
-                        self._count_queued(index, -1, -accesses)
-                    return False
-
-    def _count_queued(self, index: int, updates: int, accesses: int) -> None:
-        with self._queued_lock:
-            self._queued[index] += updates
-            self._queued_accesses[index] += accesses
-
-    def _start(self, stop: threading.Event) -> None:
-        for i, s in enumerate(self.sources):
-            t = threading.Thread(target=self._pump, args=(i, s, stop), name=f"kvset-source-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
-
     # -- the pipeline thread -----------------------------------------------
     def _apply(self, index: int, update: SourceUpdate) -> None:
-        if update.accesses is not None:
-            self._count_queued(index, -1, -len(update.accesses))
         if update.units is not None and self._source_units[index] is None:
             self._source_units[index] = update.units
             self._release_held()
@@ -378,8 +304,7 @@ class Monitor:
         extra = self._pipeline_rejects[index]
         if extra:
             h = replace(h, rejected=h.rejected + extra.summary())
-        with self._queued_lock:
-            queued, accesses = self._queued[index], self._queued_accesses[index]
+        queued, accesses = self._threads.backlog(index)
         if queued > 0:
             waiting = f"{plural(queued, 'batch', 'batches')} ({plural(accesses, 'access', 'accesses')}) waiting for the analyzer"
             details = dict(h.details)
@@ -395,16 +320,11 @@ class Monitor:
         """Apply queued items for up to `timeout` seconds; timeout 0: everything queued now."""
         deadline = time.monotonic() + timeout
         while True:
-            remaining = deadline - time.monotonic()
-            try:
-                index, item = (
-                    self._queue.get(timeout=max(0.0, remaining))
-                    if remaining > 0
-                    else self._queue.get_nowait()
-                )
-            except queue.Empty:
+            taken = self._threads.take(max(0.0, deadline - time.monotonic()))
+            if taken is None:
                 return
-            if isinstance(item, _Finished):
+            index, item = taken
+            if isinstance(item, Finished):
                 self._finished.add(item.index)
                 self._drop_held(item.index)
                 h = self._health[item.index]
@@ -486,7 +406,7 @@ class Monitor:
 
     def run(self, stop: threading.Event, publish: Callable[[Snapshot], None]) -> None:
         """Until `stop` is set: ingest, and publish a snapshot every `interval` when something changed."""
-        self._start(stop)
+        self._threads.start(stop)
         last = 0.0
         try:
             while not stop.is_set():
@@ -522,7 +442,7 @@ class Monitor:
         """Run until every source finished (or `seconds` of wall time passed, or `give_up` says the
         sources' health will not get better); return the final snapshot."""
         stop = threading.Event()
-        self._start(stop)
+        self._threads.start(stop)
         deadline = None if seconds is None else time.monotonic() + seconds
         try:
             while not self.all_finished and (deadline is None or time.monotonic() < deadline):
@@ -560,7 +480,6 @@ class Monitor:
             self._opt_note = None
 
     def _join(self) -> None:
-        for t in self._threads:
-            t.join(timeout=2.0)
+        self._threads.join()
         if self.recorder is not None:
             self.recorder.close()
