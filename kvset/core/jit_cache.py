@@ -31,6 +31,7 @@ COMPILED_MODULES = (
     "core/opt_kernel.py",
     "core/opt_rope.py",
     "core/partial_sample.py",
+    "core/partial_sample_merge.py",
     "core/partial_slots.py",
     "core/partial_stack.py",
     "core/sampling_curve.py",

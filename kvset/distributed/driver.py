@@ -73,9 +73,9 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
 def _merge_core(a: Any, b: Any) -> Any:
     if isinstance(a, PartialStack):
         return partial_stack.merge(a, b)
-    from kvset.core import partial_sample
+    from kvset.core import partial_sample_merge
 
-    return partial_sample.merge(a, b)
+    return partial_sample_merge.merge(a, b)
 
 
 def merge_states(a: Any, b: Any) -> Any:

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.core.partial_sample import merge, partial_sample
+from kvset.core.partial_sample import partial_sample
+from kvset.core.partial_sample_merge import merge
 from kvset.core.partial_stack import array_units
 from kvset.core.stack_distance import Sampling, new_analyzer
 from tests.support.merge_tree import merge_in_random_tree
