@@ -25,8 +25,10 @@ from benchmarks.large_trace import ACCESSES, DATA, SEED, large_trace
 from kvset.core.feed_args import DEFAULT_HORIZON
 from kvset.distributed.driver import Cluster, analyze_distributed
 from kvset.distributed.worker import ReadConfig
-from kvset.offline import DEFAULT_TARGETS
-from kvset.report.as_json import analysis_json
+from kvset.figures.base import ANALYZE
+from kvset.offline import analysis_snapshot
+from kvset.report import snapshot_json
+from kvset.snapshot.builder import SnapshotConfig
 
 RESULTS = Path(__file__).resolve().parent / "results" / "distributed.json"
 UNCOMPARED = {"notes", "seconds", "input", "taken_at", "accesses_per_second"}  # how, how long, when, how fast
@@ -72,7 +74,9 @@ def distributed(path: Path, workers: int, partitions: int, horizon: int, sample:
     wall = time.perf_counter() - t0
     computed = result.analyzer.computed  # type: ignore[attr-defined]
     parts, merges = computed["partitions"], computed["merges"]
-    report = analysis_json(result, DEFAULT_TARGETS, "coverage", None, None)
+    report = snapshot_json(
+        analysis_snapshot(result, SnapshotConfig(command=ANALYZE))
+    )  # as `kvset analyze --json`
     rounds: dict[int, float] = {}
     for m in merges:
         rounds[m["round"]] = max(rounds.get(m["round"], 0.0), m["seconds"])

@@ -246,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end", flush=True)
     if args.json:
         args.json.write_text(
-            json.dumps({"rows": [r[:5] for r in rows], "figures": figures, "load_end": load}, indent=1)
+            json.dumps(
+                {"rows": [r[:5] for r in rows], "figures": figures, "curves_identical": ok, "load_end": load},
+                indent=1,
+            )
         )
     return 0 if ok else 1
 
