@@ -238,6 +238,8 @@ class GroundTruth:
             ):  # the key of the prompt's last full block, as events give it
                 entry["prompt_last_hash"] = int.from_bytes(request.block_hashes[full - 1][-8:], "big")
             entry.setdefault("admitted", []).append([self.steps, request.num_tokens, num_hits])
+            if request.cache_salt is not None or request.session_id is not None:  # --tenants
+                entry["cache_salt"], entry["session_id"] = request.cache_salt, request.session_id
             if request.num_preemptions > 0:
                 self.readmissions += 1
                 self.preempted_query_tokens += request.num_tokens

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvset.figures import curve as curve_figure
+from kvset.figures import operating_point
 from kvset.figures.base import (
     ANALYZE,
     SERVE,
@@ -114,6 +115,9 @@ class PrincipalRow:
     cache_share: float | None = None  # of the resident cache, in the pool replay (None: no replay)
     cache_blocks: float | None = None  # the blocks it held there on average
     turn_gap_seconds: float | None = None  # a session's median gap between its turns
+    # the engine model's prediction for it: its shared curve's token hit rate at the model's
+    # effective capacity (the LRU size the pool is worth; None: no engine model)
+    predicted_token_hit_rate: float | None = None
 
     @property
     def holds_more_than_it_earns(self) -> bool:
@@ -161,6 +165,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     mode = inputs.targets.main_mode
     targets = inputs.targets.by_mode[mode]
     pool = inputs.engine_pool
+    op = inputs.result(operating_point.FIGURE)
+    effective = None if op is None or op.model is None else op.effective_capacity_blocks
     replayed = None
     if at and inputs.principal_pool is not None:
         replayed = compute_pool(inputs.principal_pool, dict(inputs.principals), at, source)
@@ -168,6 +174,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     for level, streams in inputs.principals.items():
         for i, s in enumerate(streams):
             row = _row(s, capacities, at, total_hits, mode, targets, inputs.sizes, pool)
+            if effective is not None:
+                row = replace(row, predicted_token_hit_rate=s.curve.hit_rate(effective, unit="tokens"))
             if replayed is not None:
                 gap = replayed.session_gaps.get(s.name) if level == "session" and s.principal_id else None
                 row = replace(
@@ -230,6 +238,7 @@ def principal_json(r: PrincipalRow, sizes: Sizes) -> Json:
         "cache_blocks": r.cache_blocks,
         "holds_more_than_it_earns": r.holds_more_than_it_earns,
         "turn_gap_seconds": r.turn_gap_seconds,
+        "predicted_token_hit_rate": r.predicted_token_hit_rate,
     }
 
 
