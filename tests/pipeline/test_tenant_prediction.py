@@ -1,0 +1,61 @@
+"""The engine model's prediction per tenant, on vLLM 0.33.0's own KV events of a multi-tenant run
+(tests/fixtures/vllm_kv_events/README.md): the tracker names each request's tenant, the principals'
+curves and the engine model go into one snapshot, and each tenant's `predicted_token_hit_rate` is its
+curve in the shared cache at the model's effective capacity, set against the hit rate the engine's
+scheduler gave that tenant's requests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.vllm_engine.frames import read as recorded  # the harness's reader of its recordings
+from kvset.api import OperatingPoint
+from kvset.core.analyzer import Analyzer
+from kvset.core.principals import PrincipalCollector
+from kvset.engine.kv_event_tracker import KvEventTracker
+from kvset.engine_model.summed import EngineModel
+from kvset.rejects import RejectCounter
+from kvset.report import snapshot_json
+from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
+from kvset.types import EngineReading
+from kvset.units import NULL_BLOCKS_VLLM, EnginePool
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm_kv_events"
+POOL = 600  # num_gpu_blocks of the recorded run (vLLM's null block included)
+
+
+def test_each_tenants_prediction_is_its_shared_curve_at_the_models_effective_capacity() -> None:
+    truth = json.loads((FIXTURES / "vllm0330_tenants_truth.json").read_text())["tenants"]
+    tracker = KvEventTracker(["tcp://127.0.0.1:5557"], [None], RejectCounter())
+    for t, frames in recorded(FIXTURES / "vllm0330_tenants_full.zmqframes.gz"):
+        tracker.published(0, frames, now=t, at=t)
+    update = tracker.take(at=1e12, final=True)
+    analyzer, model, collector = Analyzer(), EngineModel(), PrincipalCollector(["tenant"])
+    collector.feed(analyzer, update.accesses)
+    model.add(0, update.engine_model)
+    queries = sum(t["prompt_tokens"] for t in truth.values())
+    hits = sum(t["cached_tokens"] for t in truth.values())
+    reading = EngineReading(
+        at=0.0,
+        pools=(EnginePool(POOL, 16, NULL_BLOCKS_VLLM),),
+        token_hit_rate=hits / queries,
+        queries_since_start=queries,
+        hits_since_start=hits,
+        requests_since_start=sum(t["requests"] for t in truth.values()),
+        label="vllm /metrics",
+    )
+    streams = collector.streams(analyzer)
+    readings = Readings(engine=reading, engine_model=model, principals=streams)
+    snap = SnapshotBuilder(SnapshotConfig()).build(analyzer, readings, now=0.0)
+    op = snap.get(OperatingPoint)
+    assert op.model is not None and op.effective_capacity_blocks is not None
+    rows = {r["name"]: r for r in snapshot_json(snap)["principals"]}
+    assert set(rows) == set(truth)
+    for s in streams["tenant"]:
+        predicted = rows[s.name]["predicted_token_hit_rate"]
+        assert predicted == s.curve.hit_rate(op.effective_capacity_blocks, "tokens")
+        assert predicted == pytest.approx(truth[s.name]["hit_rate"], abs=0.02)  # the goal: 2 points
+    assert rows["flood"]["predicted_token_hit_rate"] < 0.1 < rows["acme"]["predicted_token_hit_rate"]
