@@ -348,7 +348,9 @@ class Agents:
 
         self.Request = Request
         self.SamplingParams = SamplingParams
-        self.systems = system if system and isinstance(system[0], list) else [system] * len(sessions_per_agent)
+        self.systems = (
+            system if system and isinstance(system[0], list) else [system] * len(sessions_per_agent)
+        )
         self.tenant_of = tenant_of
         self.mode = mode
         self.hasher = hasher
@@ -461,7 +463,11 @@ def main(argv=None) -> int:
     p.add_argument(
         "--hold", action="store_true", help="after the run keep /metrics up until stdin has a line"
     )
-    p.add_argument("--tenants", default="", help="a multi-tenant workload (tenants.py), e.g. acme:6:600,flood:3:300:flood")
+    p.add_argument(
+        "--tenants",
+        default="",
+        help="a multi-tenant workload (tenants.py), e.g. acme:6:600,flood:3:300:flood",
+    )
     p.add_argument(
         "--study",
         type=Path,

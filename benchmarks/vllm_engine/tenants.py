@@ -95,6 +95,9 @@ class TenantTruth:
 
     def result(self) -> dict:
         return {
-            name: {**row, "hit_rate": row["cached_tokens"] / row["prompt_tokens"] if row["prompt_tokens"] else None}
+            name: {
+                **row,
+                "hit_rate": row["cached_tokens"] / row["prompt_tokens"] if row["prompt_tokens"] else None,
+            }
             for name, row in sorted(self.by_tenant.items())
         }

@@ -134,7 +134,9 @@ def main(argv=None) -> int:
     p.add_argument("--kvset-duration", type=float, default=0.0)
     p.add_argument("--kvset-python", default=None)
     p.add_argument("--out", type=Path, default=run.DEFAULT_OUT)
-    p.add_argument("--offline", action="store_true", help="play the recorded run back instead of running vLLM")
+    p.add_argument(
+        "--offline", action="store_true", help="play the recorded run back instead of running vLLM"
+    )
     p.add_argument("--replay-speed", default="1")
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--check", action="store_true")
@@ -163,13 +165,17 @@ def main(argv=None) -> int:
     md = table(result)
     (args.out / f"{name}.md").write_text(md)
     print(md)
-    print(f"{result['wall_seconds']:.0f} s, load average {', '.join(f'{x:.1f}' for x in result['load_average'])}")
+    print(
+        f"{result['wall_seconds']:.0f} s, load average {', '.join(f'{x:.1f}' for x in result['load_average'])}"
+    )
     if args.check:
         bad = failures(result)
         if bad:
             print("--check: FAILED: " + "; ".join(bad))
             return 1
-        print(f"--check: every tenant with >= {100 * MIN_SHARE:g} % of the traffic within {CHECK_POINTS:g} points; flood named")
+        print(
+            f"--check: every tenant with >= {100 * MIN_SHARE:g} % of the traffic within {CHECK_POINTS:g} points; flood named"
+        )
     return 0
 
 

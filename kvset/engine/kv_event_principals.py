@@ -86,4 +86,5 @@ class EventPrincipals:
             return None
         if not len(keys):
             return np.zeros(len(PRINCIPAL_LEVELS), dtype=np.int32)
-        return self._row(np.asarray(keys[-1:], dtype=np.uint64))[0]
+        row: np.ndarray = self._row(np.asarray(keys[-1:], dtype=np.uint64))[0]
+        return row
