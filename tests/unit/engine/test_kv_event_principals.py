@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
+from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine.kv_events import decode_payload
 from kvset.rejects import RejectCounter
@@ -101,6 +102,7 @@ def test_each_request_is_named_by_its_stores_and_a_continuation_inherits_the_ten
     assert (tenant[by_key[20]], session[by_key[20]]) == ("(unknown)", "x/9")
     assert {tenant[by_key[k]] for k in (30, 31)} == {"(unknown)"}
     assert np.all(accesses.principals[:, LEVELS["adapter"]] == 0)
+    assert dict(kv_event_health(t, at=102.0).details)["principals"] == "3 names off the events"
 
 
 def test_a_stream_that_names_nobody_keeps_no_principals() -> None:
@@ -108,3 +110,4 @@ def test_a_stream_that_names_nobody_keeps_no_principals() -> None:
     feed(t, 0, vllm_store([1, 2]))
     accesses = t.take(at=102.0).accesses
     assert accesses is not None and accesses.principals is None and not t.principals.active
+    assert "principals" not in dict(kv_event_health(t, at=102.0).details)
