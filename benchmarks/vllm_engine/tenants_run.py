@@ -6,12 +6,10 @@ carry its `cache_salt` and a `session_id`, one tenant floods): `kvset-top --even
 scheduler's per-request PrefillStats, num_cached_tokens of num_prompt_tokens, summed by tenant) is
 set against kvset's prediction for that tenant.
 
-kvset's per-tenant prediction (`principals[].predicted_token_hit_rate`): the engine model's
-prediction attributed to the tenant, i.e. the tenant's exact LRU curve within the shared stack (its
-accesses' stack distances among everyone's) read at the engine model's effective capacity
-(`operating_point.effective_capacity_blocks`: the LRU size whose hits equal the model's at the pool,
-kvset.engine_model). The pool LRU model of kvset.core.pool_replay names the top displacer
-(`principals_pool`). Both are models, and the table says so.
+kvset's per-tenant prediction (`principals[].predicted_token_hit_rate`): the engine model's replay
+of vLLM's block pool (kvset.engine_model) attributed per principal: at the pool, the tenant's own
+query blocks' hits over its query tokens. The pool LRU model of kvset.core.pool_replay names the top
+displacer (`principals_pool`). Both are models, and the table says so.
 
     .venv-vllm/bin/python benchmarks/vllm_engine/tenants_run.py [--pool 3000] [--tenants SPEC] [--check]
     make validate-vllm-tenants
@@ -74,7 +72,7 @@ def compare(row: dict, spec: str) -> dict:
         "pool_blocks": row["pool_blocks"],
         "mode": row["mode"],
         "effective_capacity_blocks": capacity,
-        "prediction": "the engine model's, per tenant: its exact LRU curve in the shared stack at the model's effective capacity",
+        "prediction": "the engine model's replay of the block pool, each tenant's query blocks alone",
         "engine_total_hit_rate": row["truth"]["measured_token_hit_rate"],
         "kvset_total_predicted": op.get("predicted_token_hit_rate"),
         "top_displacer": displacement.get("top_displacer"),
@@ -91,7 +89,7 @@ def table(result: dict) -> str:
     pct = run.pct
     out = [
         f"pool {result['pool_blocks']:,} blocks, {result['mode']} mode; kvset's prediction: "
-        f"{result['prediction']} ({result['effective_capacity_blocks'] or 0:,} blocks); "
+        f"{result['prediction']}; "
         f"engine total {pct(result['engine_total_hit_rate'])}, kvset total {pct(result['kvset_total_predicted'])}",
         "",
         "| tenant | traffic (prompt tokens) | requests | engine hit rate | kvset predicted | diff (pt) | judged |",

@@ -79,12 +79,16 @@ class EventPrincipals:
         out[:, _ADAPTER] = (packed >> (2 * _BITS)) & _MASK
         return out
 
+    def of_key(self, key: int) -> np.ndarray:
+        """The principal ids of the request whose last block is `key` (-1: it had none: unknown)."""
+        if key < 0 or self._recent is None:
+            return np.zeros(len(PRINCIPAL_LEVELS), dtype=np.int32)
+        row: np.ndarray = self._row(np.array([key], dtype=np.uint64))[0]
+        return row
+
     def of_request(self, keys: np.ndarray) -> np.ndarray | None:
         """The principal ids (one per level) of a finished request with these blocks; None until an
         event has named a principal."""
         if self._recent is None:
             return None
-        if not len(keys):
-            return np.zeros(len(PRINCIPAL_LEVELS), dtype=np.int32)
-        row: np.ndarray = self._row(np.asarray(keys[-1:], dtype=np.uint64))[0]
-        return row
+        return self.of_key(int(keys[-1]) if len(keys) else -1)

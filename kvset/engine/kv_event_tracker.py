@@ -492,6 +492,7 @@ class KvEventTracker:
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
+        part_keys: list[int] = []  # each part's request's last block (-1: none)
         model_name = ""
         for publisher in self.publishers:
             replay = publisher.replay
@@ -529,17 +530,31 @@ class KvEventTracker:
                 for group, keys, tokens, ts in group_accesses:
                     self._group_pending.setdefault(group, PendingAccesses()).add_request(keys, tokens, ts)
             # each engine model is of the shape it was built for: vLLM's request steps, SGLang's inserts
-            vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
+            (vllm_parts, vllm_keys), (radix_parts, radix_keys) = (
+                replay.take_model_keyed(),
+                publisher.radix.take_model_keyed(),
+            )
             if shape == RADIX_INSERTS:
                 parts += radix_parts
+                part_keys += radix_keys
                 model_name = publisher.radix.name
             elif shape != ONE_EVENT_PER_PAGE:
                 parts += vllm_parts
+                part_keys += vllm_keys
         model = None
         if any(p.batches for p in self.publishers):
             block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
             tail = (block_size - 1) / 2  # the mean tokens past a prompt's last full block
-            model = merge_model(parts, tail, self.request_counts(), self.replay_state(), model_name)
+            named = self.principals.active
+            model = merge_model(
+                parts,
+                tail,
+                self.request_counts(),
+                self.replay_state(),
+                model_name,
+                principals=[self.principals.of_key(k) for k in part_keys] if named else None,
+                names=self.principals.names if named else None,
+            )
         return SourceUpdate(
             accesses=self._pending.take(
                 self.block_size, self.principals.names if self.principals.active else None

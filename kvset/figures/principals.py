@@ -115,8 +115,8 @@ class PrincipalRow:
     cache_share: float | None = None  # of the resident cache, in the pool replay (None: no replay)
     cache_blocks: float | None = None  # the blocks it held there on average
     turn_gap_seconds: float | None = None  # a session's median gap between its turns
-    # the engine model's prediction for it: its shared curve's token hit rate at the model's
-    # effective capacity (the LRU size the pool is worth; None: no engine model)
+    # the engine model's prediction for its requests: the model's replay of the pool, its query
+    # blocks alone (None: no engine model, or (other))
     predicted_token_hit_rate: float | None = None
 
     @property
@@ -166,7 +166,7 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     targets = inputs.targets.by_mode[mode]
     pool = inputs.engine_pool
     op = inputs.result(operating_point.FIGURE)
-    effective = None if op is None or op.model is None else op.effective_capacity_blocks
+    model, model_pool = inputs.engine_model, None if op is None else op.model_pool_blocks
     replayed = None
     if at and inputs.principal_pool is not None:
         replayed = compute_pool(inputs.principal_pool, dict(inputs.principals), at, source)
@@ -174,8 +174,9 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     for level, streams in inputs.principals.items():
         for i, s in enumerate(streams):
             row = _row(s, capacities, at, total_hits, mode, targets, inputs.sizes, pool)
-            if effective is not None:
-                row = replace(row, predicted_token_hit_rate=s.curve.hit_rate(effective, unit="tokens"))
+            if model is not None and model_pool is not None and s.principal_id is not None:
+                predicted = model.principal_hit_rate(level, s.principal_id, model_pool)
+                row = replace(row, predicted_token_hit_rate=predicted)
             if replayed is not None:
                 gap = replayed.session_gaps.get(s.name) if level == "session" and s.principal_id else None
                 row = replace(

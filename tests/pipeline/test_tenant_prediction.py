@@ -1,8 +1,8 @@
 """The engine model's prediction per tenant, on vLLM 0.33.0's own KV events of a multi-tenant run
-(tests/fixtures/vllm_kv_events/README.md): the tracker names each request's tenant, the principals'
-curves and the engine model go into one snapshot, and each tenant's `predicted_token_hit_rate` is its
-curve in the shared cache at the model's effective capacity, set against the hit rate the engine's
-scheduler gave that tenant's requests."""
+(tests/fixtures/vllm_kv_events/README.md): the tracker names each request's tenant, the engine
+model's replay keeps each query block's, and each tenant's `predicted_token_hit_rate` (the model at
+the pool, that tenant's query blocks alone) is set against the hit rate the engine's scheduler gave
+that tenant's requests (its PrefillStats)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm_kv_events"
 POOL = 600  # num_gpu_blocks of the recorded run (vLLM's null block included)
 
 
-def test_each_tenants_prediction_is_its_shared_curve_at_the_models_effective_capacity() -> None:
+def test_each_tenants_prediction_is_the_engine_models_for_its_requests() -> None:
     truth = json.loads((FIXTURES / "vllm0330_tenants_truth.json").read_text())["tenants"]
     tracker = KvEventTracker(["tcp://127.0.0.1:5557"], [None], RejectCounter())
     for t, frames in recorded(FIXTURES / "vllm0330_tenants_full.zmqframes.gz"):
@@ -51,11 +51,13 @@ def test_each_tenants_prediction_is_its_shared_curve_at_the_models_effective_cap
     readings = Readings(engine=reading, engine_model=model, principals=streams)
     snap = SnapshotBuilder(SnapshotConfig()).build(analyzer, readings, now=0.0)
     op = snap.get(OperatingPoint)
-    assert op.model is not None and op.effective_capacity_blocks is not None
+    assert op.model is not None and op.model_pool_blocks == POOL - 1
     rows = {r["name"]: r for r in snapshot_json(snap)["principals"]}
     assert set(rows) == set(truth)
-    for s in streams["tenant"]:
-        predicted = rows[s.name]["predicted_token_hit_rate"]
-        assert predicted == s.curve.hit_rate(op.effective_capacity_blocks, "tokens")
-        assert predicted == pytest.approx(truth[s.name]["hit_rate"], abs=0.02)  # the goal: 2 points
+    for name, t in truth.items():
+        assert rows[name]["predicted_token_hit_rate"] == pytest.approx(t["hit_rate"], abs=0.02)  # the goal
+    # the tenants' predicted hit tokens add up to the model's (every query block has its tenant)
+    query = {s.name: model.principal_query_tokens("tenant", s.principal_id) for s in streams["tenant"]}
+    hits = sum(rows[n]["predicted_token_hit_rate"] * q for n, q in query.items())
+    assert hits == pytest.approx(op.predicted_token_hit_rate * model.query_tokens)
     assert rows["flood"]["predicted_token_hit_rate"] < 0.1 < rows["acme"]["predicted_token_hit_rate"]
