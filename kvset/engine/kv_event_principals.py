@@ -24,7 +24,7 @@ from kvset.engine_model.u64_map import U64Map
 from kvset.types import PRINCIPAL_LEVELS, PrincipalNames
 
 LABELS_MEMORY = 1 << 18  # blocks per generation (about 9 MB each at the map's load factor)
-_BITS = 21  # bits of each level's id in the packed value: 2 million names a level
+_BITS = 21  # bits of each level's id in the packed value (the names of all levels share the ids)
 _MASK = (1 << _BITS) - 1
 _TENANT, _SESSION, _ADAPTER = (PRINCIPAL_LEVELS.index(level) for level in ("tenant", "session", "adapter"))
 
@@ -37,7 +37,7 @@ class EventPrincipals:
         self.memory = memory
         self._recent: U64Map | None = None  # None: no event has named a principal yet
         self._older = U64Map()
-        self.overflowed = 0  # names past 2**21 a level, counted as unknown
+        self.overflowed = 0  # stores naming a principal past the 2**21 names the packing holds: unknown
 
     @property
     def active(self) -> bool:

@@ -314,9 +314,19 @@ def text(result: Principals, view: TextView) -> list[str]:
                 cells,
             ),
         ]
+        out += _predicted_text(rows)
         out += _displacement_text(result.displacement(level))
     out += _pool_text(result)
     return out
+
+
+def _predicted_text(rows: Sequence[PrincipalRow], shown: int = 8) -> list[str]:
+    """The engine model's prediction per principal (first `shown`), where there is an engine model."""
+    named = [r for r in rows if r.predicted_token_hit_rate is not None][:shown]
+    if not named:
+        return []
+    each = ", ".join(f"{printable(r.name)} {percent_cell(r.predicted_token_hit_rate)}" for r in named)
+    return [f"  predicted token hit rate (a MODEL: the engine model's replay, each one's requests): {each}"]
 
 
 def _displacement_text(d: Displacement | None, shown: int = 8) -> list[str]:

@@ -19,6 +19,7 @@ from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine_model.summed import EngineModel
 from kvset.rejects import RejectCounter
 from kvset.report import snapshot_json
+from kvset.report.as_text import snapshot_text
 from kvset.snapshot.builder import Readings, SnapshotBuilder, SnapshotConfig
 from kvset.types import EngineReading
 from kvset.units import NULL_BLOCKS_VLLM, EnginePool
@@ -61,3 +62,5 @@ def test_each_tenants_prediction_is_the_engine_models_for_its_requests() -> None
     hits = sum(rows[n]["predicted_token_hit_rate"] * q for n, q in query.items())
     assert hits == pytest.approx(op.predicted_token_hit_rate * model.query_tokens)
     assert rows["flood"]["predicted_token_hit_rate"] < 0.1 < rows["acme"]["predicted_token_hit_rate"]
+    said = next(line for line in snapshot_text(snap).splitlines() if "predicted token hit rate" in line)
+    assert "a MODEL" in said and f"acme {100 * rows['acme']['predicted_token_hit_rate']:.1f}" in said
