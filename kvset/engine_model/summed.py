@@ -55,7 +55,9 @@ class ModelAt:
 class EngineModel:
     """Summed EngineModelDeltas of every source (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_principal: bool = False) -> None:
+        """by_principal (--by): keep each query block's principals, for principal_hit_rate."""
+        self.by_principal = by_principal
         self._total = np.zeros(1024, dtype=np.int64)  # tokens by distance
         self._unpinned = np.zeros(1024, dtype=np.int64)
         self.infinite_tokens: Counter[int] = Counter()  # by cause
@@ -82,7 +84,7 @@ class EngineModel:
         self.partial_tail_tokens += delta.partial_tail_tokens
         tokens = np.asarray(delta.tokens, dtype=np.int64)
         finite = (delta.cause == 0) & (delta.distance <= MAX_DISTANCE)
-        if delta.principals is not None and delta.request_principals is not None:
+        if self.by_principal and delta.principals is not None and delta.request_principals is not None:
             self._add_named(delta, tokens, finite)
         if not len(delta.tokens):
             return

@@ -34,7 +34,7 @@ def test_each_tenants_prediction_is_the_engine_models_for_its_requests() -> None
     for t, frames in recorded(FIXTURES / "vllm0330_tenants_full.zmqframes.gz"):
         tracker.published(0, frames, now=t, at=t)
     update = tracker.take(at=1e12, final=True)
-    analyzer, model, collector = Analyzer(), EngineModel(), PrincipalCollector(["tenant"])
+    analyzer, model, collector = Analyzer(), EngineModel(by_principal=True), PrincipalCollector(["tenant"])
     collector.feed(analyzer, update.accesses)
     model.add(0, update.engine_model)
     queries = sum(t["prompt_tokens"] for t in truth.values())
