@@ -28,12 +28,22 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm_kv_events"
 POOL = 600  # num_gpu_blocks of the recorded run (vLLM's null block included)
 
 
-def test_each_tenants_prediction_is_the_engine_models_for_its_requests() -> None:
-    truth = json.loads((FIXTURES / "vllm0330_tenants_truth.json").read_text())["tenants"]
+def replayed():
     tracker = KvEventTracker(["tcp://127.0.0.1:5557"], [None], RejectCounter())
     for t, frames in recorded(FIXTURES / "vllm0330_tenants_full.zmqframes.gz"):
         tracker.published(0, frames, now=t, at=t)
-    update = tracker.take(at=1e12, final=True)
+    return tracker.take(at=1e12, final=True)
+
+
+def test_without_by_the_engine_model_keeps_no_principals() -> None:
+    model = EngineModel()  # a salted stream without --by: nothing more is kept
+    model.add(0, replayed().engine_model)
+    assert model.query_tokens > 0 and model.principal_hit_rate("tenant", 1, POOL) is None
+
+
+def test_each_tenants_prediction_is_the_engine_models_for_its_requests() -> None:
+    truth = json.loads((FIXTURES / "vllm0330_tenants_truth.json").read_text())["tenants"]
+    update = replayed()
     analyzer, model, collector = Analyzer(), EngineModel(by_principal=True), PrincipalCollector(["tenant"])
     collector.feed(analyzer, update.accesses)
     model.add(0, update.engine_model)
