@@ -100,7 +100,8 @@ class Monitor:
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
         self._engine: dict[int, EngineReading] = {}
-        self.engine_model = EngineModel()  # the block-pool replay's figures, from hit-reporting KV events
+        # the block-pool replay's figures, from hit-reporting KV events (per principal with --by)
+        self.engine_model = EngineModel(by_principal=principals is not None)
         self._pipeline_rejects = [
             RejectCounter() for _ in self.sources
         ]  # refused by the pipeline, per source

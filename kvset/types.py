@@ -307,6 +307,11 @@ class EngineModelDelta:
     counts: tuple[tuple[str, int], ...] = ()
     state: tuple[tuple[str, int], ...] = ()
     model: str = ""  # which engine's policy the distances replay ("": vLLM's block pool)
+    # int32 (requests, len(PRINCIPAL_LEVELS)): each request's principal ids, its query blocks next to
+    # each other in request order (None: the stream names no principal); ids of `principal_names`
+    request_principals: np.ndarray | None = None
+    principals: np.ndarray | None = None  # ... and each query block's (its request's)
+    principal_names: PrincipalNames | None = None
 
 
 @dataclass(frozen=True)

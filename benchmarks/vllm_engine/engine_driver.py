@@ -35,6 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import tenants as tenant_workload  # noqa: E402
 import workload  # noqa: E402
 
 BLOCK_SIZE = 16
@@ -237,6 +238,8 @@ class GroundTruth:
             ):  # the key of the prompt's last full block, as events give it
                 entry["prompt_last_hash"] = int.from_bytes(request.block_hashes[full - 1][-8:], "big")
             entry.setdefault("admitted", []).append([self.steps, request.num_tokens, num_hits])
+            if request.cache_salt is not None or request.session_id is not None:  # --tenants
+                entry["cache_salt"], entry["session_id"] = request.cache_salt, request.session_id
             if request.num_preemptions > 0:
                 self.readmissions += 1
                 self.preempted_query_tokens += request.num_tokens
@@ -337,13 +340,18 @@ class GroundTruth:
 class Agents:
     """Closed-loop agents: each sends its next turn think_steps steps after its last answer."""
 
-    def __init__(self, system, sessions_per_agent, mode: str, hasher):
+    def __init__(self, system, sessions_per_agent, mode: str, hasher, tenant_of=None):
+        """system: the shared system prompt, or one per agent (--tenants); tenant_of: each agent's
+        tenant, sent as the request's cache_salt, its session as session_id (None: neither)."""
         from vllm.sampling_params import SamplingParams
         from vllm.v1.request import Request
 
         self.Request = Request
         self.SamplingParams = SamplingParams
-        self.system = system
+        self.systems = (
+            system if system and isinstance(system[0], list) else [system] * len(sessions_per_agent)
+        )
+        self.tenant_of = tenant_of
         self.mode = mode
         self.hasher = hasher
         self.queues = [deque((s, i) for s in ss for i in range(len(s.turns))) for ss in sessions_per_agent]
@@ -361,12 +369,17 @@ class Agents:
             session, i = self.queues[a].popleft()
             turn = session.turns[i]
             if i == 0:
-                self.context[a] = list(self.system)
+                self.context[a] = list(self.systems[a])
             self.context[a] += turn.new_tokens
             extra = {"kv_cache_report_mode": "full"} if self.mode == "full" else None
             params = self.SamplingParams(max_tokens=len(turn.answer), ignore_eos=True, extra_args=extra)
             rid = f"a{a}-s{session.index}-t{i}"
+            principal = {}
+            if self.tenant_of is not None:
+                tenant = self.tenant_of[a]
+                principal = {"cache_salt": tenant, "session_id": f"{tenant}/a{a}-s{session.index}"}
             req = self.Request(
+                **principal,
                 request_id=rid,
                 prompt_token_ids=list(self.context[a]),
                 sampling_params=params,
@@ -451,6 +464,11 @@ def main(argv=None) -> int:
         "--hold", action="store_true", help="after the run keep /metrics up until stdin has a line"
     )
     p.add_argument(
+        "--tenants",
+        default="",
+        help="a multi-tenant workload (tenants.py), e.g. acme:6:600,flood:3:300:flood",
+    )
+    p.add_argument(
         "--study",
         type=Path,
         help="write each request's admission, preemption and finish steps, "
@@ -460,7 +478,14 @@ def main(argv=None) -> int:
 
     t0 = time.monotonic()
     cfg = workload.WorkloadConfig(requests=args.requests, agents=args.agents, seed=args.seed)
-    system, sessions = workload.build(cfg)
+    tenant_of = None
+    if args.tenants:
+        system, sessions, tenant_of = tenant_workload.build(args.tenants, args.seed)
+        described = {"tenants": tenant_workload.summary(system, sessions, tenant_of)}
+    else:
+        system, sessions = workload.build(cfg)
+        described = workload.summary(system, sessions)
+    tenant_truth = tenant_workload.TenantTruth()
     t_workload = time.monotonic() - t0
 
     with tempfile.TemporaryDirectory(prefix="kvset-vllm-model-") as model_dir:
@@ -491,13 +516,13 @@ def main(argv=None) -> int:
 
         publisher.publish = publish
 
-    emit({"ready": True, "pid": os.getpid(), "workload": workload.summary(system, sessions)})
+    emit({"ready": True, "pid": os.getpid(), "workload": described})
     subscribed = 0
     if args.events_port and args.subscribers:
         subscribed = wait_for_subscribers(publisher, args.subscribers, args.subscriber_timeout)
         emit({"subscribed": subscribed})
 
-    agents = Agents(system, sessions, args.mode, hasher)
+    agents = Agents(system, sessions, args.mode, hasher, tenant_of)
     step = 0
     t_run = time.monotonic()
     period = 1.0 / args.steps_per_second if args.steps_per_second > 0 else 0.0
@@ -516,6 +541,8 @@ def main(argv=None) -> int:
             if outs.scheduler_stats is not None:
                 stats = outs.scheduler_stats
             for o in outs.outputs:
+                if tenant_of is not None and o.prefill_stats is not None:
+                    tenant_truth.add(tenant_of[agents.inflight[o.request_id][0]], o.prefill_stats)
                 if o.finish_reason is not None:
                     agents.finish(o.request_id, step, truth, scheduled[o.request_id])
                     if prom is not None:
@@ -566,7 +593,8 @@ def main(argv=None) -> int:
             "workload_seconds": round(t_workload, 2),
             "run_seconds": round(run_seconds, 2),
             "steps_per_second": round(step / run_seconds, 1) if run_seconds else None,
-            "workload": workload.summary(system, sessions),
+            "workload": described,
+            "tenants": tenant_truth.result() if tenant_of is not None else None,
         }
     )
     if args.study:

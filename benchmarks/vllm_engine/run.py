@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import urllib.request
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -165,7 +166,7 @@ def driver_cmd(args, pool: int, mode: str) -> list[str]:
         str(args.max_num_batched_tokens),
         "--sliding-window",
         str(args.sliding_window),
-    ]
+    ] + (["--tenants", args.tenants] if getattr(args, "tenants", "") else [])
 
 
 def read_json_line(proc, key: str, timeout: float) -> dict:
@@ -199,7 +200,8 @@ def run_key(args, pool: int) -> str:
         "" if args.max_num_batched_tokens == DEFAULT_BATCHED_TOKENS else f"-b{args.max_num_batched_tokens}"
     )
     window = f"-w{args.sliding_window}" if args.sliding_window else ""
-    return f"p{pool}-r{args.requests}-a{args.agents}-s{args.seed}{budget}{window}"
+    tenants = f"-t{zlib.crc32(args.tenants.encode()):08x}" if getattr(args, "tenants", "") else ""
+    return f"p{pool}-r{args.requests}-a{args.agents}-s{args.seed}{budget}{window}{tenants}"
 
 
 def dry_run(args, pool: int) -> dict:

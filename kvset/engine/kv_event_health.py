@@ -168,6 +168,14 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
                 f"{plural(unsure, 'store')} of blocks whose eviction may have been lost: not taken as hits",
             )
         )
+    if tracker.principals.active:  # the events name tenants, sessions or adapters (--by)
+        named = tracker.principals
+        past = (
+            f"; {plural(named.overflowed, 'store')} past the names kvset keeps, as (unknown)"
+            if named.overflowed
+            else ""
+        )
+        details.append(("principals", f"{plural(len(named.names.names) - 1, 'name')} off the events{past}"))
     ignored = ", ".join(f"{m} {plural(n, 'event')}" for m, n in tracker.ignored_media.most_common())
     details.append(("medium", (tracker.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
     if group_facts is not None:

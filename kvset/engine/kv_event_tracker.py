@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvset.engine import DEFAULT_MEDIUM
+from kvset.engine.kv_event_principals import EventPrincipals
 from kvset.engine.kv_event_sequence import (
     Accept,
     AskReplay,
@@ -187,6 +188,7 @@ class KvEventTracker:
         self.quiet_seconds = quiet_seconds
         self.tail_probe_seconds = quiet_seconds if tail_probe_seconds is None else tail_probe_seconds
         self._pending = PendingAccesses()
+        self.principals = EventPrincipals()  # whom each request is for, where the events say
         self._group_pending: dict[int, PendingAccesses] = {}  # a hybrid model's groups, each its own
         self._timeline: list[TimelineEvent] = []
         self.accesses = 0
@@ -425,6 +427,8 @@ class KvEventTracker:
                     len(keys), size, int(batch.token_counts[i]) if batch.block_sizes[i] else 0
                 )
                 parent = int(batch.parents[i]) if batch.has_parent[i] else None
+                if batch.principals:
+                    self.principals.stored(keys, parent, *batch.principals[i])
                 publisher.shape.stored(len(keys), parent, int(keys[0]), int(keys[-1]))
                 fed = publisher.fed()
                 if publisher.pages in fed:
@@ -488,6 +492,7 @@ class KvEventTracker:
         requests finished first."""
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
+        part_keys: list[int] = []  # each part's request's last block (-1: none)
         model_name = ""
         for publisher in self.publishers:
             replay = publisher.replay
@@ -510,7 +515,9 @@ class KvEventTracker:
             # a hybrid model's groups (vLLM's request steps only): each group's accesses beside the pool's
             hybrid = grouped is replay and len(replay.groups) > 0 and self.group_in_use is not None
             for keys, tokens, ts in grouped.take_accesses():
-                self._pending.add_request(keys, tokens, ts, rank=self.rank_of(publisher))
+                self._pending.add_request(
+                    keys, tokens, ts, rank=self.rank_of(publisher), principal=self.principals.of_request(keys)
+                )
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
                 if hybrid:
@@ -523,19 +530,35 @@ class KvEventTracker:
                 for group, keys, tokens, ts in group_accesses:
                     self._group_pending.setdefault(group, PendingAccesses()).add_request(keys, tokens, ts)
             # each engine model is of the shape it was built for: vLLM's request steps, SGLang's inserts
-            vllm_parts, radix_parts = replay.take_model(), publisher.radix.take_model()
+            (vllm_parts, vllm_keys), (radix_parts, radix_keys) = (
+                replay.take_model_keyed(),
+                publisher.radix.take_model_keyed(),
+            )
             if shape == RADIX_INSERTS:
                 parts += radix_parts
+                part_keys += radix_keys
                 model_name = publisher.radix.name
             elif shape != ONE_EVENT_PER_PAGE:
                 parts += vllm_parts
+                part_keys += vllm_keys
         model = None
         if any(p.batches for p in self.publishers):
             block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
             tail = (block_size - 1) / 2  # the mean tokens past a prompt's last full block
-            model = merge_model(parts, tail, self.request_counts(), self.replay_state(), model_name)
+            named = self.principals.active
+            model = merge_model(
+                parts,
+                tail,
+                self.request_counts(),
+                self.replay_state(),
+                model_name,
+                principals=[self.principals.of_key(k) for k in part_keys] if named else None,
+                names=self.principals.names if named else None,
+            )
         return SourceUpdate(
-            accesses=self._pending.take(self.block_size),
+            accesses=self._pending.take(
+                self.block_size, self.principals.names if self.principals.active else None
+            ),
             engine=self.reading(at),
             events=events,
             engine_model=model,

@@ -15,6 +15,10 @@ digests (vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0). All become uint64 key
 values by two's complement, digests folded as vLLM folds them (last 8 bytes, big-endian), so
 the same block gets the same key whichever form its engine published.
 
+A BlockStored may also say whom it is for (kvset.engine.kv_event_principals attributes the accesses):
+vLLM 0.33's `lora_name`, `session_id` and `extra_keys` (the cache salt in the first block's entry),
+SGLang's `cache_salt`, `session_id` and `lora_name`.
+
 Nothing here raises on bad input: every malformed message, payload or event is counted in a
 RejectCounter with its reason, and the rest of the batch is kept. Integers are held to the ranges
 an engine can send (a block of at most 2**20 tokens, fewer than 2**31 KV cache groups and ranks),
@@ -69,9 +73,14 @@ STORED_FIELDS = (
     "group_idx",
     "kv_cache_spec_kind",
     "kv_cache_spec_sliding_window",
+    "locality",
+    "ownership",
+    "session_id",
 )
 REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
 RANK_FIELDS = ("data_parallel_rank", "attn_dp_rank", "dp_rank")
+MAX_PRINCIPAL_CHARS = 256  # a longer salt, session id or LoRA name is cut (labels are cut shorter still)
+NO_PRINCIPAL: tuple[str | None, str | None, str | None] = (None, None, None)
 
 _decoder = msgspec.msgpack.Decoder()
 
@@ -98,6 +107,9 @@ class KvEventBatch:
     sliding_windows: np.ndarray  # int64: BlockStored's kv_cache_spec_sliding_window (tokens), 0 where none
     layout: str  # "map" or "array" (of its first good event; "" when it has none)
     signed_hashes: int = 0  # events with a negative block hash: signed 64-bit hashes, SGLang's form
+    # per event, whom a BlockStored says it is for: (cache salt, session id, LoRA name), each None
+    # where the event does not say (principal_fields); () when no event of the batch says any
+    principals: tuple[tuple[str | None, str | None, str | None], ...] = ()
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -161,6 +173,48 @@ def _has_negative(values: list[Any]) -> bool:
         return any(_is_int(v) and v < 0 for v in values)
 
 
+def _optional_text(fields: dict[str, Any], name: str) -> str | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _BadEvent(f"{name} is not a string")
+    return value[:MAX_PRINCIPAL_CHARS] or None
+
+
+def _salt_of(fields: dict[str, Any], lora_name: str | None) -> str | None:
+    """The request's cache salt: SGLang's `cache_salt` (or `metadata.cache_salt`), else vLLM's, the
+    string of the first block's `extra_keys` entry after the LoRA name. vLLM publishes that entry
+    untagged, in the order it hashes it: the LoRA name when the request has one, `(mm_identifier,
+    offset)` pairs, the salt, prompt-embedding digests (bytes); only a request's first block has the
+    salt, so only a store that starts a chain (no parent) can carry it."""
+    metadata = fields.get("metadata")
+    if "cache_salt" in fields or isinstance(metadata, dict):
+        where = fields if "cache_salt" in fields else metadata
+        assert isinstance(where, dict)
+        return _optional_text(where, "cache_salt")
+    extra = fields.get("extra_keys")
+    if extra is None or fields.get("parent_block_hash") is not None:
+        return None
+    if not isinstance(extra, list):
+        raise _BadEvent("extra_keys is not a list")
+    first = extra[0] if extra else None
+    if first is None:
+        return None
+    if not isinstance(first, list):
+        raise _BadEvent("an extra_keys entry is not a list")
+    texts = [key for key in first if isinstance(key, str)]
+    if lora_name is not None and texts and texts[0] == lora_name:
+        texts = texts[1:]
+    return (texts[0][:MAX_PRINCIPAL_CHARS] or None) if texts else None
+
+
+def principal_fields(fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(cache salt, session id, LoRA name) of one BlockStored; None where it does not say."""
+    lora = _optional_text(fields, "lora_name")
+    return _salt_of(fields, lora), _optional_text(fields, "session_id"), lora
+
+
 def _optional_int(fields: dict[str, Any], name: str, minimum: int, maximum: int) -> int | None:
     value = fields.get(name)
     if value is None:
@@ -185,10 +239,11 @@ class _BatchBuilder:
         self.spec_kinds: list[str | None] = []
         self.signed_hashes = 0
         self.sliding_windows: list[int] = []
+        self.principals: list[tuple[str | None, str | None, str | None]] = []
 
     def add(self, kind: int, fields: dict[str, Any]) -> None:
         # Every check comes before the first append, so a rejected event leaves no trace.
-        spec_kind, window = None, 0
+        spec_kind, window, principal = None, 0, NO_PRINCIPAL
         if kind == ALL_BLOCKS_CLEARED:
             keys = np.empty(0, dtype=np.uint64)
             block_size, token_count, group, medium, parent = 0, -1, -1, None, None
@@ -216,6 +271,7 @@ class _BatchBuilder:
                     token_count = len(token_ids)
                 raw_parent = fields.get("parent_block_hash")
                 parent = None if raw_parent is None else hash_to_key(raw_parent)
+                principal = principal_fields(fields)
         self.kinds.append(kind)
         self.keys.append(keys)
         self.block_sizes.append(block_size)
@@ -227,6 +283,7 @@ class _BatchBuilder:
         self.spec_kinds.append(spec_kind)
         self.signed_hashes += negative
         self.sliding_windows.append(window)
+        self.principals.append(principal)
 
     def build(self, ts: float, rank: int | None, layout: str) -> KvEventBatch:
         offsets = np.zeros(len(self.kinds) + 1, dtype=np.int64)
@@ -251,6 +308,7 @@ class _BatchBuilder:
             sliding_windows=np.array(self.sliding_windows, dtype=np.int64),
             layout=layout,
             signed_hashes=self.signed_hashes,
+            principals=tuple(self.principals) if any(p != NO_PRINCIPAL for p in self.principals) else (),
         )
 
 

@@ -341,14 +341,15 @@ class RadixReplay(FinishedOutputs):
         keys = np.concatenate(request.keys).astype(np.uint64, copy=False)
         self._add_finished(keys, np.concatenate(request.tokens).astype(np.int64), request.ts)
         if request.dt:
-            self._out_model.append(
+            self._add_model(
                 (
                     np.concatenate(request.dt),
                     np.concatenate(request.dq),
                     np.concatenate(request.cause),
                     np.concatenate(request.qtokens),
                     request.ts,
-                )
+                ),
+                keys,
             )
 
     def flush(self) -> None:

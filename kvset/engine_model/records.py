@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kvset.types import EngineModelDelta
+from kvset.types import PRINCIPAL_LEVELS, EngineModelDelta, PrincipalNames
 
 INFINITE = np.int64(1) << np.int64(62)  # the distance of a block no pool holds
 
@@ -72,6 +72,7 @@ class FinishedOutputs:
         self._out_accesses: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._out_blocks = 0
         self._out_model: list[ModelPart] = []
+        self._out_model_keys: list[int] = []  # each part's request's last block (-1: none), for --by
 
     def _add_finished(self, keys: np.ndarray, tokens: np.ndarray, ts: float) -> None:
         self._out_accesses.append((keys, tokens, ts))
@@ -87,11 +88,20 @@ class FinishedOutputs:
         out, self._out_accesses, self._out_blocks = self._out_accesses, [], 0
         return out
 
+    def _add_model(self, part: ModelPart, keys: np.ndarray) -> None:
+        self._out_model.append(part)
+        self._out_model_keys.append(int(keys[-1]) if len(keys) else -1)
+
     def take_model(self) -> list[ModelPart]:
         """Finished requests' query blocks since the last take: (distance, unpinned distance, cause,
         tokens, time of the finish) each."""
-        out, self._out_model = self._out_model, []
-        return out
+        return self.take_model_keyed()[0]
+
+    def take_model_keyed(self) -> tuple[list[ModelPart], list[int]]:
+        """take_model's parts, and the last block of each part's request (-1: it had none): what
+        names the request's principals (kvset.engine.kv_event_principals)."""
+        out, keys, self._out_model, self._out_model_keys = self._out_model, self._out_model_keys, [], []
+        return out, keys
 
     def state(self) -> dict[str, int]:
         return {
@@ -186,8 +196,17 @@ def merge_model(
     counts: dict[str, int],
     state: dict[str, int],
     model: str = "",
+    principals: list[np.ndarray] | None = None,
+    names: PrincipalNames | None = None,
 ) -> EngineModelDelta:
-    """One EngineModelDelta from the finished requests of every rank's replay."""
+    """One EngineModelDelta from the finished requests of every rank's replay; with `principals`
+    (each part's request's ids by level), each query block's."""
+
+    rows = None
+    if principals is not None and names is not None:
+        rows = np.zeros((len(parts), len(PRINCIPAL_LEVELS)), np.int32)
+        if principals:
+            rows[:] = np.stack(principals)
 
     def cat(i: int, dtype: type[np.generic]) -> np.ndarray:
         return (
@@ -205,4 +224,7 @@ def merge_model(
         counts=tuple(counts.items()),
         state=tuple(state.items()),
         model=model,
+        request_principals=rows,
+        principals=None if rows is None else np.repeat(rows, [len(p[3]) for p in parts], axis=0),
+        principal_names=names if rows is not None else None,
     )

@@ -511,18 +511,12 @@ class RequestReplay(FinishedOutputs):
             dt, dq = np.concatenate(request.dt), np.concatenate(request.dq)
             if request.raw:
                 dt, dq = self.groups.joint(request)
-            self._out_model.append(
-                (
-                    dt,
-                    dq,
-                    np.concatenate(request.cause),
-                    np.concatenate(request.qtokens),
-                    ts,
-                )
+            self._add_model(
+                (dt, dq, np.concatenate(request.cause), np.concatenate(request.qtokens), ts), all_keys
             )
         else:
             empty = np.empty(0, np.int64)
-            self._out_model.append((empty, empty, np.empty(0, np.int8), empty, ts))
+            self._add_model((empty, empty, np.empty(0, np.int8), empty, ts), all_keys)
 
     # ----------------------------------------------------------------- outputs
     @property

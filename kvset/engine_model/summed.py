@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvset.engine_model.records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
-from kvset.types import EngineModelDelta
+from kvset.types import PRINCIPAL_LEVELS, EngineModelDelta, PrincipalNames
 
 MODEL_NAME = "vLLM block-pool replay"
 MAX_DISTANCE = 1 << 24  # distances above this count as no hit at any pool size kvset reports
@@ -55,7 +55,9 @@ class ModelAt:
 class EngineModel:
     """Summed EngineModelDeltas of every source (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_principal: bool = False) -> None:
+        """by_principal (--by): keep each query block's principals, for principal_hit_rate."""
+        self.by_principal = by_principal
         self._total = np.zeros(1024, dtype=np.int64)  # tokens by distance
         self._unpinned = np.zeros(1024, dtype=np.int64)
         self.infinite_tokens: Counter[int] = Counter()  # by cause
@@ -66,6 +68,11 @@ class EngineModel:
         self._state: dict[int, tuple[tuple[str, int], ...]] = {}
         self.updates = 0
         self.name = MODEL_NAME  # the policy replayed, as the last delta names it
+        # --by off KV events: the finite query blocks with their principals (kept whole, like the
+        # principals' collector: kvset.core.principals), and each principal's query tokens
+        self._named: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (distance, tokens, ids)
+        self._named_query: dict[tuple[int, int], float] = {}  # (level index, id) -> query tokens
+        self.principal_names: PrincipalNames | None = None
 
     def add(self, source: int, delta: EngineModelDelta) -> None:
         self.updates += 1
@@ -75,16 +82,46 @@ class EngineModel:
         self._state[source] = delta.state
         self.requests += delta.requests
         self.partial_tail_tokens += delta.partial_tail_tokens
-        if not len(delta.tokens):
-            return
         tokens = np.asarray(delta.tokens, dtype=np.int64)
         finite = (delta.cause == 0) & (delta.distance <= MAX_DISTANCE)
+        if self.by_principal and delta.principals is not None and delta.request_principals is not None:
+            self._add_named(delta, tokens, finite)
+        if not len(delta.tokens):
+            return
         for cause in np.unique(delta.cause[~finite]).tolist():
             self.infinite_tokens[int(cause)] += int(tokens[~finite & (delta.cause == cause)].sum())
         d, du, t = delta.distance[finite], delta.distance_unpinned[finite], tokens[finite]
         self.finite_tokens += int(t.sum())
         self._total = _accumulate(self._total, d, t)
         self._unpinned = _accumulate(self._unpinned, du, t)
+
+    def _add_named(self, delta: EngineModelDelta, tokens: np.ndarray, finite: np.ndarray) -> None:
+        self.principal_names = delta.principal_names
+        ids = np.asarray(delta.principals, dtype=np.int32)
+        self._named.append((np.asarray(delta.distance)[finite], tokens[finite], ids[finite]))
+        tail = delta.partial_tail_tokens / max(1, delta.requests)  # per request
+        requests = np.asarray(delta.request_principals, dtype=np.int32)
+        for level in range(ids.shape[1]):
+            named = self._named_query
+            for principal, query in zip(*_sums(ids[:, level], tokens), strict=True):
+                named[(level, principal)] = named.get((level, principal), 0.0) + query
+            for principal, n in zip(*np.unique(requests[:, level], return_counts=True), strict=True):
+                key = (level, int(principal))
+                named[key] = named.get(key, 0.0) + tail * int(n)
+
+    def principal_query_tokens(self, level: str, principal: int) -> float:
+        """One principal's query tokens in the model (partial last blocks included)."""
+        return self._named_query.get((PRINCIPAL_LEVELS.index(level), principal), 0.0)
+
+    def principal_hit_rate(self, level: str, principal: int, capacity: int) -> float | None:
+        """The model's token hit rate at a pool of `capacity` blocks for one principal's requests
+        (None: the stream named no principal, or it has no query tokens)."""
+        index = PRINCIPAL_LEVELS.index(level)
+        query = self.principal_query_tokens(level, principal)
+        if not self._named or query <= 0:
+            return None
+        hits = sum(int(t[(ids[:, index] == principal) & (d <= capacity)].sum()) for d, t, ids in self._named)
+        return hits / query
 
     @property
     def query_tokens(self) -> float:
@@ -134,6 +171,11 @@ def _summed(parts: Iterable[tuple[tuple[str, int], ...]]) -> dict[str, int]:
     for part in parts:
         total.update(dict(part))
     return dict(total)
+
+
+def _sums(ids: np.ndarray, tokens: np.ndarray) -> tuple[list[int], list[float]]:
+    present, where = np.unique(ids, return_inverse=True)
+    return present.tolist(), np.bincount(where, weights=tokens, minlength=len(present)).tolist()
 
 
 def _accumulate(hist: np.ndarray, distances: np.ndarray, tokens: np.ndarray) -> np.ndarray:

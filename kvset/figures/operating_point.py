@@ -72,6 +72,7 @@ class OperatingPoint:
     model_token_hit_rate: float | None = None  # the model's, over the whole stream
     # the LRU capacity with the model's hit rate at the pool: what the pool is worth as an LRU
     effective_capacity_blocks: int | None = None
+    model_pool_blocks: int | None = None  # the pool the model is read at (one rank's)
     model_inputs: tuple[tuple[str, str], ...] = ()  # what the model used, in words
     dedupe: tuple[tuple[str, int], ...] = ()  # the grouping's and dedupe's counts
     # shares of the engine's query tokens at the pool: hit, first_time, capacity, pinned, ...
@@ -204,6 +205,7 @@ def operating_point(
         model=engine_model.name,
         model_token_hit_rate=at.hit_rate,
         effective_capacity_blocks=effective_capacity(lru_curve, engine_model, at.hit_tokens),
+        model_pool_blocks=usable,
         model_inputs=_inputs(engine, pool, usable, engine_model, ranks),
         dedupe=_dedupe(engine_model),
         miss_breakdown=tuple(at.breakdown().items()),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvset.figures import curve as curve_figure
+from kvset.figures import operating_point
 from kvset.figures.base import (
     ANALYZE,
     SERVE,
@@ -114,6 +115,9 @@ class PrincipalRow:
     cache_share: float | None = None  # of the resident cache, in the pool replay (None: no replay)
     cache_blocks: float | None = None  # the blocks it held there on average
     turn_gap_seconds: float | None = None  # a session's median gap between its turns
+    # the engine model's prediction for its requests: the model's replay of the pool, its query
+    # blocks alone (None: no engine model, or (other))
+    predicted_token_hit_rate: float | None = None
 
     @property
     def holds_more_than_it_earns(self) -> bool:
@@ -161,6 +165,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     mode = inputs.targets.main_mode
     targets = inputs.targets.by_mode[mode]
     pool = inputs.engine_pool
+    op = inputs.result(operating_point.FIGURE)
+    model, model_pool = inputs.engine_model, None if op is None else op.model_pool_blocks
     replayed = None
     if at and inputs.principal_pool is not None:
         replayed = compute_pool(inputs.principal_pool, dict(inputs.principals), at, source)
@@ -168,6 +174,9 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     for level, streams in inputs.principals.items():
         for i, s in enumerate(streams):
             row = _row(s, capacities, at, total_hits, mode, targets, inputs.sizes, pool)
+            if model is not None and model_pool is not None and s.principal_id is not None:
+                predicted = model.principal_hit_rate(level, s.principal_id, model_pool)
+                row = replace(row, predicted_token_hit_rate=predicted)
             if replayed is not None:
                 gap = replayed.session_gaps.get(s.name) if level == "session" and s.principal_id else None
                 row = replace(
@@ -230,6 +239,7 @@ def principal_json(r: PrincipalRow, sizes: Sizes) -> Json:
         "cache_blocks": r.cache_blocks,
         "holds_more_than_it_earns": r.holds_more_than_it_earns,
         "turn_gap_seconds": r.turn_gap_seconds,
+        "predicted_token_hit_rate": r.predicted_token_hit_rate,
     }
 
 
@@ -304,9 +314,19 @@ def text(result: Principals, view: TextView) -> list[str]:
                 cells,
             ),
         ]
+        out += _predicted_text(rows)
         out += _displacement_text(result.displacement(level))
     out += _pool_text(result)
     return out
+
+
+def _predicted_text(rows: Sequence[PrincipalRow], shown: int = 8) -> list[str]:
+    """The engine model's prediction per principal (first `shown`), where there is an engine model."""
+    named = [r for r in rows if r.predicted_token_hit_rate is not None][:shown]
+    if not named:
+        return []
+    each = ", ".join(f"{printable(r.name)} {percent_cell(r.predicted_token_hit_rate)}" for r in named)
+    return [f"  predicted token hit rate (a MODEL: the engine model's replay, each one's requests): {each}"]
 
 
 def _displacement_text(d: Displacement | None, shown: int = 8) -> list[str]:

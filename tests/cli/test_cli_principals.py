@@ -20,6 +20,7 @@ PRINCIPAL_KEYS = [
     "cache_blocks",
     "holds_more_than_it_earns",
     "turn_gap_seconds",
+    "predicted_token_hit_rate",
 ]
 
 
@@ -83,6 +84,7 @@ def test_by_tenant_json_gives_each_tenants_curve_in_the_shared_cache(capsys, tra
     report = json.loads(out)
     rows = report["principals"]
     assert all(list(r) == PRINCIPAL_KEYS for r in rows)
+    assert all(r["predicted_token_hit_rate"] is None for r in rows)  # a trace has no engine model
     assert [r["name"] for r in rows] == ["big", "small", "tiny", "(unknown)"]  # most accesses first
     accesses = {r["name"]: r["accesses"] for r in rows}
     assert sum(accesses.values()) == report["accesses"]
