@@ -22,18 +22,24 @@ if TYPE_CHECKING:  # every command line reads the figure's options: numpy is loa
     from kvset.core.principals import PrincipalStream
 
 POOL_MODEL = "LRU of the pool's size replayed over the stream"
+DISPLACER_MIN_SHARE = 0.05  # of the level's accesses: a principal this small is not called the displacer
 
 
 @dataclass(frozen=True, eq=False)
 class Displacement:
     """Blocks evicted by row i's accesses that column j's accesses then missed, among one level's
-    principals as reported (the top ones and (other) last). top_displacer: the principal whose
-    evictions cost the others the most misses (its own excluded); None when nobody displaced another."""
+    principals as reported (the top ones and (other) last). others_per_access[i]: the misses row i's
+    evictions cost the others (its own excluded) per access of its own. top_displacer: the named
+    principal, among those with at least DISPLACER_MIN_SHARE of the accesses, with the most of them
+    per access: the neighbour that pushes the others out beyond its size (a tenant with five times
+    a flood's traffic may cost the others more misses in all, and still less for each access); None
+    when none of them displaced another."""
 
     level: str
     names: tuple[str, ...]
     blocks: tuple[tuple[int, ...], ...]
     top_displacer: str | None
+    others_per_access: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,10 +127,15 @@ def _displacement(
     matrix = np.bincount(flat, minlength=k * k).reshape(k, k)
     names = tuple(r.name if r.principal_id is not None else OTHER_PRINCIPALS for r in rows)
     others = matrix.sum(axis=1) - np.diag(matrix)
+    accesses = np.bincount(slot, minlength=k)
+    per_access = others / np.maximum(accesses, 1)
+    named = np.array([r.principal_id is not None for r in rows], dtype=bool)
+    candidates = named & (accesses >= DISPLACER_MIN_SHARE * len(slot)) & (others > 0)
     top = None
-    if others.max(initial=0) > 0:
-        top = names[int(np.argmax(others))]  # ties: the first reported, the one with more accesses
-    return Displacement(level, names, tuple(tuple(int(v) for v in row) for row in matrix), top)
+    if candidates.any():  # ties: the first reported, the one with more accesses
+        top = names[int(np.argmax(np.where(candidates, per_access, -1.0)))]
+    matrix_rows = tuple(tuple(int(v) for v in row) for row in matrix)
+    return Displacement(level, names, matrix_rows, top, tuple(float(v) for v in per_access))
 
 
 def _eviction_age(replay: PoolReplay) -> float | None:

@@ -256,6 +256,7 @@ def pool_json(pool: PrincipalPool) -> Json:
                 "by": d.level,
                 "names": list(d.names),
                 "blocks": [list(row) for row in d.blocks],
+                "others_missed_per_access": list(d.others_per_access),
                 "top_displacer": d.top_displacer,
             }
             for d in pool.displacement
@@ -338,7 +339,7 @@ def _displacement_text(d: Displacement | None, shown: int = 8) -> list[str]:
     who = (
         "nobody displaced another"
         if d.top_displacer is None
-        else f"top displacer: {printable(d.top_displacer)}"
+        else f"top displacer: {printable(d.top_displacer)}, the most misses of the others per access of its own"
     )
     return [
         f"  who displaces whom by {d.level} (blocks the row evicted that the column then missed; {who}):",

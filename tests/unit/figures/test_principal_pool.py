@@ -115,10 +115,16 @@ def test_cache_held_and_displacement_equal_a_naive_lru(stream):
             want = sum(n for (a, b), n in displaced.items() if group[a] == evictor and group[b] == victim)
             assert matrix.blocks[i][j] == want, (evictor, victim)
     others = {e: sum(n for (a, b), n in displaced.items() if group[a] == e and group[b] != e) for e in names}
-    if max(others.values()) == 0:
+    accesses = {e: sum(1 for o in owners if group[o] == e) for e in names}
+    # the named principals with 5 % of the accesses or more that displaced another, ranked per access
+    eligible = [e for e in names if e != OTHER_PRINCIPALS and others[e] and accesses[e] >= 0.05 * len(keys)]
+    if not eligible:
         assert matrix.top_displacer is None
     else:
-        assert others[matrix.top_displacer] == max(others.values())
+        rate = {e: others[e] / accesses[e] for e in eligible}
+        assert rate[matrix.top_displacer] == pytest.approx(max(rate.values()))
+    for i, e in enumerate(names):
+        assert matrix.others_per_access[i] == pytest.approx(others[e] / max(accesses[e], 1))
     assert pool.eviction_age_seconds == (pytest.approx(float(np.median(ages))) if ages else None)
 
 
@@ -141,6 +147,32 @@ def test_a_flood_is_named_as_the_displacer_and_holds_more_than_it_earns():
     assert matrix.top_displacer == "t1"
     flood = matrix.names.index("t1")
     assert pool.shares["tenant"][flood] > 0.5
+
+
+def test_the_displacer_is_ranked_per_access_not_by_its_size():
+    # "big" re-reads a working set larger than the pool, with most of the traffic: in all it costs the
+    # others the most misses; "flood" streams new blocks with 5.5 % of the accesses and costs the others
+    # ten times more for each access it makes; "small" re-reads a few blocks of its own
+    requests, t = [], 0.0
+    rng = np.random.default_rng(7)
+    for i in range(2000):
+        t += 1.0
+        if i % 10 == 0:
+            requests.append((1, [50_000 + i * 4 + j for j in range(2)], t))  # flood: never re-read
+        elif i % 10 in (1, 5):
+            requests.append((3, [300 + int(k) for k in rng.integers(0, 10, 3)], t))  # small
+        else:
+            requests.append((2, [1_000 + int(k) for k in rng.integers(0, 140, 4)], t))  # big
+    result = analyze_batches(
+        [batch_of(requests)], InputSummary("toy", "toy", UNITS), by=("tenant",), top_principals=5
+    )
+    pool = compute_pool(result.principal_pool, result.principals, 40, "chosen")
+    (matrix,) = pool.displacement
+    big, flood = matrix.names.index("t2"), matrix.names.index("t1")
+    others = [sum(row) - row[i] for i, row in enumerate(matrix.blocks)]
+    assert others[big] > others[flood]  # the big tenant costs the others more misses in all
+    assert matrix.others_per_access[flood] > 5 * matrix.others_per_access[big]
+    assert matrix.top_displacer == "t1"
 
 
 def test_sessions_next_turn_against_the_eviction_age():
