@@ -184,22 +184,23 @@ class RadixReplay(FinishedOutputs):
             late = _Request(self._next_id, self._batch, self._ts, self._batch, parent, finishing=True)
             self._next_id += 1
             self.counts.late_outputs += 1
-            self._node_end(None, int(keys[-1]))
+            self._node_stored(None, keys)
             self._running[late.id] = late
             self._output(late, keys)
             return
         request = _Request(self._next_id, self._batch, self._ts, self._batch, int(keys[-1]))
         self._next_id += 1
         self.counts.inserts += 1
-        self._node_end(None, int(keys[-1]))
         if parent is not None:
-            self._node_end(None, parent)
+            self._node_end(parent)
             prefix = self.chains.chain(parent)
             self._evidence(prefix)
             self._query(request, prefix, np.full(len(prefix), page_tokens, dtype=np.int64))
             self._counted(prefix)
             self.counts.prefix_pages += len(prefix)
         self._query(request, keys, tokens)
+        # after the query: these pages' distances come from the nodes they were in when last cached
+        self._node_stored(None, keys)
         self._created(keys)
         self._grow_insert(request, len(keys))
         request.last_store_tokens = int(tokens.sum())
@@ -209,11 +210,10 @@ class RadixReplay(FinishedOutputs):
 
     def _continue(self, request: _Request, keys: np.ndarray, tokens: np.ndarray) -> None:
         if request.finishing:  # more of its output (one event per page): the same node, longer
-            self._node_end(request.tail, int(keys[-1]))
+            self._node_stored(request.tail, keys)
             self._output(request, keys)
             return
         same_insert = self._batch == request.last_store  # (one event per page)
-        self._node_end(request.tail if same_insert else None, int(keys[-1]))
         if same_insert or (
             self._batch == request.last_store + 1 and request.last_store_tokens >= CHUNK_MIN_TOKENS
         ):
@@ -221,6 +221,7 @@ class RadixReplay(FinishedOutputs):
             # chunked_prefill_size long)
             self.counts.inserts += not same_insert
             self._query(request, keys, tokens)
+            self._node_stored(request.tail if same_insert else None, keys)
             self._created(keys)
             if not same_insert:
                 request.insert_pages = 0
@@ -238,6 +239,7 @@ class RadixReplay(FinishedOutputs):
             lag = LAG_MARGIN * float(np.quantile(self._durations, LAG_QUANTILE))
             self.finish_lag = max(MIN_LAG_BATCHES, int(lag))
         self.counts.finished_by_store += 1
+        self._node_stored(None, keys)
         self.counts.inserts += 1
         request.finishing, request.ts, request.insert_pages = True, self._ts, 0
         self._output(request, keys)
@@ -289,13 +291,22 @@ class RadixReplay(FinishedOutputs):
         request.keys.append(keys)
         request.tokens.append(tokens)
 
-    def _node_end(self, old: int | None, new: int) -> None:
-        """A radix node now ends at page `new` (and no longer at `old`: the same insert went on)."""
+    def _node_stored(self, old: int | None, keys: np.ndarray) -> None:
+        """An insert stored these pages: one radix node (or more of it, when it went on from `old`).
+        SGLang inserts the unmatched part of a key as one new node, so a boundary left inside it by
+        an earlier life of these pages (stored in pieces, evicted, recomputed at once) is gone: the
+        node is evicted whole again."""
         if old is not None:
             self._node_ends.discard(old)
+        if len(keys) > 1:
+            self._node_ends.difference_update(keys[:-1].tolist())
+        self._node_end(int(keys[-1]))
+
+    def _node_end(self, page: int) -> None:
+        """A radix node ends at this page: an insert's last page, or a lookup's (it splits there)."""
         if len(self._node_ends) > FORGOTTEN_MEMORY:
             self._node_ends.clear()
-        self._node_ends.add(new)
+        self._node_ends.add(page)
 
     def _node_fate(self, keys: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Each page's distance raised to the largest of its node's pages in this chain, the node's

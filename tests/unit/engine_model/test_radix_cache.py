@@ -67,3 +67,25 @@ def test_a_locked_path_is_never_evicted_and_the_leaf_goes_before_its_parent():
     assert cause[2] != 0 and query_tokens.tolist() == [16, 16, 16]
     accesses = replay.take_accesses()
     assert [a[0].tolist() for a in accesses] == [[1, 2, 3, 4], [1, 2, 9]]
+
+
+def test_pages_recomputed_in_one_insert_are_one_node_again_whatever_their_first_life_was():
+    replay = RadixReplay()
+    page = np.full(1, 16, dtype=np.int64)
+    replay.begin_batch(0.0)
+    replay.stored(_pages(1, 2), np.full(2, 16, dtype=np.int64), None, 16)  # A's prefill: node [1, 2]
+    replay.begin_batch(1.0)
+    replay.stored(_pages(3), np.zeros(1, np.int64), 2, 16)  # A's output: node [3]
+    replay.begin_batch(2.0)
+    # SGLang evicted all of it; B's prompt is the same history, recomputed and inserted at once: one
+    # new node [1, 2, 3], no parent (SGLang inserts the unmatched part of a key as one node)
+    replay.stored(_pages(1, 2, 3), np.full(3, 16, dtype=np.int64), None, 16)
+    replay.begin_batch(3.0)
+    replay.stored(_pages(4), np.zeros(1, np.int64), 3, 16)  # B's output: it finishes
+    replay.begin_batch(4.0)
+    replay.stored(_pages(9), page, 3, 16)  # C matches all three pages and computes page 9
+    replay.flush()
+    distance, _, _, _, _ = replay.take_model()[-1]
+    # B released 4, 3, 2, 1 (1 the newest): page 3 needs 3 pages beside it; node [1, 2, 3] is evicted
+    # whole, so pages 1 and 2 go with page 3, not with page 2 as A's node [1, 2] would have
+    assert distance[:3].tolist() == [3, 3, 3]
