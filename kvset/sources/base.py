@@ -35,5 +35,10 @@ class Source:
     def updates(self, stop: threading.Event) -> Iterator[SourceUpdate]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def pace(self, seconds: float) -> None:
+        """The pipeline builds a snapshot only every `seconds` now (the display is paused, or back at
+        its pace). A source that makes its own data (the demo) may batch it that coarsely; one that
+        reads an input keeps reading at its own pace, so nothing is lost. Called from any thread."""
+
     def close(self) -> None:
         """Release sockets and files; called from the pipeline thread after iteration ends."""
