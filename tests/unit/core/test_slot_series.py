@@ -7,24 +7,12 @@ import pytest
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_stack_distances
-
-
-def _timed_trace(seconds: int, seed: int):
-    """Accesses over `seconds` 1 s slots, some slots empty, keys reused across slots."""
-    rng = np.random.default_rng(seed)
-    keys, times = [], []
-    for t in range(seconds):
-        if t % 5 == 2:
-            continue  # a slot that saw nothing
-        n = int(rng.integers(1, 8))
-        keys += (np.minimum(rng.zipf(1.3, n), 400) + 7).tolist()
-        times += [t + 0.25] * n
-    return np.array(keys, dtype=np.uint64), np.array(times)
+from tests.support.timed_trace import timed_trace
 
 
 @pytest.mark.parametrize("seconds", [430, 200])  # the fine ring (360 slots) wrapped; not yet full
 def test_each_slot_holds_exactly_its_accesses_and_hits(seconds):
-    keys, times = _timed_trace(seconds, seed=seconds)
+    keys, times = timed_trace(seconds, seed=seconds)
     a = Analyzer(horizon=1 << 12, initial_tracked=1)
     a.feed(keys, timestamps=times)
     series = a.slot_series(300.0)
@@ -47,7 +35,7 @@ def test_each_slot_holds_exactly_its_accesses_and_hits(seconds):
 def test_reading_the_churn_series_copies_no_histogram_out_of_the_ring():
     # A live snapshot reads 300 fine slots and the coarse ones every second: copying their
     # histograms out (2 arrays of 300 x ~670 buckets) cost more than everything else it does.
-    keys, times = _timed_trace(430, seed=3)
+    keys, times = timed_trace(430, seed=3)
     a = Analyzer(horizon=1 << 12, initial_tracked=1)
     a.feed(keys, timestamps=times)
     one_copy = a.fine.blocks[:300].nbytes
