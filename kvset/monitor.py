@@ -46,7 +46,7 @@ from kvset.rejects import RejectCounter
 from kvset.snapshot import Snapshot
 from kvset.snapshot.builder import Readings, SnapshotBuilder
 from kvset.sources.base import Source
-from kvset.sources.threads import Finished, SourceThreads
+from kvset.sources.threads import Finished, SourceThreads, Wake
 from kvset.types import AccessBatch, EngineReading, KvCacheGroup, SourceHealth, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -55,7 +55,7 @@ FUTURE_TOLERANCE_SECONDS = 300.0
 MAX_EVENTS = 200
 ENGINE_HISTORY = 600  # readings kept for the engine's hit-rate history
 HEARTBEAT_SECONDS = 5.0  # publish at least this often, so ages and staleness stay current
-WAKE_SECONDS = 0.25  # the pipeline looks at `stop` and the snapshot's time at least this often
+WAKE_SECONDS = 0.25  # a snapshot waiting for a change is built this soon after one comes
 OPT_WAITING = "Belady MIN: once the whole trace is replayed"
 OPT_COMPUTING = "Belady MIN: computing the whole trace's curve…"
 NEVER_SAID_UNITS = "the source never said its block size: accesses not analyzed"
@@ -93,9 +93,9 @@ class Monitor:
         self._held: deque[tuple[int, AccessBatch]] = deque()  # accesses of sources yet to say their units
         self._placeholder: StackDistanceAnalyzer | None = None  # empty, for snapshots until then
         self.builder = builder
-        self.interval = float(interval)
         self.recorder = recorder
         self._threads = SourceThreads(self.sources)
+        self.interval = float(interval)
         self._health: list[SourceHealth] = [
             SourceHealth(source=s.name, kind=s.kind, connected=False, state="starting") for s in self.sources
         ]
@@ -123,6 +123,18 @@ class Monitor:
         self._opt_note: str | None = OPT_WAITING if opt else None
         self._opt_done = False
         self.principals = principals
+
+    @property
+    def interval(self) -> float:
+        return self._interval  # seconds between snapshots
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        """From the UI's thread (a paused display): the pipeline and the sources take the pace now."""
+        self._interval = float(seconds)
+        for source in self.sources:  # a duck-typed source may lack pace
+            getattr(source, "pace", lambda _s: None)(self._interval)
+        self._threads.wake()
 
     # -- the pipeline thread -----------------------------------------------
     def _apply(self, index: int, update: SourceUpdate) -> None:
@@ -325,6 +337,10 @@ class Monitor:
             if taken is None:
                 return
             index, item = taken
+            if isinstance(item, Wake):  # stopped, or the interval changed: look again (0: take all)
+                if timeout > 0:
+                    return
+                continue
             if isinstance(item, Finished):
                 self._finished.add(item.index)
                 self._drop_held(item.index)
@@ -411,9 +427,10 @@ class Monitor:
         last = 0.0
         try:
             while not stop.is_set():
-                # wait for the next snapshot's time (or a stop: at most WAKE_SECONDS), applying what comes
+                # wait for the next snapshot's time, applying what comes (a stop or a new interval
+                # wakes it at once); past it, for the next change
                 due = last + self.interval - time.monotonic()
-                self._drain(min(WAKE_SECONDS, due) if due > 0 else WAKE_SECONDS)
+                self._drain(due if due > 0 else WAKE_SECONDS)
                 if self.opt and not self._opt_done and self.all_finished:
                     self._opt_note = OPT_COMPUTING
                     publish(self.snapshot())  # say so first: a long trace takes a while

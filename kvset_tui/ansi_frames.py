@@ -15,6 +15,11 @@ from rich.text import Text
 
 NEWLINE = Text("\n")
 LINE_END = re.compile(r"(?<=\n)")  # where rich's decoder splits a frame into lines
+# A line of only SGR codes and plain text (what plotext draws): decoded here with each run of codes'
+# effect on the style remembered; anything else (links, other escapes, a carriage return) by rich.
+PLAIN_SGR_LINE = re.compile(r"(?:\x1b\[[0-9;]*m|[^\x1b\r])*")
+SGR_RUNS = re.compile(r"((?:\x1b\[[0-9;]*m)+)")
+MAX_REMEMBERED_STYLES = 4096
 
 # A line's Text depends on the style the line before left open: (style at its start, line) -> its
 # Text and the style at its end.
@@ -27,6 +32,9 @@ class AnsiFrames:
     def __init__(self) -> None:
         self._lines: Decoded = {}
         self.decoded_lines = 0  # lines decoded so far (the rest were reused; tests read it)
+        # (style before, a run of SGR codes) -> the style after, as rich's decoder makes it: a plot
+        # has a handful of colours but hundreds of codes a frame, each a new Color in rich
+        self._styles: dict[tuple[Style, str], Style] = {}
 
     def text(self, ansi: str) -> Text:
         """The frame as Text, as Text.from_ansi(ansi) gives it."""
@@ -37,11 +45,30 @@ class AnsiFrames:
             key = (decoder.style, raw.rstrip("\n"))
             done = lines.get(key) or self._lines.get(key)
             if done is None:
-                decoder.style = key[0]
-                done = (decoder.decode_line(key[1]), decoder.style)
+                done = self._decode(decoder, *key)
                 self.decoded_lines += 1
             lines[key] = done
             out.append(done[0])
             decoder.style = done[1]
         self._lines = lines
         return NEWLINE.join(out)
+
+    def _decode(self, decoder: AnsiDecoder, style: Style, line: str) -> tuple[Text, Style]:
+        """One line as rich's decoder reads it from `style` on: (its Text, the style at its end)."""
+        if PLAIN_SGR_LINE.fullmatch(line) is None:
+            decoder.style = style
+            return decoder.decode_line(line), decoder.style
+        text = Text()
+        for k, part in enumerate(SGR_RUNS.split(line)):
+            if k % 2:  # a run of codes
+                after = self._styles.get((style, part))
+                if after is None:
+                    if len(self._styles) > MAX_REMEMBERED_STYLES:  # a theme changed many times
+                        self._styles.clear()
+                    decoder.style = style
+                    decoder.decode_line(part)
+                    after = self._styles[(style, part)] = decoder.style
+                style = after
+            elif part:
+                text.append(part, style or None)
+        return text, style

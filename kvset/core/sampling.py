@@ -500,7 +500,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         ring = self.coarse if coarse else self.fine
         self._ring_tokens()
         s = ring.series(seconds, self.grid_capacities, self.horizon)
-        return replace(s, counts=s.counts / SK.SCALE, blocks=s.blocks / SK.SCALE, tokens=s.tokens / SK.SCALE)
+        return replace(s, counts=s.counts / SK.SCALE, scale=SK.SCALE)
 
     def consecutive_window_curves(self, seconds: float, points: int) -> list[HitRateCurve]:
         # through slot_series, which scales the sampled counts (the exact analyzer sums in place)

@@ -66,35 +66,22 @@ class SlotRing:
         return self.width * self.n_slots
 
     def series(self, seconds: float, grid: np.ndarray, horizon: int) -> SlotSeries:
-        """The last `seconds` of slots, oldest first; slots that saw nothing are zeros."""
+        """The last `seconds` of slots, oldest first; slots that saw nothing are zeros. The
+        histograms stay in the ring (read when asked), the counters are copied."""
         n = min(self.n_slots, max(1, math.ceil(seconds / self.width)))
         end = -1 if self.current is None else self.current
         want = np.arange(end - n + 1, end + 1)
         rows = want % self.n_slots
-        if self.current is not None and bool((self.slot_ids[rows] == want).all()):
-            # every slot is in the ring (the usual case): one copy each, not zeros and a copy over them
-            # (the arrays are large, and fresh pages cost more than the copy on some VMs)
-            return SlotSeries(
-                self.width,
-                end,
-                self.counts[rows],
-                self.requests[rows],
-                self.blocks[rows],
-                self.tokens[rows],
-                grid,
-                horizon,
-            )
+        if self.current is None:
+            rows[:] = -1
+        else:
+            rows[self.slot_ids[rows] != want] = -1
+        present = rows >= 0
         counts = np.zeros((n, KL.COUNTS_SIZE), dtype=np.int64)
         requests = np.zeros(n, dtype=np.int64)
-        blocks = np.zeros((n, self.blocks.shape[1]), dtype=np.int64)
-        tokens = np.zeros(blocks.shape, dtype=np.int64)  # not zeros_like, which writes every page
-        if self.current is not None:
-            valid = self.slot_ids[rows] == want
-            counts[valid] = self.counts[rows[valid]]
-            requests[valid] = self.requests[rows[valid]]
-            blocks[valid] = self.blocks[rows[valid]]
-            tokens[valid] = self.tokens[rows[valid]]
-        return SlotSeries(self.width, end, counts, requests, blocks, tokens, grid, horizon)
+        counts[present] = self.counts[rows[present]]
+        requests[present] = self.requests[rows[present]]
+        return SlotSeries(self.width, end, counts, requests, grid, horizon, self.blocks, self.tokens, rows)
 
     def window_curve(self, window: float, grid: np.ndarray, horizon: int) -> HitRateCurve:
         """The grid curve of the slots inside the last `window` seconds."""
@@ -129,16 +116,22 @@ def _sum_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class SlotSeries:
-    """Per-slot counters and grid histograms over the recent past, oldest first (missing slots are zeros)."""
+    """Per-slot counters and grid histograms over the recent past, oldest first (missing slots are zeros).
+
+    The histograms are read from the ring's arrays when asked, not copied out (a live snapshot
+    reads 300 slots of them every second and uses a few sums): read them before the analyzer is
+    fed again. `scale` divides every count (a sampled analyzer's fixed point)."""
 
     width: float  # seconds per slot
     end_slot: int  # absolute index of the newest slot (-1: none yet)
-    counts: np.ndarray  # (n, COUNTS_SIZE): the kernel's counters per slot
+    counts: np.ndarray  # (n, COUNTS_SIZE): the kernel's counters per slot (already divided by scale)
     requests: np.ndarray
-    blocks: np.ndarray  # (n, n_buckets) grid histograms
-    tokens: np.ndarray
     grid: np.ndarray  # capacities of the grid buckets
     horizon: int
+    ring_blocks: np.ndarray  # the ring's (n_slots, n_buckets) grid histograms
+    ring_tokens: np.ndarray
+    rows: np.ndarray  # each slot's row in the ring; -1 where the ring does not hold it
+    scale: float = 1.0
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -165,20 +158,41 @@ class SlotSeries:
     def beyond_horizon(self) -> np.ndarray:
         return self.counts[:, KL.C_BEYOND]
 
+    @property
+    def blocks(self) -> np.ndarray:
+        """(n, n_buckets) block histograms, copied out of the ring."""
+        return self._per_slot(self.ring_blocks)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self._per_slot(self.ring_tokens)
+
+    def _per_slot(self, ring: np.ndarray) -> np.ndarray:
+        present = self.rows >= 0
+        out = np.zeros((len(self.rows), ring.shape[1]), dtype=np.int64)
+        out[present] = ring[self.rows[present]]
+        return self._scaled(out)
+
+    def _scaled(self, values: np.ndarray) -> np.ndarray:
+        return values if self.scale == 1 else values / self.scale
+
     def block_hits_at(self, capacity: int) -> np.ndarray:
         """Per slot, the block hits of an LRU cache of `capacity` (on the grid: at the largest grid
         capacity not above it, so a lower bound between grid points)."""
         upto = int(np.searchsorted(self.grid, capacity, side="right"))
-        hits: np.ndarray = self.blocks[:, :upto].sum(axis=1)
-        return hits
+        per_row = self.ring_blocks[:, :upto].sum(axis=1)  # summed in place, every row of the ring
+        hits = np.where(self.rows >= 0, per_row[self.rows], 0)
+        return self._scaled(hits)
 
     def curve(self, first: int, last: int) -> HitRateCurve:
         """The grid curve of slots [first, last)."""
+        rows = self.rows[first:last]
+        rows = rows[rows >= 0]
         return grid_curve(
             self.grid,
             self.horizon,
-            self.blocks[first:last].sum(axis=0),
-            self.tokens[first:last].sum(axis=0),
+            self._scaled(_sum_rows(self.ring_blocks, rows)),
+            self._scaled(_sum_rows(self.ring_tokens, rows)),
             self.counts[first:last].sum(axis=0),
             (last - first) * self.width,
         )

@@ -14,6 +14,9 @@ from kvset.workload import DEMO_PHASES, AgenticWorkload, Phase, WorkloadConfig
 # The demo's pretend engine pool: small enough that the peak phase thrashes.
 DEMO_POOL_BLOCKS = 10_240
 DEMO_CYCLE_SECONDS = 480.0
+# A paced demo's tick (Source.pace): a quarter of the snapshot interval, at most this, so a resumed
+# display has fresh data within a second.
+PACED_TICK_MAX = 1.0
 
 
 def repeating_phases(
@@ -52,6 +55,12 @@ class DemoSource(Source):
         self.max_batch = max_batch
         self.name = "demo: built-in agentic workload" + (f" at {speed:g}x" if speed and speed != 1 else "")
         self.address = "demo"
+        self.tick = IDLE_TICK
+
+    def pace(self, seconds: float) -> None:
+        # nobody looks more often than every `seconds`: fewer, larger batches (each wake-up of the
+        # generator and the analyzer costs more than the accesses it brings)
+        self.tick = min(max(IDLE_TICK, seconds / 4), PACED_TICK_MAX)
 
     def _health(self, wl: AgenticWorkload, delivered: int, finished: bool = False) -> SourceHealth:
         return SourceHealth(
@@ -89,7 +98,7 @@ class DemoSource(Source):
                 if wl.now >= until:
                     # One batch a tick: the display shows a frame a second, and each wake-up costs the
                     # generator and the analyzer more than the accesses it brings.
-                    self.clock.wait(stop, IDLE_TICK)
+                    self.clock.wait(stop, self.tick)
                     continue
             if self.duration is not None:
                 until = self.duration if until is None else min(until, self.duration)

@@ -7,6 +7,7 @@ updates with accesses that wait in the queue are counted per source: the backlog
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -28,7 +29,13 @@ class Finished:
         self.index = index
 
 
-QueueItem = SourceUpdate | Finished
+class Wake:
+    """Queue marker: the pipeline is asked to look at `stop` and its snapshot time again."""
+
+
+WAKE = Wake()
+
+QueueItem = SourceUpdate | Finished | Wake
 
 
 class SourceThreads:
@@ -41,16 +48,33 @@ class SourceThreads:
         self._backlog_lock = threading.Lock()
         self._backlog_updates = [0] * len(self.sources)
         self._backlog_accesses = [0] * len(self.sources)
+        self._wake_asked = threading.Event()
 
     def start(self, stop: threading.Event) -> None:
         for i, s in enumerate(self.sources):
             t = threading.Thread(target=self._pump, args=(i, s, stop), name=f"kvset-source-{i}", daemon=True)
             t.start()
             self._threads.append(t)
+        # `stop` wakes the pipeline at once, so that it need not wake on a timer to look at it
+        watch = threading.Thread(target=self._wake_on, args=(stop,), name="kvset-stop-watch", daemon=True)
+        watch.start()
+
+    def _wake_on(self, stop: threading.Event) -> None:
+        stop.wait()  # no timeout: blocks without waking until set
+        self.wake()
+
+    def wake(self) -> None:
+        """Make the pipeline's current or next `take` return WAKE (from any thread)."""
+        self._wake_asked.set()
+        with contextlib.suppress(queue.Full):  # the pipeline is busy taking: it sees the flag next take
+            self._queue.put_nowait((-1, WAKE))
 
     def take(self, timeout: float) -> tuple[int, QueueItem] | None:
         """The next queued item (waiting up to `timeout` seconds; 0: only what is queued now), or None.
         An update's accesses leave the backlog here, as the pipeline takes them."""
+        if self._wake_asked.is_set():
+            self._wake_asked.clear()
+            return -1, WAKE
         try:
             index, item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
         except queue.Empty:

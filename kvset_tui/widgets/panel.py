@@ -152,7 +152,11 @@ class SnapshotView(_Widget):
     def crowded(self) -> bool:
         """True when the side column also holds the tiers panel (--tiers): explanation lines give way
         (the help screen has them)."""
-        return self.snapshot is not None and self.snapshot.get(Tiers) is not None
+        return self.crowded_by(self.snapshot)
+
+    @staticmethod
+    def crowded_by(snapshot: Snapshot | None) -> bool:
+        return snapshot is not None and snapshot.get(Tiers) is not None
 
     def set_palette(self, palette: KvsetTheme) -> None:
         self.palette = palette

@@ -48,7 +48,14 @@ class ReservePanel(SnapshotView, Widget):
         self.border_title = "Reserve"
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
-        return (id(snapshot),)
+        # What the picture is drawn from (no view setting matters here): the same in snapshot after
+        # snapshot of a steady stream, and then not redrawn. Each KV cache group's working sets: by
+        # snapshot.
+        if snapshot is None or snapshot.get(KvCacheGroups) is not None:
+            return (id(snapshot),)
+        curves = snapshot.get(Curves)
+        no_data = curves is None or curves.curve("all").accesses == 0
+        return (snapshot.get(Reserve), snapshot.main_mode, no_data, self.crowded_by(snapshot))
 
     def on_data(self) -> None:
         r = self.snapshot.get(Reserve) if self.snapshot is not None else None

@@ -3,7 +3,7 @@
 import threading
 
 from kvset.sources.base import IDLE_TICK
-from kvset.sources.demo import DemoSource
+from kvset.sources.demo import PACED_TICK_MAX, DemoSource
 from tests.support.fake_clock import FakeClock
 
 SECONDS = 30.0
@@ -39,3 +39,17 @@ def test_a_fast_demo_does_not_wait_between_full_batches():
     full = [u for u in updates if u.accesses is not None and len(u.accesses) >= 4096]
     # many full batches between two ticks: the analyzer's pace sets the rate, not the tick
     assert len(full) > 2 * len(clock.waits)
+
+
+def test_a_paced_demo_makes_fewer_larger_batches_and_keeps_its_rate():
+    # the display is paused: snapshots every 15 s, so a batch a second is as fresh as anyone sees
+    clock = FakeClock()
+    source = DemoSource(speed=1.0, clock=clock)
+    source.pace(15.0)
+    batches = [u for u in _run(source, clock, SECONDS) if u.accesses is not None]
+    assert set(clock.waits) == {PACED_TICK_MAX}
+    assert len(batches) <= SECONDS / PACED_TICK_MAX + 1
+    requests = sum(len(b.accesses.request_starts) for b in batches)
+    assert 0.8 * 40 * SECONDS < requests < 1.2 * 40 * SECONDS
+    source.pace(1.0)  # resumed: back to a batch a tick
+    assert source.tick == IDLE_TICK

@@ -5,6 +5,7 @@ Each checked by what the panels counted (renders) and show, never by time taken.
 from __future__ import annotations
 
 import pytest
+from rich.color import Color
 from rich.text import Text
 
 from kvset_tui.ansi_frames import AnsiFrames
@@ -117,6 +118,25 @@ def test_frames_decode_as_rich_does_and_reuse_the_lines_that_did_not_change():
         assert frames.text(frame) == Text.from_ansi(frame)
     # the first frame decodes its 5 lines; each next one only the line that changed
     assert frames.decoded_lines == 5 + 1 + 1
+
+
+def test_a_plot_frame_decodes_as_rich_does_with_each_colour_made_once(monkeypatch):
+    # plotext resets and sets its few colours before every run of cells: hundreds of codes a frame
+    cells = [f"\x1b[0m\x1b[48;2;21;26;33m\x1b[38;2;{c};163;224m{ch}" for c, ch in ((79, "⢀⠜"), (229, "·"))]
+    frame = "\n".join(f"{k:3} " + "".join(cells * 20) + " \x1b[0m" for k in range(30))
+    frame += "\n\x1b]8;id=1;https://x.org\x1b\\link\x1b]8;;\x1b\\ and \x1b[2Kother escapes\rend"
+    made = []
+    from_rgb = Color.from_rgb.__func__
+
+    def counted(cls, *rgb):
+        made.append(rgb)
+        return from_rgb(cls, *rgb)
+
+    frames = AnsiFrames()
+    expected = Text.from_ansi(frame)
+    monkeypatch.setattr(Color, "from_rgb", classmethod(counted))
+    assert frames.text(frame) == expected
+    assert len(made) <= 10  # each colour after each style once, not once per code (1,200 of them)
 
 
 async def test_hidden_panels_ask_no_layout_pass_for_new_data():

@@ -12,6 +12,7 @@ from kvset.snapshot.builder import SnapshotConfig
 from kvset_tui.widgets.reserve import NO_MODEL, ReservePanel
 from tests.support.tui_snapshots import (
     ENGINE_MODEL,
+    demo_snapshot,
     empty_snapshot,
     engine_snapshot,
     fed_snapshot,
@@ -94,3 +95,17 @@ async def test_with_kv_cache_groups_in_the_events_the_panel_shows_what_each_grou
     assert "group 0 full attention" in text and "4,321 blocks" in text
     assert "group 1 sliding window 1,024-token window" in text and "1,234 blocks" in text
     assert "measured per group" in text and "hybrid reserve" not in text  # no estimate where events say it
+
+
+async def test_a_new_snapshot_with_the_same_reserve_is_not_redrawn():
+    # the demo has no model: every snapshot says the same, so none after the first redraws it
+    first = demo_snapshot(1)
+    app = panel_app(ReservePanel, first)
+    async with app.run_test(size=(120, 40)):
+        panel = app.query_one(ReservePanel)
+        renders = panel.renders
+        assert not panel.show(demo_snapshot(2), panel.view)
+        assert panel.renders == renders
+        engine = engine_snapshot()  # a model: another picture
+        assert panel.show(engine, panel.view) and panel.renders == renders + 1
+        assert panel.snapshot is engine and "Reserve · " in str(panel.border_title)

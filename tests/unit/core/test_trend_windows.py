@@ -1,23 +1,10 @@
 """The working-set trends' consecutive windows, summed in the rings, against a naive LRU stack."""
 
-import numpy as np
 import pytest
 
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_stack_distances
-
-
-def _timed_trace(seconds: int, seed: int):
-    """Accesses over `seconds` 1 s slots, some slots empty, keys reused across slots."""
-    rng = np.random.default_rng(seed)
-    keys, times = [], []
-    for t in range(seconds):
-        if t % 7 == 3:
-            continue  # a slot that saw nothing
-        n = int(rng.integers(1, 6))
-        keys += (np.minimum(rng.zipf(1.3, n), 300) + 1000).tolist()
-        times += [t + 0.5] * n
-    return np.array(keys, dtype=np.uint64), np.array(times)
+from tests.support.timed_trace import timed_trace
 
 
 def _naive_window(distances, times, first: float, last: float, capacity: int) -> tuple[int, int]:
@@ -35,7 +22,7 @@ def _naive_window(distances, times, first: float, last: float, capacity: int) ->
     ],
 )
 def test_each_trend_window_holds_exactly_its_accesses(seconds, duration, window, points):
-    keys, times = _timed_trace(seconds, seed=seconds)
+    keys, times = timed_trace(seconds, seed=seconds)
     times = times * duration
     a = Analyzer(horizon=1 << 12, initial_tracked=1)
     a.feed(keys, timestamps=times)
