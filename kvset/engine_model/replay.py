@@ -368,7 +368,11 @@ class RequestReplay(FinishedOutputs):
     def _replay_upto(self, last: int) -> None:
         while self._items and next(iter(self._items)) <= last:
             batch, items = self._items.popitem(last=False)
+            stepped = False  # the window groups' blocks of the last step are freed (GroupCopies.step)
             for op, request, index in items:
+                if op != "F" and not stepped:  # after the finishes of the last step ("F" come first)
+                    self.groups.step(self._run)
+                    stepped = True
                 if op == "F":
                     if not request.released and request.id in self._running:
                         self.counts.finished_by_evidence += 1
@@ -378,6 +382,8 @@ class RequestReplay(FinishedOutputs):
                     self._admit(request)
                 elif not request.released:
                     self._store(request, index)
+            if not stepped:
+                self.groups.step(self._run)
             for request in list(self._running.values()):
                 if request.last_store + self.finish_lag <= batch:  # (a store seen later moves it on)
                     self.counts.finished_by_lag += 1
