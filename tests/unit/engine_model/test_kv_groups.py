@@ -73,6 +73,16 @@ def test_group_keys_keep_each_groups_copy_of_a_block_apart():
     assert twin_keys(one, KvGroup(1, None, None, 16)).tolist() == keys.tolist()
 
 
+def releases_into(released: list[int]):
+    """A free-queue runner that only notes the blocks released, in order."""
+
+    def run(ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        released.extend(keys[ops == RELEASE].tolist())
+        return np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+
+    return run
+
+
 def test_a_running_window_holds_the_blocks_vllm_keeps_for_its_next_token():
     """vLLM's SlidingWindowManager frees the blocks before the next token's window as the request runs
     (get_num_skipped_tokens: L - W + 1 of L computed tokens are behind it): what the replay keeps
@@ -82,10 +92,7 @@ def test_a_running_window_holds_the_blocks_vllm_keeps_for_its_next_token():
     copies = GroupCopies()
     copies.add(group)
     released: list[int] = []
-
-    def run(ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        released.extend(keys[ops == RELEASE].tolist())
-        return np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+    run = releases_into(released)
 
     request = OpenRequest(0, np.empty(0, np.uint64), np.empty(0, np.int64), None, 0, 0)
     prompt, output = np.arange(1, 11, dtype=np.uint64), np.arange(11, 14, dtype=np.uint64)
@@ -112,10 +119,7 @@ def test_blocks_behind_a_window_are_freed_at_the_next_step_after_the_requests_th
     copies = GroupCopies()
     copies.add(group)
     released: list[int] = []
-
-    def run(ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        released.extend(keys[ops == RELEASE].tolist())
-        return np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+    run = releases_into(released)
 
     def request(rid: int) -> OpenRequest:
         return OpenRequest(rid, np.empty(0, np.uint64), np.empty(0, np.int64), None, 0, 0)
