@@ -417,13 +417,20 @@ class Agents:
             self.due[a] = step + 1 + session.turns[i].think_steps
 
 
-def wait_for_subscribers(publisher, n: int, timeout: float) -> int:
-    """Count ZMTP handshakes on vLLM's PUB socket (a zmq monitor; nothing is published yet)."""
+def watch_handshakes(publisher):
+    """A zmq monitor on vLLM's PUB socket, attached before run.py is told "ready": a subscriber that
+    connects between "ready" and the monitor would not be counted (on a loaded machine the recorder
+    did, and the driver then waited out --subscriber-timeout while kvset-top's --duration ran)."""
+    import zmq
+
+    return publisher._pub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+
+def wait_for_subscribers(publisher, mon, n: int, timeout: float) -> int:
+    """Count ZMTP handshakes seen by `mon` (watch_handshakes; nothing is published yet)."""
     import zmq
     from zmq.utils.monitor import recv_monitor_message
 
-    sock = publisher._pub
-    mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
     seen = 0
     deadline = time.monotonic() + timeout
     try:
@@ -433,7 +440,7 @@ def wait_for_subscribers(publisher, n: int, timeout: float) -> int:
                 if msg["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     seen += 1
     finally:
-        sock.disable_monitor()
+        publisher._pub.disable_monitor()
         mon.close(linger=0)
     time.sleep(0.5)  # the subscriptions follow the handshake
     return seen
@@ -516,10 +523,11 @@ def main(argv=None) -> int:
 
         publisher.publish = publish
 
+    mon = watch_handshakes(publisher) if args.events_port and args.subscribers else None
     emit({"ready": True, "pid": os.getpid(), "workload": described})
     subscribed = 0
-    if args.events_port and args.subscribers:
-        subscribed = wait_for_subscribers(publisher, args.subscribers, args.subscriber_timeout)
+    if mon is not None:
+        subscribed = wait_for_subscribers(publisher, mon, args.subscribers, args.subscriber_timeout)
         emit({"subscribed": subscribed})
 
     agents = Agents(system, sessions, args.mode, hasher, tenant_of)

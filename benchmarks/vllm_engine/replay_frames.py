@@ -75,10 +75,10 @@ def serve_metrics(feed: MetricsFeed, port: int) -> ThreadingHTTPServer:
     return httpd
 
 
-def wait_for_subscribers(zmq, pub, n: int, timeout: float) -> int:
+def wait_for_subscribers(zmq, pub, mon, n: int, timeout: float) -> int:
+    """Count the handshakes `mon` saw; it is attached before "ready" (see engine_driver.py)."""
     from zmq.utils.monitor import recv_monitor_message
 
-    mon = pub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
     seen = 0
     deadline = time.monotonic() + timeout
     try:
@@ -123,9 +123,10 @@ def main(argv=None) -> int:
         feed = MetricsFeed(args.metrics)
         if args.metrics_port:
             httpd = serve_metrics(feed, args.metrics_port)
+    mon = pub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if args.subscribers else None
     print(json.dumps({"ready": True}), flush=True)
-    if args.subscribers:
-        got = wait_for_subscribers(zmq, pub, args.subscribers, args.subscriber_timeout)
+    if mon is not None:
+        got = wait_for_subscribers(zmq, pub, mon, args.subscribers, args.subscriber_timeout)
         print(json.dumps({"subscribed": got}), flush=True)
 
     buffer: deque[tuple[int, bytes, bytes]] = deque(maxlen=BUFFER_STEPS)

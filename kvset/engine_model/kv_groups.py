@@ -10,7 +10,8 @@ What each kind holds of a request, and what its lookup needs (HybridKVCacheCoord
 - sliding window of W tokens: only the blocks the window reaches. The lookup needs the last
   ceil((W - 1) / block_size) blocks before the hit point cached (the earlier ones are not even
   touched); while the request runs, a block that falls behind the window is freed into the shared
-  free queue at once, so a window group pins few blocks but fills the queue early;
+  free queue at the request's next step (`step`), so a window group pins few blocks but fills the
+  queue early;
 - mamba: one state block at the hit point.
 
 The hit length at a pool of C blocks is the longest h every group can serve. With D_g(h) the pool
@@ -104,6 +105,8 @@ class GroupCopies:
 
     def __init__(self) -> None:
         self._groups: dict[int, KvGroup] = {}
+        # per request: its blocks that fell behind a window in this step, per group, freed at the next
+        self._leaving: dict[int, dict[int, list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self._groups)
@@ -150,12 +153,25 @@ class GroupCopies:
             # vLLM keeps the k whole blocks the next token's window reaches (and the one it fills)
             if k is not None and len(held) > k:
                 early, held[:] = held[: len(held) - k], held[len(held) - k :]
+                self._leaving.setdefault(request.id, {}).setdefault(group.group_idx, []).extend(early)
+
+    def step(self, run: Run) -> None:
+        """A new engine step: the blocks that fell behind a running window in the last one are freed,
+        last first. vLLM frees them in the request's next allocate_slots (remove_skipped_blocks, on the
+        tokens computed so far), so after the requests that finished in the last step (their blocks
+        freed in update_from_output) and before this step's lookups."""
+        for by_group in self._leaving.values():
+            for early in by_group.values():
                 run(_ops(RELEASE, len(early)), np.array(early[::-1], dtype=np.uint64))
+        self._leaving.clear()
 
     def release(self, request: OpenRequest, run: Run) -> None:
-        """The request finished: group by group after the primary's, each last block first (vLLM's order)."""
-        for twins in request.twin_held.values():
-            run(_ops(RELEASE, len(twins)), np.array(twins[::-1], dtype=np.uint64))
+        """The request finished: group by group after the primary's, each last block first (vLLM's order;
+        blocks still waiting for `step` are the oldest of their group's)."""
+        leaving = self._leaving.pop(request.id, {})
+        for group_idx, twins in request.twin_held.items():
+            every = leaving.get(group_idx, []) + twins
+            run(_ops(RELEASE, len(every)), np.array(every[::-1], dtype=np.uint64))
 
     def joint(self, request: OpenRequest) -> tuple[np.ndarray, np.ndarray]:
         """The request's (distance, unpinned distance) per prompt block across the groups."""

@@ -68,6 +68,7 @@ from kvset.engine_model.records import (
 from kvset.engine_model.u64_map import U64Map
 
 _NO_KEYS = np.empty(0, dtype=np.uint64)
+_GOLDEN = 0.6180339887498949  # request ids times it, mod 1: spread evenly over [0, 1)
 DELAY_BATCHES = 32
 OUTPUT_BLOCK_GAP = 16  # batches between two output blocks of a request until measured (a step a batch)
 GAP_SAMPLES = 512
@@ -96,7 +97,7 @@ class RequestReplay(FinishedOutputs):
         self.finish_share = finish_share  # None: the uniform end's, from the block size (_lag)
         self._gaps: deque[int] = deque(maxlen=GAP_SAMPLES)  # batches between consecutive output blocks
         self.block_size = 0  # tokens of a full block, the largest a store said
-        self.finish_lag = self._lag()
+        self.finish_lag = self._lag()  # the stay in whole batches, as the snapshot shows it
         self._step_gaps: deque[float] = deque(maxlen=GAP_SAMPLES)  # seconds between consecutive batches
         self.step_seconds: float | None = None  # the engine's step, when measured
         self.pending_batches = pending_batches
@@ -224,7 +225,14 @@ class RequestReplay(FinishedOutputs):
         if share is None:  # a uniform end in the last block: (B-1)/2 of its B steps (module docstring)
             size = self.block_size or OUTPUT_BLOCK_GAP
             share = (size - 1) / (2 * size)
-        return int(min(self.delay - 1, max(1, round(share * gap))))
+        self._stay = min(self.delay - 1.0, max(1.0, share * gap))  # batches, not rounded
+        return int(min(self.delay - 1, max(1, round(self._stay))))
+
+    def _stays(self, request: OpenRequest) -> int:
+        """The batches `request` is taken to stay after its last store: the mean stay in whole batches,
+        one request rounding up and the next down, so that their mean is the stay itself (7.5 steps
+        for blocks of 16, where one rounding for all would hold every request half a batch longer)."""
+        return int(self._stay + (request.id * _GOLDEN) % 1.0)
 
     def _report(self, keys: np.ndarray, tokens: np.ndarray) -> None:
         self.counts.reports += 1
@@ -316,7 +324,7 @@ class RequestReplay(FinishedOutputs):
             if (
                 other.finish_seen is not None
                 or other.last_store >= self._batch
-                or other.last_store + self.finish_lag < self._batch
+                or other.last_store + self._stays(other) < self._batch
             ):
                 continue
             other.finish_seen = self._batch
@@ -368,7 +376,11 @@ class RequestReplay(FinishedOutputs):
     def _replay_upto(self, last: int) -> None:
         while self._items and next(iter(self._items)) <= last:
             batch, items = self._items.popitem(last=False)
+            stepped = False  # the window groups' blocks of the last step are freed (GroupCopies.step)
             for op, request, index in items:
+                if op != "F" and not stepped:  # after the finishes of the last step ("F" come first)
+                    self.groups.step(self._run)
+                    stepped = True
                 if op == "F":
                     if not request.released and request.id in self._running:
                         self.counts.finished_by_evidence += 1
@@ -378,8 +390,10 @@ class RequestReplay(FinishedOutputs):
                     self._admit(request)
                 elif not request.released:
                     self._store(request, index)
+            if not stepped:
+                self.groups.step(self._run)
             for request in list(self._running.values()):
-                if request.last_store + self.finish_lag <= batch:  # (a store seen later moves it on)
+                if request.last_store + self._stays(request) <= batch:  # (a store seen later moves it on)
                     self.counts.finished_by_lag += 1
                     self._finish(request, batch)
             self._ts.pop(batch - 1, None)

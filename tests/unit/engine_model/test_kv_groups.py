@@ -73,6 +73,16 @@ def test_group_keys_keep_each_groups_copy_of_a_block_apart():
     assert twin_keys(one, KvGroup(1, None, None, 16)).tolist() == keys.tolist()
 
 
+def releases_into(released: list[int]):
+    """A free-queue runner that only notes the blocks released, in order."""
+
+    def run(ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        released.extend(keys[ops == RELEASE].tolist())
+        return np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+
+    return run
+
+
 def test_a_running_window_holds_the_blocks_vllm_keeps_for_its_next_token():
     """vLLM's SlidingWindowManager frees the blocks before the next token's window as the request runs
     (get_num_skipped_tokens: L - W + 1 of L computed tokens are behind it): what the replay keeps
@@ -82,19 +92,51 @@ def test_a_running_window_holds_the_blocks_vllm_keeps_for_its_next_token():
     copies = GroupCopies()
     copies.add(group)
     released: list[int] = []
-
-    def run(ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        released.extend(keys[ops == RELEASE].tolist())
-        return np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+    run = releases_into(released)
 
     request = OpenRequest(0, np.empty(0, np.uint64), np.empty(0, np.int64), None, 0, 0)
     prompt, output = np.arange(1, 11, dtype=np.uint64), np.arange(11, 14, dtype=np.uint64)
     copies.pin(request, prompt, False, run)  # a prefill of 10 whole blocks, then 3 output blocks
     for key in output:
+        copies.step(run)  # (each output block is computed in a later step)
         copies.pin(request, np.array([key]), False, run)
+    copies.step(run)
     computed = (len(prompt) + len(output)) * block
     behind = (computed - window + 1) // block  # blocks wholly before the next token's window
     everything = twin_keys(np.concatenate([prompt, output]), group).tolist()
     assert request.twin_held[1] == everything[behind:]
     assert sorted(released) == sorted(everything[:behind])
     assert released[: len(prompt) - 4] == everything[: len(prompt) - 4][::-1]  # the prefill's, last first
+
+
+def test_blocks_behind_a_window_are_freed_at_the_next_step_after_the_requests_that_finished():
+    """vLLM frees a running request's blocks behind its window in its next allocate_slots
+    (remove_skipped_blocks at the start of the next step), and a finished request's blocks in
+    update_from_output at the end of the step it finished in: so in the free queue the finished
+    request's blocks come before (are older than) the window's, and a request that finishes first
+    frees its whole table once, last block first."""
+    group = KvGroup(1, "sliding_window", 64 + 1, 16)  # 4 blocks
+    copies = GroupCopies()
+    copies.add(group)
+    released: list[int] = []
+    run = releases_into(released)
+
+    def request(rid: int) -> OpenRequest:
+        return OpenRequest(rid, np.empty(0, np.uint64), np.empty(0, np.int64), None, 0, 0)
+
+    running, finishing = request(0), request(1)
+    copies.pin(finishing, np.arange(101, 103, dtype=np.uint64), False, run)
+    prompt = np.arange(1, 11, dtype=np.uint64)
+    copies.pin(running, prompt, False, run)  # its prefill in this step: 6 blocks fall behind
+    assert released == []  # still held in the step that computed them
+    copies.release(finishing, run)  # it finished at the end of this step
+    copies.step(run)  # the next step starts
+    twins = twin_keys(prompt, group).tolist()
+    assert released == twin_keys(np.array([102, 101], np.uint64), group).tolist() + twins[:6][::-1]
+
+    released.clear()
+    short = request(2)
+    copies.pin(short, prompt, False, run)
+    copies.release(short, run)  # finished before its next step: its whole table, once
+    copies.step(run)
+    assert released == twins[::-1]
