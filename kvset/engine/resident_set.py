@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import key_find, mix
+from kvset.engine_model.free_queue import MODEL_HORIZON
 
 _MIN_CAPACITY = 1024
 
@@ -174,7 +175,7 @@ class BoundedU64Set:
         self.older.clear()
 
 
-MAX_RESIDENT = 1 << 21  # blocks: more than any engine's pool the engine model replays (its horizon)
+MAX_RESIDENT = MODEL_HORIZON  # blocks: the engine model's reach, more than an engine's pool
 
 
 class ResidentBlocks:

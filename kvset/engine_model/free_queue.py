@@ -28,6 +28,11 @@ from numba import njit
 
 from kvset.core import fenwick
 from kvset.core.hash_table import key_find, mix
+
+# The engine model's reach, in blocks: the free queue, the parent links and the resident set keep this
+# many at most. A pool cannot usefully be modelled beyond its own size, and 2^20 blocks (16 M tokens
+# of 16-token blocks) is several times a single engine's pool; ~120 bytes a block in the free queue.
+MODEL_HORIZON = 1 << 20
 from kvset.core.kernel_types import Int
 
 QUERY = 0
@@ -190,7 +195,7 @@ def _reinsert(
 class FreeQueue:
     """vLLM's pinned blocks and free queue, unbounded: positions for every pool size at once."""
 
-    def __init__(self, horizon: int = 1 << 21) -> None:
+    def __init__(self, horizon: int = MODEL_HORIZON) -> None:
         if horizon < 1:
             raise ValueError("horizon must be positive")
         self.horizon = int(horizon)

@@ -51,7 +51,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.kv_groups import GroupCopies, KvGroup
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
@@ -88,7 +88,7 @@ class RequestReplay(FinishedOutputs):
         delay_batches: int = DELAY_BATCHES,
         finish_share: float | None = None,
         pending_batches: int = PENDING_BATCHES,
-        horizon: int = 1 << 21,
+        horizon: int = MODEL_HORIZON,
     ) -> None:
         if finish_share is not None and not 0 < finish_share <= 1:
             raise ValueError("finish_share must be in (0, 1]")
