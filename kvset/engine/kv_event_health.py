@@ -133,12 +133,15 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     pending = sum(s.being_replayed for s in sequences)
     pauses = sum(s.pauses for s in sequences)
     shed = sum(s.shed for s in sequences)
+    # the stated wait: the longest the figures stand still for a gap (--replay-timeout)
+    wait = max((s.replay_timeout for s in sequences if s.can_replay), default=None)
     details.append(
         (
             "sequence gaps",
             f"{plural(sum(s.gaps for s in sequences), 'gap')}, "
             f"{plural(sum(s.missing for s in sequences), 'batch', 'batches')} missing: "
             f"{sum(s.recovered for s in sequences)} recovered by replay, {lost} lost"
+            + ("" if wait is None else f" (a gap waits at most {wait:g} s for its replay, then counts lost)")
             + (f", {pending} being replayed" if pending else "")
             + (f"; {refused} refused (implausible sequence number)" if refused else "")
             + (f"; {shed} shed by kvset to keep up (not gaps: not asked again)" if shed else "")

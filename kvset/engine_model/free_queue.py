@@ -28,12 +28,13 @@ from numba import njit
 
 from kvset.core import fenwick
 from kvset.core.hash_table import key_find, mix
-
-# The engine model's reach, in blocks: the free queue, the parent links and the resident set keep this
-# many at most. A pool cannot usefully be modelled beyond its own size, and 2^20 blocks (16 M tokens
-# of 16-token blocks) is several times a single engine's pool; ~120 bytes a block in the free queue.
-MODEL_HORIZON = 1 << 20
 from kvset.core.kernel_types import Int
+
+# The engine model's reach, in blocks: the free queue, the parent links, the forgotten blocks and the
+# resident set keep this many at most. A pool cannot usefully be modelled beyond its own size, and
+# 2^19 blocks (8 M tokens of 16-token blocks) is several times a single engine's pool; the model's
+# state is then about 150 MiB at most.
+MODEL_HORIZON = 1 << 19
 
 QUERY = 0
 PIN = 1

@@ -74,10 +74,10 @@ GAP_SAMPLES = 512
 PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (a prompt cached but
 # for its partial last block stores nothing until its first output block, 16 steps on); below
 # DELAY_BATCHES, so that an admission found at the end is still replayed where it happened
-FORGOTTEN_MEMORY = 1 << 20
+FORGOTTEN_MEMORY = MODEL_HORIZON
 OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it (readmissions)
 # ... and at most this many of their blocks: 4,096 batches of 10,000 blocks held 41 M keys (GBs)
-OWNER_KEEP_BLOCKS = 1 << 20
+OWNER_KEEP_BLOCKS = MODEL_HORIZON
 
 
 class RequestReplay(FinishedOutputs):

@@ -87,7 +87,9 @@ def test_a_preallocated_analyzer_never_rebuilds_its_tables_and_stays_exact():
     arrays = (a._t.table, a._t.slot_keys, a._t.live, a._t.gone)
     for part in np.array_split(keys, 9):
         a.feed(part, timestamps=0.0)
-    assert all(x is y for x, y in zip(arrays, (a._t.table, a._t.slot_keys, a._t.live, a._t.gone), strict=True))
+    assert all(
+        x is y for x, y in zip(arrays, (a._t.table, a._t.slot_keys, a._t.live, a._t.gone), strict=True)
+    )
     true_d = np.array(naive_stack_distances(keys.tolist()))
     caps = [1, 10, 100, horizon]
     naive = naive_curve(keys.tolist(), caps)
