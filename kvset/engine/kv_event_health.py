@@ -141,7 +141,6 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             f"{plural(sum(s.gaps for s in sequences), 'gap')}, "
             f"{plural(sum(s.missing for s in sequences), 'batch', 'batches')} missing: "
             f"{sum(s.recovered for s in sequences)} recovered by replay, {lost} lost"
-            + ("" if wait is None else f" (a gap waits at most {wait:g} s for its replay, then counts lost)")
             + (f", {pending} being replayed" if pending else "")
             + (f"; {refused} refused (implausible sequence number)" if refused else "")
             + (f"; {shed} shed by kvset to keep up (not gaps: not asked again)" if shed else "")
@@ -153,6 +152,8 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             ),
         )
     )
+    if wait is not None:
+        details.append(("replay wait", f"a gap waits at most {wait:g} s for its replay, then counts lost"))
     probes = sum(s.tail_probes for s in sequences)
     if probes:
         details.append(("quiet stream", f"asked {probes} times for batches after the last one seen"))
