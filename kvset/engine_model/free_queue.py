@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core import fenwick
-from kvset.core.hash_table import key_find, mix
+from kvset.core.hash_table import key_find, key_next_shift
 from kvset.core.kernel_types import Int
 
 # The engine model's reach, in blocks: the free queue, the parent links, the forgotten blocks and the
@@ -53,21 +53,14 @@ _NEXT, _LIVE, _HEAD, _PINNED, _ENTRIES = range(5)
 def _delete(
     tkeys: np.ndarray, used: np.ndarray, ref: np.ndarray, slot: np.ndarray, hole: Int
 ) -> None:  # pragma: no cover - compiled
-    """Backward-shift deletion: no tombstones."""
-    imask = np.int64(len(tkeys) - 1)
-    mask = np.uint64(len(tkeys) - 1)
+    """Backward-shift deletion (kvset.core.hash_table.key_next_shift): no tombstones."""
     used[hole] = 0
-    probe = (hole + 1) & imask
-    while used[probe]:
-        home = np.int64(mix(tkeys[probe]) & mask)
-        if ((hole - home) & imask) < ((probe - home) & imask):
-            tkeys[hole] = tkeys[probe]
-            ref[hole] = ref[probe]
-            slot[hole] = slot[probe]
-            used[hole] = 1
-            used[probe] = 0
-            hole = probe
-        probe = (probe + 1) & imask
+    move = key_next_shift(tkeys, used, hole)
+    while move >= 0:
+        tkeys[hole], ref[hole], slot[hole] = tkeys[move], ref[move], slot[move]
+        used[hole], used[move] = 1, 0
+        hole = move
+        move = key_next_shift(tkeys, used, hole)
 
 
 @njit(cache=True, nogil=True)

@@ -34,6 +34,17 @@ MAX_DROPPED_HELD = 100_000
 Frames = list[bytes]
 
 
+@dataclass(slots=True)
+class Queued:
+    """A received message; `seen_at` is when the decoding thread first saw it queued (monotonic), so
+    that a wait counts from there: messages queued while that thread was away (a first batch loading
+    compiled code, a pipeline not taking updates) are not stale at once, as they were not in the socket."""
+
+    frames: Frames
+    size: int
+    seen_at: float | None = None
+
+
 @dataclass
 class EndpointStream:
     """One publisher endpoint's sockets and connection state; `index` is its publisher in the tracker.
@@ -49,8 +60,8 @@ class EndpointStream:
     ever_connected: bool = False
     last_data_at: float | None = None
     error: str | None = None
-    # received, not decoded yet: (frames, bytes, when received), within the source's byte share
-    queue: deque[tuple[Frames, int, float]] = dataclasses.field(default_factory=deque)
+    # received, not decoded yet, within the source's byte share
+    queue: deque[Queued] = dataclasses.field(default_factory=deque)
     queued_bytes: int = 0
     peak_queued_bytes: int = 0
     # dropped by the receiver past the byte share, oldest first: (sequence frames only, bytes)
@@ -72,7 +83,7 @@ class Receiver:
     def __init__(self, streams: list[EndpointStream], share: int, clock: Clock) -> None:
         self.streams = streams
         self.share = share  # bytes queued per endpoint
-        self.clock = clock
+        self.clock = clock  # (the decoding thread's: this one reads no time)
         self.lock = threading.Lock()
         self.arrival = threading.Event()  # set when something was queued: the decoding thread waits on it
         self._stop = threading.Event()
@@ -130,17 +141,16 @@ class Receiver:
             received += 1
             size = sum(len(frame) for frame in frames)
             stream.connected = stream.ever_connected = True
-            now = self.clock.monotonic()
             with self.lock:
                 stream.arrived += 1
                 while stream.queue and stream.queued_bytes + size > self.share:
-                    old, old_size, _ = stream.queue.popleft()
-                    stream.queued_bytes -= old_size
-                    self._drop(stream, old, old_size)
+                    old = stream.queue.popleft()
+                    stream.queued_bytes -= old.size
+                    self._drop(stream, old.frames, old.size)
                 if size > self.share:  # larger than the whole share alone (the queue is empty now)
                     self._drop(stream, frames, size)
                     continue
-                stream.queue.append((frames, size, now))
+                stream.queue.append(Queued(frames, size))
                 stream.queued_bytes += size
                 stream.peak_queued_bytes = max(stream.peak_queued_bytes, stream.queued_bytes)
         return received
@@ -157,22 +167,26 @@ class Receiver:
             stream.dropped.clear()
             if not stream.queue:
                 return dropped, None
-            frames, size, _ = stream.queue.popleft()
-            stream.queued_bytes -= size
-            return dropped, (frames, size)
+            message = stream.queue.popleft()
+            stream.queued_bytes -= message.size
+            return dropped, (message.frames, message.size)
 
     def take_stale(
         self, stream: EndpointStream, now: float, after: float, keep: int
     ) -> list[tuple[Frames, int]]:
-        """The messages to shed, oldest first: those dropped, then those queued more than `after`
-        seconds while more than `keep` wait."""
+        """The messages to shed, oldest first: those dropped, then those seen queued more than `after`
+        seconds ago while more than `keep` wait. Those not seen yet are seen `now`."""
         with self.lock:
             out = list(stream.dropped)
             stream.dropped.clear()
-            while len(stream.queue) > keep and now - stream.queue[0][2] > after:
-                frames, size, _ = stream.queue.popleft()
-                stream.queued_bytes -= size
-                out.append((frames, size))
+            for message in reversed(stream.queue):  # the newest are the unseen ones
+                if message.seen_at is not None:
+                    break
+                message.seen_at = now
+            while len(stream.queue) > keep and now - (stream.queue[0].seen_at or now) > after:
+                message = stream.queue.popleft()
+                stream.queued_bytes -= message.size
+                out.append((message.frames, message.size))
             return out
 
     def waiting(self) -> bool:

@@ -57,7 +57,8 @@ __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 RCVHWM = 100_000  # vLLM's own publisher HWM
 DEFAULT_BACKLOG_BYTES = 64 * MIB  # the queues of received, undecoded messages, all endpoints together
-# Decoding between two reads of the sockets: short, so a socket never fills while others are decoded.
+# Decoding between two looks at the replay sockets and the clock: short, so a replay's deadline and
+# the next update are kept while a flood waits in the queues.
 DECODE_SLICE_S = 0.02
 NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monitor.all_sources_dead)
 # A message still undecoded this long after it was received is shed: what is analysed stays this fresh
@@ -71,9 +72,6 @@ SHED_MIN_QUEUED = 8
 _REPLAY_LOOK_S = 0.005
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
-
-
-_Stream = EndpointStream
 
 
 class KvEventsSource(Source):
@@ -126,7 +124,7 @@ class KvEventsSource(Source):
         self.address = ",".join(self.endpoints)
         self._ctx: zmq.Context | None = None
         self._poller: zmq.Poller | None = None
-        self._streams: list[_Stream] = []
+        self._streams: list[EndpointStream] = []
         self._receiver: Receiver | None = None  # receives from the SUB sockets, in its own thread
         self._closed = False
         self.received = 0
@@ -153,7 +151,7 @@ class KvEventsSource(Source):
                 monitor = sub.get_monitor_socket(_MONITORED)
             except zmq.ZMQError:  # monitoring unsupported: connection state is inferred from data
                 monitor = None
-            stream = _Stream(index, address, replay_address, sub, monitor)
+            stream = EndpointStream(index, address, replay_address, sub, monitor)
             try:
                 sub.connect(address)
             except zmq.ZMQError as exc:  # e.g. an address libzmq cannot parse: shown, not raised
@@ -179,7 +177,7 @@ class KvEventsSource(Source):
         if self._ctx is not None:
             self._ctx.term()
 
-    def _close_dealer(self, stream: _Stream) -> None:
+    def _close_dealer(self, stream: EndpointStream) -> None:
         if stream.dealer is not None:
             if self._poller is not None:
                 self._poller.unregister(stream.dealer)
@@ -245,11 +243,11 @@ class KvEventsSource(Source):
         for stream in self._streams:
             self._shed_all(stream, self._receiver.take_stale(stream, now, SHED_AFTER_S, SHED_MIN_QUEUED), now)
 
-    def _shed_all(self, stream: _Stream, messages: list[tuple[Frames, int]], now: float) -> None:
+    def _shed_all(self, stream: EndpointStream, messages: list[tuple[Frames, int]], now: float) -> None:
         for frames, size in messages:
             self._shed(stream, frames, size, now)
 
-    def _shed(self, stream: _Stream, frames: Frames, size: int, now: float) -> None:
+    def _shed(self, stream: EndpointStream, frames: Frames, size: int, now: float) -> None:
         """One message dropped undecoded: counted, and its number told to the tracker (no replay)."""
         stream.shed += 1
         stream.shed_bytes += size
@@ -275,7 +273,7 @@ class KvEventsSource(Source):
             stream.behind = bool(stream.queue)
         self.behind = any(stream.behind for stream in self._streams)
 
-    def _decode_one(self, stream: _Stream) -> bool:
+    def _decode_one(self, stream: EndpointStream) -> bool:
         """Decode the stream's next message (after counting shed what was dropped before it); False
         when none was queued."""
         assert self._receiver is not None
@@ -290,7 +288,7 @@ class KvEventsSource(Source):
         self._carry_out(stream, self.tracker.published(stream.index, message[0], now, at))
         return True
 
-    def _read_replay(self, stream: _Stream) -> None:
+    def _read_replay(self, stream: EndpointStream) -> None:
         while stream.dealer is not None:
             try:
                 frames = stream.dealer.recv_multipart(zmq.NOBLOCK)
@@ -301,7 +299,7 @@ class KvEventsSource(Source):
                 self.tracker.replay_reply(stream.index, frames, self.clock.monotonic(), self.clock.wall()),
             )
 
-    def _carry_out(self, stream: _Stream, steps: list[ReplayStep]) -> None:
+    def _carry_out(self, stream: EndpointStream, steps: list[ReplayStep]) -> None:
         """Do what the tracker asks of the replay socket."""
         todo = deque(steps)
         while todo:
@@ -313,7 +311,7 @@ class KvEventsSource(Source):
                     self.tracker.replay_unsent(stream.index, self.clock.monotonic(), self.clock.wall())
                 )
 
-    def _ask_replay(self, stream: _Stream, start: int) -> bool:
+    def _ask_replay(self, stream: EndpointStream, start: int) -> bool:
         assert self._ctx is not None and self._poller is not None and stream.replay_address is not None
         try:
             if stream.dealer is None:
@@ -418,7 +416,7 @@ class KvEventsSource(Source):
             "batches, not asked again",
         )
 
-    def _stream_backlog(self, stream: _Stream) -> str:
+    def _stream_backlog(self, stream: EndpointStream) -> str:
         label = self.tracker.publishers[stream.index].label
         said = f"{label} behind: {plural(len(stream.queue), 'message')} ({format_bytes(stream.queued_bytes)}) queued"
         if stream.shed:
