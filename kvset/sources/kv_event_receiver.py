@@ -183,7 +183,10 @@ class Receiver:
                 if message.seen_at is not None:
                     break
                 message.seen_at = now
-            while len(stream.queue) > keep and now - (stream.queue[0].seen_at or now) > after:
+            while len(stream.queue) > keep:
+                seen_at = stream.queue[0].seen_at
+                if seen_at is None or now - seen_at <= after:
+                    break
                 message = stream.queue.popleft()
                 stream.queued_bytes -= message.size
                 out.append((message.frames, message.size))
