@@ -22,8 +22,8 @@ from tests.support.paths import MOONCAKE_TRACE
 def compile_kernels() -> None:
     from kvset.cli import main
     from kvset.core.opt import opt_histogram
-    from kvset.core.partial_sample_merge import merge as merge_samples
     from kvset.core.partial_sample import partial_sample
+    from kvset.core.partial_sample_merge import merge as merge_samples
     from kvset.core.partial_stack import merge as merge_stacks
     from kvset.core.partial_stack import partial_stack
     from kvset.core.pool_replay import PoolTrace
