@@ -60,8 +60,8 @@ OPT_WAITING = "Belady MIN: once the whole trace is replayed"
 OPT_COMPUTING = "Belady MIN: computing the whole trace's curve…"
 NEVER_SAID_UNITS = "the source never said its block size: accesses not analyzed"
 
-# Makes the stream's analyzer from its units: factory(units), and factory(units, fine_slots=1,
-# coarse_slots=1) for a rank's all-time one (kvset.core.stack_distance.new_analyzer, its horizon,
+# Makes the stream's analyzer from its units: factory(units, preallocate=True), and factory(units,
+# fine_slots=1, coarse_slots=1) for a rank's all-time one (kvset.core.stack_distance.new_analyzer, its horizon,
 # order and sampling bound with functools.partial).
 AnalyzerFactory = Callable[..., StackDistanceAnalyzer]
 
@@ -179,7 +179,7 @@ class Monitor:
     def _start_analysis(self, units: StreamUnits) -> None:
         """The stream's units are known: make its analyzer (and MIN's copy of the stream)."""
         self.units = units
-        self.analyzer = self.new_analyzer(units)
+        self.analyzer = self.new_analyzer(units, preallocate=True)  # the stream's: its growth would stall it
         self._placeholder = None
         if self.opt:
             self._opt_stream = AnalyzedStream(self.analyzer.order, units.block_size)

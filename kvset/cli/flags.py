@@ -28,7 +28,7 @@ from kvset.cli.argtypes import (
 )
 from kvset.cli.figure_flags import add_figure_arguments
 from kvset.cli.shell_completion import SHELLS, PrintCompletion
-from kvset.core import DEFAULT_HORIZON, ORDERS
+from kvset.core import DEFAULT_HORIZON, LIVE_HORIZON, ORDERS
 from kvset.engine import DEFAULT_MAX_BODY_BYTES, DEFAULT_MEDIUM, ENGINES, TRUNCATED_POLICIES
 from kvset.figures.base import SERVE, TOP
 from kvset.formats import FORMATS, HASH_ALGOS
@@ -162,7 +162,9 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # -- the analysis ----------------------------------------------------------------------------------
-def add_analysis_arguments(p: Parser) -> None:
+def add_analysis_arguments(p: Parser, default_horizon: int = DEFAULT_HORIZON) -> None:
+    """--order and --horizon; a live monitor's horizon defaults to LIVE_HORIZON (its tables are
+    allocated at once), a file's analysis to DEFAULT_HORIZON (they grow with the blocks seen)."""
     p.add_argument(
         "--order",
         choices=ORDERS,
@@ -172,9 +174,9 @@ def add_analysis_arguments(p: Parser) -> None:
     p.add_argument(
         "--horizon",
         type=positive_int,
-        default=DEFAULT_HORIZON,
+        default=default_horizon,
         metavar="BLOCKS",
-        help=f"most blocks tracked; the curve is exact up to it (default {DEFAULT_HORIZON:,})",
+        help=f"most blocks tracked; the curve is exact up to it, and stops there (default {default_horizon:,})",
     )
 
 
@@ -429,7 +431,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser, service: bool = False) -> 
 
     ana = p.add_argument_group("analysis")
     mod = p.add_argument_group("model (capacities in GiB and the hybrid reserve)")
-    add_analysis_arguments(ana)
+    add_analysis_arguments(ana, default_horizon=LIVE_HORIZON)
     add_sampling_arguments(ana)
     add_model_argument(mod)
     add_kv_dtype_argument(mod)

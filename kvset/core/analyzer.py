@@ -45,6 +45,9 @@ from kvset.units import DEFAULT_UNITS, StreamUnits
 
 _MIN_TRACKED = 1 << 10
 FORGOTTEN_PER_HORIZON = 8  # the forgotten set's budget: 8 H blocks (512 MiB at the default horizon)
+# A preallocated (live) analyzer's: 2 H blocks, 32 MiB at the live horizon, allocated at once; past it
+# the split of misses into first accesses and beyond the horizon is a bound, and says so
+PREALLOCATED_FORGOTTEN_PER_HORIZON = 2
 
 
 def forgotten_budget(horizon: int) -> int:
@@ -59,8 +62,11 @@ def _next_pow2(n: int) -> int:
 class _Tracker:
     """The kernel's state arrays, sized for `max_tracked` blocks; grown by doubling."""
 
-    def __init__(self, horizon: int, max_tracked: int, max_forgotten: int | None = None) -> None:
+    def __init__(
+        self, horizon: int, max_tracked: int, max_forgotten: int | None = None, preallocate: bool = False
+    ) -> None:
         self.horizon = horizon
+        self.preallocate = preallocate
         self.meta = np.zeros(KL.META_SIZE, dtype=np.int64)
         self.meta[KL.M_HORIZON] = horizon
         # blocks the forgotten set may hold before it is full (kernel.py, "The forgotten set")
@@ -94,7 +100,8 @@ class _Tracker:
             self.hist = grown
         if self.max_tracked >= self.horizon and self.gone.shape[0] == 1:
             # Remember forgotten blocks, exactly, to tell "beyond the horizon" from "first time".
-            self._new_gone(_next_pow2(2 * min(max(self.horizon, 1 << 12), self.max_forgotten)))
+            remembered = self.max_forgotten if self.preallocate else min(self.horizon, self.max_forgotten)
+            self._new_gone(_next_pow2(2 * max(remembered, 1 << 12)))
 
     def _new_gone(self, cells: int) -> np.ndarray:
         old = self.gone
@@ -174,8 +181,12 @@ class Analyzer(TimeSlotViews):
         initial_tracked: int = _MIN_TRACKED,
         runs: bool = True,
         max_forgotten: int | None = None,
+        preallocate: bool = False,
     ) -> None:
-        """max_forgotten: forgotten blocks remembered exactly (default forgotten_budget(horizon))."""
+        """max_forgotten: forgotten blocks remembered exactly (default forgotten_budget(horizon));
+        preallocate: the tables for the whole horizon and the forgotten set at once (a live stream:
+        no doubling, which rebuilds the tables on the caller's thread, ever stalls it), with a
+        forgotten budget of PREALLOCATED_FORGOTTEN_PER_HORIZON horizons unless max_forgotten says."""
         check_analyzer_args(horizon, order, slot_seconds, coarse_seconds)
         self.horizon = int(horizon)
         # runs of re-read blocks taken at once (docs/method.md, section 3); False: the per-block
@@ -183,7 +194,13 @@ class Analyzer(TimeSlotViews):
         self.runs = bool(runs)
         self.order: Order = order
         self.units = units
-        self._t = _Tracker(self.horizon, max(1, min(initial_tracked, self.horizon)), max_forgotten)
+        if preallocate:
+            initial_tracked = self.horizon
+            if max_forgotten is None:
+                max_forgotten = max(PREALLOCATED_FORGOTTEN_PER_HORIZON * self.horizon, 1 << 12)
+        self._t = _Tracker(
+            self.horizon, max(1, min(initial_tracked, self.horizon)), max_forgotten, preallocate
+        )
         self.grid_capacities = WINDOW_GRID.capacities(self.horizon)
         nb = len(self.grid_capacities)
         self.fine = SlotRing(slot_seconds, fine_slots, nb)

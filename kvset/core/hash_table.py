@@ -71,3 +71,19 @@ def key_find(keys: np.ndarray, used: np.ndarray, key: np.uint64) -> Int:
             return j
         j = np.int64(np.uint64(j + 1) & mask)
     return -1 - j
+
+
+@njit(inline="always")
+def key_next_shift(keys: np.ndarray, used: np.ndarray, hole: Int) -> Int:
+    """Backward-shift deletion in a keys-only table, one step: the cell after `hole` whose entry must
+    move into it (the hole lies on that entry's probe path), or -1 when the run ends first. The caller
+    moves the key and its payload, marks the cell free and goes on from it: no tombstones."""
+    imask = np.int64(len(keys) - 1)
+    mask = np.uint64(len(keys) - 1)
+    probe = (hole + 1) & imask
+    while used[probe]:
+        home = np.int64(mix(keys[probe]) & mask)
+        if ((hole - home) & imask) < ((probe - home) & imask):
+            return probe
+        probe = (probe + 1) & imask
+    return -1

@@ -113,12 +113,15 @@ def new_analyzer(
     horizon: int = DEFAULT_HORIZON,
     order: Order = "forward",
     sampling: Sampling | None = None,
+    preallocate: bool = False,
     **slots: Any,  # the rings' seconds (float) and slot counts (int)
 ) -> StackDistanceAnalyzer:
     """The exact analyzer, or with `sampling` the sampled one, of a stream in `units`.
-    slots: the time-slot rings' shape (slot_seconds, fine_slots, coarse_seconds, coarse_slots)."""
+    slots: the time-slot rings' shape (slot_seconds, fine_slots, coarse_seconds, coarse_slots);
+    preallocate: the exact analyzer's tables for its whole horizon at once (a live stream's, so that
+    no growth stalls it; the sampled one's are bounded by its sample)."""
     if sampling is None:
-        return Analyzer(horizon, order, units=units, **slots)
+        return Analyzer(horizon, order, units=units, preallocate=preallocate, **slots)
     return SampledAnalyzer(
         horizon,
         order,

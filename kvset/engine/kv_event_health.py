@@ -133,6 +133,8 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     pending = sum(s.being_replayed for s in sequences)
     pauses = sum(s.pauses for s in sequences)
     shed = sum(s.shed for s in sequences)
+    # the stated wait: the longest the figures stand still for a gap (--replay-timeout)
+    wait = max((s.replay_timeout for s in sequences if s.can_replay), default=None)
     details.append(
         (
             "sequence gaps",
@@ -150,6 +152,8 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             ),
         )
     )
+    if wait is not None:
+        details.append(("replay wait", f"a gap waits at most {wait:g} s for its replay, then counts lost"))
     probes = sum(s.tail_probes for s in sequences)
     if probes:
         details.append(("quiet stream", f"asked {probes} times for batches after the last one seen"))

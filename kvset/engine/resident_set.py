@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kvset.core.hash_table import key_find, mix
+from kvset.core.hash_table import key_find, key_next_shift
+from kvset.engine_model.free_queue import MODEL_HORIZON
 
 _MIN_CAPACITY = 1024
 
@@ -43,8 +44,6 @@ def _contains_many(
 def _discard_many(
     table: np.ndarray, used: np.ndarray, keys: np.ndarray, present: np.ndarray
 ) -> int:  # pragma: no cover - compiled
-    mask = np.uint64(len(table) - 1)
-    imask = np.int64(len(table) - 1)
     removed = 0
     for n in range(len(keys)):
         hole = key_find(table, used, keys[n])
@@ -53,16 +52,12 @@ def _discard_many(
             continue
         removed += 1
         used[hole] = 0
-        probe = (hole + 1) & imask
-        while used[probe]:
-            home = np.int64(mix(table[probe]) & mask)
-            # The entry at `probe` may fill the hole iff the hole lies on its probe path.
-            if ((hole - home) & imask) < ((probe - home) & imask):
-                table[hole] = table[probe]
-                used[hole] = 1
-                used[probe] = 0
-                hole = probe
-            probe = (probe + 1) & imask
+        move = key_next_shift(table, used, hole)
+        while move >= 0:
+            table[hole] = table[move]
+            used[hole], used[move] = 1, 0
+            hole = move
+            move = key_next_shift(table, used, hole)
     return removed
 
 
@@ -174,7 +169,7 @@ class BoundedU64Set:
         self.older.clear()
 
 
-MAX_RESIDENT = 1 << 21  # blocks: more than any engine's pool the engine model replays (its horizon)
+MAX_RESIDENT = MODEL_HORIZON  # blocks: the engine model's reach, more than an engine's pool
 
 
 class ResidentBlocks:

@@ -27,8 +27,14 @@ import numpy as np
 from numba import njit
 
 from kvset.core import fenwick
-from kvset.core.hash_table import key_find, mix
+from kvset.core.hash_table import key_find, key_next_shift
 from kvset.core.kernel_types import Int
+
+# The engine model's reach, in blocks: the free queue, the parent links, the forgotten blocks and the
+# resident set keep this many at most. A pool cannot usefully be modelled beyond its own size, and
+# 2^19 blocks (8 M tokens of 16-token blocks) is several times a single engine's pool; the model's
+# state is then about 150 MiB at most.
+MODEL_HORIZON = 1 << 19
 
 QUERY = 0
 PIN = 1
@@ -47,21 +53,14 @@ _NEXT, _LIVE, _HEAD, _PINNED, _ENTRIES = range(5)
 def _delete(
     tkeys: np.ndarray, used: np.ndarray, ref: np.ndarray, slot: np.ndarray, hole: Int
 ) -> None:  # pragma: no cover - compiled
-    """Backward-shift deletion: no tombstones."""
-    imask = np.int64(len(tkeys) - 1)
-    mask = np.uint64(len(tkeys) - 1)
+    """Backward-shift deletion (kvset.core.hash_table.key_next_shift): no tombstones."""
     used[hole] = 0
-    probe = (hole + 1) & imask
-    while used[probe]:
-        home = np.int64(mix(tkeys[probe]) & mask)
-        if ((hole - home) & imask) < ((probe - home) & imask):
-            tkeys[hole] = tkeys[probe]
-            ref[hole] = ref[probe]
-            slot[hole] = slot[probe]
-            used[hole] = 1
-            used[probe] = 0
-            hole = probe
-        probe = (probe + 1) & imask
+    move = key_next_shift(tkeys, used, hole)
+    while move >= 0:
+        tkeys[hole], ref[hole], slot[hole] = tkeys[move], ref[move], slot[move]
+        used[hole], used[move] = 1, 0
+        hole = move
+        move = key_next_shift(tkeys, used, hole)
 
 
 @njit(cache=True, nogil=True)
@@ -190,7 +189,7 @@ def _reinsert(
 class FreeQueue:
     """vLLM's pinned blocks and free queue, unbounded: positions for every pool size at once."""
 
-    def __init__(self, horizon: int = 1 << 21) -> None:
+    def __init__(self, horizon: int = MODEL_HORIZON) -> None:
         if horizon < 1:
             raise ValueError("horizon must be positive")
         self.horizon = int(horizon)

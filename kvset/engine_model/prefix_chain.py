@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import key_find
+from kvset.engine_model.free_queue import MODEL_HORIZON
 from kvset.engine_model.u64_map import U64Map
 
 ROOT = -1  # the parent of a block stored without one (the first block of a sequence)
@@ -111,7 +112,7 @@ class _Generations:
 class PrefixChain:
     """Parent links of the resident blocks; `walk(key)` gives the chain from the root to `key`."""
 
-    def __init__(self, removed_memory: int = 1 << 21, max_links: int = 1 << 21) -> None:
+    def __init__(self, removed_memory: int = MODEL_HORIZON, max_links: int = MODEL_HORIZON) -> None:
         self._parent = _Generations(max_links)
         self._removed = _Generations(removed_memory)  # links of removed blocks
         self.removed_memory = removed_memory

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.radix_lfu import LfuQueue
 from kvset.engine_model.records import (
@@ -116,7 +116,7 @@ class RadixReplay(FinishedOutputs):
     The same outputs as kvset.engine_model.replay.RequestReplay: accesses per finished request, and the
     model's distances per query page."""
 
-    def __init__(self, horizon: int = 1 << 21, policy: str = "lru") -> None:
+    def __init__(self, horizon: int = MODEL_HORIZON, policy: str = "lru") -> None:
         if policy not in REPLAYED_POLICIES:
             raise ValueError(
                 f"radix eviction policy {policy!r} is not replayed: {', '.join(REPLAYED_POLICIES)}"

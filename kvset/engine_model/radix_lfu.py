@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
-from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE
+from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE
 
 _ORDER_BITS = 40  # access order below, the hit count above: the key compares as (count, order)
 
@@ -42,7 +42,7 @@ _ORDER_BITS = 40  # access order below, the hit count above: the key compares as
 class LfuQueue:
     """SGLang's lfu order of the unlocked pages, with the pinned ones: ranks for every pool at once."""
 
-    def __init__(self, horizon: int = 1 << 21) -> None:
+    def __init__(self, horizon: int = MODEL_HORIZON) -> None:
         if horizon < 1:
             raise ValueError("horizon must be positive")
         self.horizon = int(horizon)

@@ -51,7 +51,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.kv_groups import GroupCopies, KvGroup
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
@@ -75,10 +75,10 @@ GAP_SAMPLES = 512
 PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (a prompt cached but
 # for its partial last block stores nothing until its first output block, 16 steps on); below
 # DELAY_BATCHES, so that an admission found at the end is still replayed where it happened
-FORGOTTEN_MEMORY = 1 << 20
+FORGOTTEN_MEMORY = MODEL_HORIZON
 OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it (readmissions)
 # ... and at most this many of their blocks: 4,096 batches of 10,000 blocks held 41 M keys (GBs)
-OWNER_KEEP_BLOCKS = 1 << 20
+OWNER_KEEP_BLOCKS = MODEL_HORIZON
 
 
 class RequestReplay(FinishedOutputs):
@@ -89,7 +89,7 @@ class RequestReplay(FinishedOutputs):
         delay_batches: int = DELAY_BATCHES,
         finish_share: float | None = None,
         pending_batches: int = PENDING_BATCHES,
-        horizon: int = 1 << 21,
+        horizon: int = MODEL_HORIZON,
     ) -> None:
         if finish_share is not None and not 0 < finish_share <= 1:
             raise ValueError("finish_share must be in (0, 1]")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kvset.core.hash_table import key_find, mix
+from kvset.core.hash_table import key_find, key_next_shift
 from kvset.core.kernel_types import Int
 
 _MIN_CAPACITY = 1024
@@ -52,19 +52,13 @@ def _get_many(
 
 @njit(cache=True, nogil=True)
 def _delete_at(table: np.ndarray, vals: np.ndarray, used: np.ndarray, hole: Int) -> None:  # pragma: no cover
-    mask = np.uint64(len(table) - 1)
-    imask = np.int64(len(table) - 1)
     used[hole] = 0
-    probe = (hole + 1) & imask
-    while used[probe]:
-        home = np.int64(mix(table[probe]) & mask)
-        if ((hole - home) & imask) < ((probe - home) & imask):  # the hole lies on its probe path
-            table[hole] = table[probe]
-            vals[hole] = vals[probe]
-            used[hole] = 1
-            used[probe] = 0
-            hole = probe
-        probe = (probe + 1) & imask
+    move = key_next_shift(table, used, hole)  # backward-shift deletion (kvset.core.hash_table)
+    while move >= 0:
+        table[hole], vals[hole] = table[move], vals[move]
+        used[hole], used[move] = 1, 0
+        hole = move
+        move = key_next_shift(table, used, hole)
 
 
 @njit(cache=True, nogil=True)

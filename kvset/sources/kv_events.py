@@ -15,31 +15,30 @@ When no endpoint has answered after NO_PUBLISHER_AFTER_S, the state says so and 
 engine publishes at all (ZMQ keeps retrying a port where nothing listens, or a host that does not
 resolve, without an error).
 
-Each round first empties every SUB socket into a queue per endpoint (receiving is cheap, decoding is
-not), then decodes from the queues in turn, one message each, for at most DECODE_SLICE_S: a rank
-that floods gets the same share as the others, and no socket sits unread while another is decoded.
-The queues hold at most `backlog_bytes` in all (an equal share per endpoint) and nothing older than
-SHED_AFTER_S: past either bound the oldest waiting messages are *shed*, dropped undecoded, counted and
-shown, so memory stays flat under any publisher however fast (it is what ZMQ would otherwise pile up,
-up to RCVHWM messages of any size) and what is analysed stays fresh. A shed message's sequence number
-is read and given to the tracker: its batch is counted shed, not taken for a gap, so the replay
-endpoint is not asked to send again what kvset had no time for. A source that cannot keep up shows its
-backlog (per endpoint: messages and bytes queued, shed), and when it stops, how many were left
-unread. ZMQ still drops what overflows RCVHWM while kvset waits for its analyzer, without telling;
-those show up as sequence gaps only.
+A thread of its own (kvset.sources.kv_event_receiver) only receives: it empties every SUB socket
+into a queue per endpoint however long this one waits for the pipeline, so nothing piles up inside
+ZMQ. This thread decodes from the queues in turn, one message each, for at most DECODE_SLICE_S: a
+rank that floods gets the same share as the others. The queues hold at most `backlog_bytes` in all
+(an equal share per endpoint) and nothing older than SHED_AFTER_S: past either bound the oldest
+waiting messages are *shed*, dropped undecoded, counted and shown, so memory stays flat under any
+publisher however fast and what is analysed stays fresh. A shed message's sequence number is read
+and given to the tracker: its batch is counted shed, not taken for a gap, so the replay endpoint is
+not asked to send again what kvset had no time for. A source that cannot keep up shows its backlog
+(per endpoint: messages and bytes queued, shed), and when it stops, how many were left unread. ZMQ
+drops only what overflows RCVHWM faster than the receiving thread reads, without telling; those
+show up as sequence gaps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from kvset.engine import DEFAULT_MEDIUM
 from kvset.engine.kv_event_health import kv_event_health
@@ -50,6 +49,7 @@ from kvset.quantities import MIB, format_bytes, plural
 from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.clock import REAL_CLOCK, Clock
+from kvset.sources.kv_event_receiver import EndpointStream, Frames, Receiver
 from kvset.types import SourceHealth, SourceUpdate
 
 __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
@@ -57,10 +57,9 @@ __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 RCVHWM = 100_000  # vLLM's own publisher HWM
 DEFAULT_BACKLOG_BYTES = 64 * MIB  # the queues of received, undecoded messages, all endpoints together
-# Decoding between two reads of the sockets: short, so a socket never fills while others are decoded.
+# Decoding between two looks at the replay sockets and the clock: short, so a replay's deadline and
+# the next update are kept while a flood waits in the queues.
 DECODE_SLICE_S = 0.02
-# A read of one socket stops after this many messages (a publisher faster than receiving itself).
-_MAX_RECEIVED_PER_READ = 10_000
 NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monitor.all_sources_dead)
 # A message still undecoded this long after it was received is shed: what is analysed stays this fresh
 # and the figures keep moving when the publisher outruns decoding or analysis.
@@ -69,32 +68,10 @@ SHED_AFTER_S = 2.0
 # functions loading on the first batch, a slow moment of the machine), not a publisher outrunning
 # kvset, and decoding them catches up at once
 SHED_MIN_QUEUED = 8
+# While a replay is asked, its socket is looked at this often (the SUB sockets are the receiver's).
+_REPLAY_LOOK_S = 0.005
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
-
-
-@dataclass
-class _Stream:
-    """One publisher endpoint's sockets and connection state; `index` is its publisher in the tracker."""
-
-    index: int
-    address: str
-    replay_address: str | None
-    sub: zmq.Socket
-    monitor: zmq.Socket | None
-    dealer: zmq.Socket | None = None
-    connected: bool = False
-    ever_connected: bool = False
-    last_data_at: float | None = None
-    error: str | None = None
-    # received, not decoded yet: (frames, bytes, when received); bounded by the source's backlog_bytes
-    # share and by SHED_AFTER_S
-    queue: deque[tuple[list[bytes], int, float]] = dataclasses.field(default_factory=deque)
-    queued_bytes: int = 0
-    peak_queued_bytes: int = 0
-    shed: int = 0  # messages shed (dropped unread, the oldest first) to stay within bounds, and their bytes
-    shed_bytes: int = 0
-    behind: bool = False  # messages still queued after the last decoding round
 
 
 class KvEventsSource(Source):
@@ -147,7 +124,8 @@ class KvEventsSource(Source):
         self.address = ",".join(self.endpoints)
         self._ctx: zmq.Context | None = None
         self._poller: zmq.Poller | None = None
-        self._streams: list[_Stream] = []
+        self._streams: list[EndpointStream] = []
+        self._receiver: Receiver | None = None  # receives from the SUB sockets, in its own thread
         self._closed = False
         self.received = 0
         self.last_data_at: float | None = None
@@ -173,21 +151,22 @@ class KvEventsSource(Source):
                 monitor = sub.get_monitor_socket(_MONITORED)
             except zmq.ZMQError:  # monitoring unsupported: connection state is inferred from data
                 monitor = None
-            stream = _Stream(index, address, replay_address, sub, monitor)
+            stream = EndpointStream(index, address, replay_address, sub, monitor)
             try:
                 sub.connect(address)
             except zmq.ZMQError as exc:  # e.g. an address libzmq cannot parse: shown, not raised
                 stream.error = f"cannot connect to {address}: {exc}"
-            self._poller.register(sub, zmq.POLLIN)
-            if monitor is not None:
-                self._poller.register(monitor, zmq.POLLIN)
             self._streams.append(stream)
         self._opened_at = self.clock.monotonic()
+        self._receiver = Receiver(self._streams, self.backlog_share, self.clock)
+        self._receiver.start()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._receiver is not None:
+            self._receiver.stop()
         for stream in self._streams:
             if stream.monitor is not None:
                 with contextlib.suppress(zmq.ZMQError):
@@ -198,7 +177,7 @@ class KvEventsSource(Source):
         if self._ctx is not None:
             self._ctx.term()
 
-    def _close_dealer(self, stream: _Stream) -> None:
+    def _close_dealer(self, stream: EndpointStream) -> None:
         if stream.dealer is not None:
             if self._poller is not None:
                 self._poller.unregister(stream.dealer)
@@ -219,16 +198,7 @@ class KvEventsSource(Source):
                 deadline = self.tracker.replay_deadline
                 if deadline is not None:
                     wait = min(wait, max(0.0, deadline - now))
-                if any(stream.queue for stream in self._streams):
-                    wait = 0.0  # decoding to do: only look at what is ready
-                ready = dict(self._poller.poll(int(wait * 1000)))
-                for stream in self._streams:
-                    if stream.monitor is not None and stream.monitor in ready:
-                        self._read_monitor(stream)
-                    if stream.dealer is not None and stream.dealer in ready:
-                        self._read_replay(stream)
-                    if stream.sub in ready:
-                        self._receive(stream)
+                self._wait(wait)
                 self._decode_round()
                 for index, step in self.tracker.tick(self.clock.monotonic(), self.clock.wall()):
                     self._carry_out(self._streams[index], [step])
@@ -240,65 +210,44 @@ class KvEventsSource(Source):
         finally:
             self.close()
 
-    def _count_unread(self) -> int:
-        """Messages still waiting in the sockets: read (not decoded) and counted, for a bounded time."""
-        unread = sum(len(stream.queue) for stream in self._streams)
-        give_up = self.clock.monotonic() + _UNREAD_COUNT_S
+    def _wait(self, wait: float) -> None:
+        """Until something is queued, a replay answers, or `wait` seconds pass; then read the replies."""
+        receiver, poller = self._receiver, self._poller
+        assert receiver is not None and poller is not None
+        asking = any(stream.dealer is not None for stream in self._streams)
+        if not receiver.waiting():
+            # a reply is looked for every _REPLAY_LOOK_S; else only an arrival or the tick wakes this
+            if not (asking and poller.poll(0)):
+                receiver.arrival.wait(min(wait, _REPLAY_LOOK_S) if asking else wait)
+            receiver.arrival.clear()  # what came meanwhile is seen by waiting() next time
+        ready = dict(poller.poll(0)) if asking else {}
         for stream in self._streams:
-            stream.queue.clear()
-            stream.queued_bytes = 0
-            while self.clock.monotonic() < give_up:
-                try:
-                    stream.sub.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.ZMQError:  # zmq.Again included: nothing more
-                    break
-                unread += 1
-        return unread
+            if stream.dealer is not None and stream.dealer in ready:
+                self._read_replay(stream)
 
-    def _read_monitor(self, stream: _Stream) -> None:
-        assert stream.monitor is not None
-        while True:
-            try:
-                event = recv_monitor_message(stream.monitor, zmq.NOBLOCK)
-            except zmq.ZMQError:  # zmq.Again included: nothing more to read
-                return
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                stream.connected = stream.ever_connected = True
-            elif event["event"] == zmq.EVENT_DISCONNECTED:
-                stream.connected = False
-
-    def _receive(self, stream: _Stream) -> None:
-        """Empty the socket into the stream's queue; past its share of backlog_bytes the oldest are shed."""
-        for _ in range(_MAX_RECEIVED_PER_READ):
-            try:
-                frames = stream.sub.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            size = sum(len(frame) for frame in frames)
-            stream.connected = stream.ever_connected = True
-            now = self.clock.monotonic()
-            while stream.queue and stream.queued_bytes + size > self.backlog_share:
-                self._shed_oldest(stream, now)
-            if size > self.backlog_share:  # larger than the whole share alone
-                self._shed(stream, frames, size, now)
-                continue
-            stream.queue.append((frames, size, now))
-            stream.queued_bytes += size
-            stream.peak_queued_bytes = max(stream.peak_queued_bytes, stream.queued_bytes)
-
-    def _shed_stale(self) -> None:
-        """Shed what waited more than SHED_AFTER_S: decoding it now would analyse the past."""
+    def _count_unread(self) -> int:
+        """Messages still waiting: queued or in the sockets, read (not decoded) and counted, for a
+        bounded time; those the receiver dropped are told the tracker first (they are shed)."""
+        assert self._receiver is not None
+        self._receiver.stop()
         now = self.clock.monotonic()
         for stream in self._streams:
-            while len(stream.queue) > SHED_MIN_QUEUED and now - stream.queue[0][2] > SHED_AFTER_S:
-                self._shed_oldest(stream, now)
+            self._shed_all(stream, self._receiver.take_stale(stream, now, math.inf, 0), now)
+        return self._receiver.count_unread(now + _UNREAD_COUNT_S)
 
-    def _shed_oldest(self, stream: _Stream, now: float) -> None:
-        frames, size, _ = stream.queue.popleft()
-        stream.queued_bytes -= size
-        self._shed(stream, frames, size, now)
+    def _shed_stale(self) -> None:
+        """Shed what the receiver dropped and what waited more than SHED_AFTER_S: decoding it now
+        would analyse the past."""
+        assert self._receiver is not None
+        now = self.clock.monotonic()
+        for stream in self._streams:
+            self._shed_all(stream, self._receiver.take_stale(stream, now, SHED_AFTER_S, SHED_MIN_QUEUED), now)
 
-    def _shed(self, stream: _Stream, frames: list[bytes], size: int, now: float) -> None:
+    def _shed_all(self, stream: EndpointStream, messages: list[tuple[Frames, int]], now: float) -> None:
+        for frames, size in messages:
+            self._shed(stream, frames, size, now)
+
+    def _shed(self, stream: EndpointStream, frames: Frames, size: int, now: float) -> None:
         """One message dropped undecoded: counted, and its number told to the tracker (no replay)."""
         stream.shed += 1
         stream.shed_bytes += size
@@ -309,11 +258,9 @@ class KvEventsSource(Source):
         enough accesses for an update, or a replay's deadline)."""
         self._shed_stale()
         end = self.clock.monotonic() + DECODE_SLICE_S
-        busy = [stream for stream in self._streams if stream.queue]
+        busy = list(self._streams)
         while busy:
-            for stream in busy:
-                self._decode_one(stream)
-            busy = [stream for stream in busy if stream.queue]
+            busy = [stream for stream in busy if self._decode_one(stream)]
             now = self.clock.monotonic()
             deadline = self.tracker.replay_deadline
             if (
@@ -326,16 +273,22 @@ class KvEventsSource(Source):
             stream.behind = bool(stream.queue)
         self.behind = any(stream.behind for stream in self._streams)
 
-    def _decode_one(self, stream: _Stream) -> None:
-        frames, size, _ = stream.queue.popleft()
-        stream.queued_bytes -= size
+    def _decode_one(self, stream: EndpointStream) -> bool:
+        """Decode the stream's next message (after counting shed what was dropped before it); False
+        when none was queued."""
+        assert self._receiver is not None
+        dropped, message = self._receiver.take(stream)
+        now = self.clock.monotonic()
+        self._shed_all(stream, dropped, now)
+        if message is None:
+            return False
         at = self.clock.wall()
         self.received += 1
         self.last_data_at = stream.last_data_at = at
-        now = self.clock.monotonic()
-        self._carry_out(stream, self.tracker.published(stream.index, frames, now, at))
+        self._carry_out(stream, self.tracker.published(stream.index, message[0], now, at))
+        return True
 
-    def _read_replay(self, stream: _Stream) -> None:
+    def _read_replay(self, stream: EndpointStream) -> None:
         while stream.dealer is not None:
             try:
                 frames = stream.dealer.recv_multipart(zmq.NOBLOCK)
@@ -346,7 +299,7 @@ class KvEventsSource(Source):
                 self.tracker.replay_reply(stream.index, frames, self.clock.monotonic(), self.clock.wall()),
             )
 
-    def _carry_out(self, stream: _Stream, steps: list[ReplayStep]) -> None:
+    def _carry_out(self, stream: EndpointStream, steps: list[ReplayStep]) -> None:
         """Do what the tracker asks of the replay socket."""
         todo = deque(steps)
         while todo:
@@ -358,7 +311,7 @@ class KvEventsSource(Source):
                     self.tracker.replay_unsent(stream.index, self.clock.monotonic(), self.clock.wall())
                 )
 
-    def _ask_replay(self, stream: _Stream, start: int) -> bool:
+    def _ask_replay(self, stream: EndpointStream, start: int) -> bool:
         assert self._ctx is not None and self._poller is not None and stream.replay_address is not None
         try:
             if stream.dealer is None:
@@ -463,7 +416,7 @@ class KvEventsSource(Source):
             "batches, not asked again",
         )
 
-    def _stream_backlog(self, stream: _Stream) -> str:
+    def _stream_backlog(self, stream: EndpointStream) -> str:
         label = self.tracker.publishers[stream.index].label
         said = f"{label} behind: {plural(len(stream.queue), 'message')} ({format_bytes(stream.queued_bytes)}) queued"
         if stream.shed:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
-from kvset.core.analyzer import DEFAULT_HORIZON
+from kvset.core import LIVE_HORIZON
 from kvset.exporter.collector import stack_distance_edges
 from tests.support.engine_metrics_server import FakeEngine
 from tests.support.kvset_serve import (
@@ -71,7 +71,7 @@ def test_scrapes_during_and_after_a_replay_equal_kvset_analyze():
     for s in [*scrapes, final]:
         _check_consistent(s)
 
-    edges = stack_distance_edges(DEFAULT_HORIZON)
+    edges = stack_distance_edges(LIVE_HORIZON)  # kvset serve's default horizon
     offline = analyze_json(
         TRACE, "--capacities", ",".join(str(e) for e in edges) + "," + CAPACITIES, "--tiers", "5000,20000"
     )

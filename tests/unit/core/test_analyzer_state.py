@@ -79,6 +79,26 @@ def test_past_its_budget_the_forgotten_set_is_full_and_the_split_a_bound():
     assert a.rereferences == int(np.count_nonzero((true_d >= 1) & (true_d <= 50)))
 
 
+def test_a_preallocated_analyzer_never_rebuilds_its_tables_and_stays_exact():
+    """A live stream's analyzer: sized for its horizon at start, so no growth ever stalls the stream."""
+    horizon = 500
+    keys = _zipf_trace(30_000, 8_000, 4)
+    a = Analyzer(horizon=horizon, preallocate=True)
+    arrays = (a._t.table, a._t.slot_keys, a._t.live, a._t.gone)
+    for part in np.array_split(keys, 9):
+        a.feed(part, timestamps=0.0)
+    assert all(
+        x is y for x, y in zip(arrays, (a._t.table, a._t.slot_keys, a._t.live, a._t.gone), strict=True)
+    )
+    true_d = np.array(naive_stack_distances(keys.tolist()))
+    caps = [1, 10, 100, horizon]
+    naive = naive_curve(keys.tolist(), caps)
+    assert [a.curve().hits(c) for c in caps] == [naive[c][0] for c in caps]
+    assert a.first_time + a.beyond_horizon == int(np.count_nonzero((true_d == 0) | (true_d > horizon)))
+    assert a.forgotten_blocks > 0 and a.misses_split_exact  # within its forgotten budget: exact
+    assert a.first_time == len(set(keys.tolist()))
+
+
 def test_coverage_target_not_reached_when_reuse_lies_beyond_horizon():
     # a cyclic scan over 50 blocks: every re-reference has distance 50
     keys = np.tile(np.arange(50, dtype=np.uint64), 10)

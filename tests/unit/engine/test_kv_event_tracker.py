@@ -231,6 +231,19 @@ def test_a_gap_recovered_by_replay_keeps_the_order_and_says_so_on_the_timeline()
     assert update.accesses is not None and update.accesses.keys.tolist() == [1, 2, 3]
     assert [e.kind for e in update.events] == ["sequence-gap"]
     assert detail(t, "sequence gaps") == "1 gap, 1 batch missing: 1 recovered by replay, 0 lost"
+    assert detail(t, "replay wait") == "a gap waits at most 1 s for its replay, then counts lost"
+
+
+def test_the_wait_for_a_replay_is_stated_and_is_the_replay_timeout() -> None:
+    t = tracker(replay="tcp://127.0.0.1:5558", replay_timeout=0.25)
+    feed = Feed(t)
+    feed(stored([1]))
+    feed.skip()
+    assert feed(stored([3])) == [AskReplay(1)]
+    assert t.replay_deadline == 0.25
+    assert detail(t, "replay wait") == "a gap waits at most 0.25 s for its replay, then counts lost"
+    no_replay = kv_event_health(tracker(), 0.0).details
+    assert "replay wait" not in dict(no_replay)  # no replay endpoint: nothing waits
 
 
 def test_lost_batches_are_noted_with_the_way_to_recover_them() -> None:
