@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     dry = None if args.offline else run.dry_run(args, args.pool)
-    row = run.one_run(args, args.pool, args.mode, dry)
+    row = run.one_run(args, args.pool, args.mode, dry, offline=args.offline, speed=args.replay_speed)
     row["out"] = args.out
     result = compare(row, args.tenants)
     result["wall_seconds"] = round(time.monotonic() - t0, 1)

@@ -62,8 +62,10 @@ DEFAULT_BACKLOG_BYTES = 64 * MIB  # the queues of received, undecoded messages, 
 DECODE_SLICE_S = 0.02
 NO_PUBLISHER_AFTER_S = 1.5  # `--once` answers within 3 s (kvset.cli.live_monitor.all_sources_dead)
 # A message still undecoded this long after it was received is shed: what is analysed stays this fresh
-# and the figures keep moving when the publisher outruns decoding or analysis.
-SHED_AFTER_S = 2.0
+# when the publisher outruns decoding or analysis for long. Not shorter: the pipeline pauses for a few
+# seconds now and then (the principals' figures read, a slow moment), and a 2 s bound shed a quarter
+# of an ordinary stream then; the byte bound is what keeps memory flat.
+SHED_AFTER_S = 30.0
 # ... unless no more than this many wait: a few old messages are a pause (the engine model's compiled
 # functions loading on the first batch, a slow moment of the machine), not a publisher outrunning
 # kvset, and decoding them catches up at once

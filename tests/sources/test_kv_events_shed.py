@@ -70,3 +70,33 @@ def test_a_few_old_messages_are_a_pause_not_a_flood_and_are_all_decoded():
         src, _ = read_waiting(pub, sent, blocks=8)  # soon "older" than the bound by the slow clock
     [stream] = src._streams
     assert stream.shed == 0 and src.received == sent
+
+
+def test_a_pipeline_slow_for_seconds_loses_nothing_of_an_ordinary_stream():
+    # the pipeline takes 2.5 s per update (the principals' figures being read, a slow moment): the
+    # messages that wait meanwhile are late, not stale, and are all decoded (at a 2 s bound a quarter
+    # of a real replay was shed so)
+    base, steps = [0.0], itertools.count()
+    clock = Clock(monotonic=lambda: base[0] + 0.01 * next(steps))  # a decode slice takes a message or two
+    sent = 2 * SHED_MIN_QUEUED
+    with FakeVllmPublisher(replay=True) as pub:
+        src = KvEventsSource(
+            [pub.endpoint], [pub.replay_endpoint], idle_tick=0.05, tail_probe_seconds=1e9, clock=clock
+        )
+        stop = threading.Event()
+        gen = src.updates(stop)
+        next(gen)
+        pub.wait_for_subscriber()
+        for n in range(sent):
+            pub.publish(big_batch(pub, n, blocks=2000))
+        [stream] = src._streams
+        deadline = time.monotonic() + 20
+        while stream.arrived < sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in gen:
+            base[0] += 2.5  # the pipeline takes its time before it asks for the next update
+            if src.received + stream.shed >= sent or time.monotonic() > deadline:
+                break
+        stop.set()
+        list(gen)
+    assert stream.shed == 0 and src.received == sent
