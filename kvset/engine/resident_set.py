@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import key_find, key_next_shift
-from kvset.engine_model.free_queue import MODEL_HORIZON
+from kvset.engine_model.records import MODEL_HORIZON
 
 _MIN_CAPACITY = 1024
 

@@ -29,12 +29,7 @@ from numba import njit
 from kvset.core import fenwick
 from kvset.core.hash_table import key_find, key_next_shift
 from kvset.core.kernel_types import Int
-
-# The engine model's reach, in blocks: the free queue, the parent links, the forgotten blocks and the
-# resident set keep this many at most. A pool cannot usefully be modelled beyond its own size, and
-# 2^19 blocks (8 M tokens of 16-token blocks) is several times a single engine's pool; the model's
-# state is then about 150 MiB at most.
-MODEL_HORIZON = 1 << 19
+from kvset.engine_model.records import MODEL_HORIZON
 
 QUERY = 0
 PIN = 1

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from kvset.core.hash_table import key_find
-from kvset.engine_model.free_queue import MODEL_HORIZON
+from kvset.engine_model.records import MODEL_HORIZON
 from kvset.engine_model.u64_map import U64Map
 
 ROOT = -1  # the parent of a block stored without one (the first block of a sequence)

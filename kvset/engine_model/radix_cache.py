@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.radix_lfu import LfuQueue
 from kvset.engine_model.records import (
     CAUSE_BEYOND_HORIZON,
     CAUSE_FIRST_TIME,
     INFINITE,
+    MODEL_HORIZON,
     FinishedOutputs,
     add_query,
 )

@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
-from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE
+from kvset.engine_model.records import MODEL_HORIZON
 
 _ORDER_BITS = 40  # access order below, the hit count above: the key compares as (count, order)
 

@@ -10,6 +10,12 @@ import numpy as np
 
 from kvset.types import PRINCIPAL_LEVELS, EngineModelDelta, PrincipalNames
 
+# The engine model's reach, in blocks: the free queue, the parent links, the forgotten blocks and the
+# resident set keep this many at most. A pool cannot usefully be modelled beyond its own size, and
+# 2^19 blocks (8 M tokens of 16-token blocks) is several times a single engine's pool; the model's
+# state is then about 150 MiB at most.
+MODEL_HORIZON = 1 << 19
+
 INFINITE = np.int64(1) << np.int64(62)  # the distance of a block no pool holds
 
 # One store of a request: (batch, keys, tokens, decode, recomputed).

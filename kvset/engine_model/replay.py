@@ -51,7 +51,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from kvset.engine_model.free_queue import ABSENT, MODEL_HORIZON, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
 from kvset.engine_model.kv_groups import GroupCopies, KvGroup
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
@@ -59,6 +59,7 @@ from kvset.engine_model.records import (
     CAUSE_FIRST_TIME,
     CAUSE_RECOMPUTED,
     INFINITE,
+    MODEL_HORIZON,
     FinishedOutputs,
     OpenRequest,
     Report,

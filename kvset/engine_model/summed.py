@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvset.engine_model.records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED
+from kvset.engine_model.records import CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME, CAUSE_RECOMPUTED, MODEL_HORIZON
 from kvset.types import PRINCIPAL_LEVELS, EngineModelDelta, PrincipalNames
 
 MODEL_NAME = "vLLM block-pool replay"
@@ -73,6 +73,7 @@ class EngineModel:
         self._named: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (distance, tokens, ids)
         self._named_query: dict[tuple[int, int], float] = {}  # (level index, id) -> query tokens
         self.principal_names: PrincipalNames | None = None
+        self.reach_blocks = MODEL_HORIZON  # a pool larger than the replays' horizon is modelled short
 
     def add(self, source: int, delta: EngineModelDelta) -> None:
         self.updates += 1

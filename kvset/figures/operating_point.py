@@ -137,6 +137,10 @@ EVENTS_SHOWED_NOTE = (
     "the engine reports misses only (vLLM's default mode): its hits were read off the chains its stored "
     "blocks hang on; {seen}"
 )
+BEYOND_MODEL_NOTE = (
+    "the pool ({pool:,} blocks) is beyond the engine model's reach ({reach:,} blocks): a block released "
+    "further back than that counts as a miss, so the model's hit rate is a lower bound"
+)
 NO_MODEL_NOTE = (
     "no hit-reporting KV events: the prediction is the LRU curve at the pool, which ignores the blocks "
     "running requests pin (give --events of an engine that reports hits for the engine model)"
@@ -196,6 +200,8 @@ def operating_point(
     notes = rank_notes
     if curve_scope == RECONSTRUCTED:
         notes = (EVENTS_SHOWED_NOTE.format(seen=_seen_words(*seen)), *rank_notes)
+    if usable > engine_model.reach_blocks:
+        notes = (*notes, BEYOND_MODEL_NOTE.format(pool=usable, reach=engine_model.reach_blocks))
     return _with(
         base,
         notes=notes,

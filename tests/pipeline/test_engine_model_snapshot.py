@@ -22,7 +22,7 @@ from tests.support.vllm_engine_sim import SimEngine, agentic_requests
 USABLE = 250
 
 
-def replayed(report_hits: bool = True, reconstruct: bool = True):
+def replayed(report_hits: bool = True, reconstruct: bool = True, reach: int | None = None):
     engine = SimEngine(USABLE, report_hits=report_hits)
     requests = agentic_requests(8, 10, sessions=3, seed=5)
     batches = engine.run(requests)
@@ -33,6 +33,8 @@ def replayed(report_hits: bool = True, reconstruct: bool = True):
     update = tracker.take(at=0.0, final=True)
     analyzer.feed_batch(update.accesses)
     model.add(0, update.engine_model)
+    if reach is not None:  # as if the pool were larger than the replays' horizon
+        model.reach_blocks = reach
     reading = EngineReading(
         at=0.0,
         pools=(EnginePool(USABLE + 1, 16, NULL_BLOCKS_VLLM),),  # num_gpu_blocks counts the null block
@@ -89,6 +91,15 @@ def test_the_operating_point_holds_the_model_its_inputs_and_the_misses_by_cause(
     text = snapshot_text(snap)
     assert f"predicted (a MODEL: {MODEL_NAME}, whole stream)" in text
     assert "exact LRU curve of the accesses seen, at the pool" in text
+
+
+def test_a_pool_beyond_the_models_reach_is_said_to_be_predicted_as_a_lower_bound():
+    _, within = replayed()
+    _, beyond = replayed(reach=USABLE // 2)
+    assert not any("beyond the engine model's reach" in n for n in within.get(OperatingPoint).notes)
+    [note] = [n for n in beyond.get(OperatingPoint).notes if "beyond the engine model's reach" in n]
+    assert f"({USABLE:,} blocks)" in note and "lower bound" in note
+    assert note in snapshot_json(beyond)["operating_point"]["notes"]
 
 
 def test_in_the_default_mode_the_hits_are_reconstructed_and_the_unseen_share_stated():
