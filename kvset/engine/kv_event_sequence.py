@@ -38,7 +38,7 @@ held), recovered, counted lost, or rejected with its reason.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kvset.engine.kv_events import END_SEQ, KvEventBatch, decode_payload, decode_seq, split_replay_reply
@@ -301,6 +301,13 @@ class KvEventSequence:
         """The replay request could not be sent: the replay is given up at once."""
         return [] if self._replay is None else self._finish(timed_out=True, now=now)
 
+    def _forget_shed(self, start: int, stop: int, recovered: Mapping[int, object] | None = None) -> int:
+        """The shed numbers in [start, stop) not `recovered`, which a gap there must not count lost
+        again; all of the range's are forgotten."""
+        inside = [q for q in self._shed_seqs if start <= q < stop]
+        self._shed_seqs.difference_update(inside)
+        return sum(1 for q in inside if recovered is None or q not in recovered)
+
     # ----------------------------------------------------------------- the protocol
     def _place(self, seq: int, batch: KvEventBatch | None, now: float) -> list[Step]:
         """Place one batch in the sequence: accept it, recover a gap, restart, or hold it for a check."""
@@ -309,7 +316,8 @@ class KvEventSequence:
         if self.expected is None:
             self.first_seq = self.expected = seq
         shed = batch is None and seq in self._shed_seqs
-        self._shed_seqs.discard(seq)
+        if seq <= self.expected:  # a shed number ahead of a gap stays known until the gap is counted
+            self._shed_seqs.discard(seq)
         if seq == self.expected:
             if batch is not None:
                 self.expected = seq + 1
@@ -373,7 +381,7 @@ class KvEventSequence:
         self.gaps += 1
         self.missing += seq - start
         if not self.replay_allowed(now):
-            self.lost += seq - start
+            self.lost += seq - start - self._forget_shed(start, seq)  # shed ones are counted shed
             self.expected = seq + 1
             gap = GapClosed(start, seq, recovered=0, replayed=False, not_asked=self.can_replay)
             steps += [gap, EventsLost(), Accept(seq, batch)]
@@ -421,7 +429,9 @@ class KvEventSequence:
                 recovered += 1
         missing = replay.stop - replay.start
         self.recovered += recovered
-        self.lost += missing - recovered
+        # a batch the source shed is counted shed, not lost (one the replay brought back is recovered)
+        shed = self._forget_shed(replay.start, replay.stop, recovered=replay.got)
+        self.lost += missing - recovered - shed
         if recovered < missing:
             steps.append(EventsLost())
         self.expected = replay.stop
