@@ -23,11 +23,16 @@ class Burst(Source):
     kind = "test"
     name = "burst"
 
+    def __init__(self) -> None:
+        self.handed_over = threading.Event()
+
     def updates(self, stop):
         yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected"))
         for i in range(BATCHES):
             keys = np.arange(i * PER_BATCH, (i + 1) * PER_BATCH, dtype=np.uint64)
             yield SourceUpdate(accesses=AccessBatch(keys, timestamps=float(i)))
+        # The generator resumes here only once the last batch is queued.
+        self.handed_over.set()
         while not stop.is_set():
             stop.wait(0.05)
             yield SourceUpdate(health=SourceHealth(self.name, self.kind, True, "connected"))
@@ -39,9 +44,9 @@ class SlowAnalyzer(Analyzer):
         return super().feed_batch(batch)
 
 
-def monitor() -> Monitor:
+def monitor(source: Source | None = None) -> Monitor:
     return Monitor(
-        [Burst()],
+        [source or Burst()],
         lambda units, **slots: SlowAnalyzer(10_000, units=units, **slots),
         SnapshotBuilder(SnapshotConfig()),
         interval=0.05,
@@ -54,16 +59,28 @@ def test_once_analyses_every_queued_batch_before_it_stops():
 
 
 def test_the_backlog_waiting_for_the_analyzer_is_in_the_source_health():
-    m = monitor()
+    burst = Burst()
+    m = monitor(burst)
     stop = threading.Event()
     snaps = []
-    t = threading.Thread(target=m.run, args=(stop, snaps.append), daemon=True)
+    # A snapshot delivered after one that already saw every batch queued was built after that too
+    # (on a loaded machine the source may still be handing over when the first one is taken).
+    seen_all = []
+
+    def delivered(snap):
+        if seen_all:
+            snaps.append(snap)
+        elif burst.handed_over.is_set():
+            seen_all.append(True)
+
+    t = threading.Thread(target=m.run, args=(stop, delivered), daemon=True)
     t.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while not snaps and time.monotonic() < deadline:
         time.sleep(0.02)
     stop.set()
     t.join(10)
+    assert snaps, "no snapshot after the source handed everything over"
     backlog = dict(snaps[0].sources[0].details).get("backlog", "")
     assert "waiting for the analyzer" in backlog
     waiting = int(backlog.split(" batch")[0].replace(",", ""))
