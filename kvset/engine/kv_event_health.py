@@ -202,22 +202,22 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
 
 def _group_facts(tracker: KvEventTracker) -> tuple[str, str] | None:
     """(note, detail) about KV cache groups, when there is more than one to choose from."""
-    in_use = tracker.group_in_use
-    chosen = tracker.group_idx is not None
-    if in_use is None or (not chosen and len(tracker.groups_seen) < 2):
+    in_use = tracker.groups.in_use
+    chosen = tracker.groups.given is not None
+    if in_use is None or (not chosen and len(tracker.groups.seen) < 2):
         return None
-    others = sorted(tracker.groups_seen - {in_use})
+    others = sorted(tracker.groups.seen - {in_use})
     of = ("group " if len(others) == 1 else "groups ") + ", ".join(map(str, others))
-    why = "--group-idx" if chosen else tracker.group_kinds.get(in_use) or "first seen"
+    why = "--group-idx" if chosen else tracker.groups.kinds.get(in_use) or "first seen"
     detail = f"{in_use} ({why})"
     if others:
-        detail += f"; ignored: {plural(tracker.ignored_group_events, 'event')}, {plural(tracker.ignored_group_blocks, 'stored block')} of {of}"
+        detail += f"; ignored: {plural(tracker.groups.ignored_events, 'event')}, {plural(tracker.groups.ignored_blocks, 'stored block')} of {of}"
     note = ""
     if not chosen:
         note = (
             f"several KV cache groups (a hybrid model): the curve is group {in_use}'s, each group has its "
             f"own (kv_cache_groups), and the engine model replays all of them in the one pool they share "
-            f"({tracker.ignored_group_blocks} stored blocks of {of} outside the curve); --group-idx counts one alone"
+            f"({tracker.groups.ignored_blocks} stored blocks of {of} outside the curve); --group-idx counts one alone"
         )
     return note, detail
 

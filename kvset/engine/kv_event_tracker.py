@@ -15,8 +15,7 @@ the others keep every page and, for SGLang, replay its radix cache: kvset.engine
   resident set and become timeline events.
 
 Hybrid models store each request's blocks once per KV cache group, often under the same hashes.
-Only one group is counted: the one given with --group-idx, else the group that says it is full
-attention (kv_cache_spec_kind), else the first group seen; each (rank, group) has its own
+Only one group is counted (kvset.engine.kv_cache_group_choice); each (rank, group) has its own
 resident set, so one group's blocks never look like hits in another.
 
 Whether the engine reports its hits is decided from a sustained signal: enough stores of
@@ -34,12 +33,11 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
 
 from kvset.engine import DEFAULT_MEDIUM
+from kvset.engine.kv_cache_group_choice import GroupChoice
 from kvset.engine.kv_event_principals import EventPrincipals
+from kvset.engine.kv_event_publisher import Publisher, block_tokens, event_block_size
 from kvset.engine.kv_event_sequence import (
     Accept,
     AskReplay,
@@ -55,21 +53,18 @@ from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
     BLOCK_REMOVED,
     BLOCK_STORED,
-    MAX_BLOCK_SIZE,
     KvEventBatch,
     decode_message,
     decode_seq,
 )
 from kvset.engine.resident_set import MediaResidents, ResidentBlocks
-from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS, PageChainGrouping, StreamShape
+from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS
 from kvset.engine.tracker_output import PendingAccesses
-from kvset.engine_model.kv_groups import KvGroup
 from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
-from kvset.engine_model.replay import RequestReplay
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
-from kvset.types import EngineReading, KvCacheGroup, SourceUpdate, TimelineEvent
+from kvset.types import EngineReading, SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
@@ -77,77 +72,10 @@ ALL_MEDIA = ("all", "any", "*")
 # stray duplicate (a lost BlockRemoved, a second KV cache group) must not decide it.
 HITS_MIN_STORES = 10
 HITS_MIN_SHARE = 0.01
-# kv_cache_spec_kind values of groups whose blocks hold a shared prefix's full KV state.
-FULL_ATTENTION_KINDS = frozenset({"full_attention", "mla_attention", "sink_full_attention"})
-NO_GROUP = -1  # events without group_idx (older vLLM, SGLang): always counted
 _RATE_WINDOW_S = 10.0
 QUIET_SECONDS = 1.0  # a publisher silent this long has finished its requests: the replay is flushed
 
 ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
-
-
-def event_block_size(n_blocks: int, block_size: int, token_count: int) -> int | None:
-    """The tokens per block a BlockStored event says: its block_size, else its token_ids over its
-    blocks when they divide evenly (None: it does not say)."""
-    if block_size > 0:
-        return block_size
-    if token_count > 0 and token_count % n_blocks == 0 and token_count // n_blocks <= MAX_BLOCK_SIZE:
-        return token_count // n_blocks
-    return None
-
-
-def block_tokens(n_blocks: int, block_size: int, token_count: int) -> np.ndarray:
-    """Tokens each stored block covers: block_size each, a shorter last block if token_ids say so."""
-    tokens = np.full(n_blocks, block_size, dtype=np.int64)
-    if token_count > 0:
-        last = token_count - (n_blocks - 1) * block_size
-        if 0 < last < block_size:
-            tokens[-1] = last
-    return tokens
-
-
-@dataclass
-class Publisher:
-    """One publisher endpoint (one data-parallel rank): its sequence and its engine's resident sets."""
-
-    address: str
-    sequence: KvEventSequence
-    groups: dict[int, ResidentBlocks] = field(default_factory=dict)  # by KV cache group (NO_GROUP)
-    rank: int | None = None
-    batches: int = 0
-    accesses: int = 0
-    replay: RequestReplay = field(default_factory=RequestReplay)
-    # the stream's shape, and the grouping that keeps every page whatever the shape (stream_shape)
-    shape: StreamShape = field(default_factory=StreamShape)
-    pages: PageChainGrouping = field(default_factory=PageChainGrouping)
-    radix: RadixReplay = field(default_factory=RadixReplay)  # SGLang's radix cache, for its streams
-    last_batch_at: float | None = None  # wall time of its last accepted batch
-    last_batch_now: float | None = None  # ... and monotonic time of its last message
-    tail_asked: bool = False  # since that message
-    flushed: bool = True
-
-    @property
-    def label(self) -> str:
-        return f"rank {self.rank}" if self.rank is not None else self.address
-
-    def grouping(self) -> RequestReplay | PageChainGrouping | RadixReplay:
-        """The grouping into requests whose accesses count, by the stream's shape (vLLM's until decided)."""
-        shape = self.shape.decided
-        if shape == ONE_EVENT_PER_PAGE:
-            return self.pages
-        return self.radix if shape == RADIX_INSERTS else self.replay
-
-    def fed(self) -> tuple[RequestReplay | PageChainGrouping | RadixReplay, ...]:
-        """The groupings the events go to: all three while the shape is undecided, then its own."""
-        if self.shape.decided is None:
-            return (self.replay, self.pages, self.radix)
-        return (self.grouping(),)
-
-    def reset_groupings(self) -> None:
-        """The engine dropped its cache: every grouping starts again."""
-        self.replay.reset_cache()
-        self.pages.reset()
-        self.radix.reset_cache()
 
 
 class KvEventTracker:
@@ -182,7 +110,6 @@ class KvEventTracker:
             for address, replay in zip(addresses, replay_addresses, strict=True)
         ]
         self.medium = None if medium.lower() in ALL_MEDIA else medium.upper()  # None: every medium
-        self.group_idx = group_idx
         self.given_block_size = block_size
         self.removed_memory = removed_memory
         self.quiet_seconds = quiet_seconds
@@ -195,13 +122,7 @@ class KvEventTracker:
         self.clears = 0
         self.units: StreamUnits | None = None  # decided by the first counted store
         self.other_block_sizes: Counter[int] = Counter()  # blocks refused: not the stream's size
-        # KV cache groups: the one counted (given, or chosen on the first stores) and the others.
-        self.group_in_use: int | None = group_idx
-        self.groups_seen: set[int] = set()
-        self.group_kinds: dict[int, str] = {}  # kv_cache_spec_kind by group, where the events say
-        self.group_windows: dict[int, int | None] = {}  # kv_cache_spec_sliding_window by group
-        self.ignored_group_events = 0
-        self.ignored_group_blocks = 0
+        self.groups = GroupChoice(group_idx)  # the KV cache group counted, and the others
         self.ignored_media: Counter[str] = Counter()
         self.other_media = MediaResidents()  # what the media not counted hold (HiCache's lower tiers)
         self._eviction_samples: deque[tuple[float, int]] = deque()
@@ -313,53 +234,15 @@ class KvEventTracker:
             return None
         return publisher.rank if publisher.rank is not None else self.publishers.index(publisher)
 
-    def group_name(self, group: int) -> str:
-        kind = self.group_kinds.get(group)
-        return f"group {group}" + (f" ({kind})" if kind else "")
-
-    def _choose_group(self, publisher: Publisher, batch: KvEventBatch, at: float) -> None:
-        """Without --group-idx: pick the counted KV cache group from a batch's stores.
-
-        The full-attention group when the events name the kinds, else the first group seen. A
-        group already in use that the events call something else (sliding window, Mamba) gives way
-        to a full-attention group that shows up later.
-        """
-        candidates: list[int] = []
-        for i in range(len(batch)):
-            group = int(batch.group_idx[i])
-            if group < 0 or batch.kinds[i] != BLOCK_STORED or not self.medium_selected(batch.media[i]):
-                continue
-            kind = batch.spec_kinds[i]
-            if kind is not None:
-                self.group_kinds[group] = kind
-            candidates.append(group)
-        if not candidates:
-            return
-        full = next((g for g in candidates if self.group_kinds.get(g) in FULL_ATTENTION_KINDS), None)
-        current = self.group_in_use
-        if current is None:
-            self.group_in_use = candidates[0] if full is None else full
-            return
-        current_kind = self.group_kinds.get(current)
-        if full is not None and current_kind is not None and current_kind not in FULL_ATTENTION_KINDS:
-            self.group_in_use = full
-            publisher.replay.groups.pop(full)  # (the counted group is the model's primary)
-            self._timeline.append(
-                TimelineEvent(
-                    at,
-                    "kv-cache-group",
-                    f"{publisher.label}: counting KV cache {self.group_name(full)} from now on "
-                    f"instead of {self.group_name(current)} (the accesses so far came from group {current})",
-                )
-            )
-
     def _accept(self, publisher: Publisher, batch: KvEventBatch, at: float) -> None:
         publisher.batches += 1
         publisher.last_batch_at, publisher.flushed = at, False
         if batch.rank is not None:
             publisher.rank = batch.rank
-        if self.group_idx is None:
-            self._choose_group(publisher, batch, at)
+        if self.groups.given is None and (
+            switch := self.groups.choose(publisher, batch, self.medium_selected)
+        ):
+            self._timeline.append(TimelineEvent(at, "kv-cache-group", switch))
         publisher.shape.begin_batch(batch.signed_hashes)
         for grouping in publisher.fed():
             grouping.begin_batch(batch.ts)
@@ -390,22 +273,18 @@ class KvEventTracker:
                 continue
             group = int(batch.group_idx[i])
             keys = batch.event_keys(i)
-            counted = group == NO_GROUP or group == self.group_in_use
+            counted = self.groups.counts(group)
             if group >= 0:
-                self.groups_seen.add(group)
-                if not counted and self.group_in_use is not None:  # (None: a removal before any store)
-                    self.ignored_group_events += 1
+                self.groups.seen.add(group)
+                if not counted and self.groups.in_use is not None:  # (None: a removal before any store)
+                    self.groups.ignored_events += 1
                     if kind == BLOCK_STORED:
-                        self.ignored_group_blocks += len(keys)
-                    if self.group_idx is not None:
+                        self.groups.ignored_blocks += len(keys)
+                    if self.groups.given is not None:
                         continue  # the user chose a group: the others are not even tracked
-            if (
-                kind == BLOCK_STORED
-                and not counted
-                and self.group_idx is None
-                and self.group_in_use is not None
-            ):
-                self._learn_group(publisher, group, batch, i)
+                    if kind == BLOCK_STORED:
+                        block_size = self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
+                        self.groups.learn(publisher, group, batch, i, block_size)
             # Every group keeps its own resident set, so that a later switch finds it right.
             blocks = self._blocks(publisher, group)
             if kind == BLOCK_REMOVED:
@@ -437,20 +316,6 @@ class KvEventTracker:
                     publisher.radix.stored(keys, tokens, parent, size)
                 if publisher.replay in fed:
                     publisher.replay.stored(keys, tokens, parent, cached)
-
-    def _learn_group(self, publisher: Publisher, group: int, batch: KvEventBatch, i: int) -> None:
-        """Another KV cache group of a hybrid model: its copies of the blocks share the engine's pool,
-        so the engine model replays them beside the counted group's (kvset.engine_model.kv_groups)."""
-        known = publisher.replay.groups.get(group)
-        size = (
-            int(batch.block_sizes[i]) or self.block_size or self.given_block_size or DEFAULT_UNITS.block_size
-        )
-        window = int(batch.sliding_windows[i]) or None
-        kind = batch.spec_kinds[i] or self.group_kinds.get(group)
-        if known is not None and (known.kind, known.sliding_window, known.block_size) == (kind, window, size):
-            return
-        publisher.replay.add_group(KvGroup(group, kind, window, size))
-        self.group_windows[group] = window
 
     def _stream_block_size(self, n_blocks: int, block_size: int, token_count: int) -> int | None:
         """The block size of a counted store: the first one decides the stream's units (the event's
@@ -513,7 +378,8 @@ class KvEventTracker:
                 if grouping is not grouped:
                     grouping.take_accesses()
             # a hybrid model's groups (vLLM's request steps only): each group's accesses beside the pool's
-            hybrid = grouped is replay and len(replay.groups) > 0 and self.group_in_use is not None
+            in_use = self.groups.in_use
+            hybrid = grouped is replay and len(replay.groups) > 0 and in_use is not None
             for keys, tokens, ts in grouped.take_accesses():
                 self._pending.add_request(
                     keys, tokens, ts, rank=self.rank_of(publisher), principal=self.principals.of_request(keys)
@@ -521,10 +387,8 @@ class KvEventTracker:
                 publisher.accesses += len(keys)
                 self.accesses += len(keys)
                 if hybrid:
-                    assert self.group_in_use is not None
-                    self._group_pending.setdefault(self.group_in_use, PendingAccesses()).add_request(
-                        keys, tokens, ts
-                    )
+                    assert in_use is not None
+                    self._group_pending.setdefault(in_use, PendingAccesses()).add_request(keys, tokens, ts)
             group_accesses = replay.take_group_accesses()
             if grouped is replay:
                 for group, keys, tokens, ts in group_accesses:
@@ -563,30 +427,13 @@ class KvEventTracker:
             events=events,
             engine_model=model,
             units=self.units,
-            kv_cache_groups=self.kv_cache_groups(),
+            kv_cache_groups=self.groups.listed(self.publishers, self.block_size),
             group_accesses=tuple(
                 (g, batch)
                 for g, pending in sorted(self._group_pending.items())
                 if (batch := pending.take(self.block_size)) is not None
             ),
         )
-
-    def kv_cache_groups(self) -> tuple[KvCacheGroup, ...]:
-        """The groups of a hybrid model the engine model replays (none for a model of one group)."""
-        modelled = {g.group_idx: g for p in self.publishers for g in p.replay.groups}
-        if not modelled or self.group_in_use is None:
-            return ()
-        primary = KvCacheGroup(
-            self.group_in_use,
-            self.group_kinds.get(self.group_in_use),
-            self.group_windows.get(self.group_in_use),
-            self.block_size,
-            counted=True,
-        )
-        others = [
-            KvCacheGroup(g.group_idx, g.kind, g.sliding_window, g.block_size) for g in modelled.values()
-        ]
-        return tuple(sorted([primary, *others], key=lambda g: g.group_idx))
 
     def request_counts(self) -> dict[str, int]:
         """The grouping's and the dedupe's counters, summed over the publishers."""
@@ -626,7 +473,7 @@ class KvEventTracker:
 
     def counted_sets(self, publisher: Publisher) -> list[ResidentBlocks]:
         """The resident sets whose blocks are accesses: events without a group, and the group in use."""
-        return [b for g, b in publisher.groups.items() if g == NO_GROUP or g == self.group_in_use]
+        return [b for g, b in publisher.groups.items() if self.groups.counts(g)]
 
     def counted_total(
         self, count: Callable[[ResidentBlocks], int], publishers: Iterable[Publisher] | None = None

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.engine.kv_event_tracker import block_tokens, event_block_size
+from kvset.engine.kv_event_publisher import block_tokens, event_block_size
 from kvset.engine.kv_events import (
     ALL_BLOCKS_CLEARED,
     BLOCK_REMOVED,
