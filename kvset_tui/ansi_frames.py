@@ -23,7 +23,8 @@ MAX_REMEMBERED_STYLES = 4096
 
 # A line's Text depends on the style the line before left open: (style at its start, line) -> its
 # Text and the style at its end.
-Decoded = dict[tuple[Style, str], tuple[Text, Style]]
+LineKey = tuple[Style, str]
+Decoded = dict[LineKey, tuple[Text, Style]]
 
 
 class AnsiFrames:
@@ -38,6 +39,11 @@ class AnsiFrames:
 
     def text(self, ansi: str) -> Text:
         """The frame as Text, as Text.from_ansi(ansi) gives it."""
+        return NEWLINE.join(line for _, line in self.lines(ansi))
+
+    def lines(self, ansi: str) -> list[tuple[LineKey, Text]]:
+        """The frame's lines as Text, each with what it was decoded from: a line equal to one of the
+        last frame's (same text, same style left open before it) is the very same Text and key."""
         decoder = AnsiDecoder()
         lines: Decoded = {}
         out = []
@@ -48,10 +54,10 @@ class AnsiFrames:
                 done = self._decode(decoder, *key)
                 self.decoded_lines += 1
             lines[key] = done
-            out.append(done[0])
+            out.append((key, done[0]))
             decoder.style = done[1]
         self._lines = lines
-        return NEWLINE.join(out)
+        return out
 
     def _decode(self, decoder: AnsiDecoder, style: Style, line: str) -> tuple[Text, Style]:
         """One line as rich's decoder reads it from `style` on: (its Text, the style at its end)."""

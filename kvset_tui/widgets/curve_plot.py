@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
@@ -12,6 +13,8 @@ import numpy as np
 from plotext._dict import themes as plotext_themes
 from rich.text import Text
 from textual.app import RenderResult
+from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual_plotext import PlotextPlot
 
 from kvset.api import (
@@ -364,6 +367,9 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self._frames = AnsiFrames()
         self._picture_of: tuple[Hashable, str | Text] | None = None  # (what it was drawn from, picture)
         self._drawn: str | Text | None = None  # the picture last handed to the screen
+        self._strips_of: tuple[Hashable, list[Strip]] | None = None  # (what they show, the frame's lines)
+        self._line_strips: dict[Hashable, Strip] = {}  # the last frame's lines, by what each shows
+        self.lines_made = 0  # plot lines turned into strips so far (the rest were reused; tests read it)
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (
@@ -430,11 +436,44 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         picture = self._drawn = self._picture()
         return self._frames.text(picture) if isinstance(picture, str) else picture
 
+    def render_line(self, y: int) -> Strip:
+        """Textual's line API: the plot's lines as strips, each line made once while it stays the same
+        (from one frame to the next most of them do; making all of them was most of the UI's CPU)."""
+        strips = self._frame_strips()
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(self.size.width, self.visual_style.rich_style)
+
+    def _frame_strips(self) -> list[Strip]:
+        picture = self._drawn = self._picture()
+        key = (picture, self.size, self.visual_style)
+        if self._strips_of is not None and self._strips_of[0] == key:
+            return self._strips_of[1]
+        width, style = self.size.width, self.visual_style
+        if not isinstance(picture, str):  # a note: drawn whole, as Textual draws a widget
+            strips = Visual.to_strips(self, visualize(self, picture), width, self.size.height, style)
+        else:
+            last = self._line_strips
+            self._line_strips = {}
+            strips = []
+            for y, (line_key, text) in enumerate(self._frames.lines(picture)[: self.size.height]):
+                cached = (line_key, width, style)
+                strip = last.get(cached) or self._line_strips.get(cached)
+                if strip is None:
+                    strip = Visual.to_strips(self, visualize(self, text), width, 1, style)[0]
+                    self.lines_made += 1
+                self._line_strips[cached] = strip
+                strips.append(strip.apply_offsets(0, y))  # where a selection finds it: its own row
+        self._strips_of = (key, strips)
+        return strips
+
     def _picture(self) -> str | Text:
         """The plot as plotext draws it (ANSI text), or a note instead of it; drawn once per data and size."""
-        if self.data is None:  # the note says whether the kernels compile: not kept
-            return self._draw()
-        key = (self.data, self.view, self.size, self.theme)
+        key: Hashable
+        if self.data is None:  # the note says whether the kernels compile: looked at again each second
+            key = (None, int(time.monotonic()), self.size, self.theme)
+        else:
+            key = (self.data, self.view, self.size, self.theme)
         if self._picture_of is None or self._picture_of[0] != key:
             self._picture_of = (key, self._draw())
         return self._picture_of[1]

@@ -32,6 +32,8 @@ class SnapshotView(_Widget):
 
     snapshot: Snapshot | None = None
     view: ViewState = ViewState()
+    # No panel draws a clickable link, and Textual's link pass rebuilds every strip of every frame.
+    auto_links = False
     palette: KvsetTheme
     renders: int = 0
     _shown_key: Hashable | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from rich.color import Color
 from rich.text import Text
+from textual.visual import Visual, visualize
 
 from kvset_tui.ansi_frames import AnsiFrames
 from kvset_tui.app import KvsetTopApp
@@ -137,6 +138,36 @@ def test_a_plot_frame_decodes_as_rich_does_with_each_colour_made_once(monkeypatc
     monkeypatch.setattr(Color, "from_rgb", classmethod(counted))
     assert frames.text(frame) == expected
     assert len(made) <= 10  # each colour after each style once, not once per code (1,200 of them)
+
+
+async def test_a_redrawn_plot_makes_strips_only_for_its_changed_lines_and_they_are_textuals_own(
+    monkeypatch,
+):
+    # plotext-like frames: coloured cells on every line; the second frame moves one line only
+    row = "\x1b[38;2;79;163;224m⢀⠜\x1b[0m \x1b[38;2;229;163;224m·\x1b[0m"
+    first = "\n".join(f"{k:3} {row * 8}" for k in range(30))
+    second = first.replace(f" 12 {row * 8}", f" 12 {row * 7}  moved")
+    frames = iter([first, second])
+    monkeypatch.setattr(HitRateCurvePlot, "_draw", lambda self: next(frames))
+    app = make_app(demo_snapshot(1))
+    async with app.run_test(size=SIZE) as pilot:
+        curve = app.query_one(HitRateCurvePlot)
+        await pilot.pause()
+        height = curve.size.height
+        assert curve.lines_made == min(height, 30)
+        await pilot.press("l")  # a new picture: the first frame's lines are reused but one
+        await pilot.pause()
+        assert curve.lines_made == min(height, 30) + 1
+        whole = Visual.to_strips(
+            curve, visualize(curve, Text.from_ansi(second)), curve.size.width, height, curve.visual_style
+        )
+        shown = [curve.render_line(y) for y in range(height)]
+        assert [cells(s) for s in shown[:30]] == [cells(s) for s in whole[:30]]
+
+
+def cells(strip) -> tuple[str, list]:
+    """A strip's text and the style of each run of it (however Textual cut it into segments)."""
+    return strip.text, [segment.style for segment in strip.simplify()]
 
 
 async def test_hidden_panels_ask_no_layout_pass_for_new_data():
