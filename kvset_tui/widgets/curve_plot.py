@@ -33,6 +33,7 @@ from kvset.api import quantities as fmt
 from kvset_tui.ansi_frames import AnsiFrames
 from kvset_tui.capacity_units import axis_value_text, engine_pool, hit_unit, to_unit
 from kvset_tui.cursor import cursor_text, shown_curve
+from kvset_tui.line_strips import LineStrips
 from kvset_tui.theming import KvsetTheme
 from kvset_tui.view_state import ViewState
 from kvset_tui.widgets.panel import SnapshotView
@@ -368,8 +369,7 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self._picture_of: tuple[Hashable, str | Text] | None = None  # (what it was drawn from, picture)
         self._drawn: str | Text | None = None  # the picture last handed to the screen
         self._strips_of: tuple[Hashable, list[Strip]] | None = None  # (what they show, the frame's lines)
-        self._line_strips: dict[Hashable, Strip] = {}  # the last frame's lines, by what each shows
-        self.lines_made = 0  # plot lines turned into strips so far (the rest were reused; tests read it)
+        self._line_strips = LineStrips()
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (
@@ -436,6 +436,11 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         picture = self._drawn = self._picture()
         return self._frames.text(picture) if isinstance(picture, str) else picture
 
+    @property
+    def lines_made(self) -> int:
+        """Plot lines turned into strips so far (the rest were reused; tests read it)."""
+        return self._line_strips.made
+
     def render_line(self, y: int) -> Strip:
         """Textual's line API: the plot's lines as strips, each line made once while it stays the same
         (from one frame to the next most of them do; making all of them was most of the UI's CPU)."""
@@ -453,17 +458,9 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         if not isinstance(picture, str):  # a note: drawn whole, as Textual draws a widget
             strips = Visual.to_strips(self, visualize(self, picture), width, self.size.height, style)
         else:
-            last = self._line_strips
-            self._line_strips = {}
-            strips = []
-            for y, (line_key, text) in enumerate(self._frames.lines(picture)[: self.size.height]):
-                cached = (line_key, width, style)
-                strip = last.get(cached) or self._line_strips.get(cached)
-                if strip is None:
-                    strip = Visual.to_strips(self, visualize(self, text), width, 1, style)[0]
-                    self.lines_made += 1
-                self._line_strips[cached] = strip
-                strips.append(strip.apply_offsets(0, y))  # where a selection finds it: its own row
+            strips = self._line_strips.frame(
+                self, self._frames.lines(picture)[: self.size.height], width, style
+            )
         self._strips_of = (key, strips)
         return strips
 
