@@ -441,15 +441,9 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         """Plot lines turned into strips so far (the rest were reused; tests read it)."""
         return self._line_strips.made
 
-    def render_line(self, y: int) -> Strip:
-        """Textual's line API: the plot's lines as strips, each line made once while it stays the same
+    def draw_strips(self, width: int) -> list[Strip]:
+        """The plot's lines as strips at the plot's size, each line made once while it stays the same
         (from one frame to the next most of them do; making all of them was most of the UI's CPU)."""
-        strips = self._frame_strips()
-        if y < len(strips):
-            return strips[y]
-        return Strip.blank(self.size.width, self.visual_style.rich_style)
-
-    def _frame_strips(self) -> list[Strip]:
         picture = self._drawn = self._picture()
         key = (picture, self.size, self.visual_style)
         if self._strips_of is not None and self._strips_of[0] == key:

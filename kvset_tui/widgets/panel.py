@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Self
+
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.visual import Visual, visualize
 
 from kvset.api import Snapshot, Tiers
 from kvset_tui.theming import KvsetTheme
@@ -20,6 +24,40 @@ if TYPE_CHECKING:  # every panel is a Widget too (class X(SnapshotView, Static))
     from textual.widget import Widget as _Widget
 else:
     _Widget = object
+
+
+class RepaintOnChange:
+    """A border title or subtitle that repaints its panel only when it changes.
+
+    Textual repaints the whole widget on every assignment, and panels set their titles with each
+    snapshot: that undid the repaint of only the changed lines."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.shown = f"_{name}_set"
+
+    def __get__(self, panel: object, owner: type | None = None) -> Any:
+        if panel is None:
+            return self
+        return self._textuals(panel).__get__(panel, type(panel))
+
+    def __set__(self, panel: object, value: object) -> None:
+        last = getattr(panel, self.shown, _NEVER)
+        if type(last) is type(value) and last == value:
+            return
+        setattr(panel, self.shown, value)
+        self._textuals(panel).__set__(panel, value)
+
+    def _textuals(self, panel: object) -> Any:
+        """Textual's own descriptor of the name: the next class after the mixin that has it."""
+        mro = type(panel).__mro__
+        for cls in mro[mro.index(SnapshotView) + 1 :]:
+            if self.name in vars(cls):
+                return vars(cls)[self.name]
+        raise AttributeError(self.name)
+
+
+_NEVER = object()
 
 
 class SnapshotView(_Widget):
@@ -47,6 +85,13 @@ class SnapshotView(_Widget):
     _pending: tuple[Snapshot | None, ViewState, bool | None] | None = None  # show()'s, not yet taken
     _catch_up_due = False
     _measured: tuple[int, int] | None = None  # (width, content height) at the last measurement
+    border_title = RepaintOnChange()
+    border_subtitle = RepaintOnChange()
+    # The content's lines as last drawn, and what they were drawn for (see content_strips). A
+    # whole repaint (Textual's, on a resize or a theme) starts a new drawing.
+    _drawing = 0
+    _strips_for: tuple[Hashable, ...] | None = None
+    _strips: list[Strip] = []
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
         return (id(snapshot), view)
@@ -70,14 +115,74 @@ class SnapshotView(_Widget):
             return False
         self.renders += 1
         self._drawn_at = time.monotonic()
-        self.refresh()
+        self._repaint_changed_lines()
         if (self.AUTO_HEIGHT if layout is None else layout) and self._height_changed():
-            self.refresh(layout=True)
+            super().refresh(layout=True)  # the same lines, laid out anew
         return True
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> Self:
+        if repaint and not regions:  # a whole repaint: the content is drawn anew
+            self._drawing += 1
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def _repaint_changed_lines(self) -> None:
+        """Draw the new content now and repaint only the lines that differ from those on screen.
+
+        From one second to the next most of a panel's lines stay the same; a whole repaint sends
+        every line through Textual's border, padding and colour passes and the compositor."""
+        before, before_for = self._strips, self._strips_for
+        self._drawing += 1
+        if before_for is None or not self.is_mounted or not self.display:
+            super().refresh()
+            return
+        after = self.content_strips()
+        if self._strips_for is None or before_for[1:] != self._strips_for[1:]:
+            super().refresh()  # another size, style, selection or breakpoint: every line moves
+            return
+        width = self.size.width
+        for y in range(max(len(before), len(after))):
+            if y >= len(before) or y >= len(after) or before[y] != after[y]:
+                super().refresh(Region(0, y, width, 1))
+
+    def content_strips(self, width: int | None = None) -> list[Strip]:
+        """The content's lines at `width` (the panel's own by default), as many as it has: drawn
+        once per drawing, width, style, selection and breakpoint, for the layout's measure and the
+        paint alike."""
+        width = self.size.width if width is None else width
+        try:
+            selection = self.text_selection
+        except Exception:  # not on a screen yet
+            selection = None
+        # a panel whose height is not its content's (the curve) draws to its height; the screen's
+        # breakpoints change what a panel includes, and come after the first data
+        height = None if self.AUTO_HEIGHT else self.size.height
+        key = (self._drawing, width, height, self.visual_style, selection, self.narrow, self.compact)
+        if key != self._strips_for:
+            self._measuring_width = width
+            try:
+                self._strips = self.draw_strips(width)
+            finally:
+                self._measuring_width = None
+            self._strips_for = key
+        return self._strips
+
+    def draw_strips(self, width: int) -> list[Strip]:
+        """The content drawn into lines, as Textual draws a widget's render() (of any height: a
+        shorter panel shows the first lines)."""
+        return Visual.to_strips(self, visualize(self, self.render()), width, None, self.visual_style)
+
+    def render_line(self, y: int) -> Strip:
+        """Textual's line API, served from the lines drawn for the current content."""
+        strips = self.content_strips()
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(self.size.width, self.visual_style.rich_style)
 
     def _height_changed(self) -> bool:
         """Whether the new content needs another height than it was last measured at (a layout pass
-        of the whole screen then). Measuring renders the content, which the paint then reuses.
+        of the whole screen then). Measuring draws the content, which the paint then reuses.
 
         A hidden panel (no --tiers, no --by) takes no room whatever it holds: it is measured when
         it is shown, by the layout that showing it brings."""
@@ -120,13 +225,9 @@ class SnapshotView(_Widget):
         return False
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        # Textual measures an auto-height widget by rendering it at `width` before it has that
-        # size; render() reads the width through `content_width` so measuring and drawing agree.
-        self._measuring_width = width
-        try:
-            height = super().get_content_height(container, viewport, width)
-        finally:
-            self._measuring_width = None
+        # Textual measures an auto-height widget at `width` before it has that size; the lines
+        # drawn for the measure are those the paint shows (render() reads `content_width`).
+        height = len(self.content_strips(width)) if width else 0
         self._measured = (width, height)
         return height
 

@@ -144,7 +144,8 @@ async def test_a_redrawn_plot_makes_strips_only_for_its_changed_lines_and_they_a
     monkeypatch,
 ):
     # plotext-like frames: coloured cells on every line; the second frame moves one line only
-    row = "\x1b[38;2;79;163;224m⢀⠜\x1b[0m \x1b[38;2;229;163;224m·\x1b[0m"
+    # (a background, a bold 256-colour run, plain gaps: each converted as Textual converts it)
+    row = "\x1b[48;2;21;26;33m\x1b[38;2;79;163;224m⢀⠜\x1b[0m \x1b[1;38;5;4m·\x1b[0m"
     first = "\n".join(f"{k:3} {row * 8}" for k in range(30))
     second = first.replace(f" 12 {row * 8}", f" 12 {row * 7}  moved")
     frames = iter([first, second])
@@ -191,3 +192,49 @@ async def test_hidden_panels_ask_no_layout_pass_for_new_data():
             await wait_until(pilot, lambda newer=newer: app.shown is newer)
             await pilot.pause()
         assert passes == []
+
+
+def count_lines_painted(panel) -> list[int]:
+    """Counts the content lines Textual asks the panel for (it asks for those it repaints)."""
+    painted = [0]
+    line_of = panel.render_line
+
+    def counted(y):
+        painted[0] += 1
+        return line_of(y)
+
+    panel.render_line = counted
+    return painted
+
+
+async def test_new_data_repaints_only_the_lines_it_changed_and_the_screen_is_as_a_whole_repaint():
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        status = app.query_one(StatusLine)
+        await pilot.pause()
+        lines = len(status.content_strips())
+        assert lines >= 2  # a source line and the ingest line: one changes, the other not
+        painted = count_lines_painted(status)
+        await pilot.press("p")  # PAUSED joins the ingest line; the source's line stays the same
+        await pilot.pause()
+        assert "PAUSED" in screen_text(app)
+        assert 1 <= painted[0] < lines
+        partly = screen_text(app)
+        for panel in app.panels:
+            panel.refresh()  # every line drawn anew: what the screen would show without the saving
+        await pilot.pause()
+        assert screen_text(app) == partly
+
+
+async def test_a_title_set_to_what_it_was_repaints_nothing():
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=SIZE) as pilot:
+        curve = app.query_one(HitRateCurvePlot)
+        await pilot.pause()
+        painted = count_lines_painted(curve)
+        curve.on_data()  # what each snapshot does: the titles set again, to the same text
+        await pilot.pause()
+        assert painted[0] == 0
+        curve.border_title = "another title"
+        await pilot.pause()
+        assert painted[0] > 0 and "another title" in screen_text(app)

@@ -11,6 +11,7 @@ from kvset.snapshot.builder import SnapshotBuilder, SnapshotConfig
 from kvset.sources.replay import ReplaySource
 from kvset_tui.app import KvsetTopApp
 from tests.support.paths import MOONCAKE_TRACE
+from tests.support.tui_snapshots import wait_until
 
 SIZE = (120, 40)
 pytestmark = pytest.mark.anyio
@@ -36,7 +37,7 @@ async def test_without_a_paced_replay_the_keys_say_what_they_are_for():
     app = KvsetTopApp(monitor)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("plus")
-        await pilot.pause()
+        await wait_until(pilot, lambda: len(app._notifications) > 0)  # a loaded machine: not one frame
         said = [n.message for n in app._notifications]
         await pilot.press("q")
     assert any("no paced replay" in m for m in said)
