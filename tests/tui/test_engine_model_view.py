@@ -9,8 +9,8 @@ import pytest
 
 from kvset.api import Curves, EngineState, OperatingPoint
 from kvset_tui.app import KvsetTopApp
+from kvset_tui.curve_data import plot_data
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.curve_plot import plot_data
 from tests.support.tui_snapshots import ENGINE_POOL_BLOCKS, engine_snapshot, fixed_clock, screen_text
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,9 @@ from textual.widgets import Static
 from kvset import quantities as fmt
 from kvset.api import Ranks
 from kvset_tui.app import KvsetTopApp
+from kvset_tui.curve_data import plot_data
 from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.curve_plot import HitRateCurvePlot, plot_data
+from kvset_tui.widgets.curve_plot import HitRateCurvePlot
 from kvset_tui.widgets.working_sets import WorkingSetTable
 from tests.support.tui_snapshots import (
     RANK_POOL_BLOCKS,

@@ -7,17 +7,17 @@ import pytest
 
 from kvset.api import BeladyMin, Curves, EngineState, OperatingPoint, WorkingSets
 from kvset_tui.capacity_units import to_unit
-from kvset_tui.view_state import ViewState
-from kvset_tui.widgets.curve_plot import (
+from kvset_tui.curve_data import (
     MOVES_AT,
     OPT_MARK,
-    HitRateCurvePlot,
     capacity_reaching,
     line_labels,
     nice_ticks,
     plot_data,
     saturation_capacity,
 )
+from kvset_tui.view_state import ViewState
+from kvset_tui.widgets.curve_plot import HitRateCurvePlot
 from tests.support.tui_snapshots import (
     demo_snapshot,
     empty_snapshot,
