@@ -10,14 +10,20 @@ Cardinality is bounded in what is reported: the top K principals of a level by a
 the rest are summed into one "other": its shared curve the sum of theirs, and no isolated curve (the
 sum of each one's own cache would take an analyzer per principal; their accesses together in one
 cache would be a second analyzer as large as the shared one, and a cache nobody has). What is
-collected is not yet bounded: the whole stream's batches, times and distances are kept until the
-end (as Belady MIN's replay keeps its keys). The same stream, in the analyzer's order, is what the
+collected is bounded where asked (the live monitor's --by-window): the collector keeps the last N
+accesses with their distances (kvset.core.principals_window), and every figure of the principals
+is of those alone, the span they cover said with them (WindowSpan). A principal's shared curve
+there is still exact (its accesses' distances were taken in the whole stream's stack); its isolated
+curve and the pool replay start cold at the window's first access. The shared curves alone could be
+kept for all time as histograms, but only of principals known in advance: which K lead changes
+as the stream goes, and a histogram for every session ever seen is what is not bounded. So all of
+them are of the window, one span for all, and their shares add up. `kvset analyze` keeps the whole
+stream (it ends): its figures are of all of it. The window, in the analyzer's order, is what the
 pool replay reads (kvset.core.pool_replay: who holds the cache, who displaces whom).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,12 +33,14 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests
 from kvset.core.pool_replay import PoolTrace
+from kvset.core.principals_window import AccessWindow, WindowColumns, WindowSpan
 from kvset.types import (
     DEFAULT_TOP_PRINCIPALS,
     OTHER_PRINCIPALS,
     PRINCIPAL_LEVELS,
     UNKNOWN_PRINCIPAL,
     AccessBatch,
+    PrincipalNames,
 )
 
 
@@ -48,6 +56,7 @@ class PrincipalStream:
     isolated_curve: HitRateCurve | None  # None for "other"
     members: int = 1
     principal_id: int | None = None  # its id in the stream's PrincipalNames; None for "other"
+    span: WindowSpan | None = None  # the accesses its figures cover (the collector's window)
 
 
 def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
@@ -75,10 +84,13 @@ def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> H
 
 
 class PrincipalCollector:
-    """Beside the shared analyzer: each batch and its accesses' shared stack distances, until
-    `streams` reads the principals off them."""
+    """Beside the shared analyzer: each access with its shared stack distance and principals, in an
+    AccessWindow of the last `window` accesses (None: the whole stream), until `streams` reads the
+    principals off them."""
 
-    def __init__(self, levels: Sequence[str], top: int = DEFAULT_TOP_PRINCIPALS) -> None:
+    def __init__(
+        self, levels: Sequence[str], top: int = DEFAULT_TOP_PRINCIPALS, window: int | None = None
+    ) -> None:
         unknown = [lv for lv in levels if lv not in PRINCIPAL_LEVELS]
         if unknown:
             raise ValueError(
@@ -86,101 +98,100 @@ class PrincipalCollector:
             )
         if top < 1:
             raise ValueError(f"the top principals must be at least 1, got {top}")
+        if window is not None and window < 1:
+            raise ValueError(f"the principals' window must be at least 1 access, got {window}")
         self.levels = tuple(dict.fromkeys(levels))
         self.top = int(top)
-        self._batches: list[AccessBatch] = []
-        self._distances: list[np.ndarray] = []
-        self._times: list[np.ndarray] = []
+        self.window_capacity = window
+        self.window: AccessWindow | None = None  # made with the first batch: its distances' type
+        self._columns = [PRINCIPAL_LEVELS.index(lv) for lv in self.levels]
+        self._names: PrincipalNames | None = None
+        self._read: WindowColumns | None = None  # the last read, until the next batch
 
     def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
         distances = analyzer.feed_batch(batch, return_distances=True)
         assert distances is not None
-        # the isolated curves are of all time: the batches are kept without their times; the pool
-        # replay's eviction ages and turn gaps read each request's time (its first access's), 8
-        # bytes a request (nan where the stream gave none)
-        self._batches.append(dataclasses.replace(batch, timestamps=0.0))
-        self._distances.append(distances)
-        starts, stamps = _turns(batch), batch.timestamps
+        if self.window is None:
+            self.window = AccessWindow(len(self.levels), self.window_capacity, analyzer.horizon)
+        if batch.principal_names is not None:
+            self._names = batch.principal_names
+        n, starts, stamps = len(batch), _turns(batch), batch.timestamps
+        # the pool replay's eviction ages and turn gaps read each request's time (its first
+        # access's; nan where the stream gave none)
         if stamps is None or np.ndim(stamps) == 0:
             at = np.full(len(starts), np.nan if stamps is None else float(stamps))
         else:
             at = np.asarray(stamps, dtype=np.float64)[starts]
-        self._times.append(at)
+        # kept in the analyzer's order: the isolated analyzers and the pool replay read it as it is
+        perm = reverse_within_requests(starts, n) if analyzer.order == "reverse" else slice(None)
+        tokens = batch.tokens if batch.tokens is not None else np.full(n, analyzer.units.block_size)
+        self.window.add(
+            np.asarray(batch.keys, dtype=np.uint64)[perm],
+            np.asarray(tokens)[perm],
+            distances[perm],
+            _principal_ids(batch)[:, self._columns][perm],
+            starts,  # a request keeps its span under the permutation
+            at,
+        )
+        self._read = None
 
-    def pool_trace(self, order: str) -> PoolTrace | None:
-        """The whole stream for the pool replay, in the analyzer's order (`reverse`: each request's
-        blocks last to first); None before any access. Filled batch by batch into arrays made once:
-        it is built beside the kept batches, at the analysis' peak of memory."""
-        if not self._batches:
+    def _window(self) -> WindowColumns | None:
+        if self.window is None or not len(self.window):
             return None
-        n = sum(len(b) for b in self._batches)
-        keys = np.empty(n, dtype=np.uint64)
-        ids = np.empty((n, len(PRINCIPAL_LEVELS)), dtype=np.int32)
-        starts, offset = [], 0
-        for b in self._batches:
-            size, begins = len(b), _turns(b)
-            at = slice(offset, offset + size)
-            perm = reverse_within_requests(begins, size) if order == "reverse" else slice(None)
-            keys[at] = np.asarray(b.keys, dtype=np.uint64)[perm]
-            ids[at] = _principal_ids(b)[perm]
-            starts.append(begins + offset)  # a request keeps its span under the permutation
-            offset += size
-        return PoolTrace.of(keys, ids, np.concatenate(self._times), np.concatenate(starts))
+        if self._read is None:
+            self._read = self.window.columns()
+        return self._read
+
+    def pool_trace(self) -> PoolTrace | None:
+        """The window for the pool replay, in the analyzer's order; None before any access. Read
+        after `streams`: the window's copy they shared is let go."""
+        w, self._read = self._window(), None
+        if w is None:
+            return None
+        ids = np.zeros((len(w.keys), len(PRINCIPAL_LEVELS)), dtype=np.int32)
+        ids[:, self._columns] = w.principals
+        return PoolTrace.of(w.keys, ids, w.request_times, w.request_starts)
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
         """By level, the top principals by accesses (most first, ties by name) and "other" last."""
-        if not self._batches:
+        w = self._window()
+        if w is None:
             return {level: () for level in self.levels}
-        block = analyzer.units.block_size
-        distances = np.concatenate(self._distances)
-        tokens = np.concatenate(
-            [b.tokens if b.tokens is not None else np.full(len(b), block) for b in self._batches]
-        )
-        names = next((b.principal_names for b in self._batches if b.principal_names is not None), None)
-        ids = np.concatenate([_principal_ids(b) for b in self._batches])
+        names = self._names
         out: dict[str, tuple[PrincipalStream, ...]] = {}
-        for level in self.levels:
-            column = ids[:, PRINCIPAL_LEVELS.index(level)]
+        for place, level in enumerate(self.levels):
+            column = w.principals[:, place]
             counts = np.bincount(column)
             present = np.flatnonzero(counts)
             label = [UNKNOWN_PRINCIPAL if names is None else names.name(int(p)) for p in present]
             ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
             top = ranked[: self.top]
-            rows = [
-                self._alone(
-                    level, label[i], int(present[i]), column == present[i], distances, tokens, analyzer
-                )
-                for i in top
-            ]
+            rows = [_alone(level, label[i], int(present[i]), column == present[i], w, analyzer) for i in top]
             rest = ~np.isin(column, present[top])
             if rest.any():
-                shared = distance_curve(distances[rest], tokens[rest], analyzer.horizon)
+                shared = distance_curve(w.distances[rest], w.tokens[rest], analyzer.horizon)
                 members = len(present) - len(top)
-                rows.append(PrincipalStream(level, OTHER_PRINCIPALS, int(rest.sum()), shared, None, members))
+                rows.append(
+                    PrincipalStream(
+                        level, OTHER_PRINCIPALS, int(rest.sum()), shared, None, members, span=w.span
+                    )
+                )
             out[level] = tuple(rows)
         return out
 
-    def _alone(
-        self,
-        level: str,
-        name: str,
-        principal: int,
-        keep: np.ndarray,
-        distances: np.ndarray,
-        tokens: np.ndarray,
-        analyzer: Analyzer,
-    ) -> PrincipalStream:
-        """One principal: its accesses' curve in the shared cache, and an analyzer of them alone."""
-        shared = distance_curve(distances[keep], tokens[keep], analyzer.horizon)
-        alone = Analyzer(analyzer.horizon, analyzer.order, units=analyzer.units)
-        offset = 0
-        for b in self._batches:
-            part = keep[offset : offset + len(b)]
-            offset += len(b)
-            if part.any():
-                alone.feed_batch(b.subset(part))
-        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal)
+
+def _alone(
+    level: str, name: str, principal: int, keep: np.ndarray, w: WindowColumns, analyzer: Analyzer
+) -> PrincipalStream:
+    """One principal: its accesses' curve in the shared cache, and an analyzer of them alone (fed in
+    the order they were kept: the shared analyzer's)."""
+    shared = distance_curve(w.distances[keep], w.tokens[keep], analyzer.horizon)
+    alone = Analyzer(analyzer.horizon, "forward", units=analyzer.units)
+    alone.feed(w.keys[keep], tokens=w.tokens[keep], timestamps=0.0)
+    return PrincipalStream(
+        level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal, span=w.span
+    )
 
 
 def _turns(batch: AccessBatch) -> np.ndarray:
@@ -199,8 +210,8 @@ def _principal_ids(batch: AccessBatch) -> np.ndarray:
 class LivePrincipals:
     """The live monitor's principals: the collector, read into streams at most every `every` seconds
     of the monitor's clock (each read re-feeds every top principal's isolated analyzer with its
-    whole history, so a read per snapshot would cost the stream's length each time), and once more
-    when the stream has ended."""
+    window and replays the pool over it, so a read per snapshot would cost the window's length each
+    time), and once more when the stream has ended."""
 
     def __init__(self, collector: PrincipalCollector, every: float = 10.0) -> None:
         self.collector = collector
@@ -220,6 +231,6 @@ class LivePrincipals:
         due = self._read_at is None or final or now - self._read_at >= self.every
         if self._stale and due:
             self._streams = self.collector.streams(analyzer)
-            self._trace = self.collector.pool_trace(analyzer.order)
+            self._trace = self.collector.pool_trace()
             self._read_at, self._stale = now, False
         return self._streams, self._trace
