@@ -30,6 +30,7 @@ from kvset.figures.base import (
     OptionValues,
     Sizes,
     TextView,
+    gauge,
 )
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool
@@ -42,6 +43,7 @@ from kvset.types import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PRINCIPAL_LEVE
 if TYPE_CHECKING:  # the options are read by every command line: the analyzer is loaded by compute only
     from kvset.core.curve import HitRateCurve
     from kvset.core.principals import PrincipalStream
+    from kvset.core.principals_window import WindowSpan
 
 BY_CHOICES = {"tenant": "tenant", "session": "session", "adapter": "adapter", "lora": "adapter"}
 
@@ -89,6 +91,18 @@ PRINCIPAL_SERIES: Option[int] = Option(
     argtype="positive_int",
     metavar="K",
 )
+DEFAULT_PRINCIPAL_WINDOW = 1 << 22  # accesses; as many as the default horizon's blocks (about 90 MB)
+BY_WINDOW: Option[int] = Option(
+    "--by-window",
+    "principals_window",
+    DEFAULT_PRINCIPAL_WINDOW,
+    f"with --by: the principals' figures are of the last ACCESSES accesses (default "
+    f"{DEFAULT_PRINCIPAL_WINDOW:,}, about 20 bytes each and 4 more per level), so a long stream's "
+    "memory stays flat; the outputs say the span they cover",
+    commands=frozenset({TOP, SERVE}),
+    argtype="positive_int",
+    metavar="ACCESSES",
+)
 LABEL_CHARACTERS = 64  # a principal's name as a label value is cut to this many characters
 
 
@@ -133,9 +147,15 @@ class Principals:
     levels: tuple[str, ...]
     share_capacity_blocks: int | None  # where hit_share is read
     share_capacity_source: str  # engine | chosen | knee | none
-    accesses: int  # of the whole stream
+    accesses: int  # that the figures cover: the window's (the whole stream's without one)
     pool: PrincipalPool | None = None  # the pool replay at share_capacity_blocks (None: no capacity)
     series_cap: int = DEFAULT_TOP_PRINCIPALS  # --principal-series
+    span: WindowSpan | None = None  # the accesses they cover (kvset.core.principals_window)
+
+    @property
+    def window_label(self) -> str | None:
+        """What the figures cover where a window bounds them (None: the whole stream, which ended)."""
+        return window_label(self.span)
 
     def level_rows(self, level: str) -> list[PrincipalRow]:
         return [r for r in self.rows if r.level == level]
@@ -161,7 +181,10 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     whole = inputs.curves["all"]
     capacities = curves.window("all").capacities
     at, source = _share_capacity(inputs, curves)
-    total_hits = whole.hits(at) if at else 0
+    # the hits of the accesses the principals cover (each level's rows cover them all, once)
+    first_level = next(iter(inputs.principals.values()))
+    total_hits = sum(s.curve.hits(at) for s in first_level) if at else 0
+    span = first_level[0].span if first_level else None
     mode = inputs.targets.main_mode
     targets = inputs.targets.by_mode[mode]
     pool = inputs.engine_pool
@@ -187,7 +210,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
                 )
             rows.append(row)
     cap = options.get(PRINCIPAL_SERIES)
-    return Principals(tuple(rows), tuple(inputs.principals), at, source, whole.accesses, replayed, cap)
+    covered = whole.accesses if span is None else span.accesses
+    return Principals(tuple(rows), tuple(inputs.principals), at, source, covered, replayed, cap, span)
 
 
 def _row(
@@ -264,17 +288,46 @@ def pool_json(pool: PrincipalPool) -> Json:
     }
 
 
+def window_json(result: Principals) -> Json:
+    span = result.span
+    return {
+        "accesses": result.accesses,
+        "stream_accesses": result.accesses if span is None else span.seen,
+        "window_accesses": None if span is None else span.capacity,
+        "seconds": None if span is None else span.seconds,
+        "whole_stream": True if span is None else span.whole_stream,
+    }
+
+
 def to_json(result: Principals, sizes: Sizes) -> Json:
     return {
         "principals": [principal_json(r, sizes) for r in result.rows],
         "principals_pool": None if result.pool is None else pool_json(result.pool),
+        "principals_window": window_json(result),
     }
+
+
+def window_label(span: WindowSpan | None) -> str | None:
+    """'the last 4,194,304 accesses of 20,000,000 (13 min of the stream)', or 'all 1,000 accesses so
+    far (...)' while the window holds them all; None where no window bounds them (a file, read
+    whole)."""
+    if span is None or span.capacity is None:
+        return None
+    took = "" if span.seconds is None else f", {span_text(span.seconds)} of the stream"
+    if span.whole_stream:
+        return (
+            f"all {span.accesses:,} accesses so far{took}; {BY_WINDOW.flag} keeps the last {span.capacity:,}"
+        )
+    return f"the last {span.accesses:,} accesses of {span.seen:,}{took} ({BY_WINDOW.flag})"
 
 
 def text(result: Principals, view: TextView) -> list[str]:
     at = result.share_capacity_blocks
     where = f"at {at:,} blocks ({result.share_capacity_source})" if at else "(no capacity to read it at)"
+    label = result.window_label
     out: list[str] = []
+    if label is not None:
+        out += ["", f"principals over {label}: every figure below is of these accesses alone"]
     for level in result.levels:
         rows = result.level_rows(level)
         cells = []
@@ -417,6 +470,19 @@ def metrics(result: Principals, view: MetricsView) -> Iterable[MetricFamily]:
         labels,
         tuple(rates),
     )
+    span = result.span
+    yield gauge(
+        "kvset_principal_window_accesses",
+        "accesses the kvset_principal_* figures are of: the last ones, --by-window at most",
+        result.accesses,
+    )
+    yield MetricFamily(
+        "kvset_principal_window_seconds",
+        "gauge",
+        "stream time from the first to the last request of those accesses",
+        (),
+        () if span is None or span.seconds is None else (MetricSample((), span.seconds),),
+    )
     yield MetricFamily(
         "kvset_principal_series_capped",
         "gauge",
@@ -430,9 +496,9 @@ FIGURE: Figure[Principals] = Figure(
     "principals",
     Principals,
     compute,
-    ("principals", "principals_pool"),
+    ("principals", "principals_pool", "principals_window"),
     to_json,
     text=text,
     metrics=metrics,
-    options=(BY, TOP_PRINCIPALS, PRINCIPAL_SERIES),
+    options=(BY, TOP_PRINCIPALS, PRINCIPAL_SERIES, BY_WINDOW),
 )
