@@ -33,7 +33,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests
 from kvset.core.pool_replay import PoolTrace
-from kvset.core.principals_window import AccessWindow, WindowColumns, WindowSpan
+from kvset.core.principals_window import AccessWindow, WindowSpan
 from kvset.types import (
     DEFAULT_TOP_PRINCIPALS,
     OTHER_PRINCIPALS,
@@ -59,27 +59,62 @@ class PrincipalStream:
     span: WindowSpan | None = None  # the accesses its figures cover (the collector's window)
 
 
-def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
+SLICE = 1 << 20  # hits compared at once while a curve is read
+
+
+def distance_curve(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], horizon: int, keep: Sequence[np.ndarray] | None = None
+) -> HitRateCurve:
     """The exact curve of accesses with these stack distances (0: first time, -1: beyond the
-    horizon) and tokens. It steps only at the distances there are, so it is held at those alone: a
-    principal with a few accesses far down a deep shared stack costs a few entries, not the depth."""
-    d = np.asarray(distances, dtype=np.int64)
-    tok = np.asarray(tokens, dtype=np.int64)
-    hit = d > 0
-    steps, where = np.unique(d[hit], return_inverse=True)
-    blocks = np.bincount(where, minlength=len(steps))
-    tokens_at = np.bincount(where, weights=tok[hit], minlength=len(steps)).astype(np.int64)
-    beyond = d < 0
+    horizon) and tokens, given part by part (those of each part where `keep` is true). It steps only at the distances there are, so it is
+    held at those alone: a principal with a few accesses far down a deep shared stack costs a few
+    entries, not the depth. Read in about 9 bytes a hit: each is one uint64 (its distance above 32
+    bits, its tokens below) sorted in place."""
+    high = np.uint64(32)
+    masks = [slice(None)] * len(parts) if keep is None else keep
+    packed = np.empty(
+        sum(int(np.count_nonzero(d[m] > 0)) for (d, _), m in zip(parts, masks, strict=True)), dtype=np.uint64
+    )
+    accesses = tokens = beyond_blocks = beyond_tokens = at = 0
+    for (d_all, tok_all), m in zip(parts, masks, strict=True):
+        d, tok = d_all[m], tok_all[m]
+        accesses += len(d)
+        tokens += int(tok.sum(dtype=np.int64))
+        beyond = d < 0
+        beyond_blocks += int(beyond.sum())
+        beyond_tokens += int(tok[beyond].sum(dtype=np.int64))
+        hit = d > 0
+        n = int(hit.sum())
+        packed[at : at + n] = (d[hit].astype(np.uint64) << high) | tok[hit].astype(np.uint64)
+        at += n
+    packed.sort()
+    begins = np.ones(at, dtype=bool)  # where a distance's hits begin
+    for lo in range(0, max(at - 1, 0), SLICE):
+        hi = min(lo + SLICE, at - 1)
+        begins[lo + 1 : hi + 1] = (packed[lo + 1 : hi + 1] >> high) != (packed[lo:hi] >> high)
+    first = np.flatnonzero(begins)
+    del begins
+    steps = packed[first] >> high
+    # a distance's hits sum to count * (distance << 32) + their tokens, in uint64 arithmetic that
+    # wraps: taking the first part off leaves the tokens exactly
+    summed = np.add.reduceat(packed, first) if at else np.zeros(0, dtype=np.uint64)
+    del packed
+    counts = np.diff(first, append=at).astype(np.uint64)
+    del first
+    shifted = steps << high
+    shifted *= counts
+    summed -= shifted
+    del shifted
     return HitRateCurve(
-        capacities=steps.astype(np.int64),
-        block_hits=np.cumsum(blocks),
-        token_hits=np.cumsum(tokens_at),
-        accesses=len(d),
-        tokens=int(tok.sum()),
+        capacities=steps.view(np.int64),
+        block_hits=np.cumsum(counts, dtype=np.int64),
+        token_hits=np.cumsum(summed, dtype=np.int64),
+        accesses=accesses,
+        tokens=tokens,
         horizon=horizon,
         exact=True,
-        beyond_horizon_blocks=int(beyond.sum()),
-        beyond_horizon_tokens=int(tok[beyond].sum()),
+        beyond_horizon_blocks=beyond_blocks,
+        beyond_horizon_tokens=beyond_tokens,
     )
 
 
@@ -103,10 +138,9 @@ class PrincipalCollector:
         self.levels = tuple(dict.fromkeys(levels))
         self.top = int(top)
         self.window_capacity = window
-        self.window: AccessWindow | None = None  # made with the first batch: its distances' type
+        self.window: AccessWindow | None = None  # made with the first batch (the analyzer's horizon)
         self._columns = [PRINCIPAL_LEVELS.index(lv) for lv in self.levels]
         self._names: PrincipalNames | None = None
-        self._read: WindowColumns | None = None  # the last read, until the next batch
 
     def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
@@ -134,63 +168,91 @@ class PrincipalCollector:
             starts,  # a request keeps its span under the permutation
             at,
         )
-        self._read = None
-
-    def _window(self) -> WindowColumns | None:
-        if self.window is None or not len(self.window):
-            return None
-        if self._read is None:
-            self._read = self.window.columns()
-        return self._read
 
     def pool_trace(self) -> PoolTrace | None:
-        """The window for the pool replay, in the analyzer's order; None before any access. Read
-        after `streams`: the window's copy they shared is let go."""
-        w, self._read = self._window(), None
-        if w is None:
+        """The window for the pool replay, in the analyzer's order; None before any access. Its
+        blocks are numbered densely by the window's keys sorted once (8 bytes an access while it is
+        made), each access looked up chunk by chunk."""
+        w = self.window
+        if w is None or not len(w):
             return None
-        ids = np.zeros((len(w.keys), len(PRINCIPAL_LEVELS)), dtype=np.int32)
-        ids[:, self._columns] = w.principals
-        return PoolTrace.of(w.keys, ids, w.request_times, w.request_starts)
+        parts = w.parts()
+        keys = np.concatenate([p["keys"] for p in parts])
+        keys.sort()
+        distinct = keys[np.diff(keys, prepend=keys[:1] + np.uint64(1)) != 0]
+        del keys
+        blocks = np.concatenate([np.searchsorted(distinct, p["keys"]).astype(np.int32) for p in parts])
+        starts, times = w.requests()
+        ids = np.concatenate([p["principals"] for p in parts])
+        return PoolTrace(blocks, len(distinct), ids, starts, times, self.levels)
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
-        """By level, the top principals by accesses (most first, ties by name) and "other" last."""
-        w = self._window()
-        if w is None:
+        """By level, the top principals by accesses (most first, ties by name) and "other" last.
+        Read chunk by chunk off the window: no copy of it."""
+        w = self.window
+        if w is None or not len(w):
             return {level: () for level in self.levels}
-        names = self._names
+        parts, span, names = w.parts(), w.span(), self._names
         out: dict[str, tuple[PrincipalStream, ...]] = {}
         for place, level in enumerate(self.levels):
-            column = w.principals[:, place]
-            counts = np.bincount(column)
+            columns = [p["principals"][:, place] for p in parts]
+            counts = _counts(columns)
             present = np.flatnonzero(counts)
             label = [UNKNOWN_PRINCIPAL if names is None else names.name(int(p)) for p in present]
             ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
             top = ranked[: self.top]
-            rows = [_alone(level, label[i], int(present[i]), column == present[i], w, analyzer) for i in top]
-            rest = ~np.isin(column, present[top])
-            if rest.any():
-                shared = distance_curve(w.distances[rest], w.tokens[rest], analyzer.horizon)
+            # each access's place among the top (len(top): other), 2 bytes an access while read
+            lookup = np.full(len(counts), len(top), dtype=np.int16 if len(top) < 2**15 else np.int32)
+            lookup[present[top]] = np.arange(len(top))
+            slots = [lookup[c] for c in columns]
+            rows = []
+            for place_in_top, i in enumerate(top):
+                keep = [s == place_in_top for s in slots]
+                rows.append(_alone(level, label[i], int(present[i]), keep, parts, span, analyzer))
+            rest = [s == len(top) for s in slots]
+            n_rest = sum(int(m.sum()) for m in rest)
+            if n_rest:
+                shared = distance_curve(_curves(parts), analyzer.horizon, rest)
                 members = len(present) - len(top)
-                rows.append(
-                    PrincipalStream(
-                        level, OTHER_PRINCIPALS, int(rest.sum()), shared, None, members, span=w.span
-                    )
-                )
+                other = PrincipalStream(level, OTHER_PRINCIPALS, n_rest, shared, None, members, span=span)
+                rows.append(other)
             out[level] = tuple(rows)
         return out
 
 
+def _counts(columns: list[np.ndarray]) -> np.ndarray:
+    """Accesses per principal id, summed chunk by chunk."""
+    total = np.zeros(0, dtype=np.int64)
+    for c in columns:
+        part = np.bincount(c)
+        if len(part) > len(total):
+            total = np.concatenate([total, np.zeros(len(part) - len(total), dtype=np.int64)])
+        total[: len(part)] += part
+    return total
+
+
+def _curves(parts: list[dict[str, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(p["distances"], p["tokens"]) for p in parts]
+
+
 def _alone(
-    level: str, name: str, principal: int, keep: np.ndarray, w: WindowColumns, analyzer: Analyzer
+    level: str,
+    name: str,
+    principal: int,
+    keep: list[np.ndarray],
+    parts: list[dict[str, np.ndarray]],
+    span: WindowSpan,
+    analyzer: Analyzer,
 ) -> PrincipalStream:
     """One principal: its accesses' curve in the shared cache, and an analyzer of them alone (fed in
-    the order they were kept: the shared analyzer's)."""
-    shared = distance_curve(w.distances[keep], w.tokens[keep], analyzer.horizon)
+    the order they were kept, the shared analyzer's, chunk by chunk)."""
+    shared = distance_curve(_curves(parts), analyzer.horizon, keep)
     alone = Analyzer(analyzer.horizon, "forward", units=analyzer.units)
-    alone.feed(w.keys[keep], tokens=w.tokens[keep], timestamps=0.0)
+    for p, m in zip(parts, keep, strict=True):
+        if m.any():
+            alone.feed(p["keys"][m], tokens=p["tokens"][m], timestamps=0.0)
     return PrincipalStream(
-        level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal, span=w.span
+        level, name, shared.accesses, shared, alone.curve(), principal_id=principal, span=span
     )
 
 
@@ -230,6 +292,7 @@ class LivePrincipals:
     ) -> tuple[dict[str, tuple[PrincipalStream, ...]], PoolTrace | None]:
         due = self._read_at is None or final or now - self._read_at >= self.every
         if self._stale and due:
+            self._streams, self._trace = {}, None  # the last read's memory is let go first
             self._streams = self.collector.streams(analyzer)
             self._trace = self.collector.pool_trace()
             self._read_at, self._stale = now, False

@@ -3,7 +3,7 @@ accesses of the stream, or all of them where there is no capacity (`kvset analyz
 
 Each access is kept in the analyzer's order (`reverse`: each request's blocks last to first) as its
 key, its tokens, its stack distance in the shared stack and its principal id at each level asked
-for: 8 + 4 + 4 + 4 per level bytes (8 for the distance past a horizon of 2**31); each request as its
+for: 8 + 4 + 4 + 4 per level bytes; each request as its
 first access and its time (16 bytes). They are held in chunks of CHUNK accesses (or requests) made
 once and reused when they fall out of the window, so a live stream's memory stops growing once the
 window is full: never more than the capacity and one chunk being filled.
@@ -106,9 +106,14 @@ class _Chunks:
             return count + int(np.searchsorted(rows, value, side="right"))
         return count
 
+    def views(self) -> list[dict[str, np.ndarray]]:
+        """Every held row, chunk by chunk, oldest first: views into the chunks (valid until the
+        next append), so a read costs no copy of the window."""
+        return [{name: c[name][lo:hi] for name in self.dtypes} for c, lo, hi in self._chunks()]
+
     def column(self, name: str) -> np.ndarray:
         """Every held row of one column, oldest first (a copy)."""
-        parts = [c[name][lo:hi] for c, lo, hi in self._chunks()]
+        parts = [v[name] for v in self.views()]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtypes[name][0])
 
     @property
@@ -119,35 +124,21 @@ class _Chunks:
         return made * self.chunk * per_row
 
 
-@dataclass(frozen=True, eq=False)
-class WindowColumns:
-    """The window read out, in the analyzer's order: per access its key, tokens, shared stack
-    distance and principal ids (one column per level kept); per request its first access (the
-    first at 0: a request cut by the window's start begins there) and its time."""
-
-    keys: np.ndarray
-    tokens: np.ndarray
-    distances: np.ndarray
-    principals: np.ndarray
-    request_starts: np.ndarray
-    request_times: np.ndarray
-    span: WindowSpan
-
-
 class AccessWindow:
     """The last `capacity` accesses (None: all of them) with their requests."""
 
     def __init__(self, levels: int, capacity: int | None, horizon: int, chunk: int = CHUNK) -> None:
         if capacity is not None and capacity < 1:
             raise ValueError(f"a window of {capacity} accesses holds nothing")
+        if horizon >= 2**31:  # the distances are kept in 32 bits, and read packed with the tokens
+            raise ValueError(f"--by needs a horizon under 2**31 blocks, got {horizon:,}")
         self.capacity = capacity
-        wide = horizon >= 2**31
         chunk = chunk if capacity is None else max(1, min(chunk, capacity))
         self._accesses = _Chunks(
             {
                 "keys": (np.dtype(np.uint64), 0),
                 "tokens": (np.dtype(np.int32), 0),
-                "distances": (np.dtype(np.int64 if wide else np.int32), 0),
+                "distances": (np.dtype(np.int32), 0),
                 "principals": (np.dtype(np.int32), levels),
             },
             chunk,
@@ -200,18 +191,18 @@ class AccessWindow:
             begun = self._requests.count_at_most("start", self.start)
             self._requests.drop(max(begun - 1, 0))
 
-    def columns(self) -> WindowColumns:
-        a, r = self._accesses, self._requests
-        starts = np.maximum(r.column("start") - self.start, 0)
-        times = r.column("time")
+    def parts(self) -> list[dict[str, np.ndarray]]:
+        """The window's accesses in the analyzer's order, chunk by chunk (AccessWindow's views):
+        keys, tokens, distances (in the shared stack), principals (one column per level kept)."""
+        return self._accesses.views()
+
+    def requests(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each request's first access (the first at 0: a request cut by the window's start begins
+        there) and its time."""
+        return np.maximum(self._requests.column("start") - self.start, 0), self._requests.column("time")
+
+    def span(self) -> WindowSpan:
+        times = self._requests.column("time")
         stamped = times[np.isfinite(times)]
         seconds = float(stamped.max() - stamped.min()) if len(stamped) else None
-        return WindowColumns(
-            a.column("keys"),
-            a.column("tokens"),
-            a.column("distances"),
-            a.column("principals"),
-            starts,
-            times,
-            WindowSpan(len(self), self.seen, self.capacity, seconds),
-        )
+        return WindowSpan(len(self), self.seen, self.capacity, seconds)

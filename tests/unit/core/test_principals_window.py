@@ -150,9 +150,10 @@ def test_the_window_holds_its_capacity_and_its_memory_never_grows_past_it():
         assert len(window) == min(fed, capacity)
         # held: the capacity and the chunk being filled; one chunk dropped is kept to be refilled
         assert window.nbytes <= (capacity + 2 * chunk) * (8 + 4 + 4 + 8) + (capacity + 3 * chunk) * 16
-        columns = window.columns()
-        assert columns.keys.tolist() == list(range(fed - len(window), fed))  # the last ones, in order
-        assert columns.request_starts[0] == 0 and len(columns.request_starts) <= len(window)
+        kept = np.concatenate([p["keys"] for p in window.parts()])
+        assert kept.tolist() == list(range(fed - len(window), fed))  # the last ones, in order
+        starts, _ = window.requests()
+        assert starts[0] == 0 and len(starts) <= len(window)
 
 
 def test_a_file_analysis_keeps_the_whole_stream_and_says_no_window():
