@@ -161,7 +161,7 @@ def main() -> None:
         analyze_runs(args.requests, args.sessions)
         return
     if args.by_window is None:
-        from kvset.figures.principals import DEFAULT_PRINCIPAL_WINDOW
+        from kvset.figures.principal_window import DEFAULT_PRINCIPAL_WINDOW
 
         args.by_window = DEFAULT_PRINCIPAL_WINDOW
     if args.child is not None:

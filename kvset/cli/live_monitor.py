@@ -20,7 +20,7 @@ from kvset.cli.from_flags import (
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.figures import principals
+from kvset.figures import principal_window, principals
 from kvset.figures.base import TOP, OptionValues
 from kvset.types import SourceHealth
 
@@ -227,7 +227,7 @@ def live_principals(values: OptionValues, args: argparse.Namespace) -> LivePrinc
         raise UsageError(
             "--by needs the exact analyzer's stack distances: not with --sample or --sample-size"
         )
-    top, window = values.get(principals.TOP_PRINCIPALS), values.get(principals.BY_WINDOW)
+    top, window = values.get(principals.TOP_PRINCIPALS), values.get(principal_window.BY_WINDOW)
     return LivePrincipals(PrincipalCollector(levels, top, window))
 
 

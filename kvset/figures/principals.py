@@ -30,10 +30,10 @@ from kvset.figures.base import (
     OptionValues,
     Sizes,
     TextView,
-    gauge,
 )
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
 from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool
+from kvset.figures.principal_window import BY_WINDOW, window_json, window_label, window_metrics
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, percent_cell
 from kvset.figures.working_sets import WorkingSetRow, row_json, target_value, working_set_row
 from kvset.quantities import age as span_text
@@ -91,18 +91,6 @@ PRINCIPAL_SERIES: Option[int] = Option(
     argtype="positive_int",
     metavar="K",
 )
-DEFAULT_PRINCIPAL_WINDOW = 1 << 22  # accesses; as many as the default horizon's blocks (about 90 MB)
-BY_WINDOW: Option[int] = Option(
-    "--by-window",
-    "principals_window",
-    DEFAULT_PRINCIPAL_WINDOW,
-    f"with --by: the principals' figures are of the last ACCESSES accesses (default "
-    f"{DEFAULT_PRINCIPAL_WINDOW:,}, about 20 bytes each and 4 more per level), so a long stream's "
-    "memory stays flat; the outputs say the span they cover",
-    commands=frozenset({TOP, SERVE}),
-    argtype="positive_int",
-    metavar="ACCESSES",
-)
 LABEL_CHARACTERS = 64  # a principal's name as a label value is cut to this many characters
 
 
@@ -156,6 +144,11 @@ class Principals:
     def window_label(self) -> str | None:
         """What the figures cover where a window bounds them (None: the whole stream, which ended)."""
         return window_label(self.span)
+
+    @property
+    def window_short(self) -> str | None:
+        """'last 4.2M accesses' once the window has dropped some (a panel's title); else None."""
+        return window_label(self.span, short=True)
 
     def level_rows(self, level: str) -> list[PrincipalRow]:
         return [r for r in self.rows if r.level == level]
@@ -288,37 +281,12 @@ def pool_json(pool: PrincipalPool) -> Json:
     }
 
 
-def window_json(result: Principals) -> Json:
-    span = result.span
-    return {
-        "accesses": result.accesses,
-        "stream_accesses": result.accesses if span is None else span.seen,
-        "window_accesses": None if span is None else span.capacity,
-        "seconds": None if span is None else span.seconds,
-        "whole_stream": True if span is None else span.whole_stream,
-    }
-
-
 def to_json(result: Principals, sizes: Sizes) -> Json:
     return {
         "principals": [principal_json(r, sizes) for r in result.rows],
         "principals_pool": None if result.pool is None else pool_json(result.pool),
-        "principals_window": window_json(result),
+        "principals_window": window_json(result.span, result.accesses),
     }
-
-
-def window_label(span: WindowSpan | None) -> str | None:
-    """'the last 4,194,304 accesses of 20,000,000 (13 min of the stream)', or 'all 1,000 accesses so
-    far (...)' while the window holds them all; None where no window bounds them (a file, read
-    whole)."""
-    if span is None or span.capacity is None:
-        return None
-    took = "" if span.seconds is None else f", {span_text(span.seconds)} of the stream"
-    if span.whole_stream:
-        return (
-            f"all {span.accesses:,} accesses so far{took}; {BY_WINDOW.flag} keeps the last {span.capacity:,}"
-        )
-    return f"the last {span.accesses:,} accesses of {span.seen:,}{took} ({BY_WINDOW.flag})"
 
 
 def text(result: Principals, view: TextView) -> list[str]:
@@ -470,19 +438,7 @@ def metrics(result: Principals, view: MetricsView) -> Iterable[MetricFamily]:
         labels,
         tuple(rates),
     )
-    span = result.span
-    yield gauge(
-        "kvset_principal_window_accesses",
-        "accesses the kvset_principal_* figures are of: the last ones, --by-window at most",
-        result.accesses,
-    )
-    yield MetricFamily(
-        "kvset_principal_window_seconds",
-        "gauge",
-        "stream time from the first to the last request of those accesses",
-        (),
-        () if span is None or span.seconds is None else (MetricSample((), span.seconds),),
-    )
+    yield from window_metrics(result.span, result.accesses)
     yield MetricFamily(
         "kvset_principal_series_capped",
         "gauge",
