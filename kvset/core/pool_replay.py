@@ -22,7 +22,6 @@ from numba import njit
 
 from kvset.types import PRINCIPAL_LEVELS
 
-
 AGES_AT_ONCE = 1 << 18  # evictions whose ages are taken at once
 
 

@@ -24,6 +24,7 @@ pool replay reads (kvset.core.pool_replay: who holds the cache, who displaces wh
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -198,17 +199,15 @@ class PrincipalCollector:
             columns = [p["principals"][:, place] for p in parts]
             counts = _counts(columns)
             present = np.flatnonzero(counts)
-            label = [UNKNOWN_PRINCIPAL if names is None else names.name(int(p)) for p in present]
-            ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
-            top = ranked[: self.top]
+            top = _top(counts, present, self.top, names)
             # each access's place among the top (len(top): other), 2 bytes an access while read
             lookup = np.full(len(counts), len(top), dtype=np.int16 if len(top) < 2**15 else np.int32)
-            lookup[present[top]] = np.arange(len(top))
+            lookup[[p for p, _ in top]] = np.arange(len(top))
             slots = [lookup[c] for c in columns]
             rows = []
-            for place_in_top, i in enumerate(top):
+            for place_in_top, (principal, name) in enumerate(top):
                 keep = [s == place_in_top for s in slots]
-                rows.append(_alone(level, label[i], int(present[i]), keep, parts, span, analyzer))
+                rows.append(_alone(level, name, principal, keep, parts, span, analyzer))
             rest = [s == len(top) for s in slots]
             n_rest = sum(int(m.sum()) for m in rest)
             if n_rest:
@@ -218,6 +217,22 @@ class PrincipalCollector:
                 rows.append(other)
             out[level] = tuple(rows)
         return out
+
+
+def _top(
+    counts: np.ndarray, present: np.ndarray, k: int, names: PrincipalNames | None
+) -> list[tuple[int, str]]:
+    """The k principals with the most accesses, ties by name, as (id, name): only those at or above
+    the k-th count are named (a million sessions are not sorted by name to find twenty)."""
+
+    def name(p: int) -> str:
+        return UNKNOWN_PRINCIPAL if names is None else names.name(p)
+
+    c = counts[present]
+    kth = np.partition(c, len(c) - k)[len(c) - k] if len(c) > k else 0
+    above = sorted((-int(counts[p]), name(int(p)), int(p)) for p in present[c > kth])
+    tied = heapq.nsmallest(k - len(above), ((name(int(p)), int(p)) for p in present[c == kth]))
+    return [(p, n) for _, n, p in above] + [(p, n) for n, p in tied]
 
 
 def _counts(columns: list[np.ndarray]) -> np.ndarray:
