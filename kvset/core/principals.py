@@ -173,16 +173,22 @@ class PrincipalCollector:
     def pool_trace(self) -> PoolTrace | None:
         """The window for the pool replay, in the analyzer's order; None before any access. Its
         blocks are numbered densely by the window's keys sorted once (8 bytes an access while it is
-        made), each access looked up chunk by chunk."""
+        made), each chunk's accesses looked up in the sorted keys."""
         w = self.window
         if w is None or not len(w):
             return None
         parts = w.parts()
         keys = np.concatenate([p["keys"] for p in parts])
         keys.sort()
-        distinct = keys[np.diff(keys, prepend=keys[:1] + np.uint64(1)) != 0]
+        distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
         del keys
-        blocks = np.concatenate([np.searchsorted(distinct, p["keys"]).astype(np.int32) for p in parts])
+        step = np.int32 if len(distinct) < 2**31 and len(w) < 2**31 else np.int64
+        blocks = np.empty(len(w), dtype=step)
+        at = 0
+        for p in parts:  # each chunk's keys looked up in their own order: the search walks forward
+            order = np.argsort(p["keys"])
+            blocks[at + order] = np.searchsorted(distinct, p["keys"][order])
+            at += len(order)
         starts, times = w.requests()
         ids = np.concatenate([p["principals"] for p in parts])
         return PoolTrace(blocks, len(distinct), ids, starts, times, self.levels)
