@@ -64,20 +64,18 @@ SLICE = 1 << 20  # hits compared at once while a curve is read
 
 
 def distance_curve(
-    parts: Sequence[tuple[np.ndarray, np.ndarray]], horizon: int, keep: Sequence[np.ndarray] | None = None
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], keep: Sequence[np.ndarray], horizon: int
 ) -> HitRateCurve:
     """The exact curve of accesses with these stack distances (0: first time, -1: beyond the
-    horizon) and tokens, given part by part (those of each part where `keep` is true). It steps only at the distances there are, so it is
-    held at those alone: a principal with a few accesses far down a deep shared stack costs a few
-    entries, not the depth. Read in about 9 bytes a hit: each is one uint64 (its distance above 32
-    bits, its tokens below) sorted in place."""
+    horizon) and tokens, given part by part (those of each part where `keep` is true). It steps
+    only at the distances there are, so it is held at those alone: a principal with a few accesses
+    far down a deep shared stack costs a few entries, not the depth. Read in about 9 bytes a hit:
+    each is one uint64 (its distance above 32 bits, its tokens below) sorted in place."""
     high = np.uint64(32)
-    masks = [slice(None)] * len(parts) if keep is None else keep
-    packed = np.empty(
-        sum(int(np.count_nonzero(d[m] > 0)) for (d, _), m in zip(parts, masks, strict=True)), dtype=np.uint64
-    )
+    hits = sum(np.count_nonzero(d[m] > 0) for (d, _), m in zip(parts, keep, strict=True))
+    packed = np.empty(int(hits), dtype=np.uint64)
     accesses = tokens = beyond_blocks = beyond_tokens = at = 0
-    for (d_all, tok_all), m in zip(parts, masks, strict=True):
+    for (d_all, tok_all), m in zip(parts, keep, strict=True):
         d, tok = d_all[m], tok_all[m]
         accesses += len(d)
         tokens += int(tok.sum(dtype=np.int64))
@@ -217,7 +215,7 @@ class PrincipalCollector:
             rest = [s == len(top) for s in slots]
             n_rest = sum(int(m.sum()) for m in rest)
             if n_rest:
-                shared = distance_curve(_curves(parts), analyzer.horizon, rest)
+                shared = distance_curve(_curves(parts), rest, analyzer.horizon)
                 members = len(present) - len(top)
                 other = PrincipalStream(level, OTHER_PRINCIPALS, n_rest, shared, None, members, span=span)
                 rows.append(other)
@@ -267,7 +265,7 @@ def _alone(
 ) -> PrincipalStream:
     """One principal: its accesses' curve in the shared cache, and an analyzer of them alone (fed in
     the order they were kept, the shared analyzer's, chunk by chunk)."""
-    shared = distance_curve(_curves(parts), analyzer.horizon, keep)
+    shared = distance_curve(_curves(parts), keep, analyzer.horizon)
     alone = Analyzer(analyzer.horizon, "forward", units=analyzer.units)
     for p, m in zip(parts, keep, strict=True):
         if m.any():

@@ -19,14 +19,16 @@ from kvset.quantities import compact
 if TYPE_CHECKING:  # every command line reads the options: numpy is loaded by the collector only
     from kvset.core.principals_window import WindowSpan
 
-DEFAULT_PRINCIPAL_WINDOW = 1 << 22  # accesses; as many as the default horizon's blocks (about 90 MB)
+# accesses: about 100 MB at a read's peak (see the README), and tens of times a GPU pool's blocks, so
+# the pool replay over them is warm for most of the window
+DEFAULT_PRINCIPAL_WINDOW = 1 << 20
 BY_WINDOW: Option[int] = Option(
     "--by-window",
     "principals_window",
     DEFAULT_PRINCIPAL_WINDOW,
     f"with --by: the principals' figures are of the last ACCESSES accesses (default "
-    f"{DEFAULT_PRINCIPAL_WINDOW:,}, about 20 bytes each and 4 more per level), so a long stream's "
-    "memory stays flat; the outputs say the span they cover",
+    f"{DEFAULT_PRINCIPAL_WINDOW:,}; about 100 bytes of memory each), so a long stream's memory "
+    "stays flat; the outputs say the span they cover",
     commands=frozenset({TOP, SERVE}),
     argtype="positive_int",
     metavar="ACCESSES",
