@@ -24,6 +24,7 @@ pool replay reads (kvset.core.pool_replay: who holds the cache, who displaces wh
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -271,7 +272,19 @@ def _alone(
         if m.any():
             alone.feed(p["keys"][m], tokens=p["tokens"][m], timestamps=0.0)
     return PrincipalStream(
-        level, name, shared.accesses, shared, alone.curve(), principal_id=principal, span=span
+        level, name, shared.accesses, shared, _steps(alone.curve()), principal_id=principal, span=span
+    )
+
+
+def _steps(curve: HitRateCurve) -> HitRateCurve:
+    """An exact curve held only where its hits change (a step curve): a read's curves stand until the
+    next, and a big principal's alone is one entry per block of its depth otherwise."""
+    change = np.flatnonzero(np.diff(curve.block_hits, prepend=0) | np.diff(curve.token_hits, prepend=0))
+    return dataclasses.replace(
+        curve,
+        capacities=curve.capacities[change],
+        block_hits=curve.block_hits[change],
+        token_hits=curve.token_hits[change],
     )
 
 

@@ -3,10 +3,10 @@ accesses of the stream, or all of them where there is no capacity (`kvset analyz
 
 Each access is kept in the analyzer's order (`reverse`: each request's blocks last to first) as its
 key, its tokens, its stack distance in the shared stack and its principal id at each level asked
-for: 8 + 4 + 4 + 4 per level bytes; each request as its
-first access and its time (16 bytes). They are held in chunks of CHUNK accesses (or requests) made
-once and reused when they fall out of the window, so a live stream's memory stops growing once the
-window is full: never more than the capacity and one chunk being filled.
+for (8 + 4 + 4 bytes, and 4 per level); each request as its first access and its time (16 bytes).
+They are held in chunks of CHUNK accesses (or requests), a dropped chunk kept to be filled again, so
+a live stream's memory stops growing once the window is full: the capacity, the chunk being filled
+and one spare. Reads go chunk by chunk over views of them, in the pipeline thread that feeds them.
 """
 
 from __future__ import annotations
