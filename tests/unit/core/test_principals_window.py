@@ -14,9 +14,9 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.principals import PrincipalCollector
 from kvset.core.principals_window import AccessWindow
 from kvset.figures.principal_pool import compute_pool
-from kvset.types import OTHER_PRINCIPALS, PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch, PrincipalNames
+from kvset.types import OTHER_PRINCIPALS, UNKNOWN_PRINCIPAL
 from kvset.units import StreamUnits
-from tests.unit.core.test_principals import naive_hits_by_owner
+from tests.unit.core.test_principals import batches_of, check_rows_at, naive_hits_by_owner, rank_owners
 from tests.unit.figures.test_principal_pool import naive_pool
 
 UNITS = StreamUnits(16, "flag")
@@ -26,41 +26,15 @@ UNITS = StreamUnits(16, "flag")
 def windowed_streams(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     requests = []
-    for r in range(draw(st.integers(1, 30))):
+    for _ in range(draw(st.integers(1, 30))):
         tenant = int(rng.integers(0, draw(st.integers(1, 5)) + 1))  # 0: names no tenant
         length = int(rng.integers(1, 7))
         keys = [int(k) for k in rng.integers(0, draw(st.sampled_from([4, 12, 40])), length)]
-        requests.append((tenant, keys, [int(t) for t in rng.integers(1, 17, length)], float(r)))
-    total = sum(len(k) for _, k, _, _ in requests)
+        requests.append((tenant, keys, [int(t) for t in rng.integers(1, 17, length)]))
+    total = sum(len(k) for _, k, _ in requests)
     window = draw(st.integers(1, total + 3))
-    return (
-        requests,
-        window,
-        draw(st.integers(1, 3)),
-        draw(st.integers(1, 8)),
-        draw(st.sampled_from(["forward", "reverse"])),
-    )
-
-
-def batches_of(requests, per_batch):
-    names = PrincipalNames()
-    for i in range(0, len(requests), per_batch):
-        keys, tokens, starts, ids, stamps = [], [], [], [], []
-        for tenant, k, t, at in requests[i : i + per_batch]:
-            starts.append(len(keys))
-            keys += k
-            tokens += t
-            stamps += [at] * len(k)
-            ids += [[names.id(f"t{tenant}" if tenant else None), 0, 0]] * len(k)
-        yield AccessBatch(
-            keys=np.asarray(keys, dtype=np.uint64),
-            tokens=np.asarray(tokens, dtype=np.int32),
-            request_starts=np.asarray(starts, dtype=np.int64),
-            timestamps=np.asarray(stamps),
-            block_size=16,
-            principals=np.asarray(ids, dtype=np.int32).reshape(len(keys), len(PRINCIPAL_LEVELS)),
-            principal_names=names,
-        )
+    order = draw(st.sampled_from(["forward", "reverse"]))
+    return requests, window, draw(st.integers(1, 3)), draw(st.integers(1, 8)), order
 
 
 @settings(max_examples=60, deadline=None)
@@ -68,9 +42,10 @@ def batches_of(requests, per_batch):
 def test_the_windows_figures_equal_a_naive_lru_over_the_same_accesses_at_every_capacity(stream):
     requests, window, top, per_batch, order = stream
     step = -1 if order == "reverse" else 1  # the analyzer's order: so the reference's
+    # a batch's time is its first request's index (batches_of)
     flat = [
-        (k, t, f"t{tenant}" if tenant else UNKNOWN_PRINCIPAL, at, j == 0)
-        for tenant, ks, ts, at in requests
+        (k, t, f"t{tenant}" if tenant else UNKNOWN_PRINCIPAL, float(r - r % per_batch), j == 0)
+        for r, (tenant, ks, ts) in enumerate(requests)
         for j, (k, t) in enumerate(zip(ks[::step], ts[::step], strict=True))
     ]
     keys, tokens, owners = ([f[i] for f in flat] for i in range(3))
@@ -84,12 +59,8 @@ def test_the_windows_figures_equal_a_naive_lru_over_the_same_accesses_at_every_c
     rows = collector.streams(analyzer)["tenant"]
     trace = collector.pool_trace()
 
-    counts: dict[str, int] = {}
-    for o in w_owners:
-        counts[o] = counts.get(o, 0) + 1
-    ranked = sorted(counts, key=lambda o: (-counts[o], o))
+    ranked, group = rank_owners(w_owners, top)
     assert [r.name for r in rows] == ranked[:top] + ([OTHER_PRINCIPALS] if len(ranked) > top else [])
-    group = {o: (o if o in ranked[:top] else OTHER_PRINCIPALS) for o in ranked}
     span = rows[0].span
     assert (span.accesses, span.seen, span.capacity) == (len(w_keys), len(keys), window)
     assert span.whole_stream == (start == 0)
@@ -97,18 +68,7 @@ def test_the_windows_figures_equal_a_naive_lru_over_the_same_accesses_at_every_c
     in_window = [o if i >= start else None for i, o in enumerate(owners)]  # hits counted in it only
     for capacity in range(1, len(set(keys)) + 2):
         shared = naive_hits_by_owner(keys, tokens, in_window, capacity)
-        for r in rows:
-            members = [o for o in ranked if group[o] == r.name]
-            want = tuple(sum(shared[o][u] for o in members) for u in (0, 1))
-            assert (r.curve.hits(capacity), r.curve.hits(capacity, "tokens")) == want, (r.name, capacity)
-            if r.isolated_curve is None:
-                continue
-            mine = [i for i, o in enumerate(w_owners) if o == r.name]
-            alone = naive_hits_by_owner(
-                [w_keys[i] for i in mine], [w_tokens[i] for i in mine], [r.name] * len(mine), capacity
-            )[r.name]
-            got = (r.isolated_curve.hits(capacity), r.isolated_curve.hits(capacity, "tokens"))
-            assert got == alone, (r.name, capacity)
+        check_rows_at(capacity, rows, ranked, group, shared, w_keys, w_tokens, w_owners)
 
     # the pool replay reads the window: its blocks, and each access's request time (a request cut
     # by the window's start begins at its first access in it)
@@ -159,7 +119,7 @@ def test_the_window_holds_its_capacity_and_its_memory_never_grows_past_it():
 def test_a_file_analysis_keeps_the_whole_stream_and_says_no_window():
     analyzer = Analyzer(units=UNITS)
     collector = PrincipalCollector(("tenant",))
-    requests = [(1, [k % 7], [16], float(k)) for k in range(500)]
+    requests = [(1, [k % 7], [16]) for k in range(500)]
     for batch in batches_of(requests, 9):
         collector.feed(analyzer, batch)
     (row,) = collector.streams(analyzer)["tenant"]
