@@ -67,6 +67,16 @@ class PrincipalPool:
 _LAST: WeakKeyDictionary[PoolTrace, tuple[tuple[object, ...], PrincipalPool]] = WeakKeyDictionary()
 
 
+def read_capacity(trace: PoolTrace, capacity: int, source: str) -> int:
+    """Where a trace's principals are read: at the knee, the one they were first read at. Live, the
+    knee moves with every access while a trace and its streams stand for one collector's read (10 s),
+    and a new knee at each snapshot would replay the whole window each time."""
+    found = _LAST.get(trace)
+    if source == "knee" and found is not None and found[0][1] == "knee":
+        return int(found[0][0])
+    return capacity
+
+
 def compute_pool(
     trace: PoolTrace,
     streams: dict[str, tuple[PrincipalStream, ...]],

@@ -32,7 +32,7 @@ from kvset.figures.base import (
     TextView,
 )
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
-from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool
+from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool, read_capacity
 from kvset.figures.principal_window import BY_WINDOW, window_json, window_label, window_metrics
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, percent_cell
 from kvset.figures.working_sets import WorkingSetRow, row_json, target_value, working_set_row
@@ -174,6 +174,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     whole = inputs.curves["all"]
     capacities = curves.window("all").capacities
     at, source = _share_capacity(inputs, curves)
+    if at and inputs.principal_pool is not None:
+        at = read_capacity(inputs.principal_pool, at, source)
     # the hits of the accesses the principals cover (each level's rows cover them all, once)
     first_level = next(iter(inputs.principals.values()))
     total_hits = sum(s.curve.hits(at) for s in first_level) if at else 0
