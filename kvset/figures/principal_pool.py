@@ -72,8 +72,8 @@ def read_capacity(trace: PoolTrace, capacity: int, source: str) -> int:
     knee moves with every access while a trace and its streams stand for one collector's read (10 s),
     and a new knee at each snapshot would replay the whole window each time."""
     found = _LAST.get(trace)
-    if source == "knee" and found is not None and found[0][1] == "knee":
-        return int(found[0][0])
+    if source == "knee" and found is not None and found[1].capacity_source == "knee":
+        return found[1].capacity_blocks
     return capacity
 
 
