@@ -114,7 +114,7 @@ def analyze_batches(
     curve = analyzer.curve()
     result = AnalysisResult(summary, analyzer, curve, time.perf_counter() - t0)
     result.principals = _principals(analyzer, collector)
-    result.principal_pool = collector.pool_trace(analyzer.order) if collector is not None else None
+    result.principal_pool = collector.pool_trace() if collector is not None else None
     return result
 
 
@@ -210,7 +210,7 @@ def analyze_stream(
     curve = analyzer.curve()
     result = AnalysisResult(summary, analyzer, curve, time.perf_counter() - started)
     result.principals = _principals(analyzer, collector)
-    result.principal_pool = collector.pool_trace(analyzer.order) if collector is not None else None
+    result.principal_pool = collector.pool_trace() if collector is not None else None
     return result
 
 

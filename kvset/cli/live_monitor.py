@@ -20,7 +20,7 @@ from kvset.cli.from_flags import (
     log_source_from_args,
     metrics_source_from_args,
 )
-from kvset.figures import principals
+from kvset.figures import principal_window, principals
 from kvset.figures.base import TOP, OptionValues
 from kvset.types import SourceHealth
 
@@ -217,7 +217,7 @@ def build_monitor(args: argparse.Namespace) -> Monitor:
 
 
 def live_principals(values: OptionValues, args: argparse.Namespace) -> LivePrincipals | None:
-    """--by: the collector of the principals' accesses (it keeps the whole stream: see the README)."""
+    """--by: the collector of the principals' accesses, the last --by-window of them."""
     from kvset.core.principals import LivePrincipals, PrincipalCollector
 
     levels = values.get(principals.BY)
@@ -227,7 +227,8 @@ def live_principals(values: OptionValues, args: argparse.Namespace) -> LivePrinc
         raise UsageError(
             "--by needs the exact analyzer's stack distances: not with --sample or --sample-size"
         )
-    return LivePrincipals(PrincipalCollector(levels, values.get(principals.TOP_PRINCIPALS)))
+    top, window = values.get(principals.TOP_PRINCIPALS), values.get(principal_window.BY_WINDOW)
+    return LivePrincipals(PrincipalCollector(levels, top, window))
 
 
 def source_failure(health: SourceHealth) -> str | None:

@@ -10,14 +10,22 @@ Cardinality is bounded in what is reported: the top K principals of a level by a
 the rest are summed into one "other": its shared curve the sum of theirs, and no isolated curve (the
 sum of each one's own cache would take an analyzer per principal; their accesses together in one
 cache would be a second analyzer as large as the shared one, and a cache nobody has). What is
-collected is not yet bounded: the whole stream's batches, times and distances are kept until the
-end (as Belady MIN's replay keeps its keys). The same stream, in the analyzer's order, is what the
+collected is bounded where asked (the live monitor's --by-window): the collector keeps the last N
+accesses with their distances (kvset.core.principals_window), and every figure of the principals
+is of those alone, the span they cover said with them (WindowSpan). A principal's shared curve
+there is still exact (its accesses' distances were taken in the whole stream's stack); its isolated
+curve and the pool replay start cold at the window's first access. The shared curves alone could be
+kept for all time as histograms, but only of principals known in advance: which K lead changes
+as the stream goes, and a histogram for every session ever seen is what is not bounded. So all of
+them are of the window, one span for all, and their shares add up. `kvset analyze` keeps the whole
+stream (it ends): its figures are of all of it. The window, in the analyzer's order, is what the
 pool replay reads (kvset.core.pool_replay: who holds the cache, who displaces whom).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,12 +35,14 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests
 from kvset.core.pool_replay import PoolTrace
+from kvset.core.principals_window import AccessWindow, WindowSpan
 from kvset.types import (
     DEFAULT_TOP_PRINCIPALS,
     OTHER_PRINCIPALS,
     PRINCIPAL_LEVELS,
     UNKNOWN_PRINCIPAL,
     AccessBatch,
+    PrincipalNames,
 )
 
 
@@ -48,37 +58,74 @@ class PrincipalStream:
     isolated_curve: HitRateCurve | None  # None for "other"
     members: int = 1
     principal_id: int | None = None  # its id in the stream's PrincipalNames; None for "other"
+    span: WindowSpan | None = None  # the accesses its figures cover (the collector's window)
 
 
-def distance_curve(distances: np.ndarray, tokens: np.ndarray, horizon: int) -> HitRateCurve:
+SLICE = 1 << 20  # hits compared at once while a curve is read
+
+
+def distance_curve(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], keep: Sequence[np.ndarray], horizon: int
+) -> HitRateCurve:
     """The exact curve of accesses with these stack distances (0: first time, -1: beyond the
-    horizon) and tokens. It steps only at the distances there are, so it is held at those alone: a
-    principal with a few accesses far down a deep shared stack costs a few entries, not the depth."""
-    d = np.asarray(distances, dtype=np.int64)
-    tok = np.asarray(tokens, dtype=np.int64)
-    hit = d > 0
-    steps, where = np.unique(d[hit], return_inverse=True)
-    blocks = np.bincount(where, minlength=len(steps))
-    tokens_at = np.bincount(where, weights=tok[hit], minlength=len(steps)).astype(np.int64)
-    beyond = d < 0
+    horizon) and tokens, given part by part (those of each part where `keep` is true). It steps
+    only at the distances there are, so it is held at those alone: a principal with a few accesses
+    far down a deep shared stack costs a few entries, not the depth. Read in about 9 bytes a hit:
+    each is one uint64 (its distance above 32 bits, its tokens below) sorted in place."""
+    high = np.uint64(32)
+    hits = sum(np.count_nonzero(d[m] > 0) for (d, _), m in zip(parts, keep, strict=True))
+    packed = np.empty(int(hits), dtype=np.uint64)
+    accesses = tokens = beyond_blocks = beyond_tokens = at = 0
+    for (d_all, tok_all), m in zip(parts, keep, strict=True):
+        d, tok = d_all[m], tok_all[m]
+        accesses += len(d)
+        tokens += int(tok.sum(dtype=np.int64))
+        beyond = d < 0
+        beyond_blocks += int(beyond.sum())
+        beyond_tokens += int(tok[beyond].sum(dtype=np.int64))
+        hit = d > 0
+        n = int(hit.sum())
+        packed[at : at + n] = (d[hit].astype(np.uint64) << high) | tok[hit].astype(np.uint64)
+        at += n
+    packed.sort()
+    begins = np.ones(at, dtype=bool)  # where a distance's hits begin
+    for lo in range(0, max(at - 1, 0), SLICE):
+        hi = min(lo + SLICE, at - 1)
+        begins[lo + 1 : hi + 1] = (packed[lo + 1 : hi + 1] >> high) != (packed[lo:hi] >> high)
+    first = np.flatnonzero(begins)
+    del begins
+    steps = packed[first] >> high
+    # a distance's hits sum to count * (distance << 32) + their tokens, in uint64 arithmetic that
+    # wraps: taking the first part off leaves the tokens exactly
+    summed = np.add.reduceat(packed, first) if at else np.zeros(0, dtype=np.uint64)
+    del packed
+    counts = np.diff(first, append=at).astype(np.uint64)
+    del first
+    shifted = steps << high
+    shifted *= counts
+    summed -= shifted
+    del shifted
     return HitRateCurve(
-        capacities=steps.astype(np.int64),
-        block_hits=np.cumsum(blocks),
-        token_hits=np.cumsum(tokens_at),
-        accesses=len(d),
-        tokens=int(tok.sum()),
+        capacities=steps.view(np.int64),
+        block_hits=np.cumsum(counts, dtype=np.int64),
+        token_hits=np.cumsum(summed, dtype=np.int64),
+        accesses=accesses,
+        tokens=tokens,
         horizon=horizon,
         exact=True,
-        beyond_horizon_blocks=int(beyond.sum()),
-        beyond_horizon_tokens=int(tok[beyond].sum()),
+        beyond_horizon_blocks=beyond_blocks,
+        beyond_horizon_tokens=beyond_tokens,
     )
 
 
 class PrincipalCollector:
-    """Beside the shared analyzer: each batch and its accesses' shared stack distances, until
-    `streams` reads the principals off them."""
+    """Beside the shared analyzer: each access with its shared stack distance and principals, in an
+    AccessWindow of the last `window` accesses (None: the whole stream), until `streams` reads the
+    principals off them."""
 
-    def __init__(self, levels: Sequence[str], top: int = DEFAULT_TOP_PRINCIPALS) -> None:
+    def __init__(
+        self, levels: Sequence[str], top: int = DEFAULT_TOP_PRINCIPALS, window: int | None = None
+    ) -> None:
         unknown = [lv for lv in levels if lv not in PRINCIPAL_LEVELS]
         if unknown:
             raise ValueError(
@@ -86,101 +133,159 @@ class PrincipalCollector:
             )
         if top < 1:
             raise ValueError(f"the top principals must be at least 1, got {top}")
+        if window is not None and window < 1:
+            raise ValueError(f"the principals' window must be at least 1 access, got {window}")
         self.levels = tuple(dict.fromkeys(levels))
         self.top = int(top)
-        self._batches: list[AccessBatch] = []
-        self._distances: list[np.ndarray] = []
-        self._times: list[np.ndarray] = []
+        self.window_capacity = window
+        self.window: AccessWindow | None = None  # made with the first batch (the analyzer's horizon)
+        self._columns = [PRINCIPAL_LEVELS.index(lv) for lv in self.levels]
+        self._names: PrincipalNames | None = None
 
     def feed(self, analyzer: Analyzer, batch: AccessBatch) -> None:
         """Feed the batch to the shared analyzer, keeping its accesses' distances."""
         distances = analyzer.feed_batch(batch, return_distances=True)
         assert distances is not None
-        # the isolated curves are of all time: the batches are kept without their times; the pool
-        # replay's eviction ages and turn gaps read each request's time (its first access's), 8
-        # bytes a request (nan where the stream gave none)
-        self._batches.append(dataclasses.replace(batch, timestamps=0.0))
-        self._distances.append(distances)
-        starts, stamps = _turns(batch), batch.timestamps
+        if self.window is None:
+            self.window = AccessWindow(len(self.levels), self.window_capacity, analyzer.horizon)
+        if batch.principal_names is not None:
+            self._names = batch.principal_names
+        n, starts, stamps = len(batch), _turns(batch), batch.timestamps
+        # the pool replay's eviction ages and turn gaps read each request's time (its first
+        # access's; nan where the stream gave none)
         if stamps is None or np.ndim(stamps) == 0:
             at = np.full(len(starts), np.nan if stamps is None else float(stamps))
         else:
             at = np.asarray(stamps, dtype=np.float64)[starts]
-        self._times.append(at)
+        # kept in the analyzer's order: the isolated analyzers and the pool replay read it as it is
+        perm = reverse_within_requests(starts, n) if analyzer.order == "reverse" else slice(None)
+        tokens = batch.tokens if batch.tokens is not None else np.full(n, analyzer.units.block_size)
+        self.window.add(
+            np.asarray(batch.keys, dtype=np.uint64)[perm],
+            np.asarray(tokens)[perm],
+            distances[perm],
+            _principal_ids(batch)[:, self._columns][perm],
+            starts,  # a request keeps its span under the permutation
+            at,
+        )
 
-    def pool_trace(self, order: str) -> PoolTrace | None:
-        """The whole stream for the pool replay, in the analyzer's order (`reverse`: each request's
-        blocks last to first); None before any access. Filled batch by batch into arrays made once:
-        it is built beside the kept batches, at the analysis' peak of memory."""
-        if not self._batches:
+    def pool_trace(self) -> PoolTrace | None:
+        """The window for the pool replay, in the analyzer's order; None before any access. Its
+        blocks are numbered densely by the window's keys sorted once (8 bytes an access while it is
+        made), each chunk's accesses looked up in the sorted keys."""
+        w = self.window
+        if w is None or not len(w):
             return None
-        n = sum(len(b) for b in self._batches)
-        keys = np.empty(n, dtype=np.uint64)
-        ids = np.empty((n, len(PRINCIPAL_LEVELS)), dtype=np.int32)
-        starts, offset = [], 0
-        for b in self._batches:
-            size, begins = len(b), _turns(b)
-            at = slice(offset, offset + size)
-            perm = reverse_within_requests(begins, size) if order == "reverse" else slice(None)
-            keys[at] = np.asarray(b.keys, dtype=np.uint64)[perm]
-            ids[at] = _principal_ids(b)[perm]
-            starts.append(begins + offset)  # a request keeps its span under the permutation
-            offset += size
-        return PoolTrace.of(keys, ids, np.concatenate(self._times), np.concatenate(starts))
+        parts = w.parts()
+        keys = np.concatenate([p["keys"] for p in parts])
+        keys.sort()
+        distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+        del keys
+        step = np.int32 if len(distinct) < 2**31 and len(w) < 2**31 else np.int64
+        blocks = np.empty(len(w), dtype=step)
+        at = 0
+        for p in parts:  # each chunk's keys looked up in their own order: the search walks forward
+            order = np.argsort(p["keys"])
+            blocks[at + order] = np.searchsorted(distinct, p["keys"][order])
+            at += len(order)
+        starts, times = w.requests()
+        ids = np.concatenate([p["principals"] for p in parts])
+        return PoolTrace(blocks, len(distinct), ids, starts, times, self.levels)
 
     def streams(self, analyzer: Analyzer) -> dict[str, tuple[PrincipalStream, ...]]:
-        """By level, the top principals by accesses (most first, ties by name) and "other" last."""
-        if not self._batches:
+        """By level, the top principals by accesses (most first, ties by name) and "other" last.
+        Read chunk by chunk off the window: no copy of it."""
+        w = self.window
+        if w is None or not len(w):
             return {level: () for level in self.levels}
-        block = analyzer.units.block_size
-        distances = np.concatenate(self._distances)
-        tokens = np.concatenate(
-            [b.tokens if b.tokens is not None else np.full(len(b), block) for b in self._batches]
-        )
-        names = next((b.principal_names for b in self._batches if b.principal_names is not None), None)
-        ids = np.concatenate([_principal_ids(b) for b in self._batches])
+        parts, span, names = w.parts(), w.span(), self._names
         out: dict[str, tuple[PrincipalStream, ...]] = {}
-        for level in self.levels:
-            column = ids[:, PRINCIPAL_LEVELS.index(level)]
-            counts = np.bincount(column)
+        for place, level in enumerate(self.levels):
+            columns = [p["principals"][:, place] for p in parts]
+            counts = _counts(columns)
             present = np.flatnonzero(counts)
-            label = [UNKNOWN_PRINCIPAL if names is None else names.name(int(p)) for p in present]
-            ranked = sorted(range(len(present)), key=lambda i: (-int(counts[present[i]]), label[i]))
-            top = ranked[: self.top]
-            rows = [
-                self._alone(
-                    level, label[i], int(present[i]), column == present[i], distances, tokens, analyzer
-                )
-                for i in top
-            ]
-            rest = ~np.isin(column, present[top])
-            if rest.any():
-                shared = distance_curve(distances[rest], tokens[rest], analyzer.horizon)
+            top = _top(counts, present, self.top, names)
+            # each access's place among the top (len(top): other), 2 bytes an access while read
+            lookup = np.full(len(counts), len(top), dtype=np.int16 if len(top) < 2**15 else np.int32)
+            lookup[[p for p, _ in top]] = np.arange(len(top))
+            slots = [lookup[c] for c in columns]
+            rows = []
+            for place_in_top, (principal, name) in enumerate(top):
+                keep = [s == place_in_top for s in slots]
+                rows.append(_alone(level, name, principal, keep, parts, span, analyzer))
+            rest = [s == len(top) for s in slots]
+            n_rest = sum(int(m.sum()) for m in rest)
+            if n_rest:
+                shared = distance_curve(_curves(parts), rest, analyzer.horizon)
                 members = len(present) - len(top)
-                rows.append(PrincipalStream(level, OTHER_PRINCIPALS, int(rest.sum()), shared, None, members))
+                other = PrincipalStream(level, OTHER_PRINCIPALS, n_rest, shared, None, members, span=span)
+                rows.append(other)
             out[level] = tuple(rows)
         return out
 
-    def _alone(
-        self,
-        level: str,
-        name: str,
-        principal: int,
-        keep: np.ndarray,
-        distances: np.ndarray,
-        tokens: np.ndarray,
-        analyzer: Analyzer,
-    ) -> PrincipalStream:
-        """One principal: its accesses' curve in the shared cache, and an analyzer of them alone."""
-        shared = distance_curve(distances[keep], tokens[keep], analyzer.horizon)
-        alone = Analyzer(analyzer.horizon, analyzer.order, units=analyzer.units)
-        offset = 0
-        for b in self._batches:
-            part = keep[offset : offset + len(b)]
-            offset += len(b)
-            if part.any():
-                alone.feed_batch(b.subset(part))
-        return PrincipalStream(level, name, int(keep.sum()), shared, alone.curve(), principal_id=principal)
+
+def _top(
+    counts: np.ndarray, present: np.ndarray, k: int, names: PrincipalNames | None
+) -> list[tuple[int, str]]:
+    """The k principals with the most accesses, ties by name, as (id, name): only those at or above
+    the k-th count are named (a million sessions are not sorted by name to find twenty)."""
+
+    def name(p: int) -> str:
+        return UNKNOWN_PRINCIPAL if names is None else names.name(p)
+
+    c = counts[present]
+    kth = np.partition(c, len(c) - k)[len(c) - k] if len(c) > k else 0
+    above = sorted((-int(counts[p]), name(int(p)), int(p)) for p in present[c > kth])
+    tied = heapq.nsmallest(k - len(above), ((name(int(p)), int(p)) for p in present[c == kth]))
+    return [(p, n) for _, n, p in above] + [(p, n) for n, p in tied]
+
+
+def _counts(columns: list[np.ndarray]) -> np.ndarray:
+    """Accesses per principal id, summed chunk by chunk."""
+    total = np.zeros(0, dtype=np.int64)
+    for c in columns:
+        part = np.bincount(c)
+        if len(part) > len(total):
+            total = np.concatenate([total, np.zeros(len(part) - len(total), dtype=np.int64)])
+        total[: len(part)] += part
+    return total
+
+
+def _curves(parts: list[dict[str, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(p["distances"], p["tokens"]) for p in parts]
+
+
+def _alone(
+    level: str,
+    name: str,
+    principal: int,
+    keep: list[np.ndarray],
+    parts: list[dict[str, np.ndarray]],
+    span: WindowSpan,
+    analyzer: Analyzer,
+) -> PrincipalStream:
+    """One principal: its accesses' curve in the shared cache, and an analyzer of them alone (fed in
+    the order they were kept, the shared analyzer's, chunk by chunk)."""
+    shared = distance_curve(_curves(parts), keep, analyzer.horizon)
+    alone = Analyzer(analyzer.horizon, "forward", units=analyzer.units)
+    for p, m in zip(parts, keep, strict=True):
+        if m.any():
+            alone.feed(p["keys"][m], tokens=p["tokens"][m], timestamps=0.0)
+    return PrincipalStream(
+        level, name, shared.accesses, shared, _steps(alone.curve()), principal_id=principal, span=span
+    )
+
+
+def _steps(curve: HitRateCurve) -> HitRateCurve:
+    """An exact curve held only where its hits change (a step curve): a read's curves stand until the
+    next, and a big principal's alone is one entry per block of its depth otherwise."""
+    change = np.flatnonzero(np.diff(curve.block_hits, prepend=0) | np.diff(curve.token_hits, prepend=0))
+    return dataclasses.replace(
+        curve,
+        capacities=curve.capacities[change],
+        block_hits=curve.block_hits[change],
+        token_hits=curve.token_hits[change],
+    )
 
 
 def _turns(batch: AccessBatch) -> np.ndarray:
@@ -199,8 +304,8 @@ def _principal_ids(batch: AccessBatch) -> np.ndarray:
 class LivePrincipals:
     """The live monitor's principals: the collector, read into streams at most every `every` seconds
     of the monitor's clock (each read re-feeds every top principal's isolated analyzer with its
-    whole history, so a read per snapshot would cost the stream's length each time), and once more
-    when the stream has ended."""
+    window and replays the pool over it, so a read per snapshot would cost the window's length each
+    time), and once more when the stream has ended."""
 
     def __init__(self, collector: PrincipalCollector, every: float = 10.0) -> None:
         self.collector = collector
@@ -219,7 +324,8 @@ class LivePrincipals:
     ) -> tuple[dict[str, tuple[PrincipalStream, ...]], PoolTrace | None]:
         due = self._read_at is None or final or now - self._read_at >= self.every
         if self._stale and due:
+            self._streams, self._trace = {}, None  # the last read's memory is let go first
             self._streams = self.collector.streams(analyzer)
-            self._trace = self.collector.pool_trace(analyzer.order)
+            self._trace = self.collector.pool_trace()
             self._read_at, self._stale = now, False
         return self._streams, self._trace

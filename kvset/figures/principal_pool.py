@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from kvset.types import OTHER_PRINCIPALS
 
@@ -61,7 +62,37 @@ class PrincipalPool:
     model: str = POOL_MODEL
 
 
+# trace -> ((capacity, source, streams), its figures): live, one trace and its streams stand until the
+# collector's next read, and a snapshot a second would otherwise sum the whole window again each time
+_LAST: WeakKeyDictionary[PoolTrace, tuple[tuple[object, ...], PrincipalPool]] = WeakKeyDictionary()
+
+
+def read_capacity(trace: PoolTrace, capacity: int, source: str) -> int:
+    """Where a trace's principals are read: at the knee, the one they were first read at. Live, the
+    knee moves with every access while a trace and its streams stand for one collector's read (10 s),
+    and a new knee at each snapshot would replay the whole window each time."""
+    found = _LAST.get(trace)
+    if source == "knee" and found is not None and found[1].capacity_source == "knee":
+        return found[1].capacity_blocks
+    return capacity
+
+
 def compute_pool(
+    trace: PoolTrace,
+    streams: dict[str, tuple[PrincipalStream, ...]],
+    capacity: int,
+    source: str,
+) -> PrincipalPool:
+    key = (capacity, source, tuple(streams.items()))  # the streams compare as the objects they are
+    found = _LAST.get(trace)
+    if found is not None and found[0] == key:
+        return found[1]
+    pool = _compute_pool(trace, streams, capacity, source)
+    _LAST[trace] = (key, pool)
+    return pool
+
+
+def _compute_pool(
     trace: PoolTrace,
     streams: dict[str, tuple[PrincipalStream, ...]],
     capacity: int,

@@ -32,7 +32,8 @@ from kvset.figures.base import (
     TextView,
 )
 from kvset.figures.inputs import Figure, FigureInputs, target_mode
-from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool
+from kvset.figures.principal_pool import Displacement, PrincipalPool, compute_pool, read_capacity
+from kvset.figures.principal_window import BY_WINDOW, window_json, window_label, window_metrics
 from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, percent_cell
 from kvset.figures.working_sets import WorkingSetRow, row_json, target_value, working_set_row
 from kvset.quantities import age as span_text
@@ -42,6 +43,7 @@ from kvset.types import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PRINCIPAL_LEVE
 if TYPE_CHECKING:  # the options are read by every command line: the analyzer is loaded by compute only
     from kvset.core.curve import HitRateCurve
     from kvset.core.principals import PrincipalStream
+    from kvset.core.principals_window import WindowSpan
 
 BY_CHOICES = {"tenant": "tenant", "session": "session", "adapter": "adapter", "lora": "adapter"}
 
@@ -133,9 +135,20 @@ class Principals:
     levels: tuple[str, ...]
     share_capacity_blocks: int | None  # where hit_share is read
     share_capacity_source: str  # engine | chosen | knee | none
-    accesses: int  # of the whole stream
+    accesses: int  # that the figures cover: the window's (the whole stream's without one)
     pool: PrincipalPool | None = None  # the pool replay at share_capacity_blocks (None: no capacity)
     series_cap: int = DEFAULT_TOP_PRINCIPALS  # --principal-series
+    span: WindowSpan | None = None  # the accesses they cover (kvset.core.principals_window)
+
+    @property
+    def window_label(self) -> str | None:
+        """What the figures cover where a window bounds them (None: the whole stream, which ended)."""
+        return window_label(self.span)
+
+    @property
+    def window_short(self) -> str | None:
+        """'last 4.2M accesses' once the window has dropped some (a panel's title); else None."""
+        return window_label(self.span, short=True)
 
     def level_rows(self, level: str) -> list[PrincipalRow]:
         return [r for r in self.rows if r.level == level]
@@ -161,7 +174,12 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
     whole = inputs.curves["all"]
     capacities = curves.window("all").capacities
     at, source = _share_capacity(inputs, curves)
-    total_hits = whole.hits(at) if at else 0
+    if at and inputs.principal_pool is not None:
+        at = read_capacity(inputs.principal_pool, at, source)
+    # the hits of the accesses the principals cover (each level's rows cover them all, once)
+    first_level = next(iter(inputs.principals.values()))
+    total_hits = sum(s.curve.hits(at) for s in first_level) if at else 0
+    span = first_level[0].span if first_level else None
     mode = inputs.targets.main_mode
     targets = inputs.targets.by_mode[mode]
     pool = inputs.engine_pool
@@ -187,7 +205,8 @@ def compute(inputs: FigureInputs, options: OptionValues) -> Principals | None:
                 )
             rows.append(row)
     cap = options.get(PRINCIPAL_SERIES)
-    return Principals(tuple(rows), tuple(inputs.principals), at, source, whole.accesses, replayed, cap)
+    covered = whole.accesses if span is None else span.accesses
+    return Principals(tuple(rows), tuple(inputs.principals), at, source, covered, replayed, cap, span)
 
 
 def _row(
@@ -268,13 +287,17 @@ def to_json(result: Principals, sizes: Sizes) -> Json:
     return {
         "principals": [principal_json(r, sizes) for r in result.rows],
         "principals_pool": None if result.pool is None else pool_json(result.pool),
+        "principals_window": window_json(result.span, result.accesses),
     }
 
 
 def text(result: Principals, view: TextView) -> list[str]:
     at = result.share_capacity_blocks
     where = f"at {at:,} blocks ({result.share_capacity_source})" if at else "(no capacity to read it at)"
+    label = result.window_label
     out: list[str] = []
+    if label is not None:
+        out += ["", f"principals over {label}: every figure below is of these accesses alone"]
     for level in result.levels:
         rows = result.level_rows(level)
         cells = []
@@ -417,6 +440,7 @@ def metrics(result: Principals, view: MetricsView) -> Iterable[MetricFamily]:
         labels,
         tuple(rates),
     )
+    yield from window_metrics(result.span, result.accesses)
     yield MetricFamily(
         "kvset_principal_series_capped",
         "gauge",
@@ -430,9 +454,9 @@ FIGURE: Figure[Principals] = Figure(
     "principals",
     Principals,
     compute,
-    ("principals", "principals_pool"),
+    ("principals", "principals_pool", "principals_window"),
     to_json,
     text=text,
     metrics=metrics,
-    options=(BY, TOP_PRINCIPALS, PRINCIPAL_SERIES),
+    options=(BY, TOP_PRINCIPALS, PRINCIPAL_SERIES, BY_WINDOW),
 )

@@ -200,3 +200,43 @@ def test_kvset_top_once_by_tenant_gives_what_analyze_gives(capsys, trace):
         (r["name"], r["accesses"], r["cache_share"]) for r in offline["principals"]
     ]
     assert live["principals_pool"]["displacement"] == offline["principals_pool"]["displacement"]
+
+
+def test_kvset_top_by_window_says_the_span_its_figures_cover(capsys, trace):
+    from kvset_tui.cli import main as top_main
+
+    path, _ = trace
+    code, out, err = run_cli(capsys, "analyze", path, "--by", "tenant", "--json")
+    assert code == 0, err
+    whole = json.loads(out)["principals_window"]
+    total = whole["accesses"]
+    assert (whole["window_accesses"], whole["whole_stream"], whole["stream_accesses"]) == (None, True, total)
+    code, out, err = run_cli(capsys, "analyze", path, "--by", "tenant")
+    assert code == 0 and "principals over" not in out  # a file read whole: its figures are of all of it
+
+    window = total // 3
+    assert top_main(["--once", "--json", "--replay", path, "--by", "tenant", "--by-window", str(window)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    span = report["principals_window"]
+    assert (span["accesses"], span["stream_accesses"], span["window_accesses"]) == (window, total, window)
+    assert span["whole_stream"] is False and 0 < span["seconds"] < whole["seconds"]
+    assert sum(r["accesses"] for r in report["principals"]) == window
+    assert top_main(["--once", "--replay", path, "--by", "tenant", "--by-window", str(window)]) == 0
+    assert f"principals over the last {window:,} accesses of {total:,}" in capsys.readouterr().out
+
+    # a window the stream does not fill: its figures are of the whole stream so far, and say so
+    assert top_main(["--once", "--replay", path, "--by", "tenant", "--by-window", str(2 * total)]) == 0
+    assert f"principals over all {total:,} accesses so far" in capsys.readouterr().out
+
+
+def test_by_window_is_for_live_commands_and_a_positive_count(capsys, trace):
+    from kvset_tui.cli import main as top_main
+
+    path, _ = trace
+    for run in (
+        lambda: main(["analyze", path, "--by", "tenant", "--by-window", "10"]),  # it keeps the whole file
+        lambda: top_main(["--once", "--replay", path, "--by", "tenant", "--by-window", "0"]),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            run()
+        assert exit_.value.code == 2 and "--by-window" in capsys.readouterr().err

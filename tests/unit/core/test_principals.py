@@ -100,32 +100,46 @@ def test_shared_and_isolated_curves_equal_a_naive_lru_at_every_capacity(stream):
         top_principals=top,
     )
     rows = result.principals["tenant"]
-    counts: dict[str, int] = {}
-    for o in owners:
-        counts[o] = counts.get(o, 0) + 1
-    ranked = sorted(counts, key=lambda o: (-counts[o], o))
-    expected_names = ranked[:top] + ([OTHER_PRINCIPALS] if len(ranked) > top else [])
-    assert [r.name for r in rows] == expected_names
-    group = {o: (o if o in ranked[:top] else OTHER_PRINCIPALS) for o in ranked}
+    ranked, group = rank_owners(owners, top)
+    assert [r.name for r in rows] == ranked[:top] + ([OTHER_PRINCIPALS] if len(ranked) > top else [])
     assert sum(r.accesses for r in rows) == len(keys)  # nobody dropped, unknown included
     for capacity in range(1, len(set(keys)) + 2):
         shared = naive_hits_by_owner(keys, tokens, owners, capacity)
+        check_rows_at(capacity, rows, ranked, group, shared, keys, tokens, owners)
         for r in rows:
-            members = [o for o in ranked if group[o] == r.name]
-            want = tuple(sum(shared[o][u] for o in members) for u in (0, 1))
-            assert (r.curve.hits(capacity), r.curve.hits(capacity, "tokens")) == want, (r.name, capacity)
             mine = [i for i, o in enumerate(owners) if group[o] == r.name]
             assert r.curve.accesses == len(mine)
             assert r.curve.tokens == sum(tokens[i] for i in mine)
             if r.name == OTHER_PRINCIPALS:
                 assert r.isolated_curve is None and r.members == len(ranked) - top
-                continue
-            alone = naive_hits_by_owner(
-                [keys[i] for i in mine], [tokens[i] for i in mine], [r.name] * len(mine), capacity
-            )[r.name]
-            got = (r.isolated_curve.hits(capacity), r.isolated_curve.hits(capacity, "tokens"))
-            assert got == alone, (r.name, capacity)
-            assert r.isolated_curve.accesses == len(mine)
+            else:
+                assert r.isolated_curve.accesses == len(mine)
+
+
+def rank_owners(owners, top):
+    """The owners by accesses (most first, ties by name), and each one's row: its own, or (other)."""
+    counts: dict[str, int] = {}
+    for o in owners:
+        counts[o] = counts.get(o, 0) + 1
+    ranked = sorted(counts, key=lambda o: (-counts[o], o))
+    return ranked, {o: (o if o in ranked[:top] else OTHER_PRINCIPALS) for o in ranked}
+
+
+def check_rows_at(capacity, rows, ranked, group, shared, keys, tokens, owners):
+    """Each row's hits at `capacity` in the shared cache are its members' in `shared` (a naive shared
+    LRU's, by owner), and alone those of a naive LRU of its own accesses among keys/tokens/owners."""
+    for r in rows:
+        members = [o for o in ranked if group[o] == r.name]
+        want = tuple(sum(shared[o][u] for o in members) for u in (0, 1))
+        assert (r.curve.hits(capacity), r.curve.hits(capacity, "tokens")) == want, (r.name, capacity)
+        if r.isolated_curve is None:
+            continue
+        mine = [i for i, o in enumerate(owners) if o == r.name]
+        alone = naive_hits_by_owner(
+            [keys[i] for i in mine], [tokens[i] for i in mine], [r.name] * len(mine), capacity
+        )[r.name]
+        got = (r.isolated_curve.hits(capacity), r.isolated_curve.hits(capacity, "tokens"))
+        assert got == alone, (r.name, capacity)
 
 
 def test_a_stream_without_principals_is_one_unknown_principal():

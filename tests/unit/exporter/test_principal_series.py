@@ -7,6 +7,8 @@ import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
+from kvset.core.analyzer import Analyzer
+from kvset.core.principals import PrincipalCollector
 from kvset.exporter.collector import snapshot_families
 from kvset.figures.base import ANALYZE
 from kvset.figures.principals import LABEL_CHARACTERS
@@ -19,9 +21,10 @@ UNITS = StreamUnits(16, "flag")
 LOUD = "\x1b[31mtenant-" + "x" * 200  # a session named with an escape sequence, far too long
 
 
-def sessions_snapshot(sessions: int, cap: int):
+def sessions_snapshot(sessions: int, cap: int, window: int | None = None):
     """`--by session,tenant --principal-series cap` of a stream of `sessions` sessions, two turns
-    each over a shared prompt; the loud session has the most accesses, so it is exported."""
+    each over a shared prompt; the loud session has the most accesses, so it is exported. With a
+    window: the principals read as the live collector of the last `window` accesses reads them."""
     names = PrincipalNames()
     rng = np.random.default_rng(sessions)
     keys, starts, ids = [], [], []
@@ -43,6 +46,11 @@ def sessions_snapshot(sessions: int, cap: int):
     result = analyze_batches(
         [batch], InputSummary("t", "t", UNITS), by=("session", "tenant"), top_principals=20
     )
+    if window is not None:  # the same stream through a second analyzer: the same distances
+        live = PrincipalCollector(("session", "tenant"), 20, window)
+        live.feed(Analyzer(units=UNITS), batch)
+        result.principals = live.streams(Analyzer(units=UNITS))
+        result.principal_pool = live.pool_trace()
     return analysis_snapshot(result, SnapshotConfig(options={"principal_series": cap}, command=ANALYZE))
 
 
@@ -81,3 +89,15 @@ def test_label_values_are_escaped_and_cut():
     registry = CollectorRegistry()
     registry.register(One())
     assert b"\x1b" not in generate_latest(registry)
+
+
+def test_the_exporter_says_the_window_the_principals_figures_cover():
+    whole = principal_samples(sessions_snapshot(300, cap=5))
+    (covered,) = whole["kvset_principal_window_accesses"]
+    (seconds,) = whole["kvset_principal_window_seconds"]
+    assert covered.value == 2 * (299 * 4 + 8)  # a file read whole: all of its accesses
+    found = principal_samples(sessions_snapshot(300, cap=5, window=500))
+    (covered,) = found["kvset_principal_window_accesses"]
+    (window_seconds,) = found["kvset_principal_window_seconds"]
+    assert covered.value == 500 and 0 < window_seconds.value < seconds.value / 3
+    assert len([s for s in found["kvset_principal_hit_rate"] if s.labels["by"] == "session"]) == 6

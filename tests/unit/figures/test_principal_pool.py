@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.figures.principal_pool import compute_pool
+from kvset.figures.principal_pool import compute_pool, read_capacity
 from kvset.offline import InputSummary, analyze_batches
 from kvset.types import OTHER_PRINCIPALS, PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch, PrincipalNames
 from kvset.units import StreamUnits
@@ -205,3 +205,17 @@ def test_sessions_next_turn_against_the_eviction_age():
     assert pool.sessions_with_turns == 2
     assert pool.sessions_next_turn_in_time == 0.5
     assert pool.session_gaps == {"s-fast": 2.0, "s-slow": 50.0}
+
+
+def test_a_trace_is_read_at_the_knee_it_was_first_read_at():
+    # live, the knee moves with every access while one collector's read (a trace and its streams)
+    # stands for 10 s: its cache shares are those of the knee it was read at, not replayed per snapshot
+    requests = [(1 + i % 3, [i % 11, i % 7 + 20], float(i)) for i in range(60)]
+    result = analyze_batches([batch_of(requests)], InputSummary("t", "t", UNITS), by=("tenant",))
+    trace, streams = result.principal_pool, result.principals
+    first = compute_pool(trace, streams, read_capacity(trace, 5, "knee"), "knee")
+    assert read_capacity(trace, 9, "knee") == 5
+    assert compute_pool(trace, streams, read_capacity(trace, 9, "knee"), "knee") is first
+    assert read_capacity(trace, 9, "engine") == 9  # a pool the engine or the flags give stands as given
+    again = analyze_batches([batch_of(requests)], InputSummary("t", "t", UNITS), by=("tenant",))
+    assert read_capacity(again.principal_pool, 9, "knee") == 9  # the next read: the knee as it is then
