@@ -81,8 +81,8 @@ class Monitor:
         recorder: saves every delivered access as a trace file (closed when the monitor stops);
         opt: keep a copy of every access analyzed and, once every source has finished (a whole trace
         file), compute Belady MIN's curve of them here, in the pipeline thread, for every later
-        snapshot (kvset.core.opt; 12-16 bytes an access until then); principals (--by): every access
-        kept with its stack distance for the principals' figures (kvset.core.principals)."""
+        snapshot (kvset.core.opt; 12-16 bytes an access until then); principals (--by): the last --by-window
+        accesses kept with their stack distances for the principals' figures (kvset.core.principals)."""
         if not sources:
             raise ValueError("a monitor needs at least one source")
         self.sources = list(sources)

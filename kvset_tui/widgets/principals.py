@@ -88,6 +88,10 @@ class PrincipalsPanel(SnapshotView, Widget):
     def render(self) -> RenderResult:
         # the title follows the screen's width, known once laid out: set here, not when data comes
         self.border_title = self.title()
+        # live, every figure here is of the last --by-window accesses only: said where it is read
+        p = self.result()
+        window = p.window_short if p is not None else None
+        self.border_subtitle = f"over the {window}" if window else ""
         pal = self.palette
         p, level, snap = self.result(), self.shown_level(), self.snapshot
         if p is None or level is None or snap is None:

@@ -4,10 +4,13 @@ share of the hits, a warning on the one that holds much more than it earns; its 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvset import quantities as fmt
 from kvset.api import Principals
+from kvset.core.principals_window import WindowSpan
 from kvset_tui.app import KvsetTopApp
 from kvset_tui.widgets.principals import HOG_MARK, NO_PRINCIPALS, PrincipalsPanel
 from tests.support.tui_snapshots import (
@@ -118,3 +121,18 @@ def test_app_with_principals_screenshot(snap_compare, size):
     """The whole app with --by: the Principals panel in the side column."""
     app = KvsetTopApp(snapshot=principals_snapshot(), clock=fixed_clock(), theme_name="dark")
     assert snap_compare(app, terminal_size=size)
+
+
+async def test_live_figures_over_the_window_say_so_and_a_whole_file_says_nothing():
+    snap = principals_snapshot()
+    result = snap.get(Principals)
+    assert result.span is None or result.span.capacity is None  # kvset analyze: the whole file
+    live = WindowSpan(accesses=1_048_576, seen=20_000_000, capacity=1_048_576, seconds=600.0)
+    windowed = replace(snap, results={**snap.results, Principals: replace(result, span=live)})
+    for shown, says in ((snap, None), (windowed, "over the last 1.05M accesses")):
+        app = panel_app(PrincipalsPanel, shown)
+        async with app.run_test(size=(120, 40)):
+            text = screen_text(app)
+        assert ("last 1.05M accesses" in text) == (says is not None)
+        if says:
+            assert says in text
