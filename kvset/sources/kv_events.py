@@ -56,7 +56,7 @@ __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 RCVHWM = 100_000  # vLLM's own publisher HWM
-DEFAULT_BACKLOG_BYTES = 64 * MIB  # the queues of received, undecoded messages, all endpoints together
+DEFAULT_BACKLOG_BYTES = 16 * MIB  # the queues of received, undecoded messages, all endpoints together
 # Decoding between two looks at the replay sockets and the clock: short, so a replay's deadline and
 # the next update are kept while a flood waits in the queues.
 DECODE_SLICE_S = 0.02
