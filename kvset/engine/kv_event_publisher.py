@@ -79,15 +79,15 @@ class Publisher:
 
     def _let_go_of_others(self) -> None:
         """The shape is decided: the groupings of the other shapes are fed no more, so their state of
-        the first stores (tables of up to 64 MiB under a flood of 10,000-block stores) is let go; what
-        they still hand out is taken and dropped by the tracker as before."""
+        the first stores (tables of up to 64 MiB under a flood of 10,000-block stores) is let go,
+        unflushed: their requests would only be finished to be dropped (half a second of a flood)."""
         chosen = self.grouping()
         if chosen is not self.replay:  # (its KV cache groups stay: the group choice reads them)
             self.replay.reset_cache()
         if chosen is not self.pages:
-            self.pages.reset()
+            self.pages = PageChainGrouping()
         if chosen is not self.radix:
-            self.radix.reset_cache()
+            self.radix = RadixReplay(self.radix.queue.horizon, self.radix.policy)
         self.others_let_go = True
 
     def reset_groupings(self) -> None:

@@ -50,6 +50,7 @@ from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.sources.kv_event_receiver import EndpointStream, Frames, Receiver
+from kvset.sources.kv_event_warm_up import load_compiled_code
 from kvset.types import SourceHealth, SourceUpdate
 
 __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
@@ -192,6 +193,7 @@ class KvEventsSource(Source):
             return
         self._open()
         assert self._poller is not None
+        load_compiled_code()  # while the sockets connect; the receiver queues what comes meanwhile
         try:
             next_tick = self.clock.monotonic()
             while not stop.is_set():
