@@ -30,9 +30,9 @@ SOURCE_FLAGS = ("replay", "events", "log", "metrics", "demo")
 # glibc's malloc keeps what the decoding and pipeline threads free in their arenas: its mmap threshold
 # climbs to the largest block freed (up to 32 MiB), after which every temporary array of a flood's
 # 10,000-block batches comes from an arena and its pages stay there when freed (70 to 90 MiB of a
-# `make bench-flood` run). A fixed threshold sends the large ones back to the system when freed, and
-# a trim after a snapshot now and then returns the arenas' free pages (a few ms; 0.1 ms when little
-# is free).
+# `make bench-flood` run). A fixed threshold sends the large ones back to the system when freed (the
+# fresh pages cost decoding about 6 % more CPU), and a trim after a snapshot now and then returns
+# the arenas' free pages (a few ms; 0.1 ms when little is free).
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 MMAP_THRESHOLD_BYTES = 256 * 1024
 TRIM_EVERY_S = 2.0
