@@ -1,15 +1,19 @@
 """The KV-event source loads the tracker's compiled code while its sockets connect, before it decodes
-its first message, so a stream's first batches do not wait for it (issue 25: the figures stood still
-longer at start)."""
+its first message, so a stream's first batches do not wait for it, and it makes its update when a
+publisher falls quiet, not at its next tick (issue 25: the figures stood still longer at the start
+and at the end of a stream)."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
+
 from kvset.engine.stream_shape import REQUEST_STEPS
 from kvset.sources import kv_events
 from kvset.sources.kv_event_warm_up import load_compiled_code
 from kvset.sources.kv_events import KvEventsSource
+from tests.support.kv_values import message, stored
 from tests.support.vllm_publisher import FakeVllmPublisher
 
 
@@ -50,3 +54,20 @@ def test_the_source_loads_it_after_opening_its_sockets_and_before_its_first_mess
         stop.set()
         list(gen)
     assert order[:2] == ["loaded", "decoded"]
+
+
+def test_the_source_wakes_when_a_publisher_falls_quiet_rather_than_at_its_next_tick() -> None:
+    """The tracker finishes a quiet publisher's last requests at the update after its quiet second:
+    the source makes that update then (its figures stood still up to a tick longer at a stream's end)."""
+    src = KvEventsSource(["tcp://127.0.0.1:1"], idle_tick=0.25)
+    src.tracker.published(0, message(0, [stored([1, 2, 3])]), now=10.0, at=1000.0)
+    quiet = src._quiet_at()
+    assert (
+        quiet is not None
+        and 10.0 + src.tracker.quiet_seconds <= quiet < 10.0 + src.tracker.quiet_seconds + 0.01
+    )
+    assert src._wait_for(10.9, next_tick=11.15, quiet=quiet) == pytest.approx(quiet - 10.9)
+    assert src._wait_for(10.9, next_tick=11.0, quiet=quiet) == pytest.approx(0.1)  # a tick first
+    update = src.tracker.take(1000.0 + src.tracker.quiet_seconds + 0.005)
+    assert update.accesses is not None and update.accesses.keys.tolist() == [1, 2, 3]
+    assert src._quiet_at() is None  # finished: nothing more to wake for
