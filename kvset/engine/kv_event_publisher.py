@@ -56,6 +56,7 @@ class Publisher:
     last_batch_now: float | None = None  # ... and monotonic time of its last message
     tail_asked: bool = False  # since that message
     flushed: bool = True
+    others_let_go: bool = False  # the groupings of the shapes not chosen, once it is decided
 
     @property
     def label(self) -> str:
@@ -72,7 +73,22 @@ class Publisher:
         """The groupings the events go to: all three while the shape is undecided, then its own."""
         if self.shape.decided is None:
             return (self.replay, self.pages, self.radix)
+        if not self.others_let_go:
+            self._let_go_of_others()
         return (self.grouping(),)
+
+    def _let_go_of_others(self) -> None:
+        """The shape is decided: the groupings of the other shapes are fed no more, so their state of
+        the first stores (tables of up to 64 MiB under a flood of 10,000-block stores) is let go,
+        unflushed: their requests would only be finished to be dropped (half a second of a flood)."""
+        chosen = self.grouping()
+        if chosen is not self.replay:  # (its KV cache groups stay: the group choice reads them)
+            self.replay.reset_cache()
+        if chosen is not self.pages:
+            self.pages = PageChainGrouping()
+        if chosen is not self.radix:
+            self.radix = RadixReplay(self.radix.queue.horizon, self.radix.policy)
+        self.others_let_go = True
 
     def reset_groupings(self) -> None:
         """The engine dropped its cache: every grouping starts again."""

@@ -50,13 +50,14 @@ from kvset.rejects import RejectCounter
 from kvset.sources.base import IDLE_TICK, Source
 from kvset.sources.clock import REAL_CLOCK, Clock
 from kvset.sources.kv_event_receiver import EndpointStream, Frames, Receiver
+from kvset.sources.kv_event_warm_up import load_compiled_code
 from kvset.types import SourceHealth, SourceUpdate
 
 __all__ = ["DEFAULT_MEDIUM", "KvEventsSource"]
 
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 RCVHWM = 100_000  # vLLM's own publisher HWM
-DEFAULT_BACKLOG_BYTES = 64 * MIB  # the queues of received, undecoded messages, all endpoints together
+DEFAULT_BACKLOG_BYTES = 16 * MIB  # the queues of received, undecoded messages, all endpoints together
 # Decoding between two looks at the replay sockets and the clock: short, so a replay's deadline and
 # the next update are kept while a flood waits in the queues.
 DECODE_SLICE_S = 0.02
@@ -74,6 +75,9 @@ SHED_MIN_QUEUED = 8
 _REPLAY_LOOK_S = 0.005
 # At stop, the messages left in a socket are counted (not decoded), for at most this long.
 _UNREAD_COUNT_S = 0.5
+# A publisher's quiet moment is looked at this much after it (its wall and monotonic stamps differ
+# by a little; looked at before it, the finish would wait for the next tick).
+_QUIET_MARGIN_S = 0.005
 
 
 class KvEventsSource(Source):
@@ -135,6 +139,7 @@ class KvEventsSource(Source):
         self.backlog_share = max(1, backlog_bytes // len(self.endpoints))  # bytes queued per endpoint
         self._opened_at: float | None = None  # monotonic
         self.behind = False  # the last read left messages waiting in a socket
+        self._quiet_seen = -math.inf  # the last quiet moment an update was made for (monotonic)
         self.unread_at_stop = 0  # messages still in the sockets when the source stopped
 
     # ----------------------------------------------------------------- sockets
@@ -192,25 +197,48 @@ class KvEventsSource(Source):
             return
         self._open()
         assert self._poller is not None
+        load_compiled_code()  # while the sockets connect; the receiver queues what comes meanwhile
         try:
             next_tick = self.clock.monotonic()
             while not stop.is_set():
                 now = self.clock.monotonic()
-                wait = max(0.0, next_tick - now)
-                deadline = self.tracker.replay_deadline
-                if deadline is not None:
-                    wait = min(wait, max(0.0, deadline - now))
-                self._wait(wait)
+                quiet = self._quiet_at()
+                self._wait(self._wait_for(now, next_tick, quiet))
                 self._decode_round()
                 for index, step in self.tracker.tick(self.clock.monotonic(), self.clock.wall()):
                     self._carry_out(self._streams[index], [step])
-                if self.clock.monotonic() >= next_tick or self.tracker.pending >= self.flush_accesses:
+                now = self.clock.monotonic()
+                fell_quiet = quiet is not None and now >= quiet
+                if now >= next_tick or fell_quiet or self.tracker.pending >= self.flush_accesses:
                     yield self._update()
                     next_tick = self.clock.monotonic() + self.idle_tick
+                    if quiet is not None and fell_quiet:
+                        self._quiet_seen = quiet
             self.unread_at_stop = self._count_unread()
             yield self._update(final=True)  # the last word: what was left behind, and the requests still open
         finally:
             self.close()
+
+    def _quiet_at(self) -> float | None:
+        """When the next publisher with requests still open has been quiet for the tracker's quiet
+        seconds (monotonic; None: none). The tracker finishes its requests at the update after that:
+        it is made then, not at the next tick, so the last requests of a stream count that much
+        sooner. Each such moment once (a replay still waited for defers the finish to its own end)."""
+        due = [
+            p.last_batch_now + self.tracker.quiet_seconds + _QUIET_MARGIN_S
+            for p in self.tracker.publishers
+            if not p.flushed and p.last_batch_now is not None
+        ]
+        later = [t for t in due if t > self._quiet_seen]
+        return min(later) if later else None
+
+    def _wait_for(self, now: float, next_tick: float, quiet: float | None) -> float:
+        """Seconds to wait: until the next tick, a replay's deadline or a publisher falling quiet."""
+        wait = max(0.0, next_tick - now)
+        for deadline in (self.tracker.replay_deadline, quiet):
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - now))
+        return wait
 
     def _wait(self, wait: float) -> None:
         """Until something is queued, a replay answers, or `wait` seconds pass; then read the replies."""

@@ -9,7 +9,9 @@ import numpy as np
 from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine.resident_set import ResidentBlocks
+from kvset.engine.stream_shape import MIN_STORES, REQUEST_STEPS
 from kvset.engine_model.prefix_chain import PrefixChain
+from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.u64_map import U64Map
 from kvset.rejects import RejectCounter
 from tests.support.kv_values import message, stored
@@ -78,3 +80,21 @@ def test_the_health_says_resident_blocks_were_forgotten() -> None:
     assert forgotten > 0
     notes = " ".join(kv_event_health(tracker, at=4.0).notes)
     assert f"{forgotten:,} resident blocks forgotten" in notes
+
+
+def test_once_the_shape_is_decided_the_other_shapes_groupings_let_go_of_their_tables() -> None:
+    """Until the shape is decided every store goes to the three groupings; after, two of them are fed
+    no more, and what they kept of the first stores (a flood's 10,000-block stores: tens of MiB of
+    tables) is let go while the chosen one keeps its own."""
+    tracker = KvEventTracker(["tcp://x"], [None], RejectCounter())
+    blocks = 2_000
+    for n in range(MIN_STORES + 2):
+        store = stored(list(range(1 + n * blocks, 1 + (n + 1) * blocks)))
+        tracker.published(0, message(n, [store]), now=float(n), at=float(n))
+    publisher = tracker.publishers[0]
+    assert publisher.shape.decided == REQUEST_STEPS
+    fresh = RadixReplay()
+    assert len(publisher.pages.chains) == 0
+    assert len(publisher.radix.chains) == 0
+    assert publisher.radix.queue.nbytes == fresh.queue.nbytes
+    assert len(publisher.replay.chain) >= (MIN_STORES + 2) * blocks  # the chosen grouping's links kept

@@ -107,3 +107,20 @@ def test_growth_and_compaction_keep_the_positions():
     assert pos[2] == 3  # 8999: after it came 8998 and 8997
     assert pos[0] == 4  # the shared block
     assert pos[1] == 9001  # request 0's block 2: then its 1 and 0, 8,997 blocks of later requests, and 10**9
+
+
+def test_a_full_horizon_with_pinned_blocks_on_top_keeps_its_table_size():
+    """A horizon of 2^k queued blocks and the pinned ones on top fit a table of 2^(k+1) cells (up to
+    3/4 full): the table of a flood's 524,288 queued and 90,000 pinned blocks is 21 MiB, not 42."""
+    horizon, pins = 1 << 12, 700
+    fq = FreeQueue(horizon=horizon)
+    released = np.arange(horizon, dtype=np.uint64)
+    fq.run(np.full(horizon, PIN, np.int8), released)
+    fq.run(np.full(horizon, RELEASE, np.int8), released)
+    table = len(fq._tkeys)
+    held = np.arange(horizon, horizon + pins, dtype=np.uint64)
+    fq.run(np.full(pins, PIN, np.int8), held)
+    assert (fq.queued, fq.pinned) == (horizon, pins)
+    assert len(fq._tkeys) == table == 2 * horizon
+    pos, pinned, _ = fq.run(np.full(2, QUERY, np.int8), np.array([horizon - 1, horizon], dtype=np.uint64))
+    assert pos.tolist() == [1, PINNED] and pinned.tolist() == [pins, pins]
