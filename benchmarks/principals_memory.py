@@ -115,7 +115,7 @@ def live_child(accesses: int, sessions: int, levels: tuple[str, ...], window: in
                 t0 = time.process_time()
                 _, trace = live.read(analyzer, now=float(fed))
                 assert trace is not None
-                trace.replay(100_000)  # the pool replay the figure asks for, kept until the next read
+                trace.replay(100_000)  # the pool replay the figure asks for (it keeps only its figures)
                 read_cpu = time.process_time() - t0
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(json.dumps({"accesses": fed, "rss": rss_mib(), "peak": peak, "read": read_cpu}), flush=True)

@@ -15,7 +15,7 @@ engine's own resident set: the figure says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -120,7 +120,6 @@ class PoolTrace:
     request_starts: np.ndarray  # int64, ascending
     request_times: np.ndarray  # float64 seconds (nan: the stream gave none)
     levels: tuple[str, ...] = PRINCIPAL_LEVELS  # the principals' columns
-    _replays: dict[int, PoolReplay] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -158,12 +157,11 @@ class PoolTrace:
         return self.request_times[np.maximum(request, 0)]
 
     def replay(self, capacity: int) -> PoolReplay:
-        """The LRU of `capacity` blocks over the stream (replayed again when another is asked)."""
+        """The LRU of `capacity` blocks over the stream, replayed at each call: what is read from it
+        is kept by its reader (kvset.figures.principal_pool, per trace), and its arrays, 10 to 20
+        bytes an access, are let go with it rather than held until the next read."""
         if capacity < 1:
             raise ValueError(f"a pool of {capacity} blocks holds nothing")
-        found = self._replays.get(capacity)
-        if found is not None:
-            return found
         n = len(self.blocks)
         step = (
             self.blocks.dtype
@@ -180,11 +178,7 @@ class PoolTrace:
         for lo in range(0, evictions, AGES_AT_ONCE):  # a slice at a time: 8 bytes an eviction, not 40
             at = slice(lo, min(lo + AGES_AT_ONCE, evictions))
             ages[at] = self.times_of(evicted_at[at]) - self.times_of(last_use[at])
-        out = PoolReplay(int(capacity), held, (evictor[:pairs].copy(), victim[:pairs].copy()), ages)
-        # the last capacity's only: live, the knee the pool is read at moves from one snapshot to
-        # the next, and a replay is 10 to 20 bytes an access
-        self._replays = {capacity: out}
-        return out
+        return PoolReplay(int(capacity), held, (evictor[:pairs].copy(), victim[:pairs].copy()), ages)
 
     def turn_gaps(self, level: str = "session") -> tuple[np.ndarray, np.ndarray]:
         """(principal ids, median gap in seconds between one request and the next) of every named
