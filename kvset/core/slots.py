@@ -16,6 +16,8 @@ import numpy as np
 from kvset.core import kernel_layout as KL
 from kvset.core.curve import HitRateCurve
 
+NO_SLOT = int(np.iinfo(np.int64).min)  # a row's slot id before it held a slot; a ring's current before any
+
 
 class SlotRing:
     """Histograms and counters per time slot, for the last `n_slots` slots of `width` seconds."""
@@ -27,7 +29,7 @@ class SlotRing:
         self.tokens = np.zeros((n_slots, n_buckets), dtype=np.int64)
         self.counts = np.zeros((n_slots, KL.COUNTS_SIZE), dtype=np.int64)
         self.requests = np.zeros(n_slots, dtype=np.int64)
-        self.slot_ids = np.full(n_slots, np.iinfo(np.int64).min, dtype=np.int64)
+        self.slot_ids = np.full(n_slots, NO_SLOT, dtype=np.int64)
         self.current: int | None = None  # absolute index of the newest slot
 
     def slot_of(self, t: float) -> int:
