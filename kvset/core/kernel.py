@@ -57,7 +57,7 @@ from kvset.core.kernel_types import Int
 from kvset.core.live_slots import SB_SHIFT, WORDS_PER_SB, live_between, live_prefix, live_test, release_slot
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
 from kvset.core.ring_kernel import ring_add
-from kvset.core.slot_compaction import compact_by_table, compact_slots
+from kvset.core.slot_compaction import compact
 
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID  # the windowed histograms' grid, as compile-time constants
 
@@ -273,10 +273,7 @@ def feed_kernel(
                 freed = 0
             run_p = -1
             meta[M_NOW] = now
-            if runs:
-                compact_by_table(table, mask, slot_keys, live, fen, meta)
-            else:
-                compact_slots(table, mask, slot_keys, live, fen, meta)
+            compact(table, mask, slot_keys, live, fen, meta, tracked)
             now = meta[M_NOW]
         if i + PREFETCH_CELL < stop:
             home = np.int64(mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
