@@ -38,6 +38,7 @@ from kvset.core.opt_rope import (
     ASC,
     BIG,
     CAP,
+    CNT,
     FIELDS,
     MN,
     MX,
@@ -54,6 +55,7 @@ from kvset.core.opt_rope import (
     remove_at,
     replace_at,
 )
+from kvset.core.opt_runs import find_at, settle
 
 
 @njit(nogil=True, cache=True)
@@ -174,8 +176,48 @@ def opt_kernel(
     dirty[0, 0] = 1
     maxd: Int = 0
     stacked = 0
+    # a run (kvset.core.opt_runs): the chunk and offset of the depth below the last access's (run_v 0:
+    # no run), that depth, the largest key at depths 1..it, and the top's chunk and key (kept here,
+    # written back when the run ends)
+    run_v: Int = 0
+    run_j: Int = 0
+    run_d: Int = 0
+    run_m: Int = 0
+    run_wrote = False  # run_v was written in place
+    top_v: Int = 0
+    top_key: Int = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
+        if run_v != 0:
+            if run_j == nd[run_v, CNT]:  # the run leaves its chunk: on to the next one
+                if run_wrote:
+                    settle(nd, ck, root, run_d, run_v, dirty, counts, order)
+                run_v, run_j = find_at(nd, root, run_d + 1) if run_d + 1 < nd[root, SZ] else (0, 0)
+                run_wrote = False
+            if run_v != 0 and ck[run_v, run_j] == t and top_key >= run_m:
+                # the top alone a record above the block: the top's key into its depth, nxt[t] on top
+                ck[run_v, run_j] = top_key
+                run_m = top_key
+                top_key = nxt[t]
+                run_wrote = True
+                run_d += 1
+                run_j += 1
+                dist = run_d + 1
+                hist[dist, 0] += 1
+                hist[dist, 1] += tok
+                if dist > maxd:
+                    maxd = dist
+                if want_out:
+                    out[t] = dist
+                continue
+            # the run ends: the chunks it wrote in place are made right, then the access goes the long way
+            if run_wrote:
+                settle(
+                    nd, ck, root, run_d + 1 if run_j < nd[run_v, CNT] else run_d, run_v, dirty, counts, order
+                )
+            ck[top_v, 0] = top_key
+            settle(nd, ck, root, 0, top_v, dirty, counts, order)
+            run_v = 0
         size = nd[root, SZ]
         seen = size > 0 and nd[root, MN] == t  # the accessed block's key is its next use: now
         d = argmin(nd, ck, root, t) if seen else size
@@ -208,6 +250,14 @@ def opt_kernel(
             flush(nd, ck, dirty, counts, order)
             if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
                 root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
+            if seen and records == 1 and d + 1 < nd[root, SZ]:
+                # the top alone moved (into depth d): a run may follow
+                run_d = d
+                run_m = carry
+                top_v = find_at(nd, root, 0)[0]
+                top_key = ck[top_v, 0]
+                run_v, run_j = find_at(nd, root, d + 1)
+                run_wrote = False
             hist[dist, 0] += 1
             hist[dist, 1] += tok
             if dist > maxd:
