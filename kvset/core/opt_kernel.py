@@ -176,30 +176,38 @@ def opt_kernel(
     dirty[0, 0] = 1
     maxd: Int = 0
     stacked = 0
-    # a run (kvset.core.opt_runs): the chunk and offset of the depth below the last access's (run_v 0:
-    # no run), that depth, the largest key at depths 1..it, and the top's chunk and key (kept here,
-    # written back when the run ends)
+    # a run (kvset.core.opt_runs): run_d the depth of its last access, (run_v, run_j) the chunk and
+    # offset of the depth below (run_v 0: no run), (w_v, w_j) those of run_d, where the carried key
+    # run_c belongs (kept here until the run ends), run_m at least every key at depths 1..run_d-1;
+    # the top's chunk and key (kept here too)
     run_v: Int = 0
     run_j: Int = 0
     run_d: Int = 0
     run_m: Int = 0
-    run_wrote = False  # run_v was written in place
+    run_c: Int = 0
+    w_v: Int = 0
+    w_j: Int = 0
+    moved = False  # the run took an access
     top_v: Int = 0
     top_key: Int = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
         if run_v != 0:
             if run_j == nd[run_v, CNT]:  # the run leaves its chunk: on to the next one
-                if run_wrote:
-                    settle(nd, ck, root, run_d, run_v, dirty, counts, order)
                 run_v, run_j = find_at(nd, root, run_d + 1) if run_d + 1 < nd[root, SZ] else (0, 0)
-                run_wrote = False
-            if run_v != 0 and ck[run_v, run_j] == t and top_key >= run_m:
-                # the top alone a record above the block: the top's key into its depth, nxt[t] on top
-                ck[run_v, run_j] = top_key
-                run_m = top_key
+            if run_v != 0 and ck[run_v, run_j] == t and run_m <= top_key:
+                # the top, and the carried key if it is larger, the only records above the block:
+                # the smaller of the two stays at run_d, the larger is carried on to the block's depth
+                low = min(top_key, run_c)
+                run_c = max(top_key, run_c)
+                ck[w_v, w_j] = low
+                if low > run_m:
+                    run_m = low
                 top_key = nxt[t]
-                run_wrote = True
+                moved = True
+                if w_v != run_v:
+                    settle(nd, ck, root, run_d, w_v, dirty, counts, order)
+                w_v, w_j = run_v, run_j
                 run_d += 1
                 run_j += 1
                 dist = run_d + 1
@@ -210,13 +218,13 @@ def opt_kernel(
                 if want_out:
                     out[t] = dist
                 continue
-            # the run ends: the chunks it wrote in place are made right, then the access goes the long way
-            if run_wrote:
-                settle(
-                    nd, ck, root, run_d + 1 if run_j < nd[run_v, CNT] else run_d, run_v, dirty, counts, order
-                )
-            ck[top_v, 0] = top_key
-            settle(nd, ck, root, 0, top_v, dirty, counts, order)
+            # the run ends: what it kept aside goes back, the chunks it wrote are made right, and the
+            # access goes the long way
+            if moved:
+                ck[w_v, w_j] = run_c
+                settle(nd, ck, root, run_d, w_v, dirty, counts, order)
+                ck[top_v, 0] = top_key
+                settle(nd, ck, root, 0, top_v, dirty, counts, order)
             run_v = 0
         size = nd[root, SZ]
         seen = size > 0 and nd[root, MN] == t  # the accessed block's key is its next use: now
@@ -233,11 +241,14 @@ def opt_kernel(
             # them along the chain in place, the new next use on top, the last record into the
             # block's depth (or below the stack for a first access); the tree keeps its shape
             carry = nxt[t]
+            old_top = carry
             if nr == 0:
                 replace_at(nd, ck, root, 0, carry, dirty)
             for i in range(nr):
                 for p in range(rs[i], re[i] + 1):
                     carry = replace_at(nd, ck, root, p, carry, dirty)
+                    if p == 0:
+                        old_top = carry
             if seen and nr > 0:
                 replace_at(nd, ck, root, d, carry, dirty)
             elif not seen and carry != inf:  # a dead block carried to the bottom is dropped
@@ -250,14 +261,15 @@ def opt_kernel(
             flush(nd, ck, dirty, counts, order)
             if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
                 root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
-            if seen and records == 1 and d + 1 < nd[root, SZ]:
-                # the top alone moved (into depth d): a run may follow
+            if seen and (records == 1 or (records == 2 and re[nr - 1] == d - 1)) and d + 1 < nd[root, SZ]:
+                # the top alone moved (into depth d), or the top and the depth above d: a run may follow
                 run_d = d
-                run_m = carry
+                run_m = old_top  # at least every key at depths 1..d-1 now
+                run_c = carry
                 top_v = find_at(nd, root, 0)[0]
                 top_key = ck[top_v, 0]
+                w_v, w_j = find_at(nd, root, d)
                 run_v, run_j = find_at(nd, root, d + 1)
-                run_wrote = False
             hist[dist, 0] += 1
             hist[dist, 1] += tok
             if dist > maxd:
