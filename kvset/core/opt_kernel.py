@@ -16,6 +16,8 @@ next-use times and an access costs a search for the smallest key (the accessed b
 use is now), a walk of the records that skips whole subtrees, and 2 R + 2 positional edits:
 O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. At most SHORT records (on a
 re-read prefix, mostly the top alone) are rewritten in place instead, one overwrite each.
+An access whose block lies one depth below the last one's, with the top (and perhaps the depth
+above it) the only records, is one store into a chunk (kvset.core.opt_runs).
 Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key

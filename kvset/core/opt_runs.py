@@ -1,13 +1,15 @@
 """Runs of re-read blocks for the optimal curve (kvset.core.opt_kernel): most accesses of a re-read
-prefix find their block one depth below the last one's, with only the top of the stack a record.
+prefix find their block one depth below the last one's, with only the top of the stack, or the top
+and the depth just above the block, a record.
 
-Say access t-1 found its block at depth d with the top alone a record: the top's key moved into
-depth d, the new next use went on top, and every key at depths 1..d is at most the one moved into
-d (call it M). If access t's block is at depth d + 1 and the top's key is at least M, the top is
-again the only record above it: the top's key moves into depth d + 1, nxt[t] goes on top, the
-distance is d + 2, and M becomes the key moved. So while both hold, an access is two stores into
-two chunks and nothing else: no search for the block (its key is t: next-use times are unique, so
-the key found there is its block), no walk of the records, no edits down the treap.
+Say access t-1 found its block at depth d that way: afterwards a key C sits at depth d and no key
+at depths 1..d-1 exceeds a bound M (the old top's key). If access t's block is at depth d + 1 (its
+key is t there: next-use times are unique, so the key names its block) and the top's key x is at
+least M, the records above it are the top and, if C > x, depth d: the smaller of x and C stays at
+depth d, the larger moves on to d + 1, nxt[t] goes on top, the distance is d + 2, and M becomes the
+larger of M and the key left at d. So while both tests hold an access is one store into a chunk,
+with C and the top's key kept in registers: no search for the block, no walk of the records, no
+edits down the treap (docs/method.md, section 12).
 
 The chunks' and their ancestors' summaries (largest, smallest key and so on) are left stale while
 the run goes on, read by nothing, and made right (settle) when it leaves a chunk or ends.
