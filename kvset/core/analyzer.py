@@ -37,7 +37,7 @@ from kvset.core.feed_args import (
 from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID
-from kvset.core.ring_kernel import ring_arrays, spill_arrays
+from kvset.core.ring_kernel import Rings, ring_arrays, spill_arrays
 from kvset.core.slots import NO_SLOT, SlotRing, TimeSlotViews
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
@@ -303,7 +303,10 @@ class Analyzer(TimeSlotViews):
         rings = (fine, self.coarse)
         for ring, at in zip(rings, (KL.M_FINE_CURRENT, KL.M_COARSE_CURRENT), strict=True):
             t.meta[at] = NO_SLOT if ring.current is None else ring.current
-        arrays = (ring_arrays(fine), spill_arrays(fine), self.coarse.width) + (
+        arrays: Rings = (
+            ring_arrays(fine),
+            spill_arrays(fine),
+            self.coarse.width,
             ring_arrays(self.coarse),
             spill_arrays(self.coarse),
         )

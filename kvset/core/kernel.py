@@ -56,7 +56,7 @@ from kvset.core.kernel_runs import extend_run, resolve_slot
 from kvset.core.kernel_types import Int
 from kvset.core.live_slots import SB_SHIFT, WORDS_PER_SB, live_between, live_prefix, live_test, release_slot
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
-from kvset.core.ring_kernel import ring_add
+from kvset.core.ring_kernel import Rings, ring_add
 from kvset.core.slot_compaction import compact
 
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID  # the windowed histograms' grid, as compile-time constants
@@ -122,7 +122,7 @@ def regrow_gone(old: np.ndarray, new: np.ndarray, meta: np.ndarray) -> None:
 
 @njit(inline="always")
 def _close_slot(
-    rings: tuple,
+    rings: Rings,
     slot: Int,
     slot_width: float,
     starts: np.ndarray,
@@ -185,7 +185,7 @@ def feed_kernel(
     counts: np.ndarray,
     out: np.ndarray,
     starts: np.ndarray,
-    rings: tuple,
+    rings: Rings,
     total_counts: np.ndarray,
 ) -> Int:
     """Process keys[start:stop] from the time slot meta[M_SLOT] on; return the index reached.

@@ -10,18 +10,22 @@ from numba import njit
 from kvset.core.kernel_types import Int
 from kvset.core.slots import NO_SLOT, SlotRing
 
+Ring = tuple[np.ndarray, ...]  # ring_arrays(...)
+Spill = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # spill_arrays(...)
+Rings = tuple[Ring, Spill, float, Ring, Spill]  # the fine ring and its spill, the coarse width, ring, spill
 
-def ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:
+
+def ring_arrays(ring: SlotRing) -> Ring:
     """A SlotRing's arrays, as ring_add takes them."""
     return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids
 
 
-def spill_arrays(ring: SlotRing) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def spill_arrays(ring: SlotRing) -> Spill:
     """Where ring_add sums the rows a newer slot takes over (a partition's SpillRing keeps them,
     kvset.core.partial_slots): empty arrays for a ring that drops them."""
     spill = getattr(ring, "spill_arrays", None)
     if spill is not None:
-        kept: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = spill()
+        kept: Spill = spill()
         return kept
     none = np.zeros(0, dtype=np.int64)
     return none, none, none, none
@@ -29,8 +33,8 @@ def spill_arrays(ring: SlotRing) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 @njit(inline="always")
 def ring_add(
-    ring: tuple[np.ndarray, ...],
-    spill: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    ring: Ring,
+    spill: Spill,
     slot: Int,
     bucket_blocks: np.ndarray,
     bucket_tokens: np.ndarray,
@@ -40,9 +44,10 @@ def ring_add(
     current_at: Int,
     requests_begun: Int,
 ) -> None:
-    """SlotRing.advance then SlotRing.add: `slot` becomes the ring's newest (meta[current_at]) unless it
-    is older, and a row whose slot id is not the slot is taken over (summed into `spill` first when
-    it is kept); then the slot's tallies are added to the newest row. ring = ring_arrays(...).
+    """`slot` becomes the ring's newest (meta[current_at]) unless it is older (time never runs
+    backwards in a ring: an older slot's tallies go to the newest), its row taken over if it held
+    another slot (that slot summed into `spill` first when it is kept); then the slot's tallies,
+    the scratch, and the requests begun in it are added to the newest row. ring = ring_arrays(...).
     Without token planes the ring's tokens are left unwritten (the sampled analyzer fills them from
     the blocks). Loops by unsigned index, not slices: a slice's reference counts are atomic updates
     (see sampling_filter.gather_segment), and the rows were 4 % of the sampled kernel's time."""
