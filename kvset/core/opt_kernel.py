@@ -272,6 +272,7 @@ def opt_kernel(
                 top_key = ck[top_v, 0]
                 w_v, w_j = find_at(nd, root, d)
                 run_v, run_j = find_at(nd, root, d + 1)
+                moved = False
             hist[dist, 0] += 1
             hist[dist, 1] += tok
             if dist > maxd:
