@@ -46,3 +46,5 @@ BEYOND_HORIZON = -1
 
 GONE_FULL = 1  # meta[M_GONE_FLAGS] bits
 GONE_HAS_EMPTY_KEY = 2
+
+NO_SLOT = -(2**63)  # a ring row's slot id before it held a slot; a ring's current before any (int64's least)

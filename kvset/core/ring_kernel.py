@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvset.core.kernel_layout import NO_SLOT
 from kvset.core.kernel_types import Int
-from kvset.core.slots import NO_SLOT, SlotRing
+from kvset.core.slots import SlotRing
 
 Ring = tuple[np.ndarray, ...]  # ring_arrays(...)
 Spill = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # spill_arrays(...)

@@ -16,7 +16,7 @@ import numpy as np
 from kvset.core import kernel_layout as KL
 from kvset.core.curve import HitRateCurve
 
-NO_SLOT = int(np.iinfo(np.int64).min)  # a row's slot id before it held a slot; a ring's current before any
+NO_SLOT = KL.NO_SLOT
 
 
 class SlotRing:
