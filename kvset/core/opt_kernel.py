@@ -50,6 +50,7 @@ from kvset.core.opt_rope import (
     SZ,
     argmin,
     flush,
+    inline_plain,
     insert_at,
     pull,
     rebuild,
@@ -139,6 +140,16 @@ SHORT = 4  # at most this many records are shifted in place, more by positional 
 _compiled: Jit = njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: not in numba's stubs
 
 
+@inline_plain
+def _count(hist: np.ndarray, out: np.ndarray, want_out: bool, t: Int, dist: Int, tok: Int, maxd: Int) -> Int:
+    """Access t at distance dist into the histogram (and out); returns the largest distance so far."""
+    hist[dist, 0] += 1
+    hist[dist, 1] += tok
+    if want_out:
+        out[t] = dist
+    return max(maxd, dist)
+
+
 @_compiled
 def opt_kernel(
     nxt: np.ndarray,
@@ -212,13 +223,7 @@ def opt_kernel(
                 w_v, w_j = run_v, run_j
                 run_d += 1
                 run_j += 1
-                dist = run_d + 1
-                hist[dist, 0] += 1
-                hist[dist, 1] += tok
-                if dist > maxd:
-                    maxd = dist
-                if want_out:
-                    out[t] = dist
+                maxd = _count(hist, out, want_out, t, run_d + 1, tok, maxd)
                 continue
             # the run ends: what it kept aside goes back, the chunks it wrote are made right, and the
             # access goes the long way
@@ -273,12 +278,7 @@ def opt_kernel(
                 w_v, w_j = find_at(nd, root, d)
                 run_v, run_j = find_at(nd, root, d + 1)
                 moved = False
-            hist[dist, 0] += 1
-            hist[dist, 1] += tok
-            if dist > maxd:
-                maxd = dist
-            if want_out:
-                out[t] = dist
+            maxd = _count(hist, out, want_out, t, dist, tok, maxd)
             continue
         if seen:
             remove_at(nd, ck, root, d, dirty)
@@ -309,10 +309,5 @@ def opt_kernel(
             stacked += 1
         if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:  # chunks a quarter full: repack
             root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
-        hist[dist, 0] += 1
-        hist[dist, 1] += tok
-        if dist > maxd:
-            maxd = dist
-        if want_out:
-            out[t] = dist
+        maxd = _count(hist, out, want_out, t, dist, tok, maxd)
     return maxd
