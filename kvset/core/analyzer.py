@@ -14,8 +14,6 @@ Callers make one with kvset.core.stack_distance.new_analyzer (this one, or the s
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
@@ -39,7 +37,8 @@ from kvset.core.feed_args import (
 from kvset.core.feed_args import no_hugepage_advice as _no_hugepage_advice
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID
-from kvset.core.slots import SlotRing, TimeSlotViews
+from kvset.core.ring_kernel import Rings, ring_arrays, spill_arrays
+from kvset.core.slots import NO_SLOT, SlotRing, TimeSlotViews
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -207,7 +206,7 @@ class Analyzer(TimeSlotViews):
         self.coarse = SlotRing(coarse_seconds, coarse_slots, nb)
         self._scratch_blocks = np.zeros(nb, dtype=np.int64)
         self._scratch_tokens = np.zeros(nb, dtype=np.int64)
-        self._scratch_counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)
+        self._scratch_counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)  # a slot's, until it ends
         self.counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)  # all time
         self.requests = 0
         self.late_accesses = 0  # timestamps older than the current slot, counted in it
@@ -287,7 +286,8 @@ class Analyzer(TimeSlotViews):
         t_hi: float,
         out: np.ndarray,
     ) -> None:
-        """Feed in runs of one fine time slot each; the kernel stops where the next slot begins."""
+        """Feed the batch in one kernel call (more only to grow the state); the kernel adds each time
+        slot's tallies to the rings as the slot ends."""
         n = len(keys)
         fine = self.fine
         per_access = len(ts) == n and n > 1
@@ -299,13 +299,21 @@ class Analyzer(TimeSlotViews):
             first = fine.current
         t = self._t
         t.meta[KL.M_SLOT] = first
+        t.meta[KL.M_SLOT_START] = 0
+        rings = (fine, self.coarse)
+        for ring, at in zip(rings, (KL.M_FINE_CURRENT, KL.M_COARSE_CURRENT), strict=True):
+            t.meta[at] = NO_SLOT if ring.current is None else ring.current
+        arrays: Rings = (
+            ring_arrays(fine),
+            spill_arrays(fine),
+            self.coarse.width,
+            ring_arrays(self.coarse),
+            spill_arrays(self.coarse),
+        )
         late_before = int(t.meta[KL.M_LATE])
         self.first_time_at = t_lo if self.first_time_at is None else min(self.first_time_at, t_lo)
         self.last_time_at = t_hi if self.last_time_at is None else max(self.last_time_at, t_hi)
         i: Int = 0
-        run_start = 0
-        run_slot = first  # the slot the current run's accesses belong to
-        self._clear_scratch()
         while True:
             i = K.feed_kernel(
                 keys,
@@ -329,40 +337,21 @@ class Analyzer(TimeSlotViews):
                 self._scratch_tokens,
                 self._scratch_counts,
                 out,
+                starts,
+                arrays,
+                self.counts,
             )
             reason = int(t.meta[KL.M_REASON])
             if reason == KL.STOP_GROW:
                 t.grow()
-                continue
-            if reason == KL.STOP_GROW_GONE:
+            elif reason == KL.STOP_GROW_GONE:
                 t.grow_forgotten()
-                continue
-            requests = (
-                int(np.searchsorted(starts, i) - np.searchsorted(starts, run_start)) if len(starts) else 0
-            )
-            self._close_run(run_slot, requests)
-            if reason == KL.STOP_DONE:
+            else:
                 break
-            # the kernel stopped at the first access of a later slot and made that slot current
-            run_start, run_slot = i, int(t.meta[KL.M_SLOT])
-            self._clear_scratch()
+        for ring, at in zip(rings, (KL.M_FINE_CURRENT, KL.M_COARSE_CURRENT), strict=True):
+            ring.current = None if t.meta[at] == NO_SLOT else int(t.meta[at])
+        self.requests += int(np.searchsorted(starts, n) - np.searchsorted(starts, 0))
         self.late_accesses += int(t.meta[KL.M_LATE]) - late_before
-
-    def _clear_scratch(self) -> None:
-        self._scratch_blocks[:] = 0
-        self._scratch_tokens[:] = 0
-        self._scratch_counts[:] = 0
-
-    def _close_run(self, fine_slot: int, requests: int) -> None:
-        fine_row = self.fine.advance(fine_slot)
-        self.fine.add(fine_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests)
-        coarse_slot = math.floor(fine_slot * self.fine.width / self.coarse.width)
-        coarse_row = self.coarse.advance(coarse_slot)
-        self.coarse.add(
-            coarse_row, self._scratch_blocks, self._scratch_tokens, self._scratch_counts, requests
-        )
-        self.counts += self._scratch_counts
-        self.requests += requests
 
     # -- reading -----------------------------------------------------------
     @property

@@ -19,6 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent  # kvset/
 # checks the list).
 COMPILED_MODULES = (
     "core/kernel.py",
+    "core/kernel_runs.py",
+    "core/ring_kernel.py",
     "core/live_slots.py",
     "core/slot_compaction.py",
     "core/fenwick.py",
@@ -30,6 +32,7 @@ COMPILED_MODULES = (
     "engine_model/u64_map.py",
     "core/opt_kernel.py",
     "core/opt_rope.py",
+    "core/opt_runs.py",
     "core/partial_sample.py",
     "core/partial_sample_merge.py",
     "core/partial_slots.py",

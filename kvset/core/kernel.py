@@ -31,7 +31,9 @@ from kvset.core.kernel_layout import (
     FIRST_TIME,
     GONE_FULL,
     GONE_HAS_EMPTY_KEY,
+    M_COARSE_CURRENT,
     M_EVICTED,
+    M_FINE_CURRENT,
     M_GONE_CAP,
     M_GONE_FILL,
     M_GONE_FLAGS,
@@ -44,24 +46,18 @@ from kvset.core.kernel_layout import (
     M_RUN_ACCESSES,
     M_RUNS,
     M_SLOT,
+    M_SLOT_START,
     M_TRACKED,
     STOP_DONE,
     STOP_GROW,
     STOP_GROW_GONE,
-    STOP_NEXT_SLOT,
 )
+from kvset.core.kernel_runs import extend_run, resolve_slot
 from kvset.core.kernel_types import Int
-from kvset.core.live_slots import (
-    SB_SHIFT,
-    WORDS_PER_SB,
-    live_between,
-    live_prefix,
-    live_test,
-    lowest_bit,
-    release_slot,
-)
+from kvset.core.live_slots import SB_SHIFT, WORDS_PER_SB, live_between, live_prefix, live_test, release_slot
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
-from kvset.core.slot_compaction import compact_by_table, compact_slots
+from kvset.core.ring_kernel import Rings, ring_add
+from kvset.core.slot_compaction import compact
 
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID  # the windowed histograms' grid, as compile-time constants
 
@@ -125,116 +121,44 @@ def regrow_gone(old: np.ndarray, new: np.ndarray, meta: np.ndarray) -> None:
 
 
 @njit(inline="always")
-def _resolve(live: np.ndarray, slot_keys: np.ndarray, p: Int) -> Int:
-    """The live slot of a block whose table entry says p: a run moved it on from p if p is free."""
-    while not live_test(live, p):
-        p = np.int64(slot_keys[p])
-    return p
-
-
-@njit(nogil=True)
-def _extend_run(
-    keys: np.ndarray,
-    tokens: np.ndarray,
-    stamps: np.ndarray,
-    per_access: bool,
-    slot_width: float,
+def _close_slot(
+    rings: Rings,
     slot: Int,
-    i: Int,
-    stop: Int,
-    q: Int,
-    now: Int,
-    slot_keys: np.ndarray,
-    live: np.ndarray,
-    fen: np.ndarray,
-    d: Int,
-    out: np.ndarray,
-) -> tuple[Int, Int, Int, Int]:
-    """Take accesses i, i+1, ... as one run: block j of it is the block in the next live slot after
-    the previous one's (q, the slot access i-1 hit, is freed already), so every access of the run
-    has the distance d of access i-1. Each block moves to a new slot at the top (now, now+1, ...);
-    its old slot is freed and keeps the new slot's number in slot_keys, so that the hash table,
-    which still says the old slot, is not written (`_resolve` follows the numbers). The tree gets
-    one update per superblock of slots freed or filled, not one per block.
-
-    The caller has put every live bit into the tree. Stops at a block that is not the next, at the
-    first access of a later time slot, or where the slots run out. Returns (accesses taken, their
-    tokens, how many were stamped before the current slot, the last slot freed)."""
-    nslots = slot_keys.shape[0]
-    per_access_tokens = tokens.shape[0] == keys.shape[0]
-    want_out = out.shape[0] == keys.shape[0]
-    slot_begin = slot * slot_width
-    slot_end = (slot + 1) * slot_width
-    # The run's old slots lie below the newest word (a run in it is short and left to the
-    # per-block path), so the word being freed and the word being filled are never the same and
-    # both stay in registers, written back when the run leaves them.
-    limit = min(now - 1, (now >> 6) << 6)
-    first = now
-    n_tok = late = 0
-    freed = filled = 0
-    freed_sb: Int = q >> SB_SHIFT
-    filled_sb: Int = now >> SB_SHIFT
-    w = q >> 6
-    word = live[w]  # the freed word, as it will be written back
-    ahead = word & ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (q & 63)))  # live bits above q
-    dw = now >> 6
-    dword = live[dw] if dw < live.shape[0] else np.uint64(0)
-    j = i
-    while j < stop and now < nslots:
-        if ahead == 0:
-            # a word of freed slots, or more, ends the run: the per-block path takes the access
-            if ((w + 1) << 6) >= limit:
-                break
-            live[w] = word
-            w += 1
-            word = live[w]
-            ahead = word
-            if ahead == 0:
-                break
-        b = lowest_bit(ahead)
-        nq = (w << 6) + b
-        if nq >= limit or slot_keys[nq] != keys[j]:
-            break
-        if per_access:
-            t = stamps[j]
-            if t >= slot_end or t < slot_begin:
-                s = np.int64(np.floor(t / slot_width))
-                if s > slot:
-                    break
-                if s < slot:
-                    late += 1
-        bit = np.uint64(1) << np.uint64(b)
-        ahead &= ~bit
-        word &= ~bit
-        if (nq >> SB_SHIFT) != freed_sb:
-            fenwick.add(fen, freed_sb, -freed)
-            freed_sb = nq >> SB_SHIFT
-            freed = 0
-        freed += 1
-        slot_keys[now] = keys[j]
-        slot_keys[nq] = np.uint64(now)
-        dword |= np.uint64(1) << np.uint64(now & 63)
-        if (now >> SB_SHIFT) != filled_sb:
-            fenwick.add(fen, filled_sb, filled)
-            filled_sb = now >> SB_SHIFT
-            filled = 0
-        filled += 1
-        n_tok += tokens[j] if per_access_tokens else tokens[0]
-        if want_out:
-            out[j] = d
-        q = nq
-        now += 1
-        j += 1
-        if (now & 63) == 0:
-            live[dw] = dword
-            dw += 1
-            dword = live[dw] if dw < live.shape[0] else np.uint64(0)
-    live[w] = word
-    if dw < live.shape[0]:
-        live[dw] = dword
-    fenwick.add(fen, freed_sb, -freed)
-    fenwick.add(fen, filled_sb, filled)
-    return j - i, n_tok, late, q if now > first else -1
+    slot_width: float,
+    starts: np.ndarray,
+    end: Int,
+    bucket_blocks: np.ndarray,
+    bucket_tokens: np.ndarray,
+    counts: np.ndarray,
+    total_counts: np.ndarray,
+    meta: np.ndarray,
+) -> None:
+    """The slot's tallies (the batch's accesses meta[M_SLOT_START]:end) into the fine ring, the coarse
+    ring its slot lies in, and the all-time counters; the scratch is cleared for the next slot.
+    rings = (fine, its spill, coarse width, coarse, its spill), as ring_kernel.ring_add takes them."""
+    fine, fine_spill, coarse_width, coarse, coarse_spill = rings
+    begun = np.searchsorted(starts, end) - np.searchsorted(starts, meta[M_SLOT_START])
+    ring_add(fine, fine_spill, slot, bucket_blocks, bucket_tokens, True, counts, meta, M_FINE_CURRENT, begun)
+    coarse_slot = np.int64(np.floor(slot * slot_width / coarse_width))
+    ring_add(
+        coarse,
+        coarse_spill,
+        coarse_slot,
+        bucket_blocks,
+        bucket_tokens,
+        True,
+        counts,
+        meta,
+        M_COARSE_CURRENT,
+        begun,
+    )
+    for q in range(counts.shape[0]):
+        total_counts[np.uint64(q)] += counts[np.uint64(q)]
+        counts[np.uint64(q)] = 0
+    for q in range(bucket_blocks.shape[0]):
+        bucket_blocks[np.uint64(q)] = 0
+        bucket_tokens[np.uint64(q)] = 0
+    meta[M_SLOT_START] = end
 
 
 @njit(nogil=True, cache=True)
@@ -260,15 +184,21 @@ def feed_kernel(
     bucket_tokens: np.ndarray,
     counts: np.ndarray,
     out: np.ndarray,
+    starts: np.ndarray,
+    rings: Rings,
+    total_counts: np.ndarray,
 ) -> Int:
-    """Process keys[start:stop] into the current time slot meta[M_SLOT]; return the index reached.
+    """Process keys[start:stop] from the time slot meta[M_SLOT] on; return the index reached.
 
     With per_access, stamps holds one timestamp per access; otherwise the caller has put the whole
-    call into the current slot. Stops early, with meta[M_REASON] saying why, when
+    call into the current slot. Each slot's tallies (bucket_blocks, bucket_tokens, counts: the
+    scratch) go to the rings and to total_counts as the slot ends, and at the end of the call
+    (_close_slot; starts: the batch's request starts). Stops early, with meta[M_REASON] saying
+    why, the scratch kept for the call that resumes, when
       STOP_GROW: a new block needs a larger table (tracked == max_tracked < horizon), or
-      STOP_NEXT_SLOT: an access belongs to a later time slot than the current one.
+      STOP_GROW_GONE: the forgotten set must grow.
     Accesses stamped before the current slot count in it (meta[M_LATE]).
-    With `runs`, a run of re-read blocks (see _extend_run) is taken at once after its first two
+    With `runs`, a run of re-read blocks (see kernel_runs.extend_run) is taken at once after its first two
     accesses; without, every access goes through the hash table (the per-block kernel).
     """
     nslots = slot_keys.shape[0]
@@ -311,9 +241,26 @@ def feed_kernel(
             if t >= slot_end or t < slot_begin:  # divide only near or past the slot's bounds
                 s = np.int64(np.floor(t / slot_width))
                 if s > slot:
+                    counts[C_ACCESSES] += n_acc
+                    counts[C_TOKENS] += n_tok
+                    counts[C_HITS] += n_hits
+                    n_acc = n_tok = n_hits = 0
+                    _close_slot(
+                        rings,
+                        slot,
+                        slot_width,
+                        starts,
+                        i,
+                        bucket_blocks,
+                        bucket_tokens,
+                        counts,
+                        total_counts,
+                        meta,
+                    )
+                    slot = s
                     meta[M_SLOT] = s
-                    reason = STOP_NEXT_SLOT
-                    break
+                    slot_begin = slot * slot_width
+                    slot_end = (slot + 1) * slot_width
                 if s < slot:
                     is_late = 1
         if now >= nslots:
@@ -326,10 +273,7 @@ def feed_kernel(
                 freed = 0
             run_p = -1
             meta[M_NOW] = now
-            if runs:
-                compact_by_table(table, mask, slot_keys, live, fen, meta)
-            else:
-                compact_slots(table, mask, slot_keys, live, fen, meta)
+            compact(table, mask, slot_keys, live, fen, meta, tracked)
             now = meta[M_NOW]
         if i + PREFETCH_CELL < stop:
             home = np.int64(mix(keys[i + PREFETCH_CELL]) & np.uint64(mask))
@@ -347,7 +291,7 @@ def feed_kernel(
         h = table_probe(table, mask, key, homes[i & HOMES_MASK])
         in_run = False  # this access hit the next live slot after the previous access's
         if h >= 0:
-            p = _resolve(live, slot_keys, np.int64(table[2 * h + 1]))
+            p = resolve_slot(live, slot_keys, np.int64(table[2 * h + 1]))
             if run_p >= 0 and p > run_p and (p >> 6) - (run_p >> 6) <= WORDS_PER_SB:
                 # the previous hit's slot was just below: count up from its prefix, no tree query
                 between = live_between(live, run_p, p)
@@ -447,7 +391,7 @@ def feed_kernel(
             if freed:
                 fenwick.add(fen, freed_sb, -freed)
                 freed = 0
-            k, k_tok, k_late, last_q = _extend_run(
+            k, k_tok, k_late, last_q = extend_run(
                 keys,
                 tokens,
                 stamps,
@@ -497,4 +441,8 @@ def feed_kernel(
     counts[C_ACCESSES] += n_acc
     counts[C_TOKENS] += n_tok
     counts[C_HITS] += n_hits
+    if reason == STOP_DONE:
+        _close_slot(
+            rings, slot, slot_width, starts, i, bucket_blocks, bucket_tokens, counts, total_counts, meta
+        )
     return i

@@ -20,11 +20,14 @@ M_REASON = 11  # why feed_kernel returned
 M_MAX_DISTANCE = 12  # largest stack distance seen: the exact curve's last capacity
 M_RUNS = 13  # runs taken at once, all time
 M_RUN_ACCESSES = 14  # accesses taken in those runs (not the two per-block ones each starts from)
-META_SIZE = 15
+M_FINE_CURRENT = 15  # the rings' newest slots (ring_kernel.NO_SLOT: none yet)
+M_COARSE_CURRENT = 16
+M_SLOT_START = 17  # index in the batch where the current time slot's accesses began
+META_SIZE = 18
 
 STOP_DONE = 0
 STOP_GROW = 1
-STOP_NEXT_SLOT = 2
+STOP_NEXT_SLOT = 2  # the sampled kernel's (the exact one closes its slots itself)
 STOP_GROW_GONE = 3  # the forgotten set is half full: grow it (or call it full)
 
 # counts[] layout (int64), accumulated per call
@@ -43,3 +46,5 @@ BEYOND_HORIZON = -1
 
 GONE_FULL = 1  # meta[M_GONE_FLAGS] bits
 GONE_HAS_EMPTY_KEY = 2
+
+NO_SLOT = -(2**63)  # a ring row's slot id before it held a slot; a ring's current before any (int64's least)

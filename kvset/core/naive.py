@@ -57,13 +57,7 @@ def simulate_min(keys: Sequence[int], capacity: int, tokens: Sequence[int] | Non
     is rebuilt from the residents when stale entries outnumber them, so a replay is O(N log C).
     """
     keys = [int(k) for k in keys]
-    n = len(keys)
-    never = n  # later than every real next use
-    next_use = [never] * n
-    upcoming: dict[int, int] = {}
-    for i in range(n - 1, -1, -1):
-        next_use[i] = upcoming.get(keys[i], never)
-        upcoming[keys[i]] = i
+    next_use = _next_uses(keys)
     resident: dict[int, int] = {}  # block -> its next use
     heap: list[tuple[int, int]] = []  # (-next use, block)
     hits = token_hits = 0
@@ -85,6 +79,40 @@ def simulate_min(keys: Sequence[int], capacity: int, tokens: Sequence[int] | Non
             heap = [(-use, block) for block, use in resident.items()]
             heapq.heapify(heap)
     return hits, token_hits
+
+
+def _next_uses(keys: list[int]) -> list[int]:
+    """The index of each access's next access to its block; len(keys) (later than all) if none."""
+    n = len(keys)
+    next_use = [n] * n
+    upcoming: dict[int, int] = {}
+    for i in range(n - 1, -1, -1):
+        next_use[i] = upcoming.get(keys[i], n)
+        upcoming[keys[i]] = i
+    return next_use
+
+
+def naive_min_distances(keys: Sequence[int]) -> list[int]:
+    """MIN's stack distance of every access (0 = first access) by walking Mattson's priority stack
+    as a list: the accessed block goes on top, and the block taken off the top is carried down,
+    at each depth above the block's old one trading places with the block there when that one is
+    used later, until it takes the old depth (the bottom for a first access)."""
+    keys = [int(k) for k in keys]
+    next_use = _next_uses(keys)
+    stack: list[list[int]] = []  # [next use, block], top first
+    out = []
+    for i, key in enumerate(keys):
+        depth = next((j for j, (_, block) in enumerate(stack) if block == key), len(stack))
+        out.append(depth + 1 if depth < len(stack) else 0)
+        if depth == len(stack):
+            stack.append([next_use[i], key])
+        carried, stack[0] = stack[0], [next_use[i], key]
+        for j in range(1, depth):
+            if stack[j][0] > carried[0]:
+                stack[j], carried = carried, stack[j]
+        if depth > 0:
+            stack[depth] = carried
+    return out
 
 
 def naive_min_curve(

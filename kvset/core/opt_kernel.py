@@ -16,6 +16,8 @@ next-use times and an access costs a search for the smallest key (the accessed b
 use is now), a walk of the records that skips whole subtrees, and 2 R + 2 positional edits:
 O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. At most SHORT records (on a
 re-read prefix, mostly the top alone) are rewritten in place instead, one overwrite each.
+An access whose block lies one depth below the last one's, with the top (and perhaps the depth
+above it) the only records, is one store into a chunk (kvset.core.opt_runs).
 Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key
@@ -38,6 +40,7 @@ from kvset.core.opt_rope import (
     ASC,
     BIG,
     CAP,
+    CNT,
     FIELDS,
     MN,
     MX,
@@ -47,6 +50,7 @@ from kvset.core.opt_rope import (
     SZ,
     argmin,
     flush,
+    inline_plain,
     insert_at,
     pull,
     rebuild,
@@ -54,6 +58,7 @@ from kvset.core.opt_rope import (
     remove_at,
     replace_at,
 )
+from kvset.core.opt_runs import find_at, settle
 
 
 @njit(nogil=True, cache=True)
@@ -135,6 +140,16 @@ SHORT = 4  # at most this many records are shifted in place, more by positional 
 _compiled: Jit = njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: not in numba's stubs
 
 
+@inline_plain
+def _count(hist: np.ndarray, out: np.ndarray, want_out: bool, t: Int, dist: Int, tok: Int, maxd: Int) -> Int:
+    """Access t at distance dist into the histogram (and out); returns the largest distance so far."""
+    hist[dist, 0] += 1
+    hist[dist, 1] += tok
+    if want_out:
+        out[t] = dist
+    return max(maxd, dist)
+
+
 @_compiled
 def opt_kernel(
     nxt: np.ndarray,
@@ -174,8 +189,50 @@ def opt_kernel(
     dirty[0, 0] = 1
     maxd: Int = 0
     stacked = 0
+    # a run (kvset.core.opt_runs): run_d the depth of its last access, (run_v, run_j) the chunk and
+    # offset of the depth below (run_v 0: no run), (w_v, w_j) those of run_d, where the carried key
+    # run_c belongs (kept here until the run ends), run_m at least every key at depths 1..run_d-1;
+    # the top's chunk and key (kept here too)
+    run_v: Int = 0
+    run_j: Int = 0
+    run_d: Int = 0
+    run_m: Int = 0
+    run_c: Int = 0
+    w_v: Int = 0
+    w_j: Int = 0
+    moved = False  # the run took an access
+    top_v: Int = 0
+    top_key: Int = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
+        if run_v != 0:
+            if run_j == nd[run_v, CNT]:  # the run leaves its chunk: on to the next one
+                run_v, run_j = find_at(nd, root, run_d + 1) if run_d + 1 < nd[root, SZ] else (0, 0)
+            if run_v != 0 and ck[run_v, run_j] == t and run_m <= top_key:
+                # the top, and the carried key if it is larger, the only records above the block:
+                # the smaller of the two stays at run_d, the larger is carried on to the block's depth
+                low = min(top_key, run_c)
+                run_c = max(top_key, run_c)
+                ck[w_v, w_j] = low
+                if low > run_m:
+                    run_m = low
+                top_key = nxt[t]
+                moved = True
+                if w_v != run_v:
+                    settle(nd, ck, root, run_d, w_v, dirty, counts, order)
+                w_v, w_j = run_v, run_j
+                run_d += 1
+                run_j += 1
+                maxd = _count(hist, out, want_out, t, run_d + 1, tok, maxd)
+                continue
+            # the run ends: what it kept aside goes back, the chunks it wrote are made right, and the
+            # access goes the long way
+            if moved:
+                ck[w_v, w_j] = run_c
+                settle(nd, ck, root, run_d, w_v, dirty, counts, order)
+                ck[top_v, 0] = top_key
+                settle(nd, ck, root, 0, top_v, dirty, counts, order)
+            run_v = 0
         size = nd[root, SZ]
         seen = size > 0 and nd[root, MN] == t  # the accessed block's key is its next use: now
         d = argmin(nd, ck, root, t) if seen else size
@@ -191,11 +248,14 @@ def opt_kernel(
             # them along the chain in place, the new next use on top, the last record into the
             # block's depth (or below the stack for a first access); the tree keeps its shape
             carry = nxt[t]
+            old_top = carry
             if nr == 0:
                 replace_at(nd, ck, root, 0, carry, dirty)
             for i in range(nr):
                 for p in range(rs[i], re[i] + 1):
                     carry = replace_at(nd, ck, root, p, carry, dirty)
+                    if p == 0:
+                        old_top = carry
             if seen and nr > 0:
                 replace_at(nd, ck, root, d, carry, dirty)
             elif not seen and carry != inf:  # a dead block carried to the bottom is dropped
@@ -208,12 +268,17 @@ def opt_kernel(
             flush(nd, ck, dirty, counts, order)
             if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
                 root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
-            hist[dist, 0] += 1
-            hist[dist, 1] += tok
-            if dist > maxd:
-                maxd = dist
-            if want_out:
-                out[t] = dist
+            if seen and (records == 1 or (records == 2 and re[nr - 1] == d - 1)) and d + 1 < nd[root, SZ]:
+                # the top alone moved (into depth d), or the top and the depth above d: a run may follow
+                run_d = d
+                run_m = old_top  # at least every key at depths 1..d-1 now
+                run_c = carry
+                top_v = find_at(nd, root, 0)[0]
+                top_key = ck[top_v, 0]
+                w_v, w_j = find_at(nd, root, d)
+                run_v, run_j = find_at(nd, root, d + 1)
+                moved = False
+            maxd = _count(hist, out, want_out, t, dist, tok, maxd)
             continue
         if seen:
             remove_at(nd, ck, root, d, dirty)
@@ -244,10 +309,5 @@ def opt_kernel(
             stacked += 1
         if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:  # chunks a quarter full: repack
             root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
-        hist[dist, 0] += 1
-        hist[dist, 1] += tok
-        if dist > maxd:
-            maxd = dist
-        if want_out:
-            out[t] = dist
+        maxd = _count(hist, out, want_out, t, dist, tok, maxd)
     return maxd

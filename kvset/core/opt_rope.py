@@ -42,11 +42,11 @@ BIG = np.int64(1) << 62
 # The stack kernel allocates nothing, so it runs without numba's reference counting: with it, every
 # array handed to a helper costs atomic increments and decrements, which took 40 % of the time.
 _plain: Jit = njit(_nrt=False)  # type: ignore[call-overload]  # _nrt is private: not in numba's stubs
-_inline: Jit = njit(_nrt=False, inline="always")  # type: ignore[call-overload]  # the same
+inline_plain: Jit = njit(_nrt=False, inline="always")  # type: ignore[call-overload]  # the same
 PATH = 512  # deepest treap path the work arrays allow (a random treap of 10^7 chunks is ~70 deep)
 
 
-@_inline
+@inline_plain
 def _xorshift(s: np.uint64) -> np.uint64:
     s ^= (s << np.uint64(13)) & np.uint64(0xFFFFFFFFFFFFFFFF)
     s ^= s >> np.uint64(7)
@@ -54,8 +54,8 @@ def _xorshift(s: np.uint64) -> np.uint64:
     return s
 
 
-@_inline
-def _refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
+@inline_plain
+def refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     c = nd[v, CNT]
     mx = np.int64(-1)
     mn = BIG
@@ -73,7 +73,7 @@ def _refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     nd[v, CBRK] = brk
 
 
-@_inline
+@inline_plain
 def pull(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     """Recompute v's subtree fields from its children and its chunk (row 0 is the empty tree)."""
     a = nd[v, LT]
@@ -198,7 +198,7 @@ def rebuild(
         for j in range(c):
             ck[v, j] = flat[start + j]
         nd[v, CNT] = c
-        _refresh_chunk(nd, ck, v)
+        refresh_chunk(nd, ck, v)
         seed = _xorshift(seed)
         nd[v, PR] = np.int64(seed >> np.uint64(1))
         last = 0
@@ -215,8 +215,8 @@ def rebuild(
     return root, used, seed
 
 
-@_inline
-def _locate(
+@inline_plain
+def locate(
     nd: np.ndarray, root: Int, pos: Int, insert: bool, delta: Int, dirty: np.ndarray
 ) -> tuple[Int, Int, Int]:
     """Descend to the chunk holding position pos (insert: pos may be one past a chunk's end).
@@ -284,7 +284,7 @@ def flush(nd: np.ndarray, ck: np.ndarray, dirty: np.ndarray, counts: np.ndarray,
 @_plain
 def remove_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, dirty: np.ndarray) -> Int:
     """Remove and return the key at position pos."""
-    v, j, rank = _locate(nd, root, pos, False, -1, dirty)
+    v, j, rank = locate(nd, root, pos, False, -1, dirty)
     c = nd[v, CNT]
     k: Int = ck[v, j]
     if 0 < j < c - 1:
@@ -303,14 +303,14 @@ def remove_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, dirty: np.nda
         ck[v, i] = ck[v, i + 1]
     nd[v, CNT] = c - 1
     if k == nd[v, CMX] or k == nd[v, CMN]:
-        _refresh_chunk(nd, ck, v)
+        refresh_chunk(nd, ck, v)
     return k
 
 
 @_plain
 def replace_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, key: Int, dirty: np.ndarray) -> Int:
     """Overwrite the key at position pos (the tree's shape stays); returns the key it held."""
-    v, j, rank = _locate(nd, root, pos, False, 0, dirty)
+    v, j, rank = locate(nd, root, pos, False, 0, dirty)
     c = nd[v, CNT]
     old: Int = ck[v, j]
     if j > 0:
@@ -319,7 +319,7 @@ def replace_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, key: Int, di
         nd[v, CBRK] += (1 if ck[v, j + 1] <= key else 0) - (1 if ck[v, j + 1] <= old else 0)
     ck[v, j] = key
     if old == nd[v, CMX] or old == nd[v, CMN]:
-        _refresh_chunk(nd, ck, v)
+        refresh_chunk(nd, ck, v)
     else:
         if key > nd[v, CMX]:
             nd[v, CMX] = key
@@ -343,10 +343,10 @@ def insert_at(
 ) -> tuple[Int, Int, np.uint64]:
     """Insert key at position pos. Returns (root, nodes used, seed); used < 0 asks for a rebuild."""
     if used >= nd.shape[0] - 1:
-        v, j, rank = _locate(nd, root, pos, True, 0, dirty)
+        v, j, rank = locate(nd, root, pos, True, 0, dirty)
         if nd[v, CNT] == CAP:
             return root, -1, seed
-    v, j, rank = _locate(nd, root, pos, True, 1, dirty)
+    v, j, rank = locate(nd, root, pos, True, 1, dirty)
     c = nd[v, CNT]
     if c < CAP:
         if c > 0:
@@ -382,8 +382,8 @@ def insert_at(
         ck[w, i] = ck[w, i - 1]
     ck[w, o] = key
     nd[w, CNT] = cw + 1
-    _refresh_chunk(nd, ck, v)
-    _refresh_chunk(nd, ck, u)
+    refresh_chunk(nd, ck, v)
+    refresh_chunk(nd, ck, u)
     nd[u, LT] = 0
     nd[u, RT] = 0
     nd[u, DIRTY] = 0

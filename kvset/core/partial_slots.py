@@ -31,32 +31,29 @@ from numba import njit
 from kvset.core import kernel_layout as KL
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import WINDOW_GRID, bucket_of
-from kvset.core.slots import SlotRing
+from kvset.core.slots import NO_SLOT, SlotRing
 
 Ints = npt.NDArray[np.int64]
-NO_SLOT = int(np.iinfo(np.int64).min)  # SlotRing's id of a row that never held a slot
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
 
 
 class SpillRing(SlotRing):
-    """A SlotRing that sums each slot it drops (a row taken over by a newer slot) into its spill."""
+    """A SlotRing that sums each slot it drops (a row taken over by a newer slot) into its spill: the
+    kernel's ring_add does, given spill_arrays()."""
 
     def __init__(self, width: float, n_slots: int, n_buckets: int) -> None:
         super().__init__(width, n_slots, n_buckets)
         self.spill_blocks = np.zeros(n_buckets, dtype=np.int64)
         self.spill_tokens = np.zeros(n_buckets, dtype=np.int64)
         self.spill_counts = np.zeros(KL.COUNTS_SIZE, dtype=np.int64)
-        self.spill_requests = 0
+        self._spill_requests = np.zeros(1, dtype=np.int64)
 
-    def advance(self, slot: int) -> int:
-        if self.current is None or slot > self.current:
-            row = slot % self.n_slots
-            if self.slot_ids[row] not in (slot, NO_SLOT):
-                self.spill_blocks += self.blocks[row]
-                self.spill_tokens += self.tokens[row]
-                self.spill_counts += self.counts[row]
-                self.spill_requests += int(self.requests[row])
-        return super().advance(slot)
+    def spill_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.spill_blocks, self.spill_tokens, self.spill_counts, self._spill_requests
+
+    @property
+    def spill_requests(self) -> int:
+        return int(self._spill_requests[0])
 
 
 @dataclass(frozen=True, eq=False)

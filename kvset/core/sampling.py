@@ -56,6 +56,7 @@ from kvset.core.feed_args import (
 )
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID
+from kvset.core.ring_kernel import ring_arrays
 from kvset.core.sampling_counts import NO_BANDS, CountBands, PlainTallies
 from kvset.core.sampling_curve import EstimatedCounts, estimated_count, post_stratified_curve
 from kvset.core.sampling_rates import (
@@ -73,8 +74,8 @@ from kvset.core.sampling_rates import (
     rate_limit,
     seed_salt,
 )
-from kvset.core.sampling_state import MIN_TRACKED, SampleState, fixed_weights, ring_arrays
-from kvset.core.slots import SlotRing, SlotSeries, TimeSlotViews, consecutive_window_curves
+from kvset.core.sampling_state import MIN_TRACKED, SampleState, fixed_weights
+from kvset.core.slots import NO_SLOT, SlotRing, SlotSeries, TimeSlotViews, consecutive_window_curves
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -132,7 +133,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
         capacity = max(1, min(initial_tracked, self.sample_size or initial_tracked))
         self._s = SampleState(capacity)
         self._s.meta[SK.S_HORIZON] = self.horizon
-        self._s.meta[SK.S_FINE_CURRENT] = self._s.meta[SK.S_COARSE_CURRENT] = SK.NO_SLOT
+        self._s.meta[SK.S_FINE_CURRENT] = self._s.meta[SK.S_COARSE_CURRENT] = NO_SLOT
         self._s.meta[SK.S_SIZE_LIMIT] = self.sample_size or 0
         n_fine = len(FINE_GRID.capacities(self.horizon))
         # raw all-time tallies, post-stratified when a curve is read
@@ -363,7 +364,7 @@ class SampledAnalyzer(EstimatedCounts, TimeSlotViews):
             else:
                 break
         for ring, at in ((fine, SK.S_FINE_CURRENT), (self.coarse, SK.S_COARSE_CURRENT)):
-            ring.current = None if s.meta[at] == SK.NO_SLOT else int(s.meta[at])
+            ring.current = None if s.meta[at] == NO_SLOT else int(s.meta[at])
         self.requests = int(s.meta[SK.S_REQUESTS])
         self.late_accesses += int(s.meta[SK.S_LATE]) - late_before
 

@@ -41,6 +41,7 @@ from kvset.core import intrinsics as IN
 from kvset.core import kernel_layout as KL
 from kvset.core.kernel_types import Int
 from kvset.core.log_grid import FINE_GRID, WINDOW_GRID, bucket_of
+from kvset.core.ring_kernel import ring_add
 from kvset.core.sampling_filter import (
     count_position_bands,
     first_at_or_after,
@@ -80,7 +81,6 @@ S_WEIGHT = 18  # weighted tracked accesses so far: W of the next tracked access 
 S_EVIDENCE = 19  # re-accesses of blocks kept at every position, while the heads are boosted
 S_MOVED = 20  # those at a position band of another rate than the access before
 META_SIZE = 21
-NO_SLOT = np.iinfo(np.int64).min
 WEIGHT_ONE = 1 << 16  # fixed point of the weights: room for 1e14 accesses in an int64
 
 STOP_DONE = KL.STOP_DONE
@@ -104,49 +104,6 @@ SCALE = 1 << 16  # fixed point of the time-slot rings (int64): weighted counts t
 # the all-time histograms' grid and the windowed ones', as compile-time constants
 FINE_EXACT_BITS, FINE_OCTAVE_BITS = FINE_GRID
 GRID_EXACT_BITS, GRID_OCTAVE_BITS = WINDOW_GRID
-
-
-@njit(inline="always")
-def _ring_add(
-    ring: tuple[np.ndarray, ...],
-    slot: Int,
-    bucket_blocks: np.ndarray,
-    bucket_tokens: np.ndarray,
-    token_planes: bool,
-    counts: np.ndarray,
-    meta: np.ndarray,
-    current_at: Int,
-    first_req: Int,
-    starts: np.ndarray,
-    x: Int,
-) -> None:
-    """SlotRing.advance then SlotRing.add, for the kernel: `slot` becomes the ring's newest (a row
-    whose slot id is not the slot is cleared first) unless it is older, then the run's tallies are
-    added to the newest row. ring = (blocks, tokens, counts, requests, slot_ids). Without token
-    planes the ring's tokens are left unwritten (SampledAnalyzer fills them from the blocks). Loops
-    by unsigned index, not slices: a slice's reference counts are atomic updates (see
-    sampling_filter.gather_segment), and the rows were 4 % of the kernel's time."""
-    blocks, tokens, ring_counts, requests, ids = ring
-    current = meta[current_at]
-    fresh = False
-    if current == NO_SLOT or slot > current:
-        row = slot % ids.shape[0]
-        if ids[row] != slot:
-            fresh = True
-            requests[row] = 0
-            ids[row] = slot
-        current = slot
-        meta[current_at] = slot
-    row = np.uint64(current % ids.shape[0])
-    keep = 0 if fresh else 1  # a row taken over is written once, not cleared and then added to
-    for q in range(bucket_blocks.shape[0]):
-        blocks[row, np.uint64(q)] = keep * blocks[row, np.uint64(q)] + bucket_blocks[np.uint64(q)]
-    if token_planes:
-        for q in range(bucket_tokens.shape[0]):
-            tokens[row, np.uint64(q)] = keep * tokens[row, np.uint64(q)] + bucket_tokens[np.uint64(q)]
-    for q in range(counts.shape[0]):
-        ring_counts[row, np.uint64(q)] = keep * ring_counts[row, np.uint64(q)] + counts[np.uint64(q)]
-    requests[row] += np.searchsorted(starts, x, side="left") - first_req
 
 
 @njit(nogil=True, cache=True)
@@ -227,6 +184,8 @@ def sampled_feed_kernel(
     nstarts = starts.shape[0]
     g0 = meta[S_INDEX] - start  # full-stream index of access x: g0 + x
     ring = np.empty((nbands, 2), dtype=np.float64)
+    none = np.zeros(0, dtype=np.int64)
+    no_spill = (none, none, none, none)  # the sampled analyzer's rings drop what they lose
     # hot state in locals, written back once on the way out
     now = meta[S_NOW]
     live = meta[S_LIVE]
@@ -455,10 +414,14 @@ def sampled_feed_kernel(
         if reason != STOP_DONE:
             break  # the caller makes room and calls again: the run goes on in the same scratch
         # the run is over (the slot ends, or the batch): its tallies go to the rings
-        first_req = np.searchsorted(starts, meta[S_RUN_START], side="left")
-        meta[S_REQUESTS] += np.searchsorted(starts, x, side="left") - first_req
-        _ring_add(
+        begun = np.searchsorted(starts, x, side="left") - np.searchsorted(
+            starts, meta[S_RUN_START], side="left"
+        )
+        meta[S_REQUESTS] += begun
+        coarse_slot = np.int64(np.floor(tslot * slot_width / coarse_width))
+        ring_add(
             fine,
+            no_spill,
             tslot,
             bucket_blocks,
             bucket_tokens,
@@ -466,22 +429,19 @@ def sampled_feed_kernel(
             counts,
             meta,
             S_FINE_CURRENT,
-            first_req,
-            starts,
-            x,
+            begun,
         )
-        _ring_add(
+        ring_add(
             coarse,
-            np.int64(np.floor(tslot * slot_width / coarse_width)),
+            no_spill,
+            coarse_slot,
             bucket_blocks,
             bucket_tokens,
             token_planes,
             counts,
             meta,
             S_COARSE_CURRENT,
-            first_req,
-            starts,
-            x,
+            begun,
         )
         for q in range(bucket_blocks.shape[0]):
             bucket_blocks[np.uint64(q)] = 0

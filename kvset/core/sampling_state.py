@@ -10,7 +10,6 @@ from kvset.core import hash_table as HT
 from kvset.core import sampling_kernel as SK
 from kvset.core import sampling_slots as SS
 from kvset.core.feed_args import no_hugepage_advice
-from kvset.core.slots import SlotRing
 
 MIN_TRACKED = 1 << 14  # blocks the arrays start with: growing from 1k to 16k was 8 ms of a 65 ms run
 
@@ -61,8 +60,3 @@ class SampleState:
 def fixed_weights(weights: np.ndarray) -> np.ndarray:
     """Weights in the kernel's fixed point (weight 1 = WEIGHT_ONE)."""
     return np.round(weights * SK.WEIGHT_ONE).astype(np.int64)
-
-
-def ring_arrays(ring: SlotRing) -> tuple[np.ndarray, ...]:
-    """A SlotRing's arrays, which the kernel adds each slot's tallies to (sampling_kernel._ring_add)."""
-    return ring.blocks, ring.tokens, ring.counts, ring.requests, ring.slot_ids

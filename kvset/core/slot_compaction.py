@@ -1,5 +1,5 @@
-"""Renumbering the exact kernel's access slots: in place when they run out (compact_slots, or
-compact_by_table once runs have moved blocks), or into larger state when the analyzer grows it."""
+"""Renumbering the exact kernel's access slots: in place when they run out (compact: from the first
+free slot on, or the whole table at once), or into larger state when the analyzer grows it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from kvset.core.hash_table import EMPTY, table_find
 from kvset.core.intrinsics import popcount
 from kvset.core.kernel_layout import M_COMPACTIONS, M_NOW, M_OLDEST
 from kvset.core.kernel_types import Int
-from kvset.core.live_slots import live_build, live_test
+from kvset.core.live_slots import live_build, live_test, lowest_bit
 
 
 @njit(inline="always")
@@ -22,14 +22,64 @@ def _compacted(live: np.ndarray, fen: np.ndarray, meta: np.ndarray, tracked: Int
     meta[M_COMPACTIONS] += 1
 
 
+# compact() looks the blocks above the first free slot up one by one (a cache miss each) while
+# they are fewer than the table's cells and the slots over LOOKUP_COST: else compact_by_table
+LOOKUP_COST = 8
+
+
+@njit(nogil=True, cache=True)
+def compact(
+    table: np.ndarray,
+    mask: Int,
+    slot_keys: np.ndarray,
+    live: np.ndarray,
+    fen: np.ndarray,
+    meta: np.ndarray,
+    tracked: Int,
+) -> None:
+    """Renumber live slots to 0..tracked-1 in recency order and rebuild the Fenwick tree.
+
+    The slots below the first free one are live and keep their numbers, and so do their blocks'
+    table entries (a run leaves a stale entry only at a freed slot below the block's live one). On
+    a re-read prefix that is most of the stack: what was re-read since the last compaction lies
+    near the top, above blocks no request reads again. So only the blocks above it move, each
+    found in the table by its key, while they are few (compact_slots); else every cell of the table
+    is renumbered in one pass (compact_by_table)."""
+    now = meta[M_NOW]
+    first = first_free(live, now)
+    if LOOKUP_COST * (tracked - first) < mask + 1 + now:
+        compact_slots(table, mask, slot_keys, live, fen, meta, first)
+    else:
+        compact_by_table(table, mask, slot_keys, live, fen, meta)
+
+
+@njit(inline="always")
+def first_free(live: np.ndarray, now: Int) -> Int:
+    """The lowest free slot (now if none is free below it)."""
+    full = np.uint64(0xFFFFFFFFFFFFFFFF)
+    w = 0
+    while (w << 6) < now and live[w] == full:
+        w += 1
+    if (w << 6) >= now:
+        return now
+    return min(now, (w << 6) + lowest_bit(~live[w]))
+
+
 @njit(nogil=True, cache=True)
 def compact_slots(
-    table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
+    table: np.ndarray,
+    mask: Int,
+    slot_keys: np.ndarray,
+    live: np.ndarray,
+    fen: np.ndarray,
+    meta: np.ndarray,
+    first: Int,
 ) -> None:
-    """Renumber live slots to 0..tracked-1 in recency order and rebuild the Fenwick tree."""
+    """Renumber the live slots from `first` on (every slot below it live) to first, first+1, ...,
+    each block's table entry found by its key."""
     now = meta[M_NOW]
-    j = 0
-    for s in range(meta[M_OLDEST], now):
+    j = first
+    for s in range(max(first, meta[M_OLDEST]), now):  # none live below the oldest
         if live_test(live, s):
             key = slot_keys[s]
             slot_keys[j] = key
@@ -43,7 +93,8 @@ def compact_slots(
 def compact_by_table(
     table: np.ndarray, mask: Int, slot_keys: np.ndarray, live: np.ndarray, fen: np.ndarray, meta: np.ndarray
 ) -> None:
-    """compact_slots for state that runs have moved blocks in (the table may say a freed slot).
+    """All live slots renumbered, the table in one pass (state that runs have moved blocks in: the
+    table may say a freed slot).
 
     Instead of one hash lookup per tracked block (a cache miss each), three sequential passes:
     freed slots that a run moved on are made to say their block's live slot directly (from the

@@ -16,6 +16,8 @@ import numpy as np
 from kvset.core import kernel_layout as KL
 from kvset.core.curve import HitRateCurve
 
+NO_SLOT = KL.NO_SLOT
+
 
 class SlotRing:
     """Histograms and counters per time slot, for the last `n_slots` slots of `width` seconds."""
@@ -27,36 +29,14 @@ class SlotRing:
         self.tokens = np.zeros((n_slots, n_buckets), dtype=np.int64)
         self.counts = np.zeros((n_slots, KL.COUNTS_SIZE), dtype=np.int64)
         self.requests = np.zeros(n_slots, dtype=np.int64)
-        self.slot_ids = np.full(n_slots, np.iinfo(np.int64).min, dtype=np.int64)
+        self.slot_ids = np.full(n_slots, NO_SLOT, dtype=np.int64)
         self.current: int | None = None  # absolute index of the newest slot
+        # The kernels add each slot's tallies as it ends (ring_kernel.ring_add). Rows are taken over
+        # lazily, when a newer slot first writes to them: readers check the slot ids, so a jump
+        # over many empty slots costs nothing.
 
     def slot_of(self, t: float) -> int:
         return math.floor(t / self.width)
-
-    def advance(self, slot: int) -> int:
-        """Make `slot` the current slot and return its row.
-
-        Rows are cleared lazily, when a slot first writes to them: a row whose slot id is not the
-        slot is stale, and readers check the ids, so a jump over many empty slots costs nothing.
-        """
-        if self.current is None or slot > self.current:
-            row = slot % self.n_slots
-            if self.slot_ids[row] != slot:
-                self.blocks[row] = 0
-                self.tokens[row] = 0
-                self.counts[row] = 0
-                self.requests[row] = 0
-                self.slot_ids[row] = slot
-            self.current = slot
-        return self.current % self.n_slots
-
-    def add(
-        self, row: int, blocks: np.ndarray, tokens: np.ndarray, counts: np.ndarray, requests: int
-    ) -> None:
-        self.blocks[row] += blocks
-        self.tokens[row] += tokens
-        self.counts[row] += counts
-        self.requests[row] += requests
 
     def rows_between(self, first_slot: int, last_slot: int) -> np.ndarray:
         """Rows holding slots in [first_slot, last_slot]."""

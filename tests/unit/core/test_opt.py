@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from benchmarks.prefix_trace import make_prefix_trace
 from kvset.core.analyzer import Analyzer
-from kvset.core.naive import naive_min_curve, reverse_within_requests, simulate_min
+from kvset.core.naive import naive_min_curve, naive_min_distances, reverse_within_requests, simulate_min
 from kvset.core.opt import opt_histogram
 from kvset.formats.traces import read_trace
 from tests.support.paths import MOONCAKE_TRACE
@@ -82,6 +82,16 @@ def test_heap_replay_agrees_with_the_brute_force(trace):
     for capacity in range(0, len(set(listed)) + 2):
         brute = np.array(brute_min_hits(listed, capacity) if capacity else [False] * len(listed), dtype=bool)
         assert simulate_min(listed, capacity, tokens.tolist()) == (int(brute.sum()), int(tokens[brute].sum()))
+
+
+@given(small_traces())
+def test_the_explicit_priority_stack_gives_every_access_the_distance_min_hits_it_at(trace):
+    """naive_min_distances, the reference of the tests below, against MIN by its definition."""
+    keys, _ = trace
+    listed = keys.tolist()
+    d = np.array(naive_min_distances(listed))
+    for capacity in range(1, len(set(listed)) + 2):
+        assert ((d >= 1) & (d <= capacity)).tolist() == brute_min_hits(listed, capacity), f"C={capacity}"
 
 
 @st.composite
@@ -235,3 +245,22 @@ def test_the_benchmarks_real_trace_shape_equals_the_heap_replay(order):
     caps = np.unique(np.round(np.geomspace(1, len(set(ordered)) + 1, 24)).astype(int))
     for capacity, (hits, _) in naive_min_curve(ordered, caps).items():
         assert c.hits(capacity) == hits, f"C={capacity}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 3),
+    st.sampled_from([40, 90, 150]),
+    st.sampled_from([0.0, 0.005, 0.03]),
+)
+def test_long_re_read_prefixes_give_every_access_the_explicit_stacks_distance(
+    seed, conversations, turn, stray
+):
+    """Contexts of hundreds of blocks re-read in order: runs that cross many chunks of the stack
+    (64 keys each), taken with the top alone or the top and the depth above the block as records,
+    ended by stray re-reads, cut-back contexts and the other conversations' turns."""
+    rng = np.random.default_rng(seed)
+    keys, _ = conversations_trace(rng, conversations, 8, turn, stray, 80)
+    h = opt_histogram(keys, return_distances=True)
+    assert h.distances.tolist() == naive_min_distances(keys.tolist())
