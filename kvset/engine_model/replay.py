@@ -38,7 +38,8 @@ L mod B steps more. An answer ends anywhere in its last block, so that is unifor
 is taken to finish that share of the way to its next output block after its last stored block (the
 way measured in event batches: the median gap between the output blocks of requests; a step that
 stores nothing publishes no batch, so batches are counted, not steps), or earlier when another
-request's lookup or store holds one of its blocks (the agent's next turn, or its own readmission).
+request's lookup or store holds one of its blocks (the agent's next turn, or its own readmission),
+or in the step before a request that waited is admitted (vLLM admits it once room is made: `_room_made`).
 The replay runs `delay_batches` behind the stream, so that these are known in time. At each lookup it gives
 every prompt block its free-queue distance D: the block is a hit in a pool of C blocks iff the
 prefix up to it has D <= C. A finished request hands its blocks to the analyzer as one request (in
