@@ -38,7 +38,8 @@ L mod B steps more. An answer ends anywhere in its last block, so that is unifor
 is taken to finish that share of the way to its next output block after its last stored block (the
 way measured in event batches: the median gap between the output blocks of requests; a step that
 stores nothing publishes no batch, so batches are counted, not steps), or earlier when another
-request's lookup or store holds one of its blocks (the agent's next turn, or its own readmission).
+request's lookup or store holds one of its blocks (the agent's next turn, or its own readmission),
+or in the step before a request that waited is admitted (vLLM admits it once room is made: `_room_made`).
 The replay runs `delay_batches` behind the stream, so that these are known in time. At each lookup it gives
 every prompt block its free-queue distance D: the block is a hit in a pool of C blocks iff the
 prefix up to it has D <= C. A finished request hands its blocks to the analyzer as one request (in
@@ -128,6 +129,9 @@ class RequestReplay(FinishedOutputs):
         self._finished_sets: dict[int, set[int]] = {}
         self._finished_blocks = 0  # blocks in _finished_keys
         self._running: dict[int, OpenRequest] = {}  # admitted in the replay, not yet finished
+        self._waiting: dict[int, int] = {}  # batch -> lookups in it that the engine did not admit
+        self._finished_in = -1  # the last replayed batch at whose end a request finished
+        self._replayed = -1  # the last replayed batch
         self._next_id = 0
         self._init_outputs()
         self._out_groups: list[tuple[int, np.ndarray, np.ndarray, float]] = []  # (group, keys, tokens, time)
@@ -261,6 +265,8 @@ class RequestReplay(FinishedOutputs):
 
     def _drop(self, last: int, report: Report) -> None:
         self.counts.not_admitted += report.count
+        if report.batch >= self._replayed:  # (read when the replay reaches the next batch)
+            self._waiting[report.batch] = self._waiting.get(report.batch, 0) + report.count
         self.counts.not_admitted_blocks += report.count * len(report.keys)
         self._dropped.pop(last, None)
         self._dropped[last] = report
@@ -277,6 +283,8 @@ class RequestReplay(FinishedOutputs):
                 return None
             # two requests with one cached prefix looked up in different steps: not a re-report
             self.counts.not_admitted -= 1
+            if report.batch in self._waiting:
+                self._waiting[report.batch] -= 1
             self.counts.not_admitted_blocks -= len(report.keys)
             self.counts.recovered += 1
         self.counts.admitted += 1
@@ -372,11 +380,14 @@ class RequestReplay(FinishedOutputs):
         self._reports.clear()
         self._dropped.clear()
         self._tails.clear()
+        self._waiting.clear()
 
     # ----------------------------------------------------------------- the replay (delayed)
     def _replay_upto(self, last: int) -> None:
         while self._items and next(iter(self._items)) <= last:
             batch, items = self._items.popitem(last=False)
+            self._room_made(batch, items)
+            self._replayed = batch
             stepped = False  # the window groups' blocks of the last step are freed (GroupCopies.step)
             for op, request, index in items:
                 if op != "F" and not stepped:  # after the finishes of the last step ("F" come first)
@@ -398,6 +409,27 @@ class RequestReplay(FinishedOutputs):
                     self.counts.finished_by_lag += 1
                     self._finish(request, batch)
             self._ts.pop(batch - 1, None)
+            self._waiting.pop(batch - 1, None)
+
+    def _room_made(self, batch: int, items: list[tuple[str, OpenRequest, int]]) -> None:
+        """A lookup the engine did not admit in the last batch, and an admission in this one: vLLM's
+        scheduler admits a waiting request only once room is made (a free sequence slot, enough free
+        blocks), and a request that finishes makes it in the step before (update_from_output frees it
+        before the next schedule). When the replay finished nobody then, the request most likely to
+        have ended does: the running one longest past its last store that stores nothing since (its
+        answer ends uniformly in its last block, so the longer it ran, the likelier). Without the
+        hit reports of full mode no lookup is seen to wait, and nothing changes."""
+        if (
+            self._waiting.get(batch - 1, 0) <= 0
+            or self._finished_in >= batch - 1
+            or not any(op == "Q" for op, _, _ in items)
+            or any(op == "F" for op, _, _ in items)
+        ):
+            return
+        ended = [r for r in self._running.values() if 0 <= r.last_store < batch]
+        if ended:
+            self.counts.finished_by_evidence += 1
+            self._finish(min(ended, key=lambda r: r.last_store), batch - 1)
 
     def _distances(self, pos: np.ndarray, pinned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(distance, distance ignoring the pinned blocks) from free-queue positions."""
@@ -467,6 +499,7 @@ class RequestReplay(FinishedOutputs):
 
     def _finish(self, request: OpenRequest, batch: int) -> None:
         request.released = True
+        self._finished_in = max(self._finished_in, batch)
         self._running.pop(request.id, None)
         self._requests.pop(request.id, None)
         if request.held:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kvset.engine_model.kv_groups import KvGroup
 from kvset.engine_model.records import CAUSE_FIRST_TIME, INFINITE
 from kvset.engine_model.replay import RequestReplay
 from tests.support.vllm_engine_sim import SimEngine, agentic_requests
@@ -189,3 +190,38 @@ def test_the_replay_predicts_a_fake_engines_own_hit_rate(usable):
     # readmissions told apart from new requests (one preempted again before it stored a block looks
     # like a waiting one: none of its tokens counts either way)
     assert abs(e.replay.counts.readmissions - engine.readmissions) <= max(1, engine.readmissions // 10)
+
+
+def _prefix_distances_after(waited: bool) -> np.ndarray:
+    """A later lookup's distances of a shared prefix whose window copies a request W freed a step after
+    its admission, while another request A was answering; `waited`: W's lookup was reported a step
+    before its admission too (vLLM did not admit it then)."""
+    e = Engine()
+    e.replay.add_group(KvGroup(1, "sliding_window", 33, 16))  # 2 blocks before the hit point
+    e.batch(([1, 2], None))  # the shared prefix, computed once
+    e.idle(40)
+    e.batch(([10, 11], None))  # A's prompt ...
+    e.batch(([12], 11), dt=0.016)  # ... and its answer: A stays up to 15 steps more
+    if waited:
+        e.batch(([1, 2], None))  # W looked up, not admitted
+    else:
+        e.batch()
+    e.batch(([1, 2], None), ([3, 4, 5], 2))  # W admitted: its window leaves 1, 2, 3 behind
+    e.idle(40)
+    e.batch(([1, 2], None), ([6], 2))  # Z looks the prefix up again
+    e.idle(40)
+    e.replay.flush()
+    z = e.replay.take_model()[-1][0]
+    assert z[2] == INFINITE  # (6 is new)
+    return z[:2]
+
+
+def test_a_waiting_request_admitted_means_a_running_one_finished_in_the_step_before():
+    """vLLM's scheduler admits a request that waited only once room is made, and a request that
+    finishes makes it at the end of the step before (update_from_output). So the answering A ended
+    before the waiting W's admission: A's blocks are older in the free queue than W's window copies
+    of the shared prefix (freed a step after W's admission, remove_skipped_blocks), and a later
+    lookup finds those 5 releases nearer the newest end (A's 3 blocks, and the 2 copies its window
+    still held: the first fell behind it at A's answer) than when nothing says that A ended (W
+    admitted at its first lookup: A stays its estimated time)."""
+    assert (_prefix_distances_after(False) - _prefix_distances_after(True)).tolist() == [5, 5]
