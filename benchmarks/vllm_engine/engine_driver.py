@@ -82,6 +82,7 @@ def build_scheduler(args, model_dir: str):
         FullAttentionSpec,
         KVCacheConfig,
         KVCacheGroupSpec,
+        MambaSpec,
         SlidingWindowSpec,
     )
     from vllm.v1.structured_output import StructuredOutputManager
@@ -133,9 +134,22 @@ def build_scheduler(args, model_dir: str):
     )
     # What the GPU worker would report after profiling: the pool size, one full-attention group; with
     # --sliding-window a hybrid model's: layer 0 full attention, layer 1 a sliding window of that many
-    # tokens, two groups in one pool (vLLM's HybridKVCacheCoordinator).
+    # tokens, two groups in one pool (vLLM's HybridKVCacheCoordinator); with --mamba layer 1 is a Mamba
+    # layer instead, one state block per cached position, in "align" mode (the only one vLLM 0.33 allows
+    # with prefix caching: MambaManager asserts it).
     full = FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=2, head_size=64, dtype=torch.float16)
-    if args.sliding_window:
+    if getattr(args, "mamba", False):
+        state = MambaSpec(
+            block_size=BLOCK_SIZE,
+            shapes=((2, 64), (4, 32)),
+            dtypes=(torch.float16, torch.float16),
+            mamba_cache_mode="align",
+        )
+        groups = [
+            KVCacheGroupSpec(["model.layers.0.self_attn.attn"], full),
+            KVCacheGroupSpec(["model.layers.1.mixer"], state),
+        ]
+    elif args.sliding_window:
         window = SlidingWindowSpec(
             block_size=BLOCK_SIZE,
             num_kv_heads=2,
@@ -458,6 +472,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--sliding-window", type=int, default=0, help="a hybrid model: a second group, this window (tokens)"
     )
+    p.add_argument(
+        "--mamba", action="store_true", help="a hybrid model: a second group of Mamba state (align mode)"
+    )
     p.add_argument("--events-port", type=int, default=0, help="publish KV events (0: a dry run)")
     p.add_argument("--replay-port", type=int, default=0)
     p.add_argument("--metrics-port", type=int, default=0)
@@ -596,6 +613,7 @@ def main(argv=None) -> int:
             "max_num_seqs": args.max_num_seqs,
             "max_num_batched_tokens": args.max_num_batched_tokens,
             "sliding_window": args.sliding_window or None,
+            "mamba": args.mamba,
             "batches_published": published[0],
             "subscribed": subscribed,
             "workload_seconds": round(t_workload, 2),

@@ -166,7 +166,9 @@ def driver_cmd(args, pool: int, mode: str) -> list[str]:
         str(args.max_num_batched_tokens),
         "--sliding-window",
         str(args.sliding_window),
-    ] + (["--tenants", args.tenants] if getattr(args, "tenants", "") else [])
+    ] + (["--tenants", args.tenants] if getattr(args, "tenants", "") else []) + (
+        ["--mamba"] if getattr(args, "mamba", False) else []
+    )
 
 
 def read_json_line(proc, key: str, timeout: float) -> dict:
@@ -200,6 +202,7 @@ def run_key(args, pool: int) -> str:
         "" if args.max_num_batched_tokens == DEFAULT_BATCHED_TOKENS else f"-b{args.max_num_batched_tokens}"
     )
     window = f"-w{args.sliding_window}" if args.sliding_window else ""
+    window += "-mamba" if getattr(args, "mamba", False) else ""
     tenants = f"-t{zlib.crc32(args.tenants.encode()):08x}" if getattr(args, "tenants", "") else ""
     return f"p{pool}-r{args.requests}-a{args.agents}-s{args.seed}{budget}{window}{tenants}"
 
@@ -595,6 +598,11 @@ def main(argv=None) -> int:
         type=int,
         default=0,
         help="a hybrid model: a full-attention group and a sliding-window group of this many tokens (default 0: none)",
+    )
+    p.add_argument(
+        "--mamba",
+        action="store_true",
+        help="a hybrid model: a full-attention group and a Mamba state group (align mode)",
     )
     p.add_argument(
         "--steps-per-second", type=float, default=1000.0, help="engine pace (default 1000; 0: unpaced)"
