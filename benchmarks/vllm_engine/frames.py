@@ -15,6 +15,7 @@ they came off the wire, untouched.
 
     python frames.py summary FILE     # messages, sequence range, events and blocks by type
     python frames.py classify FILE    # stores split by the resident set: hit reports, new, duplicates
+    python frames.py groups FILE      # per KV cache group: kinds, hashes per store, removals
 
 Needs only the standard library (msgspec for `summary` and `classify`, which both venvs have).
 """
@@ -148,10 +149,63 @@ def classify(path) -> dict:
     return dict(c)
 
 
+def groups(path) -> dict:
+    """Per KV cache group (group_idx): what its BlockStored and BlockRemoved events carry.
+
+    For a hybrid run: the kinds a group's stores name, hashes per store, token ids per stored hash
+    (a Mamba group in align mode stores the state of a range's last block only, but its token_ids
+    cover the whole range), lookups' hit reports (parent null, every hash resident), and how many of
+    the group's stored hashes the group 0 also stored.
+    """
+    import msgspec
+
+    dec = msgspec.msgpack.Decoder()
+    resident: dict = {}
+    stored_ever: dict = {}
+    c: dict = {}
+    for _t, frames in read(path):
+        _ts, events, _rank = dec.decode(frames[2])
+        for ev in events:
+            kind = ev.get("type")
+            g = ev.get("group_idx")
+            hashes = ev.get("block_hashes") or []
+            s = c.setdefault(g, Counter())
+            res = resident.setdefault(g, set())
+            if kind == "BlockRemoved":
+                s["removed_events"] += 1
+                s["removed_blocks"] += len(hashes)
+                s["removed_not_resident"] += sum(h not in res for h in hashes)
+                res.difference_update(hashes)
+            elif kind == "BlockStored":
+                s["stored_events"] += 1
+                s["stored_blocks"] += len(hashes)
+                s[f"kind {ev.get('kv_cache_spec_kind')}"] += 1
+                s[f"hashes per store {min(len(hashes), 3)}{'+' if len(hashes) >= 3 else ''}"] += 1
+                tokens = len(ev.get("token_ids") or ())
+                s["token_ids"] += tokens
+                if hashes and tokens != len(hashes) * (ev.get("block_size") or 0):
+                    s["stores_with_tokens_not_hashes_x_block_size"] += 1
+                if (ev.get("block_size") or 0) < 16:
+                    s["stores_block_size_under_16"] += 1
+                if hashes and ev.get("parent_block_hash") is None and all(h in res for h in hashes):
+                    s["hit_report_events"] += 1
+                    s["hit_report_blocks"] += len(hashes)
+                res.update(hashes)
+                stored_ever.setdefault(g, set()).update(hashes)
+    out = {}
+    for g, s in sorted(c.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        s["resident_at_end"] = len(resident[g])
+        s["distinct_stored"] = len(stored_ever.get(g, ()))
+        if g not in (0, None):
+            s["distinct_stored_also_in_group_0"] = len(stored_ever.get(g, set()) & stored_ever.get(0, set()))
+        out[str(g)] = dict(s)
+    return out
+
+
 if __name__ == "__main__":
     import json
 
-    commands = {"summary": summary, "classify": classify}
+    commands = {"summary": summary, "classify": classify, "groups": groups}
     if len(sys.argv) != 3 or sys.argv[1] not in commands:
-        sys.exit("usage: python frames.py summary|classify FILE.zmqframes.gz")
+        sys.exit("usage: python frames.py summary|classify|groups FILE.zmqframes.gz")
     print(json.dumps(commands[sys.argv[1]](sys.argv[2]), indent=1))

@@ -149,25 +149,27 @@ class MetricsScraper(threading.Thread):
 
 
 def driver_cmd(args, pool: int, mode: str) -> list[str]:
-    return [
-        sys.executable,
-        str(HERE / "engine_driver.py"),
-        "--pool-blocks",
-        str(pool),
-        "--mode",
-        mode,
-        "--requests",
-        str(args.requests),
-        "--agents",
-        str(args.agents),
-        "--seed",
-        str(args.seed),
-        "--max-num-batched-tokens",
-        str(args.max_num_batched_tokens),
-        "--sliding-window",
-        str(args.sliding_window),
-    ] + (["--tenants", args.tenants] if getattr(args, "tenants", "") else []) + (
-        ["--mamba"] if getattr(args, "mamba", False) else []
+    return (
+        [
+            sys.executable,
+            str(HERE / "engine_driver.py"),
+            "--pool-blocks",
+            str(pool),
+            "--mode",
+            mode,
+            "--requests",
+            str(args.requests),
+            "--agents",
+            str(args.agents),
+            "--seed",
+            str(args.seed),
+            "--max-num-batched-tokens",
+            str(args.max_num_batched_tokens),
+            "--sliding-window",
+            str(args.sliding_window),
+        ]
+        + (["--tenants", args.tenants] if getattr(args, "tenants", "") else [])
+        + (["--mamba"] if getattr(args, "mamba", False) else [])
     )
 
 
