@@ -68,7 +68,6 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         self._frames = AnsiFrames()
         self._picture_of: tuple[Hashable, str | Text] | None = None  # (what it was drawn from, picture)
         self._drawn: str | Text | None = None  # the picture last handed to the screen
-        self._strips_of: tuple[Hashable, list[Strip]] | None = None  # (what they show, the frame's lines)
         self._line_strips = LineStrips()
 
     def render_key(self, snapshot: Snapshot | None, view: ViewState) -> Hashable:
@@ -145,18 +144,10 @@ class HitRateCurvePlot(SnapshotView, PlotextPlot):
         """The plot's lines as strips at the plot's size, each line made once while it stays the same
         (from one frame to the next most of them do; making all of them was most of the UI's CPU)."""
         picture = self._drawn = self._picture()
-        key = (picture, self.size, self.visual_style)
-        if self._strips_of is not None and self._strips_of[0] == key:
-            return self._strips_of[1]
-        width, style = self.size.width, self.visual_style
+        (w, h), style = self.size, self.visual_style  # its own size: the curve is not measured
         if not isinstance(picture, str):  # a note: drawn whole, as Textual draws a widget
-            strips = Visual.to_strips(self, visualize(self, picture), width, self.size.height, style)
-        else:
-            strips = self._line_strips.frame(
-                self, self._frames.lines(picture)[: self.size.height], width, style
-            )
-        self._strips_of = (key, strips)
-        return strips
+            return Visual.to_strips(self, visualize(self, picture), w, h, style)
+        return self._line_strips.frame(self, self._frames.lines(picture)[:h], w, style)
 
     def _picture(self) -> str | Text:
         """The plot as plotext draws it (ANSI text), or a note instead of it; drawn once per data and size."""
