@@ -291,7 +291,8 @@ class KvEventTracker:
                 blocks.remove(keys)
                 if counted:
                     publisher.replay.removed(keys)
-                    publisher.radix.removed(keys)
+                    if (radix := publisher.radix_feed()) is not None:
+                        radix.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
@@ -312,8 +313,8 @@ class KvEventTracker:
                 fed = publisher.fed()
                 if publisher.pages in fed:
                     publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
-                if publisher.radix in fed:
-                    publisher.radix.stored(keys, tokens, parent, size)
+                if (radix := publisher.radix_feed()) is not None:
+                    radix.stored(keys, tokens, parent, size)
                 if publisher.replay in fed:
                     publisher.replay.stored(keys, tokens, parent, cached)
 
@@ -366,13 +367,15 @@ class KvEventTracker:
             if flushing:
                 replay.flush()
                 publisher.pages.flush()
-                publisher.radix.flush()
+                if (radix := publisher.radix_feed()) is not None:
+                    radix.flush()
                 publisher.flushed = True
             # Accesses wait while the shape is undecided; then one grouping's are kept, the others'
             # (the same pages) are let go.
             shape = publisher.shape.shape(final=final or flushing)
             if shape is None:
                 continue
+            publisher.settle()
             grouped = publisher.grouping()
             for grouping in (replay, publisher.pages, publisher.radix):
                 if grouping is not grouped:
