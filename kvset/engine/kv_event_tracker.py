@@ -363,7 +363,10 @@ class KvEventTracker:
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
-            flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.replaying))
+            # A gap's replay defers the finish to its end (what it brings back comes before what was
+            # held); a probe of the quiet stream's tail does not: what it may bring comes after the
+            # last batch anyway, and the stream's last requests waited the probe's second more.
+            flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.filling_gap))
             if flushing:
                 replay.flush()
                 publisher.pages.flush()
