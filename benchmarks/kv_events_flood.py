@@ -5,8 +5,9 @@ one, so every batch that arrives reveals a gap; its replay (ROUTER) socket accep
 never answers. `kvset serve --events ... --replay-endpoint ... --listen 127.0.0.1:0` runs in a
 child process; /metrics is scraped every 0.25 s and the child's RSS read from /proc. Printed: the
 longest time kvset_accesses_total stood still while batches were arriving (and after the publisher
-stopped, until every block delivered was counted or counted as shed: kvset_batches_shed_total), the
-accesses counted and shed against the blocks delivered, the largest RSS and the machine's load.
+stopped, until every block delivered was counted or counted as shed: kvset_batches_shed_total), and
+the longest at the start, in the run and at the end; the accesses counted and shed against the
+blocks delivered, the largest RSS and the machine's load.
 
     .venv/bin/python -m benchmarks.kv_events_flood [--seconds 40] [--rate 100] [--blocks 10000]
         [--replay-timeout 1] [--no-gaps]
@@ -48,6 +49,27 @@ def _scrape(url: str) -> tuple[float, float] | None:
     m = re.search(r"^kvset_accesses_total (\S+)$", text, re.M)
     shed = re.search(r"^kvset_batches_shed_total\{[^}]*\} (\S+)$", text, re.M)
     return (float(m.group(1)), float(shed.group(1)) if shed else 0.0) if m else None
+
+
+def _stalls(
+    samples: list[tuple[float, float, float, float]], blocks: int, delivered: int, seconds: float
+) -> dict[str, list[float]]:
+    """How long kvset_accesses_total stood still while some delivered block was neither counted nor
+    shed, from the first scrape showing a value to the first showing another (or the last scrape),
+    by where it ended: at the first count ("start"), after the publisher stopped ("end"), or between
+    ("run")."""
+    stalls: dict[str, list[float]] = {"start": [0.0], "run": [0.0], "end": [0.0]}
+    since, last, waiting = 0.0, -1.0, False
+    for t, acc, shed, _ in samples:
+        if acc != last:
+            if waiting:
+                phase = "start" if last <= 0 else "end" if t > seconds else "run"
+                stalls[phase].append(t - since)
+            last, since = acc, t
+        waiting = acc + shed * blocks < delivered  # standing still with accesses to count
+    if waiting:
+        stalls["end"].append(samples[-1][0] - since)
+    return stalls
 
 
 class Publisher:
@@ -140,12 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         serve.terminate()
         serve.wait(timeout=20)
         pub.close()
-    longest, since, last = 0.0, 0.0, -1.0
-    for t, acc, shed, _ in samples:
-        if acc != last:
-            last, since = acc, t
-        elif acc + shed * args.blocks < pub.delivered_blocks:  # standing still with accesses to count
-            longest = max(longest, t - since)
+    stalls = _stalls(samples, args.blocks, pub.delivered_blocks, args.seconds)
+    longest = max(max(seen) for seen in stalls.values())
     counted = max(a for _, a, _, _ in samples)
     shed = max(s for _, _, s, _ in samples)
     print(
@@ -156,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  longest stall of kvset_accesses_total: {longest:.1f} s "
         f"(stated wait for a replay: {args.replay_timeout:g} s; scrapes every 0.25 s)"
+    )
+    print(
+        "  longest at the start, in the run, at the end: "
+        + ", ".join(f"{max(stalls[phase]):.1f} s" for phase in ("start", "run", "end"))
+        + " (from the first scrape showing a value to the first showing another)"
     )
     print(
         f"  accesses counted {counted:,.0f} of {pub.delivered_blocks:,} delivered; "

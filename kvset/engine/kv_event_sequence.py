@@ -204,6 +204,11 @@ class KvEventSequence:
         return self._replay is not None
 
     @property
+    def filling_gap(self) -> bool:
+        """Whether a replay of a gap is pending (not a probe of a quiet stream's tail)."""
+        return self._replay is not None and self._replay.stop is not None
+
+    @property
     def deadline(self) -> float | None:
         """When the pending replay is given up (monotonic seconds), or None."""
         return None if self._replay is None else self._replay.deadline

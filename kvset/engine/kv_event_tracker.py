@@ -291,7 +291,8 @@ class KvEventTracker:
                 blocks.remove(keys)
                 if counted:
                     publisher.replay.removed(keys)
-                    publisher.radix.removed(keys)
+                    if (radix := publisher.radix_feed()) is not None:
+                        radix.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
@@ -312,8 +313,8 @@ class KvEventTracker:
                 fed = publisher.fed()
                 if publisher.pages in fed:
                     publisher.pages.stored(keys, tokens, parent, not self.hits_reported, size)
-                if publisher.radix in fed:
-                    publisher.radix.stored(keys, tokens, parent, size)
+                if (radix := publisher.radix_feed()) is not None:
+                    radix.stored(keys, tokens, parent, size)
                 if publisher.replay in fed:
                     publisher.replay.stored(keys, tokens, parent, cached)
 
@@ -362,17 +363,22 @@ class KvEventTracker:
         for publisher in self.publishers:
             replay = publisher.replay
             quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
-            flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.replaying))
+            # A gap's replay defers the finish to its end (what it brings back comes before what was
+            # held); a probe of the quiet stream's tail does not: what it may bring comes after the
+            # last batch anyway, and the stream's last requests waited the probe's second more.
+            flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.filling_gap))
             if flushing:
                 replay.flush()
                 publisher.pages.flush()
-                publisher.radix.flush()
+                if (radix := publisher.radix_feed()) is not None:
+                    radix.flush()
                 publisher.flushed = True
             # Accesses wait while the shape is undecided; then one grouping's are kept, the others'
             # (the same pages) are let go.
             shape = publisher.shape.shape(final=final or flushing)
             if shape is None:
                 continue
+            publisher.settle()
             grouped = publisher.grouping()
             for grouping in (replay, publisher.pages, publisher.radix):
                 if grouping is not grouped:

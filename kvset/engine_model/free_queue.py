@@ -19,6 +19,9 @@ forgotten, oldest release first, and handed back so that the caller can tell the
 pinned count, change nothing), PIN (a request holds the block: taken out of the queue if it was
 there), RELEASE (a holder lets go: at zero holders the block joins the queue as its newest
 release). Positions come from a Fenwick tree over release slots; keys from an open-addressing table.
+Slot numbers and the tree's counts are int32: a slot array holds at most twice the live releases
+and those of one run (an engine model's horizon is 2^19 blocks), and int32 makes a flood's table
+and slots 8 MiB smaller (17 bytes a cell, 12 a slot, instead of 21 and 16).
 """
 
 from __future__ import annotations
@@ -198,14 +201,14 @@ class FreeQueue:
         self.horizon = int(horizon)
         self._sc = np.zeros(5, dtype=np.int64)
         self._table(_MIN_TABLE)
-        self._fen = np.zeros(_MIN_SLOTS + 1, dtype=np.int64)
+        self._fen = np.zeros(_MIN_SLOTS + 1, dtype=np.int32)
         self._slot_key = np.zeros(_MIN_SLOTS, dtype=np.uint64)
 
     def _table(self, capacity: int) -> None:
         self._tkeys = np.zeros(capacity, dtype=np.uint64)
         self._used = np.zeros(capacity, dtype=np.uint8)
         self._ref = np.zeros(capacity, dtype=np.int32)
-        self._slot = np.full(capacity, -1, dtype=np.int64)
+        self._slot = np.full(capacity, -1, dtype=np.int32)
 
     @property
     def pinned(self) -> int:
@@ -233,7 +236,7 @@ class FreeQueue:
             _reinsert(self._tkeys, self._used, self._ref, self._slot, *old)
         if sc[_NEXT] + releases > len(self._slot_key):
             size = max(_MIN_SLOTS, 2 * (int(sc[_LIVE]) + releases))
-            fen = np.zeros(size + 1, dtype=np.int64)
+            fen = np.zeros(size + 1, dtype=np.int32)
             slot_key = np.zeros(size, dtype=np.uint64)
             _compact(self._tkeys, self._used, self._slot, self._fen, self._slot_key, sc, fen, slot_key)
             self._fen, self._slot_key = fen, slot_key

@@ -203,13 +203,22 @@ class KvEventsSource(Source):
             while not stop.is_set():
                 now = self.clock.monotonic()
                 quiet = self._quiet_at()
+                deadline = self.tracker.replay_deadline
                 self._wait(self._wait_for(now, next_tick, quiet))
                 self._decode_round()
                 for index, step in self.tracker.tick(self.clock.monotonic(), self.clock.wall()):
                     self._carry_out(self._streams[index], [step])
                 now = self.clock.monotonic()
                 fell_quiet = quiet is not None and now >= quiet
-                if now >= next_tick or fell_quiet or self.tracker.pending >= self.flush_accesses:
+                # a replay that ended (answered, given up) released what it held: counted now, not
+                # up to a tick later
+                replay_ended = deadline is not None and self.tracker.replay_deadline != deadline
+                if (
+                    now >= next_tick
+                    or fell_quiet
+                    or replay_ended
+                    or self.tracker.pending >= self.flush_accesses
+                ):
                     yield self._update()
                     next_tick = self.clock.monotonic() + self.idle_tick
                     if quiet is not None and fell_quiet:
@@ -223,7 +232,8 @@ class KvEventsSource(Source):
         """When the next publisher with requests still open has been quiet for the tracker's quiet
         seconds (monotonic; None: none). The tracker finishes its requests at the update after that:
         it is made then, not at the next tick, so the last requests of a stream count that much
-        sooner. Each such moment once (a replay still waited for defers the finish to its own end)."""
+        sooner. Each such moment once (a gap's replay still waited for defers the finish to its end,
+        which makes an update of its own)."""
         due = [
             p.last_batch_now + self.tracker.quiet_seconds + _QUIET_MARGIN_S
             for p in self.tracker.publishers

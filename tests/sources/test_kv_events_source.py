@@ -212,6 +212,31 @@ def test_replay_that_never_answers_times_out(fake: FakeVllmPublisher) -> None:
         assert run.keys == [1, 3, 4, 5, 6]
 
 
+def test_a_replay_given_up_makes_an_update_at_once_not_at_the_next_tick(fake: FakeVllmPublisher) -> None:
+    """What a replay held is counted as soon as the replay ends (issue 25): with ticks a minute apart,
+    the update saying the gap was lost comes at the replay's deadline."""
+    fake.replay_silent = True
+    source = KvEventsSource(
+        [fake.endpoint],
+        [fake.replay_endpoint],
+        idle_tick=60.0,
+        quiet_seconds=60.0,
+        tail_probe_seconds=60.0,
+        replay_timeout=0.2,
+    )
+    with running(source, fake) as run:
+        run.wait_for(lambda r: r.updates >= 1)  # the first update comes at once
+        fake.publish([fake.stored([1])])
+        fake.publish([fake.stored([2])], deliver=False)
+        fake.publish([fake.stored([3])])
+        run.wait_for(
+            lambda r: dict(r.health.details).get("sequence gaps", "").endswith("1 lost"), timeout=20.0
+        )
+        assert dict(run.health.counts)["backlog_batches"] == 0  # the held batch was accepted
+        run.stop.set()
+        fake.publish([fake.stored([4])])  # wakes the source, which then sees its stop
+
+
 def test_gap_without_replay_endpoint_is_lost(fake: FakeVllmPublisher) -> None:
     with running(source_for(fake, replay=False), fake) as run:
         fake.publish([fake.stored([1])])

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from kvset.engine.stream_shape import REQUEST_STEPS
+from kvset.engine.stream_shape import RADIX_INSERTS, REQUEST_STEPS
 from kvset.sources import kv_events
 from kvset.sources.kv_event_warm_up import load_compiled_code
 from kvset.sources.kv_events import KvEventsSource
@@ -18,7 +18,7 @@ from tests.support.vllm_publisher import FakeVllmPublisher
 
 
 def test_the_warm_up_runs_the_tracker_and_the_engine_model_whole_growth_included() -> None:
-    tracker = load_compiled_code()
+    tracker, sglang = load_compiled_code()
     publisher = tracker.publishers[0]
     assert not tracker.rejects  # every event decoded
     assert publisher.shape.decided == REQUEST_STEPS
@@ -26,6 +26,10 @@ def test_the_warm_up_runs_the_tracker_and_the_engine_model_whole_growth_included
     assert (counts.requests, counts.reports, counts.admitted) == (2, 1, 1)  # the lookup was replayed
     queue = publisher.replay.queue
     assert len(queue._tkeys) > 1024 and len(queue._slot_key) > 1024  # grown past the first tables
+    # SGLang's radix replay, which a vLLM stream no longer feeds while its shape is undecided
+    radix = sglang.publishers[0]
+    assert not sglang.rejects and radix.shape.decided == RADIX_INSERTS
+    assert radix.radix.counts.requests == 2 and len(radix.radix.queue._tkeys) > 1024
 
 
 def test_the_source_loads_it_after_opening_its_sockets_and_before_its_first_message(monkeypatch) -> None:

@@ -5,16 +5,19 @@ block owners without end; what is forgotten is counted and said. The tables agai
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from kvset.engine import kv_event_publisher
 from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine.resident_set import ResidentBlocks
-from kvset.engine.stream_shape import MIN_STORES, REQUEST_STEPS
+from kvset.engine.stream_shape import MIN_STORES, RADIX_INSERTS, REQUEST_STEPS
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.u64_map import U64Map
 from kvset.rejects import RejectCounter
-from tests.support.kv_values import message, stored
+from tests.support.kv_values import message, removed, stored
+from tests.support.sglang_fixtures import consume, messages
 
 
 def keys(*values: int) -> np.ndarray:
@@ -98,3 +101,44 @@ def test_once_the_shape_is_decided_the_other_shapes_groupings_let_go_of_their_ta
     assert len(publisher.radix.chains) == 0
     assert publisher.radix.queue.nbytes == fresh.queue.nbytes
     assert len(publisher.replay.chain) >= (MIN_STORES + 2) * blocks  # the chosen grouping's links kept
+
+
+def test_while_the_shape_is_undecided_sglangs_radix_replay_is_not_fed() -> None:
+    """A vLLM stream's first stores went to SGLang's radix replay as well (20 ms a 10,000-block store,
+    most of a flood's CPU before its first figure); they are held for it, and dropped once the shape is
+    another, so it never runs on them."""
+    tracker = KvEventTracker(["tcp://x"], [None], RejectCounter())
+    publisher = tracker.publishers[0]
+    for n in range(MIN_STORES + 2):
+        store = stored(list(range(1 + n * 100, 1 + (n + 1) * 100)))
+        tracker.published(0, message(n, [store]), now=float(n), at=float(n))
+        if n == MIN_STORES - 2:
+            assert publisher.shape.decided is None
+            held = publisher.radix_held
+            assert held is not None and len(held.calls) == 2 * (MIN_STORES - 1)  # a batch, a store each
+            assert len(publisher.radix.chains) == 0 and publisher.radix.counts.inserts == 0
+    assert publisher.shape.decided == REQUEST_STEPS and publisher.radix_held is None
+    assert len(publisher.radix.chains) == 0 and publisher.radix.counts.inserts == 0
+
+
+def test_a_stream_that_stays_undecided_holds_a_bounded_number_of_calls(monkeypatch) -> None:
+    """Removals alone never decide a shape: past the bound the held calls are made and the replay is
+    fed as events come."""
+    monkeypatch.setattr(kv_event_publisher, "RADIX_HELD_CALLS", 8)
+    tracker = KvEventTracker(["tcp://x"], [None], RejectCounter())
+    for n in range(20):
+        tracker.published(0, message(n, [removed([n])]), now=float(n), at=float(n))
+    publisher = tracker.publishers[0]
+    assert publisher.shape.decided is None and publisher.radix_held is None
+
+
+@pytest.mark.parametrize("name", ["coalesced", "per-page"])
+def test_sglangs_figures_are_the_same_whether_its_first_inserts_were_held_or_fed(monkeypatch, name) -> None:
+    held = consume(messages(name))
+    monkeypatch.setattr(kv_event_publisher, "RADIX_HELD_CALLS", 3)  # fed from the second batch on
+    fed = consume(messages(name))
+    assert (
+        held.tracker.publishers[0].shape.decided == fed.tracker.publishers[0].shape.decided == RADIX_INSERTS
+    )
+    assert held.accesses == fed.accesses > 0
+    assert held.model.counts == fed.model.counts

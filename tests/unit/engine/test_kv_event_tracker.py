@@ -297,3 +297,23 @@ def test_a_message_without_its_payload_is_rejected_and_its_number_shows_as_a_gap
     assert {r.reason: r.count for r in t.rejects.summary()} == {
         "message: not 3 frames (topic, seq, payload)": 1
     }
+
+
+def test_a_quiet_streams_last_requests_finish_while_its_tail_is_probed_not_while_a_gap_is() -> None:
+    """A quiet stream's tail is probed (a batch lost at its very end leaves no gap); its last requests
+    are finished at the quiet second all the same, not the probe's wait later (issue 25: a flood's last
+    figures stood still 2 s). A gap's replay still defers them: what it brings back comes first."""
+    t = tracker(replay="tcp://127.0.0.1:5558")
+    t.published(0, message(0, [stored([1, 2, 3])]), now=10.0, at=100.0)
+    probe = t.tick(now=10.0 + t.quiet_seconds, at=100.0 + t.quiet_seconds)
+    assert [type(step) for _, step in probe] == [AskReplay] and t.publishers[0].sequence.replaying
+    batch = t.take(at=100.0 + t.quiet_seconds).accesses
+    assert batch is not None and batch.keys.tolist() == [1, 2, 3]
+
+    gap = tracker(replay="tcp://127.0.0.1:5558")
+    gap.published(0, message(0, [stored([1, 2, 3])]), now=10.0, at=100.0)
+    gap.published(0, message(2, [stored([5])]), now=10.0, at=100.0)  # seq 1 missing: asked for
+    assert gap.take(at=100.0 + gap.quiet_seconds).accesses is None
+    gap.tick(now=10.0 + 5.0, at=105.0)  # the replay is given up; the held batch is accepted
+    batch = gap.take(at=100.0 + gap.quiet_seconds + 5.0).accesses
+    assert batch is not None and batch.keys.tolist() == [1, 2, 3, 5]

@@ -124,3 +124,16 @@ def test_a_full_horizon_with_pinned_blocks_on_top_keeps_its_table_size():
     assert len(fq._tkeys) == table == 2 * horizon
     pos, pinned, _ = fq.run(np.full(2, QUERY, np.int8), np.array([horizon - 1, horizon], dtype=np.uint64))
     assert pos.tolist() == [1, PINNED] and pinned.tolist() == [pins, pins]
+
+
+def test_a_full_horizon_takes_under_sixty_bytes_a_queued_block() -> None:
+    """Slot numbers and Fenwick counts in int32: a flood's queue of 524,288 blocks is 29 MiB, not 37
+    (issue 25's RSS). The positions stay right past the int16 range of slots."""
+    horizon = 1 << 16
+    fq = FreeQueue(horizon=horizon)
+    released = np.arange(horizon, dtype=np.uint64)
+    fq.run(np.full(horizon, PIN, np.int8), released)
+    fq.run(np.full(horizon, RELEASE, np.int8), released)
+    assert fq.nbytes < 60 * horizon
+    pos, _, _ = fq.run(np.full(2, QUERY, np.int8), np.array([horizon - 1, 0], dtype=np.uint64))
+    assert pos.tolist() == [1, horizon]  # the newest release first, the oldest last
