@@ -233,10 +233,12 @@ def merge_slots(
     new: npt.NDArray[np.bool_],
     a_complete: bool,
     horizon: int,
+    keep_firsts: bool = True,
 ) -> PartialSlots:
     """The slots of A's accesses then B's. distance: what merging resolved of B's firsts (see
     _resolve_in_slots; 0: not found), first_tokens their tokens, new: those that stay firsts, which
-    follow A's when A's firsts are all its blocks, up to the horizon (as PartialStack.firsts)."""
+    follow A's when A's firsts are all its blocks, up to the horizon (as PartialStack.firsts); not
+    kept at a merge tree's root, which keeps no firsts."""
     newest = a.fine.current
     b_fine = b.first_slots if newest == NO_SLOT else np.maximum(b.first_slots, newest)
     fine, coarse = merge_rings(a.fine, b.fine), merge_rings(a.coarse, b.coarse)
@@ -258,7 +260,10 @@ def merge_slots(
     if len(a.on_time_slots) and len(on_slots) and on_slots[0] == a.on_time_slots[-1]:  # A's newest, continued
         counts[len(a.on_time) - 1] += counts[len(a.on_time)]
         slots, counts = np.delete(slots, len(a.on_time)), np.delete(counts, len(a.on_time))
-    firsts = np.concatenate([a.first_slots, b_fine[new]])[:horizon] if a_complete else a.first_slots
+    if not keep_firsts:
+        firsts = np.zeros(0, dtype=np.int64)
+    else:
+        firsts = np.concatenate([a.first_slots, b_fine[new]])[:horizon] if a_complete else a.first_slots
     return PartialSlots(fine, coarse, firsts, slots, counts, late)
 
 

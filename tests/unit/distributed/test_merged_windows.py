@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from kvset.core import kernel_layout as KL
 from kvset.core.analyzer import Analyzer
-from kvset.core.partial_stack import PartitionAnalyzer, empty_stack, merge
+from kvset.core.partial_stack import PartitionAnalyzer, empty_stack
 from kvset.core.partial_stack import array_batch as batch_of
+from kvset.core.partial_stack_merge import as_root, merge
 from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.distributed.result import MergedAnalysis
 from kvset.units import DEFAULT_UNITS
@@ -103,9 +104,11 @@ def test_merged_windows_equal_one_process_windows(trace, horizon, order, seed):
         _partition(keys, tokens, ts, lo, hi, horizon, batch_cuts, starts, order)
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
     ]
-    merged = MergedAnalysis(
-        merge_in_random_tree(parts, merge, np.random.default_rng(seed)), order, DEFAULT_UNITS
+    # as the driver merges: the root keeps no stack or firsts (nor their slots)
+    root = merge_in_random_tree(
+        parts, merge, np.random.default_rng(seed), lambda a, b: merge(a, b, root=True)
     )
+    merged = MergedAnalysis(as_root(root), order, DEFAULT_UNITS)
     # nothing forgotten at the horizon: the split of the misses is exact too (else as in the all-time
     # histogram, kvset.core.partial_stack)
     split_exact = whole.forgotten_blocks == 0
