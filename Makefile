@@ -61,10 +61,10 @@ bench-large: $(STAMP)
 	$(PY) -m benchmarks.large
 
 # The distributed analysis (kvset analyze --workers) on bench-large's 80M-access trace, read without gzip
-# (about 6 GB more in benchmarks/data/): one process against 1 and 2 Dask workers, the merge's cost
-# against the horizon and the partitions (about 15 min). Not part of `make test`.
+# (0.7 GB more in benchmarks/data/): one process against 1 and 2 Dask workers (best of 2), the merge's
+# cost against the horizon and the partitions (about 2 min once the trace is made). Not part of `make test`.
 bench-dask: $(STAMP)
-	$(PY) -m benchmarks.distributed
+	$(PY) -m benchmarks.distributed --repeat 2
 
 # A KV-event flood against a replay endpoint that never answers (issue 25): 10,000-block batches at
 # 100 messages/s, every second one left out; the longest stall of kvset_accesses_total, the accesses

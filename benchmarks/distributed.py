@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,8 +62,17 @@ def one_process(path: Path, extra: list[str]) -> dict:
     return {"wall": wall, "cpu": cpu, "peak_rss": rss, "json": json.loads(out), "load": [load, _load()]}
 
 
+def _cpu_here_and_children() -> float:
+    """CPU seconds of this process and of its children that ended (the local cluster's worker
+    processes, reaped when it closes): the whole distributed run's, startup, pickling and comms
+    included, which the workers' own thread times leave out."""
+    here, gone = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return here.ru_utime + here.ru_stime + gone.ru_utime + gone.ru_stime
+
+
 def distributed(path: Path, workers: int, partitions: int, horizon: int, sample: float | None) -> dict:
     load = _load()
+    cpu0 = _cpu_here_and_children()
     t0 = time.perf_counter()
     result = analyze_distributed(
         [str(path)],
@@ -71,22 +81,39 @@ def distributed(path: Path, workers: int, partitions: int, horizon: int, sample:
         partitions,
         progress=False,
     )
-    wall = time.perf_counter() - t0
     computed = result.analyzer.computed  # type: ignore[attr-defined]
     parts, merges = computed["partitions"], computed["merges"]
     report = snapshot_json(
         analysis_snapshot(result, SnapshotConfig(command=ANALYZE))
-    )  # as `kvset analyze --json`
+    )  # as `kvset analyze --json`, which the one-process run's time includes too
+    wall = time.perf_counter() - t0
+    cpu_total = _cpu_here_and_children() - cpu0
     rounds: dict[int, float] = {}
+    round_cpu: dict[int, float] = {}
+    merge_phases: dict[str, float] = {}
     for m in merges:
         rounds[m["round"]] = max(rounds.get(m["round"], 0.0), m["seconds"])
+        round_cpu[m["round"]] = round_cpu.get(m["round"], 0.0) + m["cpu_seconds"]
+        for phase, cpu in m["phases"].items():
+            merge_phases[phase] = merge_phases.get(phase, 0.0) + cpu
+    analyse = sum(p["analyse_cpu_seconds"] for p in parts)
+    state = sum(p["state_cpu_seconds"] for p in parts)
     return {
         "workers": workers,
         "partitions": partitions,
         "horizon": horizon,
         "sample": sample,
         "wall": wall,
+        "cpu_total": cpu_total,
         "worker_cpu": sum(p["cpu_seconds"] for p in parts),
+        # the partitions' thread CPU seconds: reading and parsing, the analyzer, making the state
+        "partition_cpu": {
+            "read and parse": sum(p["cpu_seconds"] for p in parts) - analyse - state,
+            "analyse": analyse,
+            "state": state,
+        },
+        "merge_cpu_by_phase": merge_phases,
+        "merge_cpu_by_round": round_cpu,
         "partition_seconds_max": max(p["seconds"] for p in parts),
         "peak_rss_per_worker_max": max(p["peak_rss_bytes"] for p in parts),
         "state_bytes_max": max(p["state_bytes"] for p in parts),
@@ -156,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         "(on a shared machine, the least disturbed)",
     )
     p.add_argument(
+        "--sixty-four",
+        action="store_true",
+        help="only the one-process run and 2 workers on 64 partitions at the default horizon (the merge's goal)",
+    )
+    p.add_argument(
         "--project", action="store_true", help="only the projection, from the results written last"
     )
     args = p.parse_args(argv)
@@ -198,28 +230,39 @@ def main(argv: list[str] | None = None) -> int:
         extra = (
             f"  merges {run['merge_seconds_sum']:.2f} s ({run['merge_cpu_sum']:.2f} CPU s; critical path "
             f"{run['merge_seconds_critical_path']:.2f} s)  workers' CPU {run['worker_cpu']:.1f} s"
+            f"  all processes' CPU {run['cpu_total']:.1f} s"
             if "merge_seconds_sum" in run
             else f"  CPU {run['cpu']:.1f} s"
         )
         print(
             f"{name:<28} wall {run['wall']:7.1f} s  {trace.accesses / run['wall'] / 1e6:6.2f} M acc/s{extra}"
             f"  identical: {'yes' if not differs else 'histogram ' + ('yes' if run['histogram_identical'] else 'NO') + '; differ: ' + ', '.join(differs)}"
-            f"  load {run['load']}" + (f"  phases {run['phases']}" if "phases" in run else ""),
+            f"  load {run['load']}"
+            + (f"  phases {run['phases']}" if "phases" in run else "")
+            + "".join(
+                f"\n    {k}: " + ", ".join(f"{n} {v:.2f}" for n, v in run[k].items())
+                for k in ("partition_cpu", "merge_cpu_by_phase", "merge_cpu_by_round")
+                if k in run
+            ),
             flush=True,
         )
 
-    tries: dict[str, list[dict]] = {"one process": [], "1 worker": [], "2 workers, 2 partitions": []}
+    c22 = f"2 workers, 64 partitions, C=2^{DEFAULT_HORIZON.bit_length() - 1}"
+    pairs = ((1, 1, "1 worker"), (2, 2, "2 workers, 2 partitions"))
+    if args.sixty_four:
+        pairs = ((2, 64, c22),)
+    tries: dict[str, list[dict]] = {"one process": [], **{name: [] for _, _, name in pairs}}
     for _ in range(max(1, args.repeat)):
         tries["one process"].append(one_process(path, []))
-        tries["1 worker"].append(distributed(path, 1, 1, DEFAULT_HORIZON, None))
-        tries["2 workers, 2 partitions"].append(distributed(path, 2, 2, DEFAULT_HORIZON, None))
+        for workers, partitions, name in pairs:
+            tries[name].append(distributed(path, workers, partitions, DEFAULT_HORIZON, None))
     reference = tries["one process"][0]["json"]
     for name, runs in tries.items():
         best = min(runs, key=lambda r: r["wall"])
         best["walls"] = [round(r["wall"], 2) for r in runs]
         record(name, best, None if name == "one process" else reference)
     # --sample is refused with workers until a sampled run's time windows merge (docs/method.md, section 13)
-    if not args.quick:
+    if not (args.quick or args.sixty_four):
         record("2 workers, 8 partitions", distributed(path, 2, 8, DEFAULT_HORIZON, None), reference)
         for bits in (16, 18, 20, 22):
             horizon = 1 << bits
@@ -229,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                 else one_process(path, ["--horizon", str(horizon)])["json"]
             )
             record(f"2 workers, 64 partitions, C=2^{bits}", distributed(path, 2, 64, horizon, None), ref)
-    if not args.quick:
+    if not (args.quick or args.sixty_four):
         out["projection"] = projection(out)
         for row in out["projection"]:
             print(
@@ -239,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['bytes_moved'] / 1e9:.0f} GB moved",
                 flush=True,
             )
-    written = RESULTS.with_name("distributed-quick.json") if args.quick else RESULTS
+    written = RESULTS
+    if args.quick or args.sixty_four:
+        written = RESULTS.with_name("distributed-quick.json" if args.quick else "distributed-64.json")
     written.parent.mkdir(parents=True, exist_ok=True)
     written.write_text(json.dumps(out, indent=2) + "\n")
     print(f"written to {written}")

@@ -17,7 +17,8 @@ import numpy as np
 
 from kvset.core.feed_args import DEFAULT_HORIZON
 from kvset.core.partial_slots import merge_slots
-from kvset.core.partial_stack import PartialStack, PartitionAnalyzer, array_batch, merge
+from kvset.core.partial_stack import PartialStack, PartitionAnalyzer, array_batch
+from kvset.core.partial_stack_merge import merge
 
 N = 4_000_000
 BATCH = 1 << 16

@@ -36,7 +36,7 @@ COMPILED_MODULES = (
     "core/partial_sample.py",
     "core/partial_sample_merge.py",
     "core/partial_slots.py",
-    "core/partial_stack.py",
+    "core/partial_stack_merge.py",
     "core/sampling_curve.py",
     "core/sampling_filter.py",
     "core/sampling_kernel.py",

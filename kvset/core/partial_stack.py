@@ -17,7 +17,7 @@ found follow A's, both cut at H; histograms add. The merge is associative and or
 ordered tree of them gives the one-process histogram bit for bit: a first at index >= H, or a block
 below position H of A, has a distance above H whatever comes before.
 
-The analyzer's time slots (the windowed curves, the churn and the trends) merge beside the histogram
+The merge and its tree are kvset.core.partial_stack_merge. The analyzer's time slots (the windowed curves, the churn and the trends) merge beside the histogram
 in kvset.core.partial_slots: each first resolved in the merge is resolved in its time slot too.
 
 What is not merged exactly: which misses were first accesses and which re-references beyond the
@@ -35,16 +35,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from kvset.core import fenwick
-from kvset.core import hash_table as HT
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests, timestamps_array, tokens_array
-from kvset.core.intrinsics import popcount
-from kvset.core.kernel_types import Int
-from kvset.core.partial_slots import PartialSlots, SlotMarks, SpillRing, empty_slots, merge_slots, ring_state
+from kvset.core.partial_slots import PartialSlots, SlotMarks, SpillRing, empty_slots, ring_state
 from kvset.types import AccessBatch
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
@@ -83,12 +78,16 @@ class PartialStack:
     t_first: float = float("nan")
     t_last: float = float("nan")
     windows: PartialSlots | None = None  # None: no slots kept (empty_stack gives empty ones)
+    # a merge tree's root keeps no stack or firsts, only their lengths (kvset.core.partial_stack_merge)
+    root_sizes: tuple[int, int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # the driver's notes about the run (its input)
 
     @property
     def distinct(self) -> int:
         """Distinct blocks (exact when complete; H + 1 stands for 'more than H')."""
-        return len(self.firsts) if self.complete else self.horizon + 1
+        if not self.complete:
+            return self.horizon + 1
+        return len(self.firsts) if self.root_sizes is None else self.root_sizes[1]
 
     # what the reports read off an analyzer (kvset.core.analyzer.Analyzer's names)
     @property
@@ -122,7 +121,7 @@ class PartialStack:
     @property
     def tracked_blocks(self) -> int:
         """The blocks one process tracks at the end: its LRU stack, cut at the horizon."""
-        return len(self.stack)
+        return len(self.stack) if self.root_sizes is None else self.root_sizes[0]
 
     @property
     def max_distance(self) -> int:
@@ -306,193 +305,3 @@ def array_batch(
 def _stamps(timestamps: npt.ArrayLike | float) -> np.ndarray | float:
     stamps = np.asarray(timestamps, dtype=np.float64)
     return float(stamps) if stamps.ndim == 0 else stamps
-
-
-# The merge's join of B's firsts with A's stack is radix-partitioned: both sides are scattered by the
-# top bits of their hash into buckets of about BUCKET of A's keys, and each bucket is joined through a
-# hash table that stays in the L2 cache (one table over a whole stack of millions of keys sent every
-# insert and probe to memory: 1.6x the time). The distances then take one pass in B's order, counting
-# A's positions already taken in a bitmap with a Fenwick tree over its superblocks of 512 positions.
-BUCKET = 2048
-SB_SHIFT = 9  # positions per superblock = 2**9
-SB_WORDS = 8
-
-
-@njit(inline="always")
-def _marked_below(marks: Keys, fen: Ints, q: Int) -> Int:  # pragma: no cover - compiled
-    """Marked positions in [0, q)."""
-    w = q >> 6
-    s = fenwick.prefix(fen, (q >> SB_SHIFT) - 1)
-    for k in range(w & ~(SB_WORDS - 1), w):
-        s += popcount(marks[k])
-    if q & 63:
-        s += popcount(marks[w] & ((np.uint64(1) << np.uint64(q & 63)) - np.uint64(1)))
-    return s
-
-
-@njit(inline="always")
-def _scatter(keys: Keys, shift: np.uint64, buckets: int) -> tuple[Ints, Keys, Ints]:  # pragma: no cover
-    """The keys grouped by bucket (the top bits of their hash): bucket starts, keys, their indices."""
-    n = keys.shape[0]
-    start = np.zeros(buckets + 1, dtype=np.int64)
-    hashes = np.empty(n, dtype=np.uint64)
-    for i in range(n):
-        x = HT.mix(keys[i])
-        hashes[i] = x
-        start[np.int64(x >> shift) + 1] += 1
-    for b in range(buckets):
-        start[b + 1] += start[b]
-    fill = start[:buckets].copy()
-    grouped = np.empty(n, dtype=np.uint64)
-    at = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        b = np.int64(hashes[i] >> shift)
-        j = fill[b]
-        grouped[j] = keys[i]
-        at[j] = i
-        fill[b] = j + 1
-    return start, grouped, at
-
-
-@njit(nogil=True, cache=True)
-def _positions_in(stack_a: Keys, firsts_b: Keys, found: Ints) -> None:  # pragma: no cover - compiled
-    """found[i] = the position of firsts_b[i] in stack_a, or -1."""
-    m = stack_a.shape[0]
-    found[:] = -1
-    if m == 0 or firsts_b.shape[0] == 0:
-        return
-    bits = 1
-    while (m >> bits) > BUCKET and bits < 20:
-        bits += 1
-    buckets = 1 << bits
-    shift = np.uint64(64 - bits)
-    sa, ka, qa = _scatter(stack_a, shift, buckets)
-    sb, kb, ib = _scatter(firsts_b, shift, buckets)
-    most = 1
-    for b in range(buckets):
-        while most < 2 * (sa[b + 1] - sa[b]):
-            most <<= 1
-    table = np.empty(2 * most, dtype=np.uint64)
-    for b in range(buckets):
-        count = sa[b + 1] - sa[b]
-        if count == 0 or sb[b + 1] == sb[b]:
-            continue
-        cells = 1
-        while cells < 2 * count:
-            cells <<= 1
-        mask = cells - 1
-        for c in range(cells):
-            table[2 * c + 1] = HT.EMPTY
-        for j in range(sa[b], sa[b + 1]):
-            h = -HT.table_find(table, mask, ka[j]) - 1
-            table[2 * h] = ka[j]
-            table[2 * h + 1] = np.uint64(qa[j])
-        for j in range(sb[b], sb[b + 1]):
-            h = HT.table_find(table, mask, kb[j])
-            if h >= 0:
-                found[ib[j]] = np.int64(table[2 * h + 1])
-
-
-@njit(nogil=True, cache=True)
-def _resolve(
-    stack_a: Keys,
-    firsts_b: Keys,
-    tokens_b: Ints,
-    horizon: int,
-    hist: Ints,
-    distance: Ints,
-    used_a: npt.NDArray[np.bool_],
-) -> tuple[int, int, int]:  # pragma: no cover - compiled
-    """B's firsts against A's stack: distance[i] = d (found at d <= H: a hit, added to hist), -1
-    (found deeper: a miss beyond the horizon) or 0 (not in A's stack); used_a[q] marks A's blocks B
-    touched. Returns the hits' count and tokens, and the largest hit distance."""
-    m = stack_a.shape[0]
-    n = firsts_b.shape[0]
-    found = np.empty(n, dtype=np.int64)
-    _positions_in(stack_a, firsts_b, found)
-    marks = np.zeros((m >> 6) + 1, dtype=np.uint64)
-    fen = np.zeros((m >> SB_SHIFT) + 2, dtype=np.int64)
-    hits = hit_tokens = max_d = 0
-    for i in range(n):
-        q = found[i]
-        if q < 0:
-            distance[i] = 0
-            continue
-        d = i + q + 1 - _marked_below(marks, fen, q)
-        marks[q >> 6] |= np.uint64(1) << np.uint64(q & 63)
-        fenwick.add(fen, q >> SB_SHIFT, 1)
-        used_a[q] = True
-        if d <= horizon:
-            distance[i] = d
-            hist[d, 0] += 1
-            hist[d, 1] += tokens_b[i]
-            hits += 1
-            hit_tokens += tokens_b[i]
-            if d > max_d:
-                max_d = d
-        else:
-            distance[i] = -1
-    return hits, hit_tokens, max_d
-
-
-def merge(a: PartialStack, b: PartialStack) -> PartialStack:
-    """The state of A's accesses followed by B's (A earlier). Associative; not commutative."""
-    if a.horizon != b.horizon:
-        raise ValueError(
-            f"partial stacks of different horizons ({a.horizon:,} and {b.horizon:,}) do not merge"
-        )
-    horizon = a.horizon
-    rows = max(len(a.hist), len(b.hist), min(horizon, len(b.firsts) + len(a.stack)) + 1)
-    hist = np.zeros((rows, 2), dtype=np.int64)
-    hist[: len(a.hist)] += a.hist
-    hist[: len(b.hist)] += b.hist
-    distance = np.zeros(len(b.firsts), dtype=np.int64)
-    used_a = np.zeros(len(a.stack), dtype=np.bool_)
-    hits, hit_tokens, max_d = _resolve(a.stack, b.firsts, b.first_tokens, horizon, hist, distance, used_a)
-    hist = hist[: max(max_d, a.max_distance, b.max_distance) + 1]
-    beyond = distance < 0
-    counts = a.counts + b.counts
-    beyond_tokens = int(b.first_tokens[beyond].sum())
-    counts[P_HITS] += hits
-    counts[P_FIRST_TIME] -= hits + int(beyond.sum())
-    counts[P_FIRST_TIME_TOKENS] -= int(hit_tokens) + beyond_tokens
-    counts[P_BEYOND] += int(beyond.sum())
-    counts[P_BEYOND_TOKENS] += beyond_tokens
-    stack = np.concatenate([b.stack, a.stack[~used_a]])[:horizon] if b.complete else b.stack
-    new = distance == 0
-    if a.complete:
-        firsts = np.concatenate([a.firsts, b.firsts[new]])[:horizon]
-        first_tokens = np.concatenate([a.first_tokens, b.first_tokens[new]])[:horizon]
-    else:
-        firsts, first_tokens = a.firsts, a.first_tokens
-    return PartialStack(
-        horizon=horizon,
-        hist=hist,
-        counts=counts,
-        stack=np.ascontiguousarray(stack),
-        firsts=np.ascontiguousarray(firsts),
-        first_tokens=np.ascontiguousarray(first_tokens),
-        complete=a.complete and b.complete and len(a.firsts) + int(new.sum()) <= horizon,
-        t_first=float(np.fmin(a.t_first, b.t_first)),
-        t_last=float(np.fmax(a.t_last, b.t_last)),
-        windows=_merge_windows(a, b, distance, new),
-    )
-
-
-def _merge_windows(
-    a: PartialStack, b: PartialStack, distance: Ints, new: npt.NDArray[np.bool_]
-) -> PartialSlots | None:
-    if a.windows is None or b.windows is None:
-        return None
-    return merge_slots(a.windows, b.windows, distance, b.first_tokens, new, a.complete, a.horizon)
-
-
-def merge_all(states: list[PartialStack]) -> PartialStack:
-    """The ordered merge of consecutive partitions' states, pairwise in rounds (as a tree reduction)."""
-    if not states:
-        raise ValueError("no partition to merge")
-    while len(states) > 1:
-        states = [
-            merge(*states[i : i + 2]) if i + 1 < len(states) else states[i] for i in range(0, len(states), 2)
-        ]
-    return states[0]

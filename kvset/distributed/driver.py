@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import dask
 from distributed import Client, KilledWorker, LocalCluster, as_completed
 
-from kvset.core import partial_stack
+from kvset.core import partial_stack_merge
 from kvset.core.partial_stack import PartialStack
 from kvset.distributed.partitions import PartitionError, plan_partitions
 from kvset.distributed.result import distributed_result
@@ -55,7 +55,7 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     quiet: dict[str, object] = (
         {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     )
-    with dask.config.set(quiet):
+    with dask.config.set({**quiet, **_worker_environ()}):
         local = LocalCluster(
             n_workers=cluster.workers or 1,
             threads_per_worker=1,
@@ -70,23 +70,42 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     return Client(local), local
 
 
-def _merge_core(a: Any, b: Any) -> Any:
+def _worker_environ() -> dict[str, object]:
+    """Dask's environment for its worker processes without MALLOC_TRIM_THRESHOLD_: set, it also fixes
+    glibc's mmap threshold at 128 kB, so every array of a batch above it is mapped afresh and its
+    pages faulted in (the partitions' analysis took 25 % more CPU seconds, `make bench-dask`)."""
+    key = "distributed.nanny.pre-spawn-environ"
+    environ = {k: v for k, v in dask.config.get(key, {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    return {key: environ}
+
+
+def _merge_core(a: Any, b: Any, root: bool, laps: dict[str, float]) -> Any:
     if isinstance(a, PartialStack):
-        return partial_stack.merge(a, b)
+        return partial_stack_merge.merge(a, b, root=root, laps=laps)
     from kvset.core import partial_sample_merge
 
     return partial_sample_merge.merge(a, b)
 
 
-def merge_states(a: Any, b: Any) -> Any:
-    """One merge of the tree, on a worker: the core merge, the partitions' extras carried along (in
-    order) with the time the merge took and its round."""
+def merge_states(a: Any, b: Any, root: bool = False) -> Any:
+    """One merge of the tree, on a worker: the core merge (root: the tree's last, whose state keeps no
+    stack), the partitions' extras carried along (in order) with the time the merge took (CPU seconds
+    by phase too) and its round."""
     t0, cpu0 = time.perf_counter(), time.thread_time()
-    merged = _merge_core(a, b)
+    laps: dict[str, float] = {}
+    merged = _merge_core(a, b, root, laps)
     level = 1 + max(a.extra.get("round", 0), b.extra.get("round", 0))
     merges = [*a.extra.get("merges", []), *b.extra.get("merges", [])]
     took, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
-    merges.append({"round": level, "seconds": took, "cpu_seconds": cpu, "bytes_in": a.nbytes() + b.nbytes()})
+    merges.append(
+        {
+            "round": level,
+            "seconds": took,
+            "cpu_seconds": cpu,
+            "bytes_in": a.nbytes() + b.nbytes(),
+            "phases": laps,
+        }
+    )
     extra = {"parts": _parts(a) + _parts(b), "round": level, "merges": merges}
     return replace(merged, extra=extra)
 
@@ -129,8 +148,9 @@ def _rounds(p: int) -> int:
 
 
 def _submit_tree(client: Client, leaves: list[Any]) -> tuple[list[Any], dict[str, tuple[int, list[str]]]]:
-    """The ordered tree of merges over the leaves' futures, pairs of neighbours round after round: the
-    merges' futures, and per merge's key its round and its inputs' keys (released once it is done)."""
+    """The ordered tree of merges over the leaves' futures, pairs of neighbours round after round (the
+    last one the root): the merges' futures, and per merge's key its round and its inputs' keys
+    (released once it is done)."""
     merges: list[Any] = []
     inputs: dict[str, tuple[int, list[str]]] = {}
     level, round_no = list(leaves), 0
@@ -140,7 +160,8 @@ def _submit_tree(client: Client, leaves: list[Any]) -> tuple[list[Any], dict[str
         for i in range(0, len(level), 2):
             if i + 1 < len(level):
                 a, b = level[i], level[i + 1]
-                f = client.submit(merge_states, a, b, key=f"kvset-merge-r{round_no}-{i // 2}")
+                root = len(level) == 2
+                f = client.submit(merge_states, a, b, root, key=f"kvset-merge-r{round_no}-{i // 2}")
                 inputs[str(f.key)] = (round_no, [str(a.key), str(b.key)])
                 merges.append(f)
                 nxt.append(f)
@@ -178,8 +199,10 @@ def analyze_distributed(
         phases = {"cluster": time.perf_counter() - t0}
         n_workers = len(client.nthreads()) or 1
         parts, cut = plan_partitions(inputs, partitions or n_workers)
-        futures = [
-            client.submit(analyze_partition, p, config, key=f"kvset-partition-{p.index}", pure=False)
+        futures = [  # one partition is the root itself
+            client.submit(
+                analyze_partition, p, config, len(parts) == 1, key=f"kvset-partition-{p.index}", pure=False
+            )
             for p in parts
         ]
         if time_order and len(parts) > 1 and all(p.end is None for p in parts):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvset.core.partial_stack import PartialStack, PartitionAnalyzer, empty_stack
+from kvset.core.partial_stack_merge import as_root
 from kvset.distributed.partitions import Partition, PartitionError, open_partition
 from kvset.formats.byte_input import TraceError
 from kvset.formats.stream import NeedsWholeTrace, TraceStream
@@ -61,22 +62,27 @@ def _analyzer(config: ReadConfig, units: StreamUnits) -> Any:
     return PartitionAnalyzer(config.horizon, config.order, units)
 
 
-def analyze_partition(part: Partition, config: ReadConfig) -> Any:
+def analyze_partition(part: Partition, config: ReadConfig, root: bool = False) -> Any:
     """The partition's partial state (a PartialStack, or a PartialSample with a sample rate); its
     `extra` says what was read (lines, requests, rejections, notes, the format and units it settled on
-    its first requests, as one process settles them on the file's), in how long, and the worker's
-    peak memory. The analyzer is made with the first batch: the stream's units are settled by then."""
+    its first requests, as one process settles them on the file's), in how long (this thread's CPU
+    seconds in all, in the analyzer, and making the state: the rest is reading and parsing), and the
+    worker's peak memory. The analyzer is made with the first batch: the stream's units are settled by
+    then. root: the only partition, read as the whole analysis (no stack kept: partial_stack_merge)."""
     t0, cpu0 = time.perf_counter(), time.thread_time()
     reader, size = open_partition(part)
     partition = None
+    analyse = 0.0
     with reader:
         stream = _stream(part, config, reader)
         try:
             for batch in stream:
+                started = time.thread_time()
                 if partition is None:
                     assert stream.units is not None
                     partition = _analyzer(config, stream.units)
                 partition.feed_batch(batch)
+                analyse += time.thread_time() - started
         except NeedsWholeTrace as why:
             raise PartitionError(
                 f"{part.describe()}: {why}: this input cannot be analysed in partitions (run without workers)"
@@ -85,7 +91,11 @@ def analyze_partition(part: Partition, config: ReadConfig) -> Any:
             # a partition without any request is an empty state (the driver refuses input without any)
             if config.strict or stream.requests:
                 raise PartitionError(f"{part.describe()}: {e}") from None
+        started = time.thread_time()
         state = partition.state() if partition is not None else _empty(config)
+        if root and isinstance(state, PartialStack):
+            state = as_root(state)
+        made = time.thread_time() - started
     extra = {
         "partition": part.describe(),
         "bytes": size,
@@ -98,6 +108,8 @@ def analyze_partition(part: Partition, config: ReadConfig) -> Any:
         "units": stream.units if stream.requests else None,
         "seconds": time.perf_counter() - t0,
         "cpu_seconds": time.thread_time() - cpu0,  # this thread's: the read, the parse and the analysis
+        "analyse_cpu_seconds": analyse,
+        "state_cpu_seconds": made,
         "peak_rss_bytes": _peak_rss_bytes(),
         "state_bytes": state.nbytes(),
     }

@@ -29,8 +29,8 @@ def compile_analysis() -> None:
     from kvset.core.opt import opt_histogram
     from kvset.core.partial_sample import partial_sample
     from kvset.core.partial_sample_merge import merge as merge_samples
-    from kvset.core.partial_stack import merge as merge_stacks
     from kvset.core.partial_stack import partial_stack
+    from kvset.core.partial_stack_merge import merge as merge_stacks
     from kvset.core.pool_replay import PoolTrace
     from kvset.core.stack_distance import Sampling, new_analyzer
     from kvset.engine.resident_set import U64Set

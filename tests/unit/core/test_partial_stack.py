@@ -14,9 +14,9 @@ from kvset.core.partial_stack import (
     P_HITS,
     P_REQUESTS,
     empty_stack,
-    merge,
     partial_stack,
 )
+from kvset.core.partial_stack_merge import as_root, merge, merge_all
 from tests.support.merge_tree import merge_in_random_tree
 
 
@@ -138,3 +138,50 @@ def test_large_states_merge_through_many_buckets():
         c, m = whole.curve(), merged.curve()
         assert len(merged.stack) > min(horizon, 4 * 2048) and np.array_equal(m.block_hits, c.block_hits)
         assert np.array_equal(m.token_hits, c.token_hits)
+
+
+def _same_but_the_stack(root, kept):
+    """A root state (no stack or firsts kept) against the state of the same merges keeping them."""
+    assert root.root_sizes is not None and kept.root_sizes is None
+    assert len(root.stack) == len(root.firsts) == len(root.first_tokens) == len(root.windows.first_slots) == 0
+    assert np.array_equal(root.hist, kept.hist) and np.array_equal(root.counts, kept.counts)
+    assert (root.tracked_blocks, root.distinct, root.complete) == (
+        kept.tracked_blocks,
+        kept.distinct,
+        kept.complete,
+    )
+    assert (root.forgotten_blocks, root.max_distance) == (kept.forgotten_blocks, kept.max_distance)
+    assert np.array_equal([root.t_first, root.t_last], [kept.t_first, kept.t_last], equal_nan=True)
+    for ring in ("fine", "coarse"):
+        r, k = getattr(root.windows, ring), getattr(kept.windows, ring)
+        assert r.current == k.current
+        for name in ("blocks", "tokens", "counts", "requests", "ids"):
+            assert np.array_equal(getattr(r, name), getattr(k, name)), (ring, name)
+    w, k = root.windows, kept.windows
+    assert np.array_equal(w.on_time_slots, k.on_time_slots) and np.array_equal(w.on_time, k.on_time)
+    assert w.late == k.late
+
+
+@settings(max_examples=100, deadline=None)
+@given(cut_traces(), st.integers(1, 50), st.integers(0, 2**32 - 1))
+def test_the_root_keeps_no_stack_and_the_same_counts(trace, horizon, seed):
+    """The tree's last merge builds no stack or firsts; what the reports read is the same, and the
+    lengths of the stack and firsts it did not build are the built ones'."""
+    keys, tokens, _, bounds = trace
+    parts = [
+        partial_stack(keys[lo:hi], tokens[lo:hi], horizon, timestamps=np.arange(lo, hi) * 7.0)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, len(parts))) if len(parts) > 1 else 1
+    left = merge_in_random_tree(parts[:k], merge, rng)
+    if k == len(parts):  # one state: the root is that state without its stack
+        _same_but_the_stack(as_root(left), left)
+        return
+    right = merge_in_random_tree(parts[k:], merge, rng)
+    root, kept = merge(left, right, root=True), merge(left, right)
+    _same_but_the_stack(root, kept)
+    _same_but_the_stack(merge_all(parts, root=True), merge_all(parts))
+    assert as_root(root) is root
+    with pytest.raises(ValueError, match="merges no further"):
+        merge(root, empty_stack(horizon))

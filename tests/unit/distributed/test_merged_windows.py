@@ -1,6 +1,8 @@
 """The time windows of a merged state (the rings the snapshot reads: windowed curves, slot series, trends,
 late accesses) equal one process's, however the timed stream is cut, into partitions and batches."""
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,8 +10,9 @@ from hypothesis import strategies as st
 
 from kvset.core import kernel_layout as KL
 from kvset.core.analyzer import Analyzer
-from kvset.core.partial_stack import PartitionAnalyzer, empty_stack, merge
+from kvset.core.partial_stack import PartitionAnalyzer, empty_stack
 from kvset.core.partial_stack import array_batch as batch_of
+from kvset.core.partial_stack_merge import as_root, merge
 from kvset.core.stack_distance import StackDistanceAnalyzer
 from kvset.distributed.result import MergedAnalysis
 from kvset.units import DEFAULT_UNITS
@@ -99,13 +102,15 @@ def test_merged_windows_equal_one_process_windows(trace, horizon, order, seed):
     whole = Analyzer(horizon=horizon, order=order)
     for a, b in _batches(0, len(keys), batch_cuts):
         whole.feed(keys[a:b], tokens=tokens[a:b], request_starts=_starts_in(starts, a, b), timestamps=ts[a:b])
-    parts = [
-        _partition(keys, tokens, ts, lo, hi, horizon, batch_cuts, starts, order)
+    parts = [  # as Dask moves them between processes: pickled (the rings with only their used rows)
+        pickle.loads(pickle.dumps(_partition(keys, tokens, ts, lo, hi, horizon, batch_cuts, starts, order)))
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
     ]
-    merged = MergedAnalysis(
-        merge_in_random_tree(parts, merge, np.random.default_rng(seed)), order, DEFAULT_UNITS
+    # as the driver merges: the root keeps no stack or firsts (nor their slots)
+    root = merge_in_random_tree(
+        parts, merge, np.random.default_rng(seed), lambda a, b: merge(a, b, root=True)
     )
+    merged = MergedAnalysis(as_root(root), order, DEFAULT_UNITS)
     # nothing forgotten at the horizon: the split of the misses is exact too (else as in the all-time
     # histogram, kvset.core.partial_stack)
     split_exact = whole.forgotten_blocks == 0
@@ -142,6 +147,19 @@ def test_a_later_partition_stamped_before_the_earlier_one_counts_late_in_its_new
     assert m.late_accesses == 2  # stamped at 0 and 1, after slot 102
     s = m.slot_series(3.0)
     assert s.end_slot == 102 and s.accesses.tolist() == [1, 1, 4]
+
+
+def test_a_ring_pickles_with_its_used_rows_only():
+    keys = np.arange(5000, dtype=np.uint64) % 700
+    state = _partition(keys, np.ones(5000, int), np.linspace(0.0, 9.5, 5000), 0, 5000, 1 << 22, {2500})
+    for ring in (state.windows.fine, state.windows.coarse):
+        back = pickle.loads(pickle.dumps(ring))
+        assert (back.width, back.current) == (ring.width, ring.current)
+        for name in ("blocks", "tokens", "counts", "requests", "ids"):
+            got, want = getattr(back, name), getattr(ring, name)
+            assert got.dtype == want.dtype and np.array_equal(got, want), name
+    # 10 of the fine ring's 361 rows used, 1 of the coarse ring's 121
+    assert len(pickle.dumps(state.windows.fine)) < state.windows.fine.nbytes() / 20
 
 
 def test_a_merged_analysis_takes_no_more_accesses():

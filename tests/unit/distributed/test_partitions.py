@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvset.core.partial_stack import merge
+from kvset.core.partial_stack_merge import merge, merge_all
 from kvset.distributed.partitions import Partition, PartitionError, open_partition, plan_partitions
-from kvset.distributed.result import MergedAnalysis, merged_summary
+from kvset.distributed.result import MergedAnalysis, distributed_result, merged_summary
 from kvset.distributed.worker import ReadConfig, analyze_partition
+from kvset.figures.base import ANALYZE
 from kvset.formats.stream import TraceStream
-from kvset.offline import InputSummary, analyze_batches
+from kvset.offline import InputSummary, analysis_snapshot, analyze_batches
+from kvset.report import snapshot_json
+from kvset.snapshot.builder import SnapshotConfig
 from tests.support.paths import MOONCAKE_TRACE
 
 
@@ -99,6 +102,26 @@ def test_byte_ranges_of_the_real_trace_merge_to_the_one_process_curve(partitions
         assert s.end_slot == t.end_slot and s.accesses.sum() > 0
         for name in ("counts", "requests", "blocks", "tokens"):
             assert np.array_equal(getattr(s, name), getattr(t, name)), name
+
+
+@pytest.mark.parametrize("partitions,horizon", [(1, 1 << 22), (7, 1 << 22), (7, 700)])
+def test_a_root_without_its_stack_reads_as_the_same_json(partitions, horizon):
+    """The driver's tree ends in a merge that keeps no stack (one partition: the partition's stack
+    dropped); the report's JSON is the one of the same merges keeping it, below and past the horizon."""
+    parts, how = plan_partitions([str(MOONCAKE_TRACE)], partitions)
+    config = ReadConfig(horizon=horizon)
+    states = [analyze_partition(p, config) for p in parts]
+    root = analyze_partition(parts[0], config, root=True) if partitions == 1 else merge_all(states, root=True)
+
+    def report(state):
+        result = distributed_result("t", state, [s.extra for s in states], "forward", how, 1.0)
+        out = snapshot_json(analysis_snapshot(result, SnapshotConfig(command=ANALYZE)))
+        del out["taken_at"]
+        return out
+
+    kept = merge_all(states)
+    assert len(root.stack) == 0 and len(kept.stack) > 0 and (kept.distinct > horizon) == (horizon == 700)
+    assert report(root) == report(kept)
 
 
 def test_a_partition_without_requests_is_empty_and_rejections_are_counted(tmp_path):

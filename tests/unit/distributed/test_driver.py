@@ -1,0 +1,17 @@
+"""What the driver asks of Dask for a local cluster, without starting one (a LocalCluster test costs
+seconds: tests/cli/test_cli_distributed.py starts the one the suite needs)."""
+
+import dask
+
+from kvset.distributed.driver import _worker_environ
+
+
+def test_worker_processes_keep_the_adaptive_mmap_threshold():
+    """Dask sets MALLOC_TRIM_THRESHOLD_ in its workers, which pins glibc's mmap threshold: every array
+    above 128 kB is mapped and faulted in afresh. The driver leaves it out, and keeps the rest."""
+    key = "distributed.nanny.pre-spawn-environ"
+    assert "MALLOC_TRIM_THRESHOLD_" in dask.config.get(key)
+    environ = _worker_environ()[key]
+    assert "MALLOC_TRIM_THRESHOLD_" not in environ
+    assert environ == {k: v for k, v in dask.config.get(key).items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    assert environ  # Dask's other settings (one thread each for OpenMP, MKL, OpenBLAS) stay
