@@ -304,7 +304,7 @@ def test_stacks_thousands_deep_give_the_priority_stacks_distances(seed, style):
     if style == "uniform":
         keys = rng.integers(0, 9_000, n)
     elif style == "hot-and-cold":
-        keys = np.where(rng.random(n) < 0.5, rng.integers(0, 300, n), rng.integers(300, 12_000, n))
+        keys = np.where(rng.random(n) < 0.3, rng.integers(0, 300, n), rng.integers(300, 7_000, n))
     elif style == "loop":  # every depth a record: the longest walks
         keys = np.arange(n) % 7_000
     else:  # re-read prefixes with stray re-reads
