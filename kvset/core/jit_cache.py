@@ -33,6 +33,7 @@ COMPILED_MODULES = (
     "core/opt_kernel.py",
     "core/opt_rope.py",
     "core/opt_runs.py",
+    "core/opt_critical.py",
     "core/partial_sample.py",
     "core/partial_sample_merge.py",
     "core/partial_slots.py",

@@ -6,21 +6,31 @@
 MIN (on a miss with a full cache, evict the block whose next use is farthest; the missed block
 is always inserted) is a stack algorithm, so every access has an OPT stack distance d and MIN
 with capacity C hits exactly the accesses with 1 <= d <= C; d = 0 is a first access. The
-distances come from Mattson's priority stack (kvset.core.opt_kernel). It needs the future, so
-it takes the whole stream at once: a trace file, not a live feed.
+distances come from Mattson's priority stack (kvset.core.opt_kernel), which needs the future,
+or from the stack of critical times (kvset.core.opt_critical), which needs only the past; each
+is faster on other traces, and both take the whole stream at once here: a trace file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from kvset.core import opt_critical
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import ORDERS, Order, reverse_within_requests, tokens_array
 from kvset.core.opt_kernel import allocate, next_uses, opt_kernel
+
+Method = Literal["auto", "priority", "critical"]
+METHODS: tuple[Method, ...] = ("auto", "priority", "critical")
+# At this share of chained re-uses and above, the priority stack's runs beat the critical stack
+# (prefix-chained traces: 99.9 %, one store an access); below it the critical stack is faster
+# (the agentic trace, 98.4 %; Zipf and uniform keys, near 0): benchmarks.runs_bench, README.
+CHAINED = 0.99
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,17 +79,24 @@ def opt_histogram(
     request_starts: npt.ArrayLike | None = None,
     order: Order = "forward",
     return_distances: bool = False,
+    method: Method = "auto",
 ) -> OptHistogram:
     """OPT stack distances of a whole access stream, in one pass.
 
     keys: uint64 block keys in access order; tokens: per access, or one number for all (default 1);
     request_starts, order: in `reverse` order each request's blocks are accessed last to first,
     as the analyzer does (Analyzer(order=...)); forward takes the stream as it is.
-    Time about (1 + R) log S per access (R runs of records, S blocks on the stack: see
-    opt_kernel); memory 8 bytes an access plus 100 to 150 bytes a distinct block.
+    method: "priority", Mattson's priority stack of next uses (kvset.core.opt_kernel): time about
+    (1 + R) log S per access (R runs of records, S blocks on the stack), memory 8 bytes an access
+    plus 100 to 150 bytes a distinct block; "critical", the stack of critical times
+    (kvset.core.opt_critical): time the depths its walk does not skip, memory 8 bytes an access and
+    8 a distinct block; "auto" takes the priority stack where most re-uses are chained (CHAINED).
+    Both give the same distances.
     """
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     n = len(keys)
     tok = tokens_array(tokens, n, 1)
@@ -91,12 +108,17 @@ def opt_histogram(
         if tok.shape[0] == n:
             tok = tok[perm]
     nxt, distinct = next_uses(keys)
-    state = allocate(distinct)
     out = np.empty(n if return_distances else 1, dtype=np.int64)
-    top = opt_kernel(nxt, tok, out, *state)
-    if top < 0:
-        raise RuntimeError("OPT kernel: the stack lost count of its blocks (a bug in kvset)")
-    hist = state.hist
+    if method == "critical" or (method == "auto" and opt_critical.chained_share(nxt) < CHAINED):
+        opt_critical.to_previous_uses(nxt)  # in place: the critical stack needs only the past
+        hist = np.zeros((distinct + 2, 2), np.int64)
+        top = opt_critical.critical_kernel(nxt, tok, out, hist, *opt_critical.allocate(distinct, n))
+    else:
+        state = allocate(distinct)
+        top = opt_kernel(nxt, tok, out, *state)
+        if top < 0:
+            raise RuntimeError("OPT kernel: the stack lost count of its blocks (a bug in kvset)")
+        hist = state.hist
     distances = None
     if return_distances:
         distances = out

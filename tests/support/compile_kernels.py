@@ -52,7 +52,8 @@ def compile_analysis() -> None:
             s = new_analyzer(units, order=order, sampling=sampling)
             s.feed(keys, request_starts=starts, timestamps=stamps)
             s.curve()
-        opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order).curve()
+        for method in ("priority", "critical"):  # "auto" picks one by the trace: compile both
+            opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order, method=method)
     # the partial states of a distributed analysis and their merges (kvset.core.partial_stack, partial_sample)
     halves = [(keys[:2000], starts[:50]), (keys[2000:], starts[50:] - 2000)]
     for tokens in (rng.integers(1, 17, 4000), 16):

@@ -9,6 +9,8 @@ from benchmarks.prefix_trace import make_prefix_trace
 from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_min_curve, naive_min_distances, reverse_within_requests, simulate_min
 from kvset.core.opt import opt_histogram
+from kvset.core.opt_critical import to_previous_uses
+from kvset.core.opt_kernel import next_uses
 from kvset.formats.traces import read_trace
 from tests.support.paths import MOONCAKE_TRACE
 from tests.support.prefix_traces import conversations_trace
@@ -125,7 +127,7 @@ def test_one_pass_equals_the_heap_replay_and_never_falls_below_lru(trace, order)
 def test_a_trace_long_enough_to_split_and_repack_the_stack_many_times():
     rng = np.random.default_rng(11)
     keys = rng.integers(0, 2000, 20_000).astype(np.uint64)
-    c = opt_histogram(keys).curve()
+    c = opt_histogram(keys, method="priority").curve()
     for capacity, (hits, _) in naive_min_curve(keys.tolist(), [1, 3, 17, 100, 450, 1200, 1999]).items():
         assert c.hits(capacity) == hits, f"C={capacity}"
 
@@ -196,6 +198,7 @@ def test_empty_stream_gives_an_empty_curve():
         ({"tokens": np.array([1, 2])}, "entries for 3 accesses"),
         ({"order": "sideways"}, "order must be one of"),
         ({"request_starts": [0, 2, 1]}, "strictly increasing"),
+        ({"method": "lru"}, "method must be one of"),
     ],
 )
 def test_bad_arguments_are_refused_with_a_reason(kwargs, message):
@@ -221,7 +224,7 @@ def prefix_chained(draw):
 @given(prefix_chained(), st.sampled_from(["forward", "reverse"]))
 def test_prefix_chained_traces_equal_the_heap_replay_at_every_capacity(trace, order):
     keys, tokens, starts = trace
-    c = opt_histogram(keys, tokens=tokens, request_starts=starts, order=order).curve()
+    c = opt_histogram(keys, tokens=tokens, request_starts=starts, order=order, method="priority").curve()
     stream = np.arange(len(keys))
     if order == "reverse" and len(starts):
         stream = np.array(reverse_within_requests(stream.tolist(), starts.tolist()))
@@ -262,5 +265,66 @@ def test_long_re_read_prefixes_give_every_access_the_explicit_stacks_distance(
     ended by stray re-reads, cut-back contexts and the other conversations' turns."""
     rng = np.random.default_rng(seed)
     keys, _ = conversations_trace(rng, conversations, 8, turn, stray, 80)
-    h = opt_histogram(keys, return_distances=True)
+    h = opt_histogram(keys, return_distances=True, method="priority")
     assert h.distances.tolist() == naive_min_distances(keys.tolist())
+
+
+# -- the stack of critical times (kvset.core.opt_critical) ----------------------------------------
+@given(small_traces())
+def test_both_stacks_give_every_access_the_explicit_stacks_distance(trace):
+    keys, tokens = trace
+    reference = naive_min_distances(keys.tolist())
+    priority = opt_histogram(keys, tokens=tokens, return_distances=True, method="priority")
+    critical = opt_histogram(keys, tokens=tokens, return_distances=True, method="critical")
+    assert critical.distances.tolist() == reference == priority.distances.tolist()
+    assert critical.tokens.tolist() == priority.tokens.tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(prefix_chained(), st.sampled_from(["forward", "reverse"]))
+def test_the_critical_stack_on_prefix_chained_traces_gives_the_explicit_stacks_distances(trace, order):
+    keys, tokens, starts = trace
+    h = opt_histogram(
+        keys, tokens=tokens, request_starts=starts, order=order, return_distances=True, method="critical"
+    )
+    stream = np.arange(len(keys))
+    if order == "reverse" and len(starts):
+        stream = np.array(reverse_within_requests(stream.tolist(), starts.tolist()))
+    assert h.distances[stream].tolist() == naive_min_distances(keys[stream].tolist())
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["uniform", "hot-and-cold", "loop", "chained"]))
+def test_stacks_thousands_deep_give_the_priority_stacks_distances(seed, style):
+    """Deeper than a group of bounds (4,096 depths), so the walk and the search skip whole blocks
+    and groups on stale and on exact bounds; the priority stack is checked against the explicit
+    one above."""
+    rng = np.random.default_rng(seed)
+    n = 30_000
+    if style == "uniform":
+        keys = rng.integers(0, 9_000, n)
+    elif style == "hot-and-cold":
+        keys = np.where(rng.random(n) < 0.3, rng.integers(0, 300, n), rng.integers(300, 7_000, n))
+    elif style == "loop":  # every depth a record: the longest walks
+        keys = np.arange(n) % 7_000
+    else:  # re-read prefixes with stray re-reads
+        keys, _ = conversations_trace(rng, 2, 6, 900, 0.01, 2_000)
+    keys = np.asarray(keys).astype(np.uint64)
+    tokens = rng.integers(1, 600, len(keys))
+    priority = opt_histogram(keys, tokens=tokens, return_distances=True, method="priority")
+    critical = opt_histogram(keys, tokens=tokens, return_distances=True, method="critical")
+    assert np.array_equal(critical.distances, priority.distances)
+    assert np.array_equal(critical.tokens, priority.tokens)
+    assert priority.max_distance() > 4_096 or style == "chained"
+
+
+@given(st.lists(st.integers(0, 5), max_size=40))
+def test_next_uses_turn_into_previous_uses_in_place(keys):
+    uses, _ = next_uses(np.array(keys, dtype=np.uint64))
+    to_previous_uses(uses)
+    last: dict[int, int] = {}
+    expected = []
+    for i, key in enumerate(keys):
+        expected.append(last.get(key, -1))
+        last[key] = i
+    assert uses.tolist() == expected
