@@ -67,7 +67,7 @@ def compile_kernels() -> None:
     resident.add(keys[:100])
     resident.contains(keys[:50])
     resident.discard(keys[:50])
-    PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64)
+    PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64, {"tenant": [1]})
     compile_engine_model()
     with contextlib.redirect_stdout(io.StringIO()):  # the trace scanner, and the command's own paths
         main(["analyze", str(MOONCAKE_TRACE), "--json"])
