@@ -2,14 +2,18 @@
 
     python -m benchmarks.principals_memory [--requests N] [--sessions S]
         `kvset analyze` of a trace file (peak memory and time of each run)
-    python -m benchmarks.principals_memory --live ACCESSES [--sessions S] [--by-window N]
+    python -m benchmarks.principals_memory --live ACCESSES [--sessions S] [--by-window N] [--mmap-threshold]
         the live path (kvset-top / kvset serve): the monitor's analyzer and LivePrincipals fed
         ACCESSES accesses batch by batch, read every --read-every accesses as the monitor would
-        every 10 s (streams, pool trace and its replay), resident memory sampled as they go
+        every 10 s (streams, pool trace, and the pool figure's replay as a snapshot asks for it),
+        resident memory sampled as they go; --mmap-threshold: glibc's mmap threshold fixed in every
+        run, as `kvset serve` fixes it
 
 Each request is a session's own 3-block prefix and 2 random blocks; tenants are sessions modulo 50.
 Each run is its own process, so its memory is its own; the principals' names are interned in every
-run, --by or not, as a trace reader does.
+run, --by or not, as a trace reader does. Every run reads the same stream (one seed). The live runs
+are preceded by a small one that leaves numba's caches written, so that no measured run compiles a
+kernel (a compilation's memory would count in its peak, and in that run's only).
 """
 
 from __future__ import annotations
@@ -70,15 +74,22 @@ def rss_mib() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def live_child(accesses: int, sessions: int, levels: tuple[str, ...], window: int, every: int) -> None:
+def live_child(
+    accesses: int, sessions: int, levels: tuple[str, ...], window: int, every: int, mmap_threshold: bool
+) -> None:
     """One run of the live path; prints one JSON line per sample: accesses fed, RSS, read CPU s."""
     import numpy as np
 
+    from kvset.cli.serve import HeapTrim, glibc_malloc
     from kvset.core.principals import LivePrincipals, PrincipalCollector
     from kvset.core.stack_distance import new_analyzer
+    from kvset.figures.principal_pool import compute_pool
     from kvset.types import PRINCIPAL_LEVELS, AccessBatch, PrincipalNames
     from kvset.units import StreamUnits
 
+    libc = glibc_malloc() if mmap_threshold else None
+    if libc is not None:
+        HeapTrim(libc)  # fixes the threshold (no trims: they are timed, and a peak is not trimmed)
     units = StreamUnits(16, "flag")
     analyzer = new_analyzer(units, preallocate=True)
     live = LivePrincipals(PrincipalCollector(levels, window=window), every=0.0) if levels else None
@@ -113,25 +124,33 @@ def live_child(accesses: int, sessions: int, levels: tuple[str, ...], window: in
             next_read += every
             if live is not None:
                 t0 = time.process_time()
-                _, trace = live.read(analyzer, now=float(fed))
+                streams, trace = live.read(analyzer, now=float(fed))
                 assert trace is not None
-                trace.replay(100_000)  # the pool replay the figure asks for (it keeps only its figures)
+                compute_pool(trace, streams, 100_000, "chosen")  # what a snapshot's figure asks for
+                # held by LivePrincipals alone until its next read lets them go, as in the monitor
+                # (a snapshot keeps the figures' results, not their inputs)
+                del streams, trace
                 read_cpu = time.process_time() - t0
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(json.dumps({"accesses": fed, "rss": rss_mib(), "peak": peak, "read": read_cpu}), flush=True)
 
 
-def live_runs(accesses: int, sessions: int, window: int, every: int) -> None:
+def live_runs(accesses: int, sessions: int, window: int, every: int, mmap_threshold: bool) -> None:
     print(
         f"live path: {accesses:,} accesses, {sessions:,} sessions, --by-window {window:,}, "
-        f"read every {every:,} accesses"
+        f"read every {every:,} accesses" + (", mmap threshold fixed" if mmap_threshold else "")
     )
-    runs = {}
-    for levels in RUNS:
+
+    def child(accesses: int, sessions: int, levels: tuple[str, ...]) -> str:
         cmd = [sys.executable, "-m", "benchmarks.principals_memory", "--live", str(accesses)]
         cmd += ["--sessions", str(sessions), "--by-window", str(window), "--read-every", str(every)]
-        cmd += ["--child", ",".join(levels)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        cmd += ["--child", ",".join(levels)] + (["--mmap-threshold"] if mmap_threshold else [])
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    child(min(accesses, 20_000), 100, RUNS[-1])  # numba's caches written before any run is measured
+    runs = {}
+    for levels in RUNS:
+        out = child(accesses, sessions, levels)
         runs[" ".join(levels) or "(no --by)"] = [json.loads(line) for line in out.splitlines()]
     names = list(runs)
     print("| accesses | " + " | ".join(f"RSS {n} (MiB)" for n in names) + " |")
@@ -155,6 +174,9 @@ def main() -> None:
     ap.add_argument("--live", type=int, metavar="ACCESSES", help="the live path, this many accesses")
     ap.add_argument("--by-window", type=int, default=None, help="the live window (default: kvset's)")
     ap.add_argument("--read-every", type=int, default=2_000_000, metavar="ACCESSES")
+    ap.add_argument(
+        "--mmap-threshold", action="store_true", help="glibc's mmap threshold fixed, as serve does"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.live is None:
@@ -166,9 +188,9 @@ def main() -> None:
         args.by_window = DEFAULT_PRINCIPAL_WINDOW
     if args.child is not None:
         levels = tuple(lv for lv in args.child.split(",") if lv)
-        live_child(args.live, args.sessions, levels, args.by_window, args.read_every)
+        live_child(args.live, args.sessions, levels, args.by_window, args.read_every, args.mmap_threshold)
     else:
-        live_runs(args.live, args.sessions, args.by_window, args.read_every)
+        live_runs(args.live, args.sessions, args.by_window, args.read_every, args.mmap_threshold)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ engine's own resident set: the figure says so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,36 +23,56 @@ from numba import njit
 
 from kvset.types import PRINCIPAL_LEVELS
 
-AGES_AT_ONCE = 1 << 18  # evictions whose ages are taken at once
+
+@njit(cache=True, nogil=True, inline="always")
+def _row(
+    principals: np.ndarray, columns: np.ndarray, rows: np.ndarray, step: int, level: int
+) -> int:  # pragma: no cover - compiled
+    # the row of step's access at this level: its principal's, or the rest's (a level the trace lacks:
+    # every access unknown)
+    column = columns[level]
+    return rows[level, principals[step, column] if column >= 0 else 0]
 
 
 @njit(cache=True, nogil=True)
 def _replay(
     blocks: np.ndarray,
-    n_blocks: int,
     capacity: int,
+    principals: np.ndarray,
+    columns: np.ndarray,
+    rows: np.ndarray,
+    request_starts: np.ndarray,
+    request_times: np.ndarray,
     held: np.ndarray,
-    pair_evictor: np.ndarray,
-    pair_victim: np.ndarray,
-    evict_step: np.ndarray,
-    evict_last: np.ndarray,
+    accesses: np.ndarray,
+    displaced: np.ndarray,
+    ages: np.ndarray,
     prev: np.ndarray,
     nxt: np.ndarray,
-    last: np.ndarray,
-    evicted_by: np.ndarray,
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    # per block, all -1 on entry: the list's links, the step of its last access (-1: not resident)
-    # and the step that pushed it out (until it is missed)
+    state: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    # per block, all -1 on entry: the list's links, and its state: the step of its last access while
+    # it is resident (>= 0), -(step + 2) of the access that pushed it out until it is missed (<= -2),
+    # else -1. Each access's row at each level is looked up as it is counted: nothing per access is
+    # kept but what the trace holds.
     n = len(blocks)
+    levels = len(columns)
+    n_requests = len(request_starts)
     head = -1  # most recent
     tail = -1  # least recent: the next to go
     size = 0
-    pairs = 0
     evictions = 0
+    request = -1  # step i's: the last one beginning at or before it
     for i in range(n):
+        while request + 1 < n_requests and request_starts[request + 1] <= i:
+            request += 1
         b = blocks[i]
-        if last[b] >= 0:
-            held[last[b]] = i - last[b]
+        for lv in range(levels):
+            accesses[lv, _row(principals, columns, rows, i, lv)] += 1
+        s = state[b]
+        if s >= 0:  # a hit: its last access held it until now
+            for lv in range(levels):
+                held[lv, _row(principals, columns, rows, s, lv)] += i - s
             if b != head:  # unlink, then push at the head
                 p, q = prev[b], nxt[b]
                 nxt[p] = q
@@ -64,11 +85,12 @@ def _replay(
                 prev[head] = b
                 head = b
         else:
-            if evicted_by[b] >= 0:
-                pair_evictor[pairs] = evicted_by[b]
-                pair_victim[pairs] = i
-                pairs += 1
-                evicted_by[b] = -1
+            if s <= -2:  # pushed out, and missed now
+                e = -s - 2
+                for lv in range(levels):
+                    displaced[
+                        lv, _row(principals, columns, rows, e, lv), _row(principals, columns, rows, i, lv)
+                    ] += 1
             prev[b] = -1
             nxt[b] = head
             if head >= 0:
@@ -83,30 +105,41 @@ def _replay(
                 nxt[tail] = -1
                 prev[v] = -1
                 size -= 1
-                held[last[v]] = i - last[v]
-                evict_step[evictions] = i
-                evict_last[evictions] = last[v]
+                used = state[v]
+                for lv in range(levels):
+                    held[lv, _row(principals, columns, rows, used, lv)] += i - used
+                if n_requests:  # the times of the two accesses' requests (the first one's before it)
+                    then = np.searchsorted(request_starts, used, side="right") - 1
+                    ages[evictions] = request_times[max(request, 0)] - request_times[max(then, 0)]
+                else:
+                    ages[evictions] = np.nan
                 evictions += 1
-                evicted_by[v] = i
-                last[v] = -1
-        last[b] = i
-    for b in range(n_blocks):  # still resident at the end: held until then
-        if last[b] >= 0:
-            held[last[b]] = n - last[b]
-    return pairs, evictions
+                state[v] = -(i + 2)
+        state[b] = i
+    for b in range(len(state)):  # still resident at the end: held until then
+        s = state[b]
+        if s >= 0:
+            for lv in range(levels):
+                held[lv, _row(principals, columns, rows, s, lv)] += n - s
+    return evictions
 
 
 @dataclass(frozen=True, eq=False)
 class PoolReplay:
-    """An LRU of `capacity` blocks replayed over the stream. `held`: per access (in the replay's
-    order), the steps its block stayed resident as its own. `displaced`: (evicting access, missing
-    access) per block pushed out and then missed. `eviction_ages`: seconds each evicted block had
-    stayed since its last use (the times of the requests of the two accesses)."""
+    """An LRU of `capacity` blocks replayed over the stream, its figures summed per row as they go: at
+    each of `levels`, the rows are the principals asked for (PoolTrace.replay's `reported`, in their
+    order) and then one for the rest of that level. `held[level, row]`: the block-steps the row's
+    accesses kept their block resident; `accesses[level, row]`: its accesses; `displaced[level, i,
+    j]`: blocks row i's accesses pushed out that row j's then missed; `eviction_ages`: seconds each
+    evicted block had stayed since its last use (the times of the requests of the two accesses).
+    A level has as many rows as the widest one: those past its own are zero."""
 
     capacity: int
-    held: np.ndarray
-    displaced: tuple[np.ndarray, np.ndarray]
-    eviction_ages: np.ndarray
+    levels: tuple[str, ...]
+    held: np.ndarray  # int64 (levels, rows)
+    accesses: np.ndarray  # int64 (levels, rows)
+    displaced: np.ndarray  # int64 (levels, rows, rows)
+    eviction_ages: np.ndarray  # float64, one per eviction
 
 
 @dataclass(eq=False)
@@ -156,29 +189,47 @@ class PoolTrace:
         request = np.searchsorted(self.request_starts, steps, side="right") - 1
         return self.request_times[np.maximum(request, 0)]
 
-    def replay(self, capacity: int) -> PoolReplay:
-        """The LRU of `capacity` blocks over the stream, replayed at each call: what is read from it
-        is kept by its reader (kvset.figures.principal_pool, per trace), and its arrays, 10 to 20
-        bytes an access, are let go with it rather than held until the next read."""
+    def replay(self, capacity: int, reported: Mapping[str, Sequence[int]]) -> PoolReplay:
+        """The LRU of `capacity` blocks over the stream, replayed at each call, its figures summed per
+        row of each level of `reported` (the principal ids asked for, then the rest of the level)
+        as it goes. What it costs beside the trace: 12 bytes a block while it runs, and 8 an
+        eviction (the ages, for their median)."""
         if capacity < 1:
             raise ValueError(f"a pool of {capacity} blocks holds nothing")
-        n = len(self.blocks)
-        step = (
-            self.blocks.dtype
-        )  # access indices fit the blocks' type: there are no more blocks than accesses
-        held = np.zeros(n, dtype=step)
-        evictor, victim = np.empty(n, dtype=step), np.empty(n, dtype=step)
-        evicted_at, last_use = np.empty(n, dtype=step), np.empty(n, dtype=step)
-        links = [np.full(self.n_blocks, -1, dtype=step) for _ in range(4)]
-        pairs, evictions = _replay(
-            self.blocks, self.n_blocks, int(capacity), held, evictor, victim, evicted_at, last_use, *links
+        levels = tuple(reported)
+        width = max((len(ids) for ids in reported.values()), default=0) + 1
+        top = int(self.principals.max(initial=0))
+        rows = np.empty((len(levels), top + 1), dtype=np.int32)
+        for place, ids in enumerate(reported.values()):
+            rows[place] = len(ids)  # the rest
+            for row, principal in enumerate(ids):
+                if principal <= top:
+                    rows[place, principal] = row
+        columns = np.array(
+            [self.levels.index(lv) if lv in self.levels else -1 for lv in levels], dtype=np.int64
         )
-        del links
-        ages = np.empty(evictions)
-        for lo in range(0, evictions, AGES_AT_ONCE):  # a slice at a time: 8 bytes an eviction, not 40
-            at = slice(lo, min(lo + AGES_AT_ONCE, evictions))
-            ages[at] = self.times_of(evicted_at[at]) - self.times_of(last_use[at])
-        return PoolReplay(int(capacity), held, (evictor[:pairs].copy(), victim[:pairs].copy()), ages)
+        held = np.zeros((len(levels), width), dtype=np.int64)
+        accesses = np.zeros((len(levels), width), dtype=np.int64)
+        displaced = np.zeros((len(levels), width, width), dtype=np.int64)
+        # one an access at most; the pages of those there are not touched
+        ages = np.empty(len(self.blocks))
+        step = self.blocks.dtype  # steps fit the blocks' type: there are no more blocks than accesses
+        links = [np.full(self.n_blocks, -1, dtype=step) for _ in range(3)]
+        evictions = _replay(
+            self.blocks,
+            int(capacity),
+            self.principals,
+            columns,
+            rows,
+            self.request_starts,
+            self.request_times,
+            held,
+            accesses,
+            displaced,
+            ages,
+            *links,
+        )
+        return PoolReplay(int(capacity), levels, held, accesses, displaced, ages[:evictions])
 
     def turn_gaps(self, level: str = "session") -> tuple[np.ndarray, np.ndarray]:
         """(principal ids, median gap in seconds between one request and the next) of every named

@@ -70,8 +70,9 @@ def distance_curve(
     """The exact curve of accesses with these stack distances (0: first time, -1: beyond the
     horizon) and tokens, given part by part (those of each part where `keep` is true). It steps
     only at the distances there are, so it is held at those alone: a principal with a few accesses
-    far down a deep shared stack costs a few entries, not the depth. Read in about 9 bytes a hit:
-    each is one uint64 (its distance above 32 bits, its tokens below) sorted in place."""
+    far down a deep shared stack costs a few entries, not the depth, each 12 bytes where its
+    counts fit 32 bits. Read in about 9 bytes a hit: each is one uint64 (its distance above 32
+    bits, its tokens below) sorted in place."""
     high = np.uint64(32)
     hits = sum(np.count_nonzero(d[m] > 0) for (d, _), m in zip(parts, keep, strict=True))
     packed = np.empty(int(hits), dtype=np.uint64)
@@ -94,10 +95,10 @@ def distance_curve(
         begins[lo + 1 : hi + 1] = (packed[lo + 1 : hi + 1] >> high) != (packed[lo:hi] >> high)
     first = np.flatnonzero(begins)
     del begins
-    steps = packed[first] >> high
     # a distance's hits sum to count * (distance << 32) + their tokens, in uint64 arithmetic that
     # wraps: taking the first part off leaves the tokens exactly
     summed = np.add.reduceat(packed, first) if at else np.zeros(0, dtype=np.uint64)
+    steps = packed[first] >> high
     del packed
     counts = np.diff(first, append=at).astype(np.uint64)
     del first
@@ -106,9 +107,9 @@ def distance_curve(
     summed -= shifted
     del shifted
     return HitRateCurve(
-        capacities=steps.view(np.int64),
-        block_hits=np.cumsum(counts, dtype=np.int64),
-        token_hits=np.cumsum(summed, dtype=np.int64),
+        capacities=steps.astype(_width(horizon)),
+        block_hits=np.cumsum(counts, dtype=_width(at)),
+        token_hits=np.cumsum(summed, dtype=_width(tokens)),
         accesses=accesses,
         tokens=tokens,
         horizon=horizon,
@@ -116,6 +117,12 @@ def distance_curve(
         beyond_horizon_blocks=beyond_blocks,
         beyond_horizon_tokens=beyond_tokens,
     )
+
+
+def _width(top: int) -> type[np.signedinteger]:
+    """The integer type a curve's column is held in: 32 bits where its values stay under `top` (a
+    principal's curve stands until the next read, and a big one has an entry per distance)."""
+    return np.int32 if top < 2**31 else np.int64
 
 
 class PrincipalCollector:
@@ -277,14 +284,15 @@ def _alone(
 
 
 def _steps(curve: HitRateCurve) -> HitRateCurve:
-    """An exact curve held only where its hits change (a step curve): a read's curves stand until the
-    next, and a big principal's alone is one entry per block of its depth otherwise."""
+    """An exact curve held only where its hits change (a step curve), in the narrowest columns: a
+    read's curves stand until the next, and a big principal's alone is one entry per block of its
+    depth otherwise."""
     change = np.flatnonzero(np.diff(curve.block_hits, prepend=0) | np.diff(curve.token_hits, prepend=0))
     return dataclasses.replace(
         curve,
-        capacities=curve.capacities[change],
-        block_hits=curve.block_hits[change],
-        token_hits=curve.token_hits[change],
+        capacities=curve.capacities[change].astype(_width(curve.horizon)),
+        block_hits=curve.block_hits[change].astype(_width(curve.accesses)),
+        token_hits=curve.token_hits[change].astype(_width(curve.tokens)),
     )
 
 

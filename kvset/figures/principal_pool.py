@@ -17,8 +17,6 @@ from weakref import WeakKeyDictionary
 from kvset.types import OTHER_PRINCIPALS
 
 if TYPE_CHECKING:  # every command line reads the figure's options: numpy is loaded by compute only
-    import numpy as np
-
     from kvset.core.pool_replay import PoolReplay, PoolTrace
     from kvset.core.principals import PrincipalStream
 
@@ -100,15 +98,18 @@ def _compute_pool(
 ) -> PrincipalPool:
     import numpy as np
 
-    replay = trace.replay(capacity)
+    # each level's rows: its top principals, then (other), the rest of them (kvset.core.principals)
+    reported = {
+        level: [r.principal_id for r in rows if r.principal_id is not None] for level, rows in streams.items()
+    }
+    replay = trace.replay(capacity, reported)
     shares, blocks, matrices = {}, {}, []
-    for level, rows in streams.items():
-        slot = _slots(trace.column(level), rows)
-        held = np.bincount(slot, weights=replay.held, minlength=len(rows))
+    for place, (level, rows) in enumerate(streams.items()):
+        held = replay.held[place, : len(rows)].astype(np.float64)
         total = float(held.sum())
         shares[level] = tuple(float(h / total) if total else 0.0 for h in held)
         blocks[level] = tuple(float(h / len(trace)) for h in held)
-        matrices.append(_displacement(level, rows, slot, replay))
+        matrices.append(_displacement(level, rows, replay, place, len(trace)))
     age = _eviction_age(replay)
     ids, gaps = trace.turn_gaps("session")
     timed = np.isfinite(gaps)
@@ -134,34 +135,19 @@ def _compute_pool(
     )
 
 
-def _slots(column: np.ndarray, rows: Sequence[PrincipalStream]) -> np.ndarray:
-    """Each access's place among the level's reported rows: a top principal's own, else (other)'s."""
-    import numpy as np
-
-    ids = [r.principal_id for r in rows if r.principal_id is not None]
-    other = next((i for i, r in enumerate(rows) if r.principal_id is None), len(ids))
-    lookup = np.full(int(column.max(initial=0)) + 1, other, dtype=np.int64)
-    for place, pid in enumerate(ids):
-        lookup[pid] = place
-    slots: np.ndarray = lookup[column]
-    return slots
-
-
 def _displacement(
-    level: str, rows: Sequence[PrincipalStream], slot: np.ndarray, replay: PoolReplay
+    level: str, rows: Sequence[PrincipalStream], replay: PoolReplay, place: int, n: int
 ) -> Displacement:
     import numpy as np
 
     k = len(rows)
-    evictor, victim = replay.displaced
-    flat = slot[evictor] * k + slot[victim]
-    matrix = np.bincount(flat, minlength=k * k).reshape(k, k)
+    matrix = replay.displaced[place, :k, :k]
     names = tuple(r.name if r.principal_id is not None else OTHER_PRINCIPALS for r in rows)
     others = matrix.sum(axis=1) - np.diag(matrix)
-    accesses = np.bincount(slot, minlength=k)
+    accesses = replay.accesses[place, :k]
     per_access = others / np.maximum(accesses, 1)
     named = np.array([r.principal_id is not None for r in rows], dtype=bool)
-    candidates = named & (accesses >= DISPLACER_MIN_SHARE * len(slot)) & (others > 0)
+    candidates = named & (accesses >= DISPLACER_MIN_SHARE * n) & (others > 0)
     top = None
     if candidates.any():  # ties: the first reported, the one with more accesses
         top = names[int(np.argmax(np.where(candidates, per_access, -1.0)))]
@@ -173,5 +159,8 @@ def _eviction_age(replay: PoolReplay) -> float | None:
     import numpy as np
 
     ages = replay.eviction_ages
-    ages = ages[np.isfinite(ages)]
-    return float(np.median(ages)) if len(ages) else None
+    finite = np.isfinite(ages)
+    if not finite.all():
+        ages = ages[finite]
+    # the replay's own array, partly sorted in place: a copy would be 8 bytes an eviction more
+    return float(np.median(ages, overwrite_input=True)) if len(ages) else None

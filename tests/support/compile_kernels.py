@@ -73,7 +73,7 @@ def compile_analysis() -> None:
     resident.add(keys[:100])
     resident.contains(keys[:50])
     resident.discard(keys[:50])
-    PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64)
+    PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64, {"tenant": [1]})
 
 
 def compile_commands() -> None:
