@@ -29,7 +29,7 @@ Method = Literal["auto", "priority", "critical"]
 METHODS: tuple[Method, ...] = ("auto", "priority", "critical")
 # At this share of chained re-uses and above, the priority stack's runs beat the critical stack
 # (prefix-chained traces: 99.9 %, one store an access); below it the critical stack is faster
-# (the agentic trace, 98.4 %; Zipf and uniform keys, near 0): benchmarks.runs_bench, README.
+# (the agentic trace, 98.4 %; Zipf and uniform keys, near 0): the README's table of the two.
 CHAINED = 0.99
 
 

@@ -17,7 +17,7 @@ bottom, which is the largest time <= p on the whole stack, is dropped (it is kno
 from a bit set of the times on the stack, so the walk stops at it). A first access only replaces
 the top (t - 1 is dropped); an access with no entry <= p takes a new depth at the bottom.
 
-Entries move only within their depths' array: no insertion, no removal, so the stack is a flat
+Entries only trade depths (none is inserted or removed in the middle), so the stack is a flat
 array with, per 64 depths and per 4,096, bounds on the smallest and largest entry (a lower and an
 upper bound, made exact when a walk reads every entry they cover) that let the search for d and
 the walk of the carried entry skip whole blocks. Time: the search plus the depths between d and
@@ -226,7 +226,7 @@ def critical_kernel(
         last = _bit_pred(words, summary, p)  # the entry dropped at the end of the walk
         _bit_clear(words, summary, last)
         j = d + 1
-        low = c
+        low = c  # every entry written below is >= the first one carried: lowering bounds by it holds
         while c != last:
             if j % GROUP == 0:
                 g = j // GROUP
@@ -234,7 +234,7 @@ def critical_kernel(
                     j += GROUP
                     continue
             b = j // BLOCK
-            if j % BLOCK == 0 and (hi[b] <= c or lo[b] > p):
+            if j % BLOCK == 0 and (hi[b] <= c or lo[b] > p):  # nothing in (c, p] here
                 j += BLOCK
                 continue
             glo[j // GROUP] = min(glo[j // GROUP], low)
