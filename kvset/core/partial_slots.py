@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -79,26 +80,19 @@ class RingState:
     # Pickled (as Dask moves states between processes) with only its rows that hold counts: a
     # partition of a few seconds touches a few of its 361 fine and 121 coarse rows, and the dense
     # rows are 4.7 MB a state at the default horizon.
-    def __getstate__(self) -> tuple[object, ...]:
+    def __getstate__(self) -> tuple[Any, ...]:
         used = np.flatnonzero(
             self.blocks.any(axis=1) | self.tokens.any(axis=1) | self.counts.any(axis=1) | (self.requests != 0)
         )
-        rows = (self.blocks[used], self.tokens[used], self.counts[used], self.requests[used])
+        rows = [getattr(self, name)[used] for name in _ROWS]
         return self.width, self.blocks.shape, used, rows, self.ids, self.current
 
-    def __setstate__(self, state: tuple[object, ...]) -> None:
-        width, shape, used, rows, ids, current = state
-        n_rows, n_buckets = shape  # type: ignore[misc]
-        blocks, tokens, counts, requests = rows  # type: ignore[misc]
-        whole = empty_ring(width, n_rows - 1, n_buckets)  # type: ignore[arg-type]
-        for name, part in (
-            ("blocks", blocks),
-            ("tokens", tokens),
-            ("counts", counts),
-            ("requests", requests),
-        ):
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        width, (n_rows, n_buckets), used, rows, ids, current = state
+        whole = empty_ring(width, n_rows - 1, n_buckets)
+        for name, part in zip(_ROWS, rows, strict=True):
             getattr(whole, name)[used] = part
-        for name in ("width", "blocks", "tokens", "counts", "requests"):
+        for name in ("width", *_ROWS):
             object.__setattr__(self, name, getattr(whole, name))
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "current", current)
@@ -117,6 +111,9 @@ class RingState:
         r.counts, r.requests, r.slot_ids = self.counts[:n].copy(), self.requests[:n].copy(), self.ids.copy()
         r.current = None if self.current == NO_SLOT else self.current
         return r
+
+
+_ROWS = ("blocks", "tokens", "counts", "requests")  # a ring's per-row arrays, the spill row last
 
 
 def empty_ring(width: float, n_slots: int, n_buckets: int) -> RingState:
@@ -182,7 +179,7 @@ def merge_rings(a: RingState, b: RingState) -> RingState:
     dst_a = np.concatenate([dst[: len(a_rows)], [n]])
     dst_b = np.concatenate([dst[len(a_rows) : len(a_rows) + len(b_rows)], dst[-1:]])  # B's spill: A's newest
     src_b = np.concatenate([b_rows, [n]])
-    for name in ("blocks", "tokens", "counts", "requests"):
+    for name in _ROWS:
         whole = getattr(out, name)
         _add_rows(whole, dst_a, getattr(a, name), src_a)
         _add_rows(whole, dst_b, getattr(b, name), src_b)
