@@ -31,7 +31,7 @@ def _row(
     # the row of step's access at this level: its principal's, or the rest's (a level the trace lacks:
     # every access unknown)
     column = columns[level]
-    return rows[level, principals[step, column] if column >= 0 else 0]
+    return int(rows[level, principals[step, column] if column >= 0 else 0])
 
 
 @njit(cache=True, nogil=True)
