@@ -119,7 +119,8 @@ class Publisher:
         """The groupings the events go to: all three while the shape is undecided (SGLang's radix
         replay's held, `radix_feed`), then its own."""
         if self.shape.decided is None:
-            return (self.replay, self.pages, self.radix_feed())
+            radix = self.radix_feed()
+            return (self.replay, self.pages) if radix is None else (self.replay, self.pages, radix)
         self.settle()
         return (self.grouping(),)
 

@@ -11,6 +11,8 @@ radix replay), then finished, call each of them once, so the stream's first batc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from kvset.engine.kv_event_tracker import KvEventTracker
@@ -41,7 +43,7 @@ def load_compiled_code() -> tuple[KvEventTracker, KvEventTracker]:
     return _run(_BATCHES), _run(_SGLANG_BATCHES)
 
 
-def _run(batches: tuple[list[list[object]], ...]) -> KvEventTracker:
+def _run(batches: Sequence[Sequence[object]]) -> KvEventTracker:
     tracker = KvEventTracker(["warm-up"], [None], RejectCounter())
     for seq, events in enumerate(batches):
         frames = [b"", seq.to_bytes(8, "big"), msgspec.msgpack.encode([1.0, events, 0])]
