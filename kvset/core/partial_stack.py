@@ -17,8 +17,9 @@ found follow A's, both cut at H; histograms add. The merge is associative and or
 ordered tree of them gives the one-process histogram bit for bit: a first at index >= H, or a block
 below position H of A, has a distance above H whatever comes before.
 
-The merge and its tree are kvset.core.partial_stack_merge. The analyzer's time slots (the windowed curves, the churn and the trends) merge beside the histogram
-in kvset.core.partial_slots: each first resolved in the merge is resolved in its time slot too.
+The merge and its tree are kvset.core.partial_stack_merge. The analyzer's time slots (the windowed
+curves, the churn and the trends) merge beside the histogram in kvset.core.partial_slots: each first
+resolved in the merge is resolved in its time slot too.
 
 What is not merged exactly: which misses were first accesses and which re-references beyond the
 horizon. One process tells them apart with an exact set of the blocks it forgot; a partition
