@@ -1,5 +1,5 @@
 """What the driver asks of Dask for a local cluster, without starting one (a LocalCluster test costs
-seconds: tests/cli/test_cli_distributed.py starts the one the suite needs)."""
+seconds: tests/e2e/test_distributed_e2e.py starts the one the suite needs)."""
 
 import dask
 

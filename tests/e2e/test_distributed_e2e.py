@@ -1,5 +1,6 @@
 """`kvset analyze SHARDS... --workers N` as a user runs it: a LocalCluster of 2 processes gives the
-report and JSON one process gives, plus how it was computed; flags that cannot distribute are refused."""
+report and JSON one process gives, plus how it was computed; flags that cannot distribute are refused.
+In the end-to-end group: its clusters start real worker processes (about 30 s)."""
 
 import json
 import shutil
