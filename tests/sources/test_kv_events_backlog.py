@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+from kvset.quantities import plural
 from kvset.sources.kv_events import KvEventsSource
 from tests.support.vllm_publisher import FakeVllmPublisher
 
@@ -82,6 +83,7 @@ def test_messages_dropped_at_the_high_water_marks_or_the_backlog_bound_are_all_c
     assert seq.lost + seq.shed == sent + 1 - delivered - seq.first_seq
     notes = " ".join(updates[-1].health.notes)
     if seq.lost:
-        assert f"{seq.lost:,} event batches lost in sequence gaps" in notes
+        # a single dropped batch is said in the singular ("1 event batch")
+        assert f"{plural(seq.lost, 'event batch', 'event batches')} lost in sequence gaps" in notes
     if seq.shed:
-        assert f"{seq.shed:,} messages (" in notes
+        assert f"{plural(seq.shed, 'message')} (" in notes
