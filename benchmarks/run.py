@@ -46,7 +46,22 @@ GOAL_BYTES_PER_BLOCK = 150.0
 GOAL_TUI_LIVE_PCT = 3.0
 GOAL_TUI_PAUSED_PCT = 0.5
 GOAL_KEY_MS = 50
-TUI_BENCH_ARGS = ("--seconds", "15", "--presses", "10", "--scenarios", "idle-paused,live")
+TUI_SECONDS = 15.0  # each scenario's CPU window (--tui-seconds)
+
+
+def tui_bench_args(seconds: float) -> tuple[str, ...]:
+    """tui_bench.py's arguments: both scenarios, a warm-up of at most 5 s before each window."""
+    warmup = min(5.0, seconds)
+    return (
+        "--seconds",
+        f"{seconds:g}",
+        "--warmup",
+        f"{warmup:g}",
+        "--presses",
+        "10",
+        "--scenarios",
+        "idle-paused,live",
+    )
 
 
 def default_cpu() -> int | None:
@@ -156,11 +171,11 @@ def run_runs_benchmark(cpu: int | None) -> tuple[list[str], dict | None]:
         return proc.stdout.rstrip().splitlines(), json.loads(out.read_text())
 
 
-def run_tui_benchmark() -> tuple[list[str], list[dict] | None, list[Goal]]:
+def run_tui_benchmark(seconds: float) -> tuple[list[str], list[dict] | None, list[Goal]]:
     """kvset-top --demo in a tmux pane (benchmarks/tui_bench.py): CPU live and paused, key latency."""
     if shutil.which("tmux") is None:
         return ["tui_bench.py skipped: tmux is not installed"], None, []
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "tui_bench.py"), *TUI_BENCH_ARGS, "--json"]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "tui_bench.py"), *tui_bench_args(seconds), "--json"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return (
@@ -485,6 +500,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-tui", action="store_true", help="skip kvset-top's CPU and key latency (benchmarks/tui_bench.py)"
     )
+    parser.add_argument(
+        "--tui-seconds",
+        type=float,
+        default=TUI_SECONDS,
+        help=f"kvset-top's CPU window per scenario (default {TUI_SECONDS:g})",
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.python_prefix <= 0 or args.python_prefix > args.accesses:
@@ -561,10 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_tui:
         print(
             "\nkvset-top --demo in a 120x40 tmux pane (benchmarks/tui_bench.py "
-            f"{' '.join(TUI_BENCH_ARGS)}; load average {os.getloadavg()[0]:.2f}):",
+            f"{' '.join(tui_bench_args(args.tui_seconds))}; load average {os.getloadavg()[0]:.2f}):",
             flush=True,
         )
-        tui_lines, tui, tui_goals = run_tui_benchmark()
+        tui_lines, tui, tui_goals = run_tui_benchmark(args.tui_seconds)
         for line in tui_lines:
             print("  " + line)
         for g in tui_goals:

@@ -41,25 +41,48 @@ OTHER_PRINCIPALS = "(other)"  # the principals past the top K, summed
 DEFAULT_TOP_PRINCIPALS = 20  # principals reported one by one (--top-principals)
 
 
+# Names a stream holds (about 200 bytes each: 200 MB at the cap). A stream that names more (a new
+# session id per request, for months) would grow without end: names first seen once the table is
+# full share one principal, PAST_NAME_CAP, reported one by one like the top principals.
+PRINCIPAL_NAMES_CAP = 1 << 20
+PAST_NAME_CAP = "(past the name cap)"
+
+
 class PrincipalNames:
     """Names of principals, each given a small id once (0: unknown), shared by the batches of one
-    stream, so a batch carries ints per access and the names are held once."""
+    stream, so a batch carries ints per access and the names are held once. At most `cap` names
+    are held; later ones all get the id of PAST_NAME_CAP, and `past_cap` counts those lookups."""
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int = PRINCIPAL_NAMES_CAP) -> None:
+        if cap < 1:
+            raise ValueError(f"the names' cap must be at least 1, got {cap}")
         self.names: list[str] = [UNKNOWN_PRINCIPAL]
         self._ids: dict[str, int] = {}
+        self.cap = cap
+        self.past_cap = 0  # lookups of names not held because the table was full
+        self.past_cap_id: int | None = None  # PAST_NAME_CAP's id, once a name came past the cap
 
     def id(self, name: str | None) -> int:
         if name is None:
             return 0
         found = self._ids.get(name)
         if found is None:
+            if len(self._ids) >= self.cap:
+                self.past_cap += 1
+                if self.past_cap_id is None:
+                    self.past_cap_id = len(self.names)
+                    self.names.append(PAST_NAME_CAP)
+                return self.past_cap_id
             found = self._ids[name] = len(self.names)
             self.names.append(name)
         return found
 
     def name(self, principal: int) -> str:
         return self.names[principal]
+
+    def __len__(self) -> int:
+        """The names held (unknown and PAST_NAME_CAP not counted)."""
+        return len(self._ids)
 
 
 # SGLang's --radix-eviction-policy values its engine model replays (the first is SGLang's default):

@@ -235,7 +235,8 @@ def _top(
     counts: np.ndarray, present: np.ndarray, k: int, names: PrincipalNames | None
 ) -> list[tuple[int, str]]:
     """The k principals with the most accesses, ties by name, as (id, name): only those at or above
-    the k-th count are named (a million sessions are not sorted by name to find twenty)."""
+    the k-th count are named (a million sessions are not sorted by name to find twenty). Those
+    named past the names' cap come after them, if they are not among them."""
 
     def name(p: int) -> str:
         return UNKNOWN_PRINCIPAL if names is None else names.name(p)
@@ -244,7 +245,12 @@ def _top(
     kth = np.partition(c, len(c) - k)[len(c) - k] if len(c) > k else 0
     above = sorted((-int(counts[p]), name(int(p)), int(p)) for p in present[c > kth])
     tied = heapq.nsmallest(k - len(above), ((name(int(p)), int(p)) for p in present[c == kth]))
-    return [(p, n) for _, n, p in above] + [(p, n) for n, p in tied]
+    top = [(p, n) for _, n, p in above] + [(p, n) for n, p in tied]
+    # the names past the table's cap are reported on their own, never hidden in (other)
+    past = None if names is None else names.past_cap_id
+    if past is not None and past < len(counts) and counts[past] and all(p != past for p, _ in top):
+        top.append((past, name(past)))
+    return top
 
 
 def _counts(columns: list[np.ndarray]) -> np.ndarray:

@@ -8,6 +8,7 @@ from kvset.engine.resident_set import MAX_RESIDENT
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS
 from kvset.engine.tracker_output import HealthParts
 from kvset.quantities import plural
+from kvset.types import PAST_NAME_CAP
 
 HITS_REPORTED_NOTE = (
     "hits reported: the curve is the exact LRU curve of the accesses seen (each request once; lookups of "
@@ -174,12 +175,14 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
         )
     if tracker.principals.active:  # the events name tenants, sessions or adapters (--by)
         named = tracker.principals
+        names = named.names
         past = (
-            f"; {plural(named.overflowed, 'store')} past the names kvset keeps, as (unknown)"
-            if named.overflowed
+            f"; the table is full ({names.cap:,} names): {plural(names.past_cap, 'lookup')} of names "
+            f"past it, counted together as {PAST_NAME_CAP}"
+            if names.past_cap
             else ""
         )
-        details.append(("principals", f"{plural(len(named.names.names) - 1, 'name')} off the events{past}"))
+        details.append(("principals", f"{plural(len(names), 'name')} off the events{past}"))
     ignored = ", ".join(f"{m} {plural(n, 'event')}" for m, n in tracker.ignored_media.most_common())
     details.append(("medium", (tracker.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
     if group_facts is not None:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from kvset.engine_model.u64_map import U64Map
-from kvset.types import PRINCIPAL_LEVELS, PrincipalNames
+from kvset.types import PRINCIPAL_LEVELS, PRINCIPAL_NAMES_CAP, PrincipalNames
 
 LABELS_MEMORY = 1 << 18  # blocks per generation (about 9 MB each at the map's load factor)
 _BITS = 21  # bits of each level's id in the packed value (the names of all levels share the ids)
 _MASK = (1 << _BITS) - 1
+assert PRINCIPAL_NAMES_CAP + 1 <= _MASK, "every id the names give (the cap's own included) must pack"
 _TENANT, _SESSION, _ADAPTER = (PRINCIPAL_LEVELS.index(level) for level in ("tenant", "session", "adapter"))
 
 
@@ -37,18 +38,10 @@ class EventPrincipals:
         self.memory = memory
         self._recent: U64Map | None = None  # None: no event has named a principal yet
         self._older = U64Map()
-        self.overflowed = 0  # stores naming a principal past the 2**21 names the packing holds: unknown
 
     @property
     def active(self) -> bool:
         return self._recent is not None
-
-    def _id(self, name: str | None) -> int:
-        principal = self.names.id(name)
-        if principal > _MASK:
-            self.overflowed += 1
-            return 0
-        return principal
 
     def stored(
         self, keys: np.ndarray, parent: int | None, salt: str | None, session: str | None, lora: str | None
@@ -58,10 +51,10 @@ class EventPrincipals:
             if salt is None and session is None and lora is None:
                 return
             self._recent = U64Map()
-        tenant = self._id(salt)
+        tenant = self.names.id(salt)
         if salt is None and parent is not None:
             tenant = int(self._row(np.array([parent], dtype=np.uint64))[0, _TENANT])
-        packed = tenant | self._id(session) << _BITS | self._id(lora) << (2 * _BITS)
+        packed = tenant | self.names.id(session) << _BITS | self.names.id(lora) << (2 * _BITS)
         if len(self._recent) + len(keys) > self.memory:
             self._older, self._recent = self._recent, U64Map()
         self._recent.put(keys, packed)

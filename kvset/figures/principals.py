@@ -38,7 +38,13 @@ from kvset.figures.tables import NOT_KNOWN, count_cell, format_table, percent_ce
 from kvset.figures.working_sets import WorkingSetRow, row_json, target_value, working_set_row
 from kvset.quantities import age as span_text
 from kvset.text import printable
-from kvset.types import DEFAULT_TOP_PRINCIPALS, OTHER_PRINCIPALS, PRINCIPAL_LEVELS
+from kvset.types import (
+    DEFAULT_TOP_PRINCIPALS,
+    OTHER_PRINCIPALS,
+    PAST_NAME_CAP,
+    PRINCIPAL_LEVELS,
+    PRINCIPAL_NAMES_CAP,
+)
 
 if TYPE_CHECKING:  # the options are read by every command line: the analyzer is loaded by compute only
     from kvset.core.curve import HitRateCurve
@@ -338,6 +344,11 @@ def text(result: Principals, view: TextView) -> list[str]:
                 cells,
             ),
         ]
+        if any(r.name == PAST_NAME_CAP for r in rows):
+            out.append(
+                f"  {PAST_NAME_CAP}: the accesses of every {level} first named after the stream's table "
+                f"of {PRINCIPAL_NAMES_CAP:,} names was full, together"
+            )
         out += _predicted_text(rows)
         out += _displacement_text(result.displacement(level))
     out += _pool_text(result)

@@ -129,6 +129,8 @@ def test_whole_benchmark_end_to_end(tmp_path):
             "--no-runs",  # the real-trace shape's section: test_runs_bench_smoke.py, on a tiny trace
             "--capacities",
             "4",
+            "--tui-seconds",  # kvset-top in tmux: the code path, not the figures (1 s windows)
+            "1",
             "--json",
             str(out),
         ]

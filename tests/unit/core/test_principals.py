@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from kvset.core.principals import PrincipalCollector
 from kvset.offline import InputSummary, analyze_batches
-from kvset.types import OTHER_PRINCIPALS, PRINCIPAL_LEVELS, UNKNOWN_PRINCIPAL, AccessBatch, PrincipalNames
+from kvset.types import (
+    OTHER_PRINCIPALS,
+    PAST_NAME_CAP,
+    PRINCIPAL_LEVELS,
+    UNKNOWN_PRINCIPAL,
+    AccessBatch,
+    PrincipalNames,
+)
 from kvset.units import StreamUnits
 
 UNITS = StreamUnits(16, "flag")
@@ -175,3 +182,29 @@ def test_the_live_monitor_reads_the_principals_at_most_every_few_seconds_and_at_
     live.feed(analyzer, batch)
     streams, trace = live.read(analyzer, now=111.0, final=True)  # the stream ended: read it whole
     assert streams["tenant"][0].accesses == 9 and len(trace) == 9
+
+
+def test_names_past_the_cap_share_one_principal_reported_after_the_top_ones():
+    names = PrincipalNames(cap=3)
+    sessions = ["a", "b", "c", "d", "a", "e", "b", "a"]  # d and e come once the table is full
+    ids = [names.id(s) for s in sessions]
+    assert ids[:3] == [1, 2, 3] and ids[4] == ids[7] == 1  # a held name keeps its id
+    assert ids[3] == ids[5] == names.past_cap_id
+    assert (len(names), names.past_cap, names.name(ids[3])) == (3, 2, PAST_NAME_CAP)
+    # request i: its own block twice, so every session has 2 accesses a request
+    keys = np.repeat(np.arange(len(sessions), dtype=np.uint64), 2)
+    principals = np.zeros((len(keys), len(PRINCIPAL_LEVELS)), dtype=np.int32)
+    principals[:, PRINCIPAL_LEVELS.index("session")] = np.repeat(ids, 2)
+    batch = AccessBatch(
+        keys=keys,
+        request_starts=np.arange(0, len(keys), 2, dtype=np.int64),
+        block_size=16,
+        principals=principals,
+        principal_names=names,
+    )
+    rows = analyze_batches([batch], InputSummary("toy", "toy", UNITS), by=("session",), top_principals=1)
+    got = {r.name: r.accesses for r in rows.principals["session"]}
+    # "a" leads (6 accesses); the past-cap principal (4) is not hidden in (other) with b and c (6)
+    assert got == {"a": 6, PAST_NAME_CAP: 4, OTHER_PRINCIPALS: 6}
+    with pytest.raises(ValueError, match="cap"):
+        PrincipalNames(cap=0)

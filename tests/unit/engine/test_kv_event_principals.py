@@ -10,7 +10,7 @@ from kvset.engine.kv_event_health import kv_event_health
 from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine.kv_events import decode_payload
 from kvset.rejects import RejectCounter
-from kvset.types import PRINCIPAL_LEVELS
+from kvset.types import PAST_NAME_CAP, PRINCIPAL_LEVELS, PrincipalNames
 from tests.support.kv_values import batch, message, stored
 from tests.support.vllm_publisher import _BlockStored
 
@@ -111,3 +111,17 @@ def test_a_stream_that_names_nobody_keeps_no_principals() -> None:
     accesses = t.take(at=102.0).accesses
     assert accesses is not None and accesses.principals is None and not t.principals.active
     assert "principals" not in dict(kv_event_health(t, at=102.0).details)
+
+
+def test_names_past_the_cap_are_counted_together_and_said_in_the_health() -> None:
+    t = KvEventTracker(["tcp://127.0.0.1:5557"], [None], RejectCounter())
+    t.principals.names = PrincipalNames(cap=2)
+    feed(t, 0, *(vllm_store([k], session=f"s{k}") for k in (1, 2, 3, 4)))
+    accesses = t.take(at=102.0).accesses
+    assert accesses is not None
+    session = dict(zip(accesses.keys.tolist(), names_of(accesses, "session"), strict=True))
+    assert session == {1: "s1", 2: "s2", 3: PAST_NAME_CAP, 4: PAST_NAME_CAP}
+    said = dict(kv_event_health(t, at=102.0).details)["principals"]
+    assert said == "2 names off the events; the table is full (2 names): 2 lookups of names past it, " + (
+        f"counted together as {PAST_NAME_CAP}"
+    )
