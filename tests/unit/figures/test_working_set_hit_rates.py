@@ -23,7 +23,7 @@ def test_the_hit_rates_at_a_working_set_are_a_naive_lrus_of_that_size():
     for target, mode in ((0.95, "coverage"), (0.5, "absolute"), (0.99, "coverage")):
         row = working_set_row(curve, "all", target, mode, Sizes(16, None), pool=None)
         assert row.capacity_blocks
-        hits, hit_tokens = naive_hits(keys, tokens, row.capacity_blocks)
+        hits, hit_tokens = simulate_lru(keys.tolist(), row.capacity_blocks, tokens.tolist())
         assert row.block_hit_rate == pytest.approx(hits / len(keys))
         assert row.token_hit_rate == pytest.approx(hit_tokens / tokens.sum())
         reached = row.block_hit_rate / (curve.infinite_capacity_hit_rate() if mode == "coverage" else 1)
@@ -36,18 +36,3 @@ def test_a_target_not_reached_has_no_hit_rate():
     a.feed(np.arange(1_000, dtype=np.uint64))  # nothing is re-read: 50 % absolute is out of reach
     row = working_set_row(a.curve(), "all", 0.5, "absolute", Sizes(16, None), pool=None)
     assert row.capacity_blocks is None and row.block_hit_rate is None and row.token_hit_rate is None
-
-
-def naive_hits(keys, tokens, capacity):
-    """Hits and hit tokens of an LRU cache of `capacity` blocks, access by access."""
-    stack: list[int] = []
-    hits = hit_tokens = 0
-    for key, weight in zip(keys.tolist(), tokens.tolist(), strict=True):
-        if key in stack:
-            if len(stack) - stack.index(key) <= capacity:
-                hits += 1
-                hit_tokens += weight
-            stack.remove(key)
-        stack.append(key)
-    assert simulate_lru(keys.tolist(), capacity)[0] == hits  # the project's own naive replay agrees
-    return hits, hit_tokens
