@@ -20,6 +20,54 @@ def resolve_slot(live: np.ndarray, slot_keys: np.ndarray, p: Int) -> Int:
     return p
 
 
+ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(inline="always")
+def _ones_from(x: np.uint64, b: Int) -> Int:
+    """How many consecutive set bits x has from bit b up (bit b set)."""
+    y = x >> np.uint64(b)
+    return 64 - b if y == ALL_ONES >> np.uint64(b) else lowest_bit(~y)
+
+
+@njit(inline="always")
+def _bits(lo: Int, n: Int) -> np.uint64:
+    """Bits lo..lo+n-1 of a word (1 <= n <= 64 - lo)."""
+    return (ALL_ONES >> np.uint64(64 - n)) << np.uint64(lo)
+
+
+@njit(inline="always")
+def _segment_matches(
+    keys: np.ndarray,
+    stamps: np.ndarray,
+    per_access: bool,
+    slot_width: float,
+    slot: Int,
+    slot_begin: float,
+    slot_end: float,
+    j: Int,
+    slot_keys: np.ndarray,
+    nq: Int,
+    n: Int,
+) -> tuple[Int, Int]:
+    """How many of accesses j..j+n-1 re-read the blocks of slots nq..nq+n-1, in order, stamped no
+    later than the current time slot; and how many of those were stamped before it."""
+    m = late = 0
+    while m < n:
+        if slot_keys[nq + m] != keys[j + m]:
+            break
+        if per_access:
+            t = stamps[j + m]
+            if t >= slot_end or t < slot_begin:
+                s = np.int64(np.floor(t / slot_width))
+                if s > slot:
+                    break
+                if s < slot:
+                    late += 1
+        m += 1
+    return m, late
+
+
 @njit(nogil=True)
 def extend_run(
     keys: np.ndarray,
@@ -45,10 +93,14 @@ def extend_run(
     which still says the old slot, is not written (`resolve_slot` follows the numbers). The tree gets
     one update per superblock of slots freed or filled, not one per block.
 
+    The run goes by segments: consecutive live old slots within one word whose new slots lie
+    within one word, so that the live bits, the tree's tallies and the bounds are settled once a
+    segment and the loop over its blocks only compares keys and stamps (_segment_matches) and
+    moves them.
+
     The caller has put every live bit into the tree. Stops at a block that is not the next, at the
     first access of a later time slot, or where the slots run out. Returns (accesses taken, their
     tokens, how many were stamped before the current slot, the last slot freed)."""
-    nslots = slot_keys.shape[0]
     per_access_tokens = tokens.shape[0] == keys.shape[0]
     want_out = out.shape[0] == keys.shape[0]
     slot_begin = slot * slot_width
@@ -57,6 +109,7 @@ def extend_run(
     # per-block path), so the word being freed and the word being filled are never the same and
     # both stay in registers, written back when the run leaves them.
     limit = min(now - 1, (now >> 6) << 6)
+    end = min(stop, i + slot_keys.shape[0] - now)  # accesses the free slots at the top can take
     first = now
     n_tok = late = 0
     freed = filled = 0
@@ -64,11 +117,11 @@ def extend_run(
     filled_sb: Int = now >> SB_SHIFT
     w = q >> 6
     word = live[w]  # the freed word, as it will be written back
-    ahead = word & ~(np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (q & 63)))  # live bits above q
+    ahead = word & ~(ALL_ONES >> np.uint64(63 - (q & 63)))  # live bits above q
     dw = now >> 6
     dword = live[dw] if dw < live.shape[0] else np.uint64(0)
     j = i
-    while j < stop and now < nslots:
+    while j < end:
         if ahead == 0:
             # a word of freed slots, or more, ends the run: the per-block path takes the access
             if ((w + 1) << 6) >= limit:
@@ -81,42 +134,49 @@ def extend_run(
                 break
         b = lowest_bit(ahead)
         nq = (w << 6) + b
-        if nq >= limit or slot_keys[nq] != keys[j]:
+        n = min(_ones_from(ahead, b), 64 - (now & 63), end - j, limit - nq)
+        if n <= 0:
             break
-        if per_access:
-            t = stamps[j]
-            if t >= slot_end or t < slot_begin:
-                s = np.int64(np.floor(t / slot_width))
-                if s > slot:
-                    break
-                if s < slot:
-                    late += 1
-        bit = np.uint64(1) << np.uint64(b)
-        ahead &= ~bit
-        word &= ~bit
+        m, m_late = _segment_matches(
+            keys, stamps, per_access, slot_width, slot, slot_begin, slot_end, j, slot_keys, nq, n
+        )
+        if m == 0:
+            break
+        for k in range(m):
+            slot_keys[now + k] = keys[j + k]
+            slot_keys[nq + k] = np.uint64(now + k)
+        if per_access_tokens:
+            for k in range(j, j + m):
+                n_tok += tokens[k]
+        else:
+            n_tok += m * tokens[0]
+        if want_out:
+            for k in range(j, j + m):
+                out[k] = d
+        late += m_late
+        gone = _bits(b, m)
+        ahead &= ~gone
+        word &= ~gone
         if (nq >> SB_SHIFT) != freed_sb:
             fenwick.add(fen, freed_sb, -freed)
             freed_sb = nq >> SB_SHIFT
             freed = 0
-        freed += 1
-        slot_keys[now] = keys[j]
-        slot_keys[nq] = np.uint64(now)
-        dword |= np.uint64(1) << np.uint64(now & 63)
+        freed += m
+        dword |= _bits(now & 63, m)
         if (now >> SB_SHIFT) != filled_sb:
             fenwick.add(fen, filled_sb, filled)
             filled_sb = now >> SB_SHIFT
             filled = 0
-        filled += 1
-        n_tok += tokens[j] if per_access_tokens else tokens[0]
-        if want_out:
-            out[j] = d
-        q = nq
-        now += 1
-        j += 1
+        filled += m
+        q = nq + m - 1
+        now += m
+        j += m
         if (now & 63) == 0:
             live[dw] = dword
             dw += 1
             dword = live[dw] if dw < live.shape[0] else np.uint64(0)
+        if m < n:
+            break
     live[w] = word
     if dw < live.shape[0]:
         live[dw] = dword

@@ -17,7 +17,9 @@ use is now), a walk of the records that skips whole subtrees, and 2 R + 2 positi
 O((1 + R) (log(S / CAP) + CAP)) for R runs and S stacked blocks. At most SHORT records (on a
 re-read prefix, mostly the top alone) are rewritten in place instead, one overwrite each.
 An access whose block lies one depth below the last one's, with the top (and perhaps the depth
-above it) the only records, is one store into a chunk (kvset.core.opt_runs).
+above it) the only records, is one store into a chunk (kvset.core.opt_runs); one with the top and
+one run of records down to it, each a depth further than the last one's, is one insertion and one
+removal (a shifted run, the same module), with no search and no walk of the records.
 Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key
@@ -34,7 +36,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from kvset.core.hash_table import EMPTY, table_find
+from kvset.core.hash_table import EMPTY, mix, table_find
+from kvset.core.intrinsics import prefetch
 from kvset.core.kernel_types import Int, Jit
 from kvset.core.opt_rope import (
     ASC,
@@ -58,7 +61,9 @@ from kvset.core.opt_rope import (
     remove_at,
     replace_at,
 )
-from kvset.core.opt_runs import find_at, settle
+from kvset.core.opt_runs import find_at, key_at, prefix_max, settle, shifted_run_start
+
+NEXT_USE_AHEAD = 32  # next_uses prefetches the table cell of the key this many accesses before
 
 
 @njit(nogil=True, cache=True)
@@ -71,6 +76,8 @@ def next_uses(keys: np.ndarray) -> tuple[np.ndarray, int]:
     table[1::2] = EMPTY
     distinct = 0
     for i in range(n - 1, -1, -1):
+        if i >= NEXT_USE_AHEAD:  # the key's cell is a cache miss once the table outgrows the caches
+            prefetch(table, 2 * np.int64(mix(keys[i - NEXT_USE_AHEAD]) & np.uint64(mask)))
         h = table_find(table, mask, keys[i])
         if h >= 0:
             nxt[i] = np.int64(table[2 * h + 1])
@@ -203,6 +210,14 @@ def opt_kernel(
     moved = False  # the run took an access
     top_v: Int = 0
     top_key: Int = 0
+    # a shifted run (kvset.core.opt_runs): sh_d the depth of its last access, sh_k where its run of
+    # records starts (0: no shifted run), sh_x the key there, sh_y the top's, sh_m at least every key
+    # at depths 1..sh_k-1
+    sh_d: Int = 0
+    sh_k: Int = 0
+    sh_x: Int = 0
+    sh_y: Int = 0
+    sh_m: Int = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
         if run_v != 0:
@@ -233,6 +248,29 @@ def opt_kernel(
                 ck[top_v, 0] = top_key
                 settle(nd, ck, root, 0, top_v, dirty, counts, order)
             run_v = 0
+        if sh_k > 0:
+            k = -1
+            if sh_d + 1 < nd[root, SZ] and key_at(nd, ck, root, sh_d + 1) == t:
+                k = shifted_run_start(nd, ck, root, sh_y, sh_x, sh_k, sh_m)
+            if k > 0:
+                # the top's key to depth k, the run below it down by one into the block's depth
+                if k > sh_k:
+                    sh_m = max(sh_m, sh_x)
+                remove_at(nd, ck, root, sh_d + 1, dirty)
+                root, used, seed = insert_at(nd, ck, root, k, sh_y, dirty, counts, order, used, seed)
+                if used < 0:
+                    flush(nd, ck, dirty, counts, order)
+                    root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
+                    root, used, seed = insert_at(nd, ck, root, k, sh_y, dirty, counts, order, used, seed)
+                replace_at(nd, ck, root, 0, nxt[t], dirty)
+                flush(nd, ck, dirty, counts, order)
+                if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
+                    root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
+                sh_x, sh_y, sh_k = sh_y, nxt[t], k
+                sh_d += 1
+                maxd = _count(hist, out, want_out, t, sh_d + 1, tok, maxd)
+                continue
+            sh_k = 0
         size = nd[root, SZ]
         seen = size > 0 and nd[root, MN] == t  # the accessed block's key is its next use: now
         d = argmin(nd, ck, root, t) if seen else size
@@ -299,6 +337,15 @@ def opt_kernel(
                 flush(nd, ck, dirty, counts, order)
                 root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
                 root, used, seed = insert_at(nd, ck, root, at, z, dirty, counts, order, used, seed)
+        if seen and rs[0] == 0 and re[nr - 1] == d - 1 and nr <= 2 and (nr == 1 or re[0] == 0) and d >= 2:
+            # the top and one run of records down to the block: a shifted run may follow, from the
+            # depth the old top went to; the keys above it are those now at 0..sh_k-2
+            sh_k = 1 if nr == 1 else rs[1]
+            flush(nd, ck, dirty, counts, order)
+            sh_x = key_at(nd, ck, root, sh_k - 1)  # the old top's key
+            sh_m = prefix_max(nd, ck, root, sh_k - 1)
+            sh_y = nxt[t]
+            sh_d = d
         root, used, seed = insert_at(nd, ck, root, 0, nxt[t], dirty, counts, order, used, seed)
         if used < 0:
             flush(nd, ck, dirty, counts, order)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvset.core.kernel_types import Int
-from kvset.core.opt_rope import CNT, LT, RT, SZ, flush, inline_plain, locate, refresh_chunk
+from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, inline_plain, locate, refresh_chunk
 
 
 @inline_plain
@@ -56,3 +56,60 @@ def settle(
     refresh_chunk(nd, ck, v)
     locate(nd, root, pos, False, 0, dirty)
     flush(nd, ck, dirty, counts, order)
+
+
+# A shifted run. Most accesses of a re-read prefix that the run above does not take (its blocks
+# deep, below other conversations' blocks) find, above the block at depth D, the top and one run
+# of records [k, D-1] with nothing in 1..k-1 above the top's key. The cascade is then: the top's key
+# goes to depth k, the run shifts down by one, into the block's depth; that is one insertion and one
+# removal, whatever the run's length, and no walk of the records. The next access finds its block at
+# D+1 in the same shape when no key at 1..k-1 exceeds the new top's (the bound M) and the run goes on
+# below it: from k if the old top's key (now at k) exceeds the new top's, else from k+1, where the key
+# must exceed the new top's too (kvset.core.opt_kernel keeps D, k, M and the key at k in registers).
+
+
+@inline_plain
+def key_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int) -> Int:
+    """The key at position pos (which the stack holds)."""
+    v, j = find_at(nd, root, pos)
+    key: Int = ck[v, j]
+    return key
+
+
+@inline_plain
+def prefix_max(nd: np.ndarray, ck: np.ndarray, root: Int, end: Int) -> Int:
+    """The largest key at positions 0..end-1 (-1 for none); the summaries must be flushed."""
+    m = np.int64(-1)
+    v = root
+    while end > 0 and v != 0:
+        left = nd[v, LT]
+        ls = nd[left, SZ]
+        if end <= ls:
+            v = left
+            continue
+        if ls > 0:
+            m = max(m, nd[left, MX])
+        end -= ls
+        c = nd[v, CNT]
+        if end <= c:
+            for i in range(end):
+                m = max(m, ck[v, i])
+            return m
+        m = max(m, nd[v, CMX])
+        end -= c
+        v = nd[v, RT]
+    return m
+
+
+@inline_plain
+def shifted_run_start(nd: np.ndarray, ck: np.ndarray, root: Int, y: Int, x: Int, k: Int, m: Int) -> Int:
+    """Where the next access's run of records starts, its block one depth below the last one's, with
+    top key y, x at depth k and m at least every key at depths 1..k-1 (the run goes on from k+1):
+    k if x is a record, k+1 if only the run below it is, -1 if the shape does not hold."""
+    if m > y:
+        return -1
+    if x > y:
+        return k
+    if key_at(nd, ck, root, k + 1) > y:
+        return k + 1
+    return -1

@@ -269,6 +269,17 @@ def test_long_re_read_prefixes_give_every_access_the_explicit_stacks_distance(
     assert h.distances.tolist() == naive_min_distances(keys.tolist())
 
 
+def test_prefixes_buried_under_other_conversations_give_every_access_the_explicit_stacks_distance():
+    """Two conversations and stray re-reads: a request's prefix lies under the other conversation's
+    blocks, so its accesses find the top and one long run of records above them, a depth further
+    each time (shifted runs, kvset.core.opt_runs), started, continued from both kinds of depth
+    and ended by a stray re-read or the end of the prefix."""
+    for seed in range(10):
+        keys, _ = conversations_trace(np.random.default_rng(seed), 2, 8, 90, 0.005, 80)
+        h = opt_histogram(keys, return_distances=True, method="priority")
+        assert h.distances.tolist() == naive_min_distances(keys.tolist()), seed
+
+
 # -- the stack of critical times (kvset.core.opt_critical) ----------------------------------------
 @given(small_traces())
 def test_both_stacks_give_every_access_the_explicit_stacks_distance(trace):
