@@ -141,7 +141,7 @@ def group_runs(parts: list[Partition], runs: int) -> list[list[Partition]]:
     before = 0
     for k, (part, size) in enumerate(zip(parts, sizes, strict=True)):
         # the run of the partition's middle byte (by count when every partition is empty)
-        run = (2 * before + size) * runs // (2 * total) if total else k * runs // len(parts)
+        run = min(runs - 1, (2 * before + size) * runs // (2 * total)) if total else k * runs // len(parts)
         before += size
         if run > last:
             out.append([part])
