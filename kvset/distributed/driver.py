@@ -55,7 +55,7 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     quiet: dict[str, object] = (
         {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     )
-    with dask.config.set({**quiet, **_worker_environ(), **_start_method()}):
+    with dask.config.set({**quiet, **_worker_environ()}):
         local = LocalCluster(
             n_workers=cluster.workers or 1,
             threads_per_worker=1,
@@ -77,15 +77,6 @@ def _worker_environ() -> dict[str, object]:
     key = "distributed.nanny.pre-spawn-environ"
     environ = {k: v for k, v in dask.config.get(key, {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
     return {key: environ}
-
-
-def _start_method() -> dict[str, object]:
-    """On Linux, the local workers are forked from this process rather than spawned: they start with
-    what it has imported (distributed, numpy, numba, kvset) instead of importing it all again, each
-    (about 1 CPU s a worker, and most of a cluster's start: `make bench-dask`). Forking is safe here:
-    Dask forks from a thread of its own while ours waits, and the child runs only Dask's worker.
-    Elsewhere (macOS's system libraries do not survive a fork) Dask's default, spawn."""
-    return {"distributed.worker.multiprocessing-method": "fork"} if sys.platform == "linux" else {}
 
 
 def _run_task(parts: list[Partition], config: ReadConfig, root: bool) -> Any:
@@ -112,6 +103,7 @@ class _Progress:
         self._last = 0.0
         self._lock = threading.Lock()
         self._ended = False
+        self._shown = ""
 
     def step(self, kind: str, level: int) -> None:
         with self._lock:
@@ -144,6 +136,9 @@ class _Progress:
             f"kvset analyze: {self.done_parts}/{self.partitions} partitions analysed, "
             f"{self.done_merges}/{self.merges} merges (round {self.round}/{self.rounds})"
         )
+        if line == self._shown and not (end and self.out.isatty()):
+            return  # told twice (a run's last step, then the end)
+        self._shown = line
         tty = self.out.isatty()
         self.out.write(("\r" + line + ("\n" if end else "")) if tty else line + "\n")
         self.out.flush()
