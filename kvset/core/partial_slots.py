@@ -188,28 +188,64 @@ def merge_rings(a: RingState, b: RingState) -> RingState:
     return out
 
 
+@njit(inline="always")
+def _row(slot: Int, current: Int, n: Int) -> Int:  # pragma: no cover - compiled
+    """The row a slot is counted in (RingState.rows_of): its own within the last n, else the spill."""
+    return slot % n if slot > current - n else n
+
+
+@njit(inline="always")
+def _resolve_at(
+    r: Int, d: Int, tok: Int, blocks: Ints, token_hist: Ints, counts: Ints
+) -> None:  # pragma: no cover - compiled
+    """One resolved first (d > 0: a hit at distance d; -1: beyond the horizon) moved, in row r, from
+    the first accesses to what it is."""
+    counts[r, KL.C_FIRST_TIME] -= 1
+    counts[r, KL.C_FIRST_TIME_TOKENS] -= tok
+    if d > 0:
+        q = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
+        blocks[r, q] += 1
+        token_hist[r, q] += tok
+        counts[r, KL.C_HITS] += 1
+    else:
+        counts[r, KL.C_BEYOND] += 1
+        counts[r, KL.C_BEYOND_TOKENS] += tok
+
+
 @njit(nogil=True, cache=True)
 def _resolve_in_slots(
-    rows: Ints, distance: Ints, tokens: Ints, blocks: Ints, token_hist: Ints, counts: Ints
+    first_slots: Ints,
+    distance: Ints,
+    tokens: Ints,
+    newest: Int,
+    coarse_newest: Int,
+    fine_width: float,
+    coarse_width: float,
+    fine: tuple[Ints, Ints, Ints, Int],
+    coarse: tuple[Ints, Ints, Ints, Int],
+    moved: Ints,
 ) -> None:  # pragma: no cover - compiled
-    """Resolved firsts (distance d > 0: a hit; -1: beyond the horizon) moved, in their slots' rows,
-    from first accesses to what they are."""
-    for i in range(rows.shape[0]):
-        d: Int = distance[i]
+    """B's firsts after A, in one pass: moved[i], the fine slot of B's i-th first after A (its own, or
+    A's newest if older); and each one merging resolved (distance d != 0, see _resolve_at) resolved
+    in its rows of both merged rings (fine, coarse: blocks, tokens, counts and the newest slot). The
+    coarse slot is the one of the first's own fine slot, in the kernel's arithmetic
+    (kvset.core.kernel), or A's newest if older. One pass, where the rows, the slots and the two
+    rings' updates took ten passes over the arrays."""
+    fb, ft, fc, fcur = fine
+    cb, ct, cc, ccur = coarse
+    nf, nc = fb.shape[0] - 1, cb.shape[0] - 1
+    for i in range(first_slots.shape[0]):
+        own = first_slots[i]
+        f = own if newest == NO_SLOT or own >= newest else newest
+        moved[i] = f
+        d = distance[i]
         if d == 0:
             continue
-        r = rows[i]
-        tok = tokens[i]
-        counts[r, KL.C_FIRST_TIME] -= 1
-        counts[r, KL.C_FIRST_TIME_TOKENS] -= tok
-        if d > 0:
-            q = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
-            blocks[r, q] += 1
-            token_hist[r, q] += tok
-            counts[r, KL.C_HITS] += 1
-        else:
-            counts[r, KL.C_BEYOND] += 1
-            counts[r, KL.C_BEYOND_TOKENS] += tok
+        c = np.int64(np.floor(own * fine_width / coarse_width))
+        if coarse_newest != NO_SLOT and c < coarse_newest:
+            c = coarse_newest
+        _resolve_at(_row(f, fcur, nf), d, tokens[i], fb, ft, fc)
+        _resolve_at(_row(c, ccur, nc), d, tokens[i], cb, ct, cc)
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,11 +264,6 @@ class PartialSlots:
     def nbytes(self) -> int:
         arrays = (self.first_slots, self.on_time_slots, self.on_time)
         return self.fine.nbytes() + self.coarse.nbytes() + sum(a.nbytes for a in arrays)
-
-    def coarse_slots(self, fine_slots: Ints) -> Ints:
-        """The coarse slot of each fine slot, as the analyzer computes it (kvset.core.analyzer)."""
-        out: Ints = np.floor(fine_slots * self.fine.width / self.coarse.width).astype(np.int64)
-        return out
 
 
 def empty_slots(horizon: int, slot_seconds: float = 1.0, fine_slots: int = 360,
@@ -264,15 +295,20 @@ def merge_slots(
     follow A's when A's firsts are all its blocks, up to the horizon (as PartialStack.firsts); not
     kept at a merge tree's root, which keeps no firsts."""
     newest = a.fine.current
-    b_fine = b.first_slots if newest == NO_SLOT else np.maximum(b.first_slots, newest)
     fine, coarse = merge_rings(a.fine, b.fine), merge_rings(a.coarse, b.coarse)
-    coarse_newest = a.coarse.current
-    b_coarse = b.coarse_slots(b.first_slots)
-    if coarse_newest != NO_SLOT:
-        b_coarse = np.maximum(b_coarse, coarse_newest)
-    for ring, slots in ((fine, b_fine), (coarse, b_coarse)):
-        rows = ring.rows_of(slots) if len(slots) else slots
-        _resolve_in_slots(rows, distance, first_tokens, ring.blocks, ring.tokens, ring.counts)
+    b_fine = np.empty_like(b.first_slots)
+    _resolve_in_slots(
+        b.first_slots,
+        distance,
+        first_tokens,
+        newest,
+        a.coarse.current,
+        a.fine.width,
+        a.coarse.width,
+        (fine.blocks, fine.tokens, fine.counts, fine.current),
+        (coarse.blocks, coarse.tokens, coarse.counts, coarse.current),
+        b_fine,
+    )
     late = a.late + b.late
     on_slots, on_time = b.on_time_slots, b.on_time
     if newest != NO_SLOT and len(on_slots):

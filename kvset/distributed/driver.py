@@ -1,6 +1,8 @@
 """`kvset analyze SHARDS... --workers N | --dask ADDRESS`: the partitions analysed on Dask workers, each
 reading its own bytes, their partial states merged by an ordered tree of merges (log2 p rounds), the
-root read as the one-process AnalysisResult.
+root read as the one-process AnalysisResult. One task a worker: a run of consecutive partitions,
+analysed and merged where they are (kvset.distributed.tree), so that a state crosses the network once
+a worker, not once a partition (64 partitions on 2 workers were 127 tasks and as many states pickled).
 
 A LocalCluster of N single-threaded worker processes by default, its scheduler and workers bound to
 127.0.0.1 (they talk over the loopback), Dask's dashboard only when asked (--dashboard); or the
@@ -14,18 +16,18 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import dask
-from distributed import Client, KilledWorker, LocalCluster, as_completed
+from distributed import Client, KilledWorker, LocalCluster, as_completed, get_worker
 
-from kvset.core import partial_stack_merge
-from kvset.core.partial_stack import PartialStack
-from kvset.distributed.partitions import PartitionError, plan_partitions
+from kvset.distributed.partitions import Partition, PartitionError, group_runs, plan_partitions
 from kvset.distributed.result import distributed_result
-from kvset.distributed.worker import ReadConfig, analyze_partition
+from kvset.distributed.tree import analyze_run, merge_states, parts_of, run_depth
+from kvset.distributed.worker import ReadConfig
 from kvset.offline import AnalysisResult
 
 
@@ -79,72 +81,69 @@ def _worker_environ() -> dict[str, object]:
     return {key: environ}
 
 
-def _merge_core(a: Any, b: Any, root: bool, laps: dict[str, float]) -> Any:
-    if isinstance(a, PartialStack):
-        return partial_stack_merge.merge(a, b, root=root, laps=laps)
-    from kvset.core import partial_sample_merge
-
-    return partial_sample_merge.merge(a, b)
+def _run_task(parts: list[Partition], config: ReadConfig, root: bool) -> Any:
+    """A run of consecutive partitions on a worker (kvset.distributed.tree), each of its steps sent to
+    the client as a Dask event: the progress line counts partitions and merges as they are done."""
+    return analyze_run(parts, config, root, on_step=_tell)
 
 
-def merge_states(a: Any, b: Any, root: bool = False) -> Any:
-    """One merge of the tree, on a worker: the core merge (root: the tree's last, whose state keeps no
-    stack), the partitions' extras carried along (in order) with the time the merge took (CPU seconds
-    by phase too) and its round."""
-    t0, cpu0 = time.perf_counter(), time.thread_time()
-    laps: dict[str, float] = {}
-    merged = _merge_core(a, b, root, laps)
-    level = 1 + max(a.extra.get("round", 0), b.extra.get("round", 0))
-    merges = [*a.extra.get("merges", []), *b.extra.get("merges", [])]
-    took, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
-    merges.append(
-        {
-            "round": level,
-            "seconds": took,
-            "cpu_seconds": cpu,
-            "bytes_in": a.nbytes() + b.nbytes(),
-            "phases": laps,
-        }
-    )
-    extra = {"parts": _parts(a) + _parts(b), "round": level, "merges": merges}
-    return replace(merged, extra=extra)
+def _tell(kind: str, level: int) -> None:
+    get_worker().log_event(PROGRESS, (kind, level))
 
 
-def _parts(state: Any) -> list[dict[str, Any]]:
-    return state.extra.get("parts", [state.extra])
+PROGRESS = "kvset-progress"  # the Dask event topic of the runs' steps
 
 
 class _Progress:
-    """Partitions analysed and merges done, on one line of stderr (rewritten on a terminal)."""
+    """Partitions analysed and merges done, on one line of stderr (rewritten on a terminal). Told from
+    two threads: Dask's, with the runs' events, and the driver's, with the merges across runs."""
 
     def __init__(self, partitions: int, rounds: int, out: TextIO | None) -> None:
         self.partitions, self.merges, self.rounds = partitions, partitions - 1, rounds
         self.done_parts = self.done_merges = self.round = 0
         self.out = out
         self._last = 0.0
+        self._lock = threading.Lock()
+        self._ended = False
+        self._shown = ""
 
-    def step(self, is_merge: bool, level: int) -> None:
-        if is_merge:
-            self.done_merges += 1
-            self.round = max(self.round, level)
-        else:
-            self.done_parts += 1
-        end = self.done_parts == self.partitions and self.done_merges == self.merges
-        now = time.monotonic()
-        if self.out is None or (now - self._last < 0.5 and not end):
+    def step(self, kind: str, level: int) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            if kind == "merge":
+                self.done_merges += 1
+                self.round = max(self.round, level)
+            else:
+                self.done_parts += 1
+            now = time.monotonic()
+            if now - self._last >= 0.5:
+                self._last = now
+                self._show(end=False)
+
+    def end(self, rounds: int) -> None:
+        """All done (a run's last events may come after its result): the line says so once, with the
+        root's round (the tree's depth)."""
+        with self._lock:
+            if not self._ended:
+                self._ended = True
+                self.done_parts, self.done_merges = self.partitions, self.merges
+                self.round = self.rounds = rounds
+                self._show(end=True)
+
+    def _show(self, end: bool) -> None:
+        if self.out is None:
             return
-        self._last = now
         line = (
             f"kvset analyze: {self.done_parts}/{self.partitions} partitions analysed, "
             f"{self.done_merges}/{self.merges} merges (round {self.round}/{self.rounds})"
         )
+        if line == self._shown and not (end and self.out.isatty()):
+            return  # told twice (a run's last step, then the end)
+        self._shown = line
         tty = self.out.isatty()
         self.out.write(("\r" + line + ("\n" if end else "")) if tty else line + "\n")
         self.out.flush()
-
-
-def _rounds(p: int) -> int:
-    return max(0, (p - 1).bit_length())
 
 
 def _submit_tree(client: Client, leaves: list[Any]) -> tuple[list[Any], dict[str, tuple[int, list[str]]]]:
@@ -199,19 +198,23 @@ def analyze_distributed(
         phases = {"cluster": time.perf_counter() - t0}
         n_workers = len(client.nthreads()) or 1
         parts, cut = plan_partitions(inputs, partitions or n_workers)
-        futures = [  # one partition is the root itself
-            client.submit(
-                analyze_partition, p, config, len(parts) == 1, key=f"kvset-partition-{p.index}", pure=False
-            )
-            for p in parts
+        ordered = time_order and len(parts) > 1 and all(p.end is None for p in parts)
+        # one run a worker, of consecutive partitions; files to order by their timestamps go one a run
+        runs = [[p] for p in parts] if ordered else group_runs(parts, n_workers)
+        local_rounds = max(run_depth(len(r)) for r in runs)
+        bar = _Progress(len(parts), local_rounds + run_depth(len(runs)), sys.stderr if progress else None)
+        client.subscribe_topic(PROGRESS, lambda event: bar.step(*event[1]))
+        futures = [  # one run is the root itself
+            client.submit(_run_task, run, config, len(runs) == 1, key=f"kvset-run-{k}", pure=False)
+            for k, run in enumerate(runs)
         ]
-        if time_order and len(parts) > 1 and all(p.end is None for p in parts):
+        if ordered:
             futures = _time_ordered(client, futures)
             cut += ", ordered by their first timestamps"
         merges, inputs_of = _submit_tree(client, futures)
         held = {str(f.key): f for f in [*futures, *merges]}
         root_key = str(merges[-1].key if merges else futures[0].key)
-        bar = _Progress(len(parts), _rounds(len(parts)), sys.stderr if progress else None)
+        left = len(futures)
         del futures, merges
         for f in as_completed(list(held.values())):
             if f.status == "error":
@@ -220,22 +223,26 @@ def analyze_distributed(
                 except KilledWorker as e:  # a worker process died under a task (out of memory, killed)
                     raise PartitionError(f"a Dask worker died while it ran {e.task}") from None
             merged = inputs_of.get(str(f.key))
-            bar.step(merged is not None, merged[0] if merged else 0)
+            if merged is not None:
+                bar.step("merge", local_rounds + merged[0])
             for k in merged[1] if merged else ():
                 held.pop(k, None)  # a merged state's inputs leave the workers' memory
-            if bar.done_parts == len(parts) and "analysed" not in phases:
-                phases["analysed"] = time.perf_counter() - t0
+            left -= merged is None
+            if not left and "runs" not in phases:
+                phases["runs"] = time.perf_counter() - t0  # analysed, and merged on their workers
         state = held[root_key].result()
+        bar.end(state.extra.get("round", 0))
         phases["merged"] = time.perf_counter() - t0
         how = (
             f"computed on {cluster.describe(client)}: {cut}, analysed where their bytes are and merged "
-            f"in {_rounds(len(parts))} rounds of an ordered merge of partial stacks (docs/method.md, section 13)"
+            f"in {state.extra.get('round', 0)} rounds of an ordered merge of partial stacks "
+            "(docs/method.md, section 13)"
         )
     finally:
         client.close()
         if local is not None:
             local.close()
-    all_parts = _parts(state)
+    all_parts = parts_of(state)
     if not any(p["requests"] for p in all_parts):
         raise PartitionError(
             f"no valid request in {', '.join(inputs)} ({sum(p['lines'] for p in all_parts)} lines read)"

@@ -129,3 +129,23 @@ def open_partition(part: Partition) -> tuple[io.BufferedReader, int]:
     hi = _line_start_at_or_after(f, part.end)
     hi = max(lo, hi)
     return io.BufferedReader(_RangeReader(f, lo, hi), 1 << 20), hi - lo
+
+
+def group_runs(parts: list[Partition], runs: int) -> list[list[Partition]]:
+    """The partitions cut into at most `runs` runs of consecutive ones, of about equal bytes (a run is
+    one task: its worker analyses them in order and merges them before anything is sent)."""
+    sizes = [(p.end - p.start) if p.end is not None else os.path.getsize(p.path) for p in parts]
+    total = sum(sizes)
+    out: list[list[Partition]] = []
+    last = -1  # the run of the previous partition
+    before = 0
+    for k, (part, size) in enumerate(zip(parts, sizes, strict=True)):
+        # the run of the partition's middle byte (by count when every partition is empty)
+        run = min(runs - 1, (2 * before + size) * runs // (2 * total)) if total else k * runs // len(parts)
+        before += size
+        if run > last:
+            out.append([part])
+            last = run
+        else:
+            out[-1].append(part)
+    return out
