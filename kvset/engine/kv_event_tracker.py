@@ -75,6 +75,9 @@ HITS_MIN_SHARE = 0.01
 _RATE_WINDOW_S = 10.0
 QUIET_SECONDS = 1.0  # a publisher silent this long has finished its requests: the replay is flushed
 
+# Of a quiet publisher's delay line (kvset.engine_model.replay), batches replayed per update: its first
+# requests count after that much work (a flood's 32 batches took 0.4 s of CPU at once)
+FLUSH_BATCHES = 4
 ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
 
 
@@ -126,6 +129,9 @@ class KvEventTracker:
         self.ignored_media: Counter[str] = Counter()
         self.other_media = MediaResidents()  # what the media not counted hold (HiCache's lower tiers)
         self._eviction_samples: deque[tuple[float, int]] = deque()
+        # what the sequences decided, in order, until applied: at once, or by the source (apply_next)
+        self._decided: deque[tuple[Publisher, Accept | EventsLost | EngineRestarted | GapClosed]] = deque()
+        self.apply_at_once = True
 
     # ----------------------------------------------------------------- inputs
     def published(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
@@ -184,28 +190,56 @@ class KvEventTracker:
         return min(deadlines) if deadlines else None
 
     def _carry_out(self, publisher: Publisher, steps: Iterable[Step], at: float) -> list[ReplayStep]:
-        """Apply the sequence's steps to the engine's state; hand back those for the replay socket."""
+        """Queue the sequence's steps for the engine's state (applied now unless `apply_at_once` is
+        off); hand back those for the replay socket."""
         out: list[ReplayStep] = []
         for step in steps:
             if isinstance(step, AskReplay | DropReplayConnection):
                 out.append(step)
-                continue
-            try:
-                if isinstance(step, Accept):
-                    self._accept(publisher, step.batch, at)
-                elif isinstance(step, EventsLost):
-                    self._events_lost(publisher)
-                elif isinstance(step, EngineRestarted):
-                    for blocks in publisher.groups.values():
-                        blocks.clear()
-                    publisher.reset_groupings()
-                    self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
-                elif isinstance(step, GapClosed):
-                    self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
-            except Exception as exc:  # noqa: BLE001 - no message may stop the source
-                where = publisher.address + (f" seq {step.seq}" if isinstance(step, Accept) else "")
-                self._failed(publisher, exc, where)
+            else:
+                self._decided.append((publisher, step))
+        if self.apply_at_once:
+            while self.apply_next(at):
+                pass
         return out
+
+    @property
+    def unapplied(self) -> int:
+        """Steps decided (batches accepted, gaps closed) and not yet applied to the engine's state."""
+        return len(self._decided)
+
+    @property
+    def flushing(self) -> bool:
+        """Whether a quiet publisher's requests are being finished, over the next updates."""
+        return any(p.replay.flushing for p in self.publishers)
+
+    @property
+    def unapplied_batches(self) -> int:
+        return sum(isinstance(step, Accept) for _, step in self._decided)
+
+    def apply_next(self, at: float) -> bool:
+        """Apply the next decided step to the engine's state, in the order decided; False: none waits.
+        A replay that ends releases the batches it held at once: applied one by one, between the
+        source's updates, the first of them count after one batch's work, not after all of theirs."""
+        if not self._decided:
+            return False
+        publisher, step = self._decided.popleft()
+        try:
+            if isinstance(step, Accept):
+                self._accept(publisher, step.batch, at)
+            elif isinstance(step, EventsLost):
+                self._events_lost(publisher)
+            elif isinstance(step, EngineRestarted):
+                for blocks in publisher.groups.values():
+                    blocks.clear()
+                publisher.reset_groupings()
+                self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
+            elif isinstance(step, GapClosed):
+                self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
+        except Exception as exc:  # noqa: BLE001 - no message may stop the source
+            where = publisher.address + (f" seq {step.seq}" if isinstance(step, Accept) else "")
+            self._failed(publisher, exc, where)
+        return True
 
     def _failed(self, publisher: Publisher, exc: Exception, where: str) -> None:
         """A message whose handling raised: counted, and what it may have changed is not trusted."""
@@ -356,23 +390,31 @@ class KvEventTracker:
         """The accesses, the engine model, the engine reading and the timeline events since the last
         take (no health). A publisher quiet for QUIET_SECONDS (or every one, when `final`) has its
         requests finished first."""
+        if final:
+            while self.apply_next(at):
+                pass
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
         part_keys: list[int] = []  # each part's request's last block (-1: none)
         model_name = ""
         for publisher in self.publishers:
             replay = publisher.replay
-            quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
+            quiet = (
+                publisher.last_batch_at is not None
+                and at - publisher.last_batch_at >= self.quiet_seconds
+                and not self._decided  # (its next batch may be among them)
+            )
             # A gap's replay defers the finish to its end (what it brings back comes before what was
             # held); a probe of the quiet stream's tail does not: what it may bring comes after the
             # last batch anyway, and the stream's last requests waited the probe's second more.
             flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.filling_gap))
             if flushing:
-                replay.flush()
                 publisher.pages.flush()
                 if (radix := publisher.radix_feed()) is not None:
                     radix.flush()
                 publisher.flushed = True
+            if flushing or replay.flushing:  # (the delay line a part at a time, at the source's updates)
+                replay.flush(None if final or self.apply_at_once else FLUSH_BATCHES)
             # Accesses wait while the shape is undecided; then one grouping's are kept, the others'
             # (the same pages) are let go.
             shape = publisher.shape.shape(final=final or flushing)
