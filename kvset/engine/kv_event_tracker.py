@@ -18,10 +18,10 @@ Hybrid models store each request's blocks once per KV cache group, often under t
 Only one group is counted (kvset.engine.kv_cache_group_choice); each (rank, group) has its own
 resident set, so one group's blocks never look like hits in another.
 
-Whether the engine reports its hits is decided from a sustained signal: enough stores of
-blocks that are already resident (HITS_MIN_STORES, and HITS_MIN_SHARE of all stores). After
-events were lost, the blocks resident then may have been evicted unseen, so their next store is
-not taken as a hit.
+Whether the engine reports its hits is decided from a sustained signal: enough stores of blocks
+that are already resident (kvset.engine.kv_event_readings: HITS_MIN_STORES, and HITS_MIN_SHARE of all
+stores). After events were lost, the blocks resident then may have been evicted unseen, so their
+next store is not taken as a hit.
 
 `KvEventTracker` is pure: it is given each publisher's messages as frames, with the time (monotonic
 seconds `now` for the replay deadlines, wall seconds `at` for the timeline), and answers with the
@@ -32,12 +32,13 @@ while handling one is a counted rejection.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from kvset.engine import DEFAULT_MEDIUM
 from kvset.engine.kv_cache_group_choice import GroupChoice
 from kvset.engine.kv_event_principals import EventPrincipals
 from kvset.engine.kv_event_publisher import Publisher, block_tokens, event_block_size
+from kvset.engine.kv_event_readings import TrackerReadings
 from kvset.engine.kv_event_sequence import (
     Accept,
     AskReplay,
@@ -64,15 +65,10 @@ from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
-from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+from kvset.types import SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
-# "Hits reported" needs this many stores of resident blocks, and this share of all stores: one
-# stray duplicate (a lost BlockRemoved, a second KV cache group) must not decide it.
-HITS_MIN_STORES = 10
-HITS_MIN_SHARE = 0.01
-_RATE_WINDOW_S = 10.0
 QUIET_SECONDS = 1.0  # a publisher silent this long has finished its requests: the replay is flushed
 
 # Of a quiet publisher's delay line (kvset.engine_model.replay), batches replayed per update: its first
@@ -81,7 +77,7 @@ FLUSH_BATCHES = 4
 ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
 
 
-class KvEventTracker:
+class KvEventTracker(TrackerReadings):
     """The engine as its KV events describe it, over one or more publishers (see the module docstring)."""
 
     def __init__(
@@ -482,78 +478,3 @@ class KvEventTracker:
                 if (batch := pending.take(self.block_size)) is not None
             ),
         )
-
-    def request_counts(self) -> dict[str, int]:
-        """The grouping's and the dedupe's counters, summed over the publishers."""
-        total: Counter[str] = Counter()
-        for p in self.publishers:
-            total.update(vars(p.grouping().counts))
-        return dict(total)
-
-    def replay_state(self) -> dict[str, int]:
-        """The replays' blocks now, summed over the publishers (the finish lag: the longest)."""
-        total: Counter[str] = Counter()
-        for p in self.publishers:
-            total.update(p.grouping().state())
-        total["finish_lag"] = max(p.grouping().finish_lag for p in self.publishers)
-        return dict(total)
-
-    def reading(self, at: float) -> EngineReading | None:
-        if not any(p.batches for p in self.publishers):
-            return None
-        return EngineReading(
-            at=at,
-            block_size=self.block_size,
-            resident_blocks=self.counted_total(len),
-            evictions_total=self.evictions_total,
-            restores_after_removal=self.counted_total(lambda b: b.restores_after_removal),
-            resident_by_medium=self._resident_by_medium(),
-            label="kv events",
-        )
-
-    def _resident_by_medium(self) -> tuple[tuple[str, int], ...] | None:
-        """Pages resident in the counted medium, then in each other one the events showed (None: one
-        medium only)."""
-        others = self.other_media.counts()
-        if not others or self.medium is None:
-            return None
-        return ((self.medium, self.counted_total(len)), *others)
-
-    def counted_sets(self, publisher: Publisher) -> list[ResidentBlocks]:
-        """The resident sets whose blocks are accesses: events without a group, and the group in use."""
-        return [b for g, b in publisher.groups.items() if self.groups.counts(g)]
-
-    def counted_total(
-        self, count: Callable[[ResidentBlocks], int], publishers: Iterable[Publisher] | None = None
-    ) -> int:
-        return sum(
-            count(b)
-            for p in (self.publishers if publishers is None else publishers)
-            for b in self.counted_sets(p)
-        )
-
-    @property
-    def evictions_total(self) -> int:
-        return self.counted_total(lambda b: b.evictions_total)
-
-    def hit_evidence(self) -> tuple[int, int]:
-        """(stores of blocks known to be resident, all stores) of the counted groups."""
-        return (
-            self.counted_total(lambda b: b.stores_of_resident),
-            self.counted_total(lambda b: b.stored_total),
-        )
-
-    @property
-    def hits_reported(self) -> bool:
-        """Whether the engine's stores include its hits: a sustained share of stores of resident blocks."""
-        resident, stored = self.hit_evidence()
-        return resident >= HITS_MIN_STORES and resident >= HITS_MIN_SHARE * stored
-
-    def eviction_rate(self, at: float) -> float:
-        """Evictions per second over about the last _RATE_WINDOW_S seconds (each call is a sample)."""
-        samples = self._eviction_samples
-        samples.append((at, self.evictions_total))
-        while len(samples) > 2 and at - samples[1][0] >= _RATE_WINDOW_S:
-            samples.popleft()
-        (t0, e0), (t1, e1) = samples[0], samples[-1]
-        return (e1 - e0) / (t1 - t0) if t1 > t0 else 0.0
