@@ -343,5 +343,6 @@ def test_a_final_take_applies_what_is_decided_first() -> None:
     t = KvEventTracker(["tcp://x:1"], [None], RejectCounter())
     t.apply_at_once = False
     t.published(0, message(0, [stored([1, 2])]), now=0.0, at=100.0)
-    assert t.take(100.0).accesses is None  # not applied: nothing to hand out yet
+    assert t.take(100.0).accesses is None and t.publishers[0].batches == 0  # an update applies nothing
     assert t.take(100.5, final=True).accesses.keys.tolist() == [1, 2]
+    assert t.publishers[0].batches == 1 and t.unapplied == 0
