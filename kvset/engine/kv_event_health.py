@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from kvset.engine.kv_event_readings import HITS_MIN_SHARE, HITS_MIN_STORES
 from kvset.engine.kv_event_sequence import UNANSWERED_PAUSE_S
-from kvset.engine.kv_event_tracker import HITS_MIN_SHARE, HITS_MIN_STORES, KvEventTracker
+from kvset.engine.kv_event_tracker import KvEventTracker
 from kvset.engine.resident_set import MAX_RESIDENT
 from kvset.engine.stream_shape import ONE_EVENT_PER_PAGE, RADIX_INSERTS
 from kvset.engine.tracker_output import HealthParts

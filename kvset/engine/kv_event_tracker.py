@@ -18,10 +18,10 @@ Hybrid models store each request's blocks once per KV cache group, often under t
 Only one group is counted (kvset.engine.kv_cache_group_choice); each (rank, group) has its own
 resident set, so one group's blocks never look like hits in another.
 
-Whether the engine reports its hits is decided from a sustained signal: enough stores of
-blocks that are already resident (HITS_MIN_STORES, and HITS_MIN_SHARE of all stores). After
-events were lost, the blocks resident then may have been evicted unseen, so their next store is
-not taken as a hit.
+Whether the engine reports its hits is decided from a sustained signal: enough stores of blocks
+that are already resident (kvset.engine.kv_event_readings: HITS_MIN_STORES, and HITS_MIN_SHARE of all
+stores). After events were lost, the blocks resident then may have been evicted unseen, so their
+next store is not taken as a hit.
 
 `KvEventTracker` is pure: it is given each publisher's messages as frames, with the time (monotonic
 seconds `now` for the replay deadlines, wall seconds `at` for the timeline), and answers with the
@@ -32,12 +32,13 @@ while handling one is a counted rejection.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from kvset.engine import DEFAULT_MEDIUM
 from kvset.engine.kv_cache_group_choice import GroupChoice
 from kvset.engine.kv_event_principals import EventPrincipals
 from kvset.engine.kv_event_publisher import Publisher, block_tokens, event_block_size
+from kvset.engine.kv_event_readings import TrackerReadings
 from kvset.engine.kv_event_sequence import (
     Accept,
     AskReplay,
@@ -64,21 +65,19 @@ from kvset.engine_model.radix_cache import RadixReplay
 from kvset.engine_model.records import ModelPart, merge_model
 from kvset.quantities import plural
 from kvset.rejects import RejectCounter
-from kvset.types import EngineReading, SourceUpdate, TimelineEvent
+from kvset.types import SourceUpdate, TimelineEvent
 from kvset.units import DEFAULT_UNITS, StreamUnits
 
 ALL_MEDIA = ("all", "any", "*")
-# "Hits reported" needs this many stores of resident blocks, and this share of all stores: one
-# stray duplicate (a lost BlockRemoved, a second KV cache group) must not decide it.
-HITS_MIN_STORES = 10
-HITS_MIN_SHARE = 0.01
-_RATE_WINDOW_S = 10.0
 QUIET_SECONDS = 1.0  # a publisher silent this long has finished its requests: the replay is flushed
 
+# Of a quiet publisher's delay line (kvset.engine_model.replay), batches replayed per update: its first
+# requests count after that much work (a flood's 32 batches took 0.4 s of CPU at once)
+FLUSH_BATCHES = 4
 ReplayStep = AskReplay | DropReplayConnection  # what only the source can do: talk to the replay socket
 
 
-class KvEventTracker:
+class KvEventTracker(TrackerReadings):
     """The engine as its KV events describe it, over one or more publishers (see the module docstring)."""
 
     def __init__(
@@ -126,6 +125,9 @@ class KvEventTracker:
         self.ignored_media: Counter[str] = Counter()
         self.other_media = MediaResidents()  # what the media not counted hold (HiCache's lower tiers)
         self._eviction_samples: deque[tuple[float, int]] = deque()
+        # what the sequences decided, in order, until applied: at once, or by the source (apply_next)
+        self._decided: deque[tuple[Publisher, Accept | EventsLost | EngineRestarted | GapClosed]] = deque()
+        self.apply_at_once = True
 
     # ----------------------------------------------------------------- inputs
     def published(self, index: int, frames: Sequence[bytes], now: float, at: float) -> list[ReplayStep]:
@@ -184,28 +186,56 @@ class KvEventTracker:
         return min(deadlines) if deadlines else None
 
     def _carry_out(self, publisher: Publisher, steps: Iterable[Step], at: float) -> list[ReplayStep]:
-        """Apply the sequence's steps to the engine's state; hand back those for the replay socket."""
+        """Queue the sequence's steps for the engine's state (applied now unless `apply_at_once` is
+        off); hand back those for the replay socket."""
         out: list[ReplayStep] = []
         for step in steps:
             if isinstance(step, AskReplay | DropReplayConnection):
                 out.append(step)
-                continue
-            try:
-                if isinstance(step, Accept):
-                    self._accept(publisher, step.batch, at)
-                elif isinstance(step, EventsLost):
-                    self._events_lost(publisher)
-                elif isinstance(step, EngineRestarted):
-                    for blocks in publisher.groups.values():
-                        blocks.clear()
-                    publisher.reset_groupings()
-                    self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
-                elif isinstance(step, GapClosed):
-                    self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
-            except Exception as exc:  # noqa: BLE001 - no message may stop the source
-                where = publisher.address + (f" seq {step.seq}" if isinstance(step, Accept) else "")
-                self._failed(publisher, exc, where)
+            else:
+                self._decided.append((publisher, step))
+        if self.apply_at_once:
+            while self.apply_next(at):
+                pass
         return out
+
+    @property
+    def unapplied(self) -> int:
+        """Steps decided (batches accepted, gaps closed) and not yet applied to the engine's state."""
+        return len(self._decided)
+
+    @property
+    def flushing(self) -> bool:
+        """Whether a quiet publisher's requests are being finished, over the next updates."""
+        return any(p.replay.flushing for p in self.publishers)
+
+    @property
+    def unapplied_batches(self) -> int:
+        return sum(isinstance(step, Accept) for _, step in self._decided)
+
+    def apply_next(self, at: float) -> bool:
+        """Apply the next decided step to the engine's state, in the order decided; False: none waits.
+        A replay that ends releases the batches it held at once: applied one by one, between the
+        source's updates, the first of them count after one batch's work, not after all of theirs."""
+        if not self._decided:
+            return False
+        publisher, step = self._decided.popleft()
+        try:
+            if isinstance(step, Accept):
+                self._accept(publisher, step.batch, at)
+            elif isinstance(step, EventsLost):
+                self._events_lost(publisher)
+            elif isinstance(step, EngineRestarted):
+                for blocks in publisher.groups.values():
+                    blocks.clear()
+                publisher.reset_groupings()
+                self._timeline.append(TimelineEvent(at, "engine-reset", step.describe(publisher.label)))
+            elif isinstance(step, GapClosed):
+                self._timeline.append(TimelineEvent(at, "sequence-gap", step.describe(publisher.label)))
+        except Exception as exc:  # noqa: BLE001 - no message may stop the source
+            where = publisher.address + (f" seq {step.seq}" if isinstance(step, Accept) else "")
+            self._failed(publisher, exc, where)
+        return True
 
     def _failed(self, publisher: Publisher, exc: Exception, where: str) -> None:
         """A message whose handling raised: counted, and what it may have changed is not trusted."""
@@ -356,23 +386,31 @@ class KvEventTracker:
         """The accesses, the engine model, the engine reading and the timeline events since the last
         take (no health). A publisher quiet for QUIET_SECONDS (or every one, when `final`) has its
         requests finished first."""
+        if final:
+            while self.apply_next(at):
+                pass
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
         part_keys: list[int] = []  # each part's request's last block (-1: none)
         model_name = ""
         for publisher in self.publishers:
             replay = publisher.replay
-            quiet = publisher.last_batch_at is not None and at - publisher.last_batch_at >= self.quiet_seconds
+            quiet = (
+                publisher.last_batch_at is not None
+                and at - publisher.last_batch_at >= self.quiet_seconds
+                and not self._decided  # (its next batch may be among them)
+            )
             # A gap's replay defers the finish to its end (what it brings back comes before what was
             # held); a probe of the quiet stream's tail does not: what it may bring comes after the
             # last batch anyway, and the stream's last requests waited the probe's second more.
             flushing = not publisher.flushed and (final or (quiet and not publisher.sequence.filling_gap))
             if flushing:
-                replay.flush()
                 publisher.pages.flush()
                 if (radix := publisher.radix_feed()) is not None:
                     radix.flush()
                 publisher.flushed = True
+            if flushing or replay.flushing:  # (the delay line a part at a time, at the source's updates)
+                replay.flush(None if final or self.apply_at_once else FLUSH_BATCHES)
             # Accesses wait while the shape is undecided; then one grouping's are kept, the others'
             # (the same pages) are let go.
             shape = publisher.shape.shape(final=final or flushing)
@@ -440,78 +478,3 @@ class KvEventTracker:
                 if (batch := pending.take(self.block_size)) is not None
             ),
         )
-
-    def request_counts(self) -> dict[str, int]:
-        """The grouping's and the dedupe's counters, summed over the publishers."""
-        total: Counter[str] = Counter()
-        for p in self.publishers:
-            total.update(vars(p.grouping().counts))
-        return dict(total)
-
-    def replay_state(self) -> dict[str, int]:
-        """The replays' blocks now, summed over the publishers (the finish lag: the longest)."""
-        total: Counter[str] = Counter()
-        for p in self.publishers:
-            total.update(p.grouping().state())
-        total["finish_lag"] = max(p.grouping().finish_lag for p in self.publishers)
-        return dict(total)
-
-    def reading(self, at: float) -> EngineReading | None:
-        if not any(p.batches for p in self.publishers):
-            return None
-        return EngineReading(
-            at=at,
-            block_size=self.block_size,
-            resident_blocks=self.counted_total(len),
-            evictions_total=self.evictions_total,
-            restores_after_removal=self.counted_total(lambda b: b.restores_after_removal),
-            resident_by_medium=self._resident_by_medium(),
-            label="kv events",
-        )
-
-    def _resident_by_medium(self) -> tuple[tuple[str, int], ...] | None:
-        """Pages resident in the counted medium, then in each other one the events showed (None: one
-        medium only)."""
-        others = self.other_media.counts()
-        if not others or self.medium is None:
-            return None
-        return ((self.medium, self.counted_total(len)), *others)
-
-    def counted_sets(self, publisher: Publisher) -> list[ResidentBlocks]:
-        """The resident sets whose blocks are accesses: events without a group, and the group in use."""
-        return [b for g, b in publisher.groups.items() if self.groups.counts(g)]
-
-    def counted_total(
-        self, count: Callable[[ResidentBlocks], int], publishers: Iterable[Publisher] | None = None
-    ) -> int:
-        return sum(
-            count(b)
-            for p in (self.publishers if publishers is None else publishers)
-            for b in self.counted_sets(p)
-        )
-
-    @property
-    def evictions_total(self) -> int:
-        return self.counted_total(lambda b: b.evictions_total)
-
-    def hit_evidence(self) -> tuple[int, int]:
-        """(stores of blocks known to be resident, all stores) of the counted groups."""
-        return (
-            self.counted_total(lambda b: b.stores_of_resident),
-            self.counted_total(lambda b: b.stored_total),
-        )
-
-    @property
-    def hits_reported(self) -> bool:
-        """Whether the engine's stores include its hits: a sustained share of stores of resident blocks."""
-        resident, stored = self.hit_evidence()
-        return resident >= HITS_MIN_STORES and resident >= HITS_MIN_SHARE * stored
-
-    def eviction_rate(self, at: float) -> float:
-        """Evictions per second over about the last _RATE_WINDOW_S seconds (each call is a sample)."""
-        samples = self._eviction_samples
-        samples.append((at, self.evictions_total))
-        while len(samples) > 2 and at - samples[1][0] >= _RATE_WINDOW_S:
-            samples.popleft()
-        (t0, e0), (t1, e1) = samples[0], samples[-1]
-        return (e1 - e0) / (t1 - t0) if t1 > t0 else 0.0

@@ -44,6 +44,9 @@ The replay runs `delay_batches` behind the stream, so that these are known in ti
 every prompt block its free-queue distance D: the block is a hit in a pool of C blocks iff the
 prefix up to it has D <= C. A finished request hands its blocks to the analyzer as one request (in
 chain order; `--order reverse` is vLLM's freeing order) and its distances to the engine model.
+
+The hit reports' dedupe is kvset.engine_model.hit_reports, the lookups and pins on the free queue
+kvset.engine_model.pool_operations (mixins of RequestReplay).
 """
 
 from __future__ import annotations
@@ -52,24 +55,20 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from kvset.engine_model.free_queue import ABSENT, PIN, PINNED, QUERY, RELEASE, FreeQueue
+from kvset.engine_model.free_queue import RELEASE, FreeQueue
+from kvset.engine_model.hit_reports import HitReports
 from kvset.engine_model.kv_groups import GroupCopies, KvGroup
+from kvset.engine_model.pool_operations import PoolOperations
 from kvset.engine_model.prefix_chain import PrefixChain
 from kvset.engine_model.records import (
-    CAUSE_BEYOND_HORIZON,
-    CAUSE_FIRST_TIME,
-    CAUSE_RECOMPUTED,
-    INFINITE,
     MODEL_HORIZON,
     FinishedOutputs,
     OpenRequest,
     Report,
     RequestCounts,
-    add_query,
 )
 from kvset.engine_model.u64_map import U64Map
 
-_NO_KEYS = np.empty(0, dtype=np.uint64)
 _GOLDEN = 0.6180339887498949  # request ids times it, mod 1: spread evenly over [0, 1)
 DELAY_BATCHES = 32
 OUTPUT_BLOCK_GAP = 16  # batches between two output blocks of a request until measured (a step a batch)
@@ -77,13 +76,12 @@ GAP_SAMPLES = 512
 PENDING_BATCHES = 24  # a hit report waits this long for its admission's store (a prompt cached but
 # for its partial last block stores nothing until its first output block, 16 steps on); below
 # DELAY_BATCHES, so that an admission found at the end is still replayed where it happened
-FORGOTTEN_MEMORY = MODEL_HORIZON
 OWNER_KEEP_BATCHES = 4096  # how long a finished request's blocks still name it (readmissions)
 # ... and at most this many of their blocks: 4,096 batches of 10,000 blocks held 41 M keys (GBs)
 OWNER_KEEP_BLOCKS = MODEL_HORIZON
 
 
-class RequestReplay(FinishedOutputs):
+class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
     """One engine's (one rank's) requests from its BlockStored events, and the block-pool replay."""
 
     def __init__(
@@ -132,12 +130,15 @@ class RequestReplay(FinishedOutputs):
         self._waiting: dict[int, int] = {}  # batch -> lookups in it that the engine did not admit
         self._finished_in = -1  # the last replayed batch at whose end a request finished
         self._replayed = -1  # the last replayed batch
+        self.flushing = False  # a flush begun, the delay line not yet replayed to its end (flush)
         self._next_id = 0
         self._init_outputs()
         self._out_groups: list[tuple[int, np.ndarray, np.ndarray, float]] = []  # (group, keys, tokens, time)
 
     # ----------------------------------------------------------------- grouping (live)
     def begin_batch(self, ts: float) -> None:
+        if self.flushing:  # the stream goes on after a quiet moment: the flush ends first
+            self.flush()
         previous = self._ts.get(self._batch)
         if previous is not None and ts > previous:
             self._step_gaps.append(ts - previous)
@@ -239,57 +240,6 @@ class RequestReplay(FinishedOutputs):
         for blocks of 16, where one rounding for all would hold every request half a batch longer)."""
         return int(self._stay + (request.id * _GOLDEN) % 1.0)
 
-    def _report(self, keys: np.ndarray, tokens: np.ndarray) -> None:
-        self.counts.reports += 1
-        last = int(keys[-1])
-        self._evidence(last, _NO_KEYS, None)
-        known = self._reports.pop(last, None)
-        if known is not None and known.batch == self._batch:
-            known.count += 1
-            self._reports[last] = known
-            return
-        if known is not None:
-            self._drop(last, known)
-        n = len(keys)
-        for other_last, other in list(self._reports.items()):
-            m = min(n, len(other.keys))
-            if (
-                other.batch < self._batch
-                and len(other.keys) != n
-                and int(other.keys[m - 1]) == int(keys[m - 1])
-            ):
-                del self._reports[other_last]  # the same waiting request, its cached prefix changed
-                self.counts.superseded += other.count
-                self._drop(other_last, other)
-        self._reports[last] = Report(keys, tokens, self._batch, 1)
-
-    def _drop(self, last: int, report: Report) -> None:
-        self.counts.not_admitted += report.count
-        if report.batch >= self._replayed:  # (read when the replay reaches the next batch)
-            self._waiting[report.batch] = self._waiting.get(report.batch, 0) + report.count
-        self.counts.not_admitted_blocks += report.count * len(report.keys)
-        self._dropped.pop(last, None)
-        self._dropped[last] = report
-
-    def _confirm(self, parent: int) -> OpenRequest | None:
-        report = self._reports.get(parent)
-        if report is not None:
-            report.count -= 1
-            if report.count == 0:
-                del self._reports[parent]
-        else:
-            report = self._dropped.pop(parent, None)
-            if report is None:
-                return None
-            # two requests with one cached prefix looked up in different steps: not a re-report
-            self.counts.not_admitted -= 1
-            if report.batch in self._waiting:
-                self._waiting[report.batch] -= 1
-            self.counts.not_admitted_blocks -= len(report.keys)
-            self.counts.recovered += 1
-        self.counts.admitted += 1
-        return self._open(report.keys, report.tokens, None, report.batch)
-
     def _continuation(self, parent: int, keys: np.ndarray) -> OpenRequest | None:
         request = self._tails.get(parent)
         if request is None:
@@ -361,15 +311,25 @@ class RequestReplay(FinishedOutputs):
             for arr in keys:
                 self._owner.pop(arr, only=rid)  # (a block stored again since names its new owner)
 
-    def flush(self) -> None:
-        """The stream went quiet: replay everything, and finish every request."""
-        self._expire_reports(everything=True)
+    def flush(self, batches: int | None = None) -> bool:
+        """The stream went quiet: replay everything, and finish every request. With `batches`, replay
+        at most that many of the delay line's batches now, the rest at the next calls (`flushing` until
+        then; True once done): the same operations in the same order as at once, so that the first
+        requests finish after that much work, not after the whole line's. A new batch ends it first."""
+        if not self.flushing:
+            self._expire_reports(everything=True)
+            self.flushing = True
+        if batches is not None and len(self._items) > batches:
+            self._replay_upto(next(iter(self._items)) + batches - 1)
+            return False
+        self.flushing = False
         self._replay_upto(self._batch)
         self._items[self._batch] = []  # (the current batch may go on)
         for request in list(self._running.values()):
             self._finish(request, self._batch)
         for request in list(self._requests.values()):  # opened, never admitted by the replay
             self._finish(request, self._batch)
+        return True
 
     def reset_cache(self) -> None:
         """The engine dropped its cache (restart, AllBlocksCleared): finish everything, start empty."""
@@ -430,72 +390,6 @@ class RequestReplay(FinishedOutputs):
         if ended:
             self.counts.finished_by_evidence += 1
             self._finish(min(ended, key=lambda r: r.last_store), batch - 1)
-
-    def _distances(self, pos: np.ndarray, pinned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(distance, distance ignoring the pinned blocks) from free-queue positions."""
-        dq = np.where(pos == PINNED, 1, np.where(pos == ABSENT, INFINITE, pos)).astype(np.int64)
-        # a queued block waits behind the pinned ones and behind the block each running request is
-        # filling (one in each KV cache group)
-        filling = self.filling * len(self._running) * (1 + len(self.groups))
-        return np.where(pos > 0, pos + pinned + filling, dq).astype(np.int64), dq
-
-    def _query(
-        self, request: OpenRequest, keys: np.ndarray, tokens: np.ndarray, recomputed: bool, hit: bool = False
-    ) -> None:
-        n = len(keys)
-        if self.groups:
-            self.groups.read(request, keys, self._run, self._distances)
-        ops = np.empty(2 * n, dtype=np.int8)
-        ops[0::2], ops[1::2] = QUERY, PIN
-        pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
-        self._forget(forgot)
-        pos, pinned = pos[0::2], pinned[0::2]
-        dt, dq = self._distances(pos, pinned)
-        cause = np.zeros(n, dtype=np.int8)
-        absent = pos == ABSENT
-        if absent.any():
-            missed = keys[absent]
-            beyond = self._forgotten_recent.get(missed)[1] | self._forgotten_older.get(missed)[1]
-            cause[absent] = np.where(beyond, CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME)
-        if recomputed:
-            dt[:], dq[:], cause[:] = INFINITE, INFINITE, CAUSE_RECOMPUTED
-            self.counts.recomputed_blocks += n
-        if self.groups:
-            self.groups.pin(request, keys, hit, self._run)
-            request.raw.append((dt, dq))  # the lookup across groups is computed once it is complete
-        add_query(request, keys, dt, dq, cause, tokens)
-
-    def _pin(self, request: OpenRequest, keys: np.ndarray) -> None:
-        _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)
-        self._forget(forgot)
-        request.held.append(keys)
-        if self.groups:
-            self.groups.pin(request, keys, False, self._run)
-
-    def _admit(self, request: OpenRequest) -> None:
-        if len(request.hit_keys):
-            self._query(request, request.hit_keys, request.hit_tokens, False, hit=True)
-
-    def _store(self, request: OpenRequest, index: int) -> None:
-        _, keys, tokens, decode, recomputed = request.stores[index]
-        if decode:
-            self.counts.decode_blocks += len(keys)
-            self._pin(request, keys)
-        else:
-            self._query(request, keys, tokens, recomputed)
-
-    def _run(self, ops: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Free-queue operations; blocks it forgets are remembered as forgotten."""
-        pos, pinned, forgot = self.queue.run(ops, keys)
-        self._forget(forgot)
-        return pos, pinned
-
-    def _forget(self, keys: np.ndarray) -> None:
-        if not len(keys):
-            return
-        if len(self._forgotten_recent) + len(keys) > FORGOTTEN_MEMORY // 2:
-            self._forgotten_older, self._forgotten_recent = self._forgotten_recent, U64Map()
-        self._forgotten_recent.put(keys, 0)
 
     def _finish(self, request: OpenRequest, batch: int) -> None:
         request.released = True
@@ -570,10 +464,6 @@ class RequestReplay(FinishedOutputs):
     @property
     def open_requests(self) -> int:
         return len(self._requests)
-
-    @property
-    def pending_reports(self) -> int:
-        return sum(r.count for r in self._reports.values())
 
     def take_group_accesses(self) -> list[tuple[int, np.ndarray, np.ndarray, float]]:
         """The other KV cache groups' own accesses of the finished requests: (group, keys, tokens, time)."""

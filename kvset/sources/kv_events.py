@@ -197,9 +197,11 @@ class KvEventsSource(Source):
             return
         self._open()
         assert self._poller is not None
+        self.tracker.apply_at_once = False  # the loop applies what is decided, one batch at a time
         load_compiled_code()  # while the sockets connect; the receiver queues what comes meanwhile
         try:
             next_tick = self.clock.monotonic()
+            released = False  # a replay ended: an update once what it released is applied
             while not stop.is_set():
                 now = self.clock.monotonic()
                 quiet = self._quiet_at()
@@ -210,16 +212,20 @@ class KvEventsSource(Source):
                     self._carry_out(self._streams[index], [step])
                 now = self.clock.monotonic()
                 fell_quiet = quiet is not None and now >= quiet
-                # a replay that ended (answered, given up) released what it held: counted now, not
-                # up to a tick later
-                replay_ended = deadline is not None and self.tracker.replay_deadline != deadline
+                # a replay that ended (answered, given up) released what it held: counted once applied,
+                # not up to a tick later
+                if deadline is not None and self.tracker.replay_deadline != deadline:
+                    released = True
+                applied = released and not self.tracker.unapplied
                 if (
                     now >= next_tick
                     or fell_quiet
-                    or replay_ended
+                    or applied
+                    or self.tracker.flushing  # (a quiet publisher's last requests: an update each part)
                     or self.tracker.pending >= self.flush_accesses
                 ):
                     yield self._update()
+                    released = released and not applied
                     next_tick = self.clock.monotonic() + self.idle_tick
                     if quiet is not None and fell_quiet:
                         self._quiet_seen = quiet
@@ -244,6 +250,8 @@ class KvEventsSource(Source):
 
     def _wait_for(self, now: float, next_tick: float, quiet: float | None) -> float:
         """Seconds to wait: until the next tick, a replay's deadline or a publisher falling quiet."""
+        if self.tracker.unapplied or self.tracker.flushing:
+            return 0.0  # batches decided and not applied yet, or requests being finished: work first
         wait = max(0.0, next_tick - now)
         for deadline in (self.tracker.replay_deadline, quiet):
             if deadline is not None:
@@ -255,7 +263,7 @@ class KvEventsSource(Source):
         receiver, poller = self._receiver, self._poller
         assert receiver is not None and poller is not None
         asking = any(stream.dealer is not None for stream in self._streams)
-        if not receiver.waiting():
+        if not receiver.waiting() and not self.tracker.unapplied and not self.tracker.flushing:
             # a reply is looked for every _REPLAY_LOOK_S; else only an arrival or the tick wakes this
             if not (asking and poller.poll(0)):
                 receiver.arrival.wait(min(wait, _REPLAY_LOOK_S) if asking else wait)
@@ -295,12 +303,15 @@ class KvEventsSource(Source):
 
     def _decode_round(self) -> None:
         """Decode the queued messages, one per endpoint in turn, for at most DECODE_SLICE_S (or until
-        enough accesses for an update, or a replay's deadline)."""
+        enough accesses for an update, or a replay's deadline). Batches the tracker has decided and not
+        applied (those a replay held, released together) are applied first, one per turn: so that
+        updates come between them, and nothing newer is decoded meanwhile."""
         self._shed_stale()
         end = self.clock.monotonic() + DECODE_SLICE_S
         busy = list(self._streams)
         while busy:
-            busy = [stream for stream in busy if self._decode_one(stream)]
+            if not self.tracker.apply_next(self.clock.wall()):
+                busy = [stream for stream in busy if self._decode_one(stream)]
             now = self.clock.monotonic()
             deadline = self.tracker.replay_deadline
             if (
@@ -391,7 +402,7 @@ class KvEventsSource(Source):
         backlog = self.backlog()
         if backlog:
             details += (("backlog", backlog),)
-        held = sum(p.sequence.held for p in self.tracker.publishers)
+        held = sum(p.sequence.held for p in self.tracker.publishers) + self.tracker.unapplied_batches
         counts = parts.counts + (
             ("backlog_batches", held),
             ("backlog_accesses", self.tracker.pending),
@@ -440,6 +451,8 @@ class KvEventsSource(Source):
         held = sum(p.sequence.held for p in self.tracker.publishers)
         if held:
             parts.append(f"{plural(held, 'batch', 'batches')} held for a replay or a sequence check")
+        if released := self.tracker.unapplied_batches:
+            parts.append(f"{plural(released, 'batch', 'batches')} released, being analysed")
         if self.tracker.pending:
             parts.append(f"{plural(self.tracker.pending, 'access', 'accesses')} not yet handed over")
         return "; ".join(parts)

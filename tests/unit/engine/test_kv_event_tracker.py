@@ -317,3 +317,32 @@ def test_a_quiet_streams_last_requests_finish_while_its_tail_is_probed_not_while
     gap.tick(now=10.0 + 5.0, at=105.0)  # the replay is given up; the held batch is accepted
     batch = gap.take(at=100.0 + gap.quiet_seconds + 5.0).accesses
     assert batch is not None and batch.keys.tolist() == [1, 2, 3, 5]
+
+
+def test_without_apply_at_once_what_a_replay_released_is_applied_one_batch_at_a_time() -> None:
+    """The source applies the batches a replay held one by one, making updates between them (issue 25:
+    a flood's 27 held batches, applied at once, held its figures still for 0.4 s more)."""
+    t = KvEventTracker(["tcp://x:1"], ["tcp://x:2"], RejectCounter(), replay_timeout=1.0)
+    t.apply_at_once = False
+    t.published(0, message(0, [stored([1])]), now=0.0, at=100.0)
+    assert t.unapplied_batches == 1 and t.publishers[0].batches == 0  # decided, not applied
+    assert t.apply_next(100.0) and not t.apply_next(100.0) and t.publishers[0].batches == 1
+    for seq in (2, 3, 4):  # seq 1 missing: asked, the rest held
+        t.published(0, message(seq, [stored([10 * seq])]), now=0.1, at=100.1)
+    assert t.unapplied == 0 and t.publishers[0].sequence.held == 3
+    t.tick(now=1.5, at=101.5)  # given up: the held batches are released, not applied yet
+    assert t.unapplied_batches == 3 and t.publishers[0].batches == 1
+    applied = []
+    while t.apply_next(101.5):
+        applied.append(t.publishers[0].batches)
+    assert applied[-3:] == [2, 3, 4]  # one batch a step, after the gap's loss and its timeline event
+    assert t.take(103.0, final=True).accesses.keys.tolist() == [1, 20, 30, 40]
+
+
+def test_a_final_take_applies_what_is_decided_first() -> None:
+    t = KvEventTracker(["tcp://x:1"], [None], RejectCounter())
+    t.apply_at_once = False
+    t.published(0, message(0, [stored([1, 2])]), now=0.0, at=100.0)
+    assert t.take(100.0).accesses is None and t.publishers[0].batches == 0  # an update applies nothing
+    assert t.take(100.5, final=True).accesses.keys.tolist() == [1, 2]
+    assert t.publishers[0].batches == 1 and t.unapplied == 0
