@@ -297,6 +297,8 @@ class KvEventTracker:
                 cached = bool(blocks.resident.contains(keys).all())
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
                 if not counted:
+                    if publisher.replay in publisher.fed():  # (a Mamba group's stores name its states)
+                        publisher.replay.group_stored(group, keys, not batch.has_parent[i] and cached)
                     continue
                 size = self._stream_block_size(
                     len(keys), int(batch.block_sizes[i]), int(batch.token_counts[i])
