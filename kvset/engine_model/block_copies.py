@@ -7,6 +7,10 @@ The old copy stays where it was in the free queue until it is evicted. Pinning t
 would take that copy out of the queue, so every block released before it would look one nearer the
 newest release than it is in the engine, and the pool would seem to hold more than it does.
 
+vLLM publishes a BlockRemoved for each copy it evicts, the hash staying cached while another copy is:
+`stored` and `removed` count the copies, so that the stream's resident set (which tells a hit report
+from a request's first store) drops a block only with its last copy.
+
 So the replay gives the new copy a key of its own (`fresh`) and follows it from then on (`current`):
 the old copy keeps its place in the free queue, looked up no more, until the queue forgets it. A later
 lookup of the hash finds it while either copy is cached, which is the newer one's release but for the
@@ -35,6 +39,7 @@ class BlockCopies:
         self._current = U64Map()
         self._memory = memory
         self._made = 0  # copies keyed so far: what makes each new key new
+        self._extra = U64Map()  # cached blocks' copies beyond the first, as the engine's events say
 
     def __len__(self) -> int:
         return len(self._current)
@@ -60,3 +65,24 @@ class BlockCopies:
         out[computed_again] = new
         self._current.put(keys[computed_again], new.view(np.int64))
         return out
+
+    def stored(self, keys: np.ndarray, resident: np.ndarray, report: bool) -> None:
+        """A BlockStored of the counted group; `resident`: which of its blocks were cached already. A
+        hit report names cached blocks again; any other store of one caches a second copy."""
+        again = keys[resident]
+        if report or not len(again):
+            return
+        if len(self._extra) + len(again) > self._memory:
+            self._extra.clear()
+        counts, _ = self._extra.get(again, 0)
+        self._extra.put(again, counts + 1)
+
+    def removed(self, keys: np.ndarray) -> np.ndarray:
+        """A BlockRemoved of the counted group: the blocks whose last copy went (the others stay)."""
+        counts, _ = self._extra.get(keys, 0)
+        kept = counts > 0
+        if not kept.any():
+            return keys
+        self._extra.put(keys[kept], counts[kept] - 1)
+        self._extra.pop(keys[kept], only=0)
+        return keys[~kept]
