@@ -317,16 +317,23 @@ class KvEventTracker(TrackerReadings):
                         self.groups.learn(publisher, group, batch, i, block_size)
             # Every group keeps its own resident set, so that a later switch finds it right.
             blocks = self._blocks(publisher, group)
+            copies = publisher.replay.groups.copies if counted else None  # (kvset.engine_model.block_copies)
             if kind == BLOCK_REMOVED:
+                keys = keys if copies is None else copies.removed(keys)
                 blocks.remove(keys)
                 if counted:
                     publisher.replay.removed(keys)
                     if (radix := publisher.radix_feed()) is not None:
                         radix.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
-                cached = bool(blocks.resident.contains(keys).all())
+                resident = blocks.resident.contains(keys)
+                cached = bool(resident.all())
+                if copies is not None:
+                    copies.stored(keys, resident, cached and not batch.has_parent[i])
                 blocks.store(keys, hit_evidence=not batch.has_parent[i])
                 if not counted:
+                    if publisher.replay in publisher.fed():  # (a Mamba group's stores name its states)
+                        publisher.replay.group_stored(group, keys, not batch.has_parent[i] and cached)
                     continue
                 size = self._stream_block_size(
                     len(keys), int(batch.block_sizes[i]), int(batch.token_counts[i])

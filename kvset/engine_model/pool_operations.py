@@ -48,16 +48,24 @@ class PoolOperations:
         n = len(keys)
         if self.groups:
             self.groups.read(request, keys, self._run, self._distances)
+        looked_up, held = keys, keys
+        if self.groups.copies is not None:  # (a Mamba group: kvset.engine_model.block_copies)
+            looked_up = held = self.groups.copies.current(keys)
+            if not hit:
+                present = self.queue.run(np.full(n, QUERY, dtype=np.int8), looked_up)[0] != ABSENT
+                held = self.groups.copies.fresh(keys, present)
         ops = np.empty(2 * n, dtype=np.int8)
         ops[0::2], ops[1::2] = QUERY, PIN
-        pos, pinned, forgot = self.queue.run(ops, np.repeat(keys, 2))
+        both = np.empty(2 * n, dtype=np.uint64)
+        both[0::2], both[1::2] = looked_up, held
+        pos, pinned, forgot = self.queue.run(ops, both)
         self._forget(forgot)
         pos, pinned = pos[0::2], pinned[0::2]
         dt, dq = self._distances(pos, pinned)
         cause = np.zeros(n, dtype=np.int8)
         absent = pos == ABSENT
         if absent.any():
-            missed = keys[absent]
+            missed = looked_up[absent]
             beyond = self._forgotten_recent.get(missed)[1] | self._forgotten_older.get(missed)[1]
             cause[absent] = np.where(beyond, CAUSE_BEYOND_HORIZON, CAUSE_FIRST_TIME)
         if recomputed:
@@ -66,7 +74,7 @@ class PoolOperations:
         if self.groups:
             self.groups.pin(request, keys, hit, self._run)
             request.raw.append((dt, dq))  # the lookup across groups is computed once it is complete
-        add_query(request, keys, dt, dq, cause, tokens)
+        add_query(request, held, dt, dq, cause, tokens)
 
     def _pin(self, request: OpenRequest, keys: np.ndarray) -> None:
         _, _, forgot = self.queue.run(np.full(len(keys), PIN, dtype=np.int8), keys)

@@ -211,6 +211,11 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         primary group's (kvset.engine_model.kv_groups)."""
         self.groups.add(group)
 
+    def group_stored(self, group_idx: int, keys: np.ndarray, report: bool) -> None:
+        """Another group's store in the current batch (a Mamba group's names the blocks with a state)."""
+        if not report:
+            self.groups.stored(group_idx, keys, self._batch)
+
     def removed(self, keys: np.ndarray) -> None:
         """The engine evicted these blocks (BlockRemoved): no later lookup can have hit them."""
         self.chain.removed(keys.tolist())
@@ -351,7 +356,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
             stepped = False  # the window groups' blocks of the last step are freed (GroupCopies.step)
             for op, request, index in items:
                 if op != "F" and not stepped:  # after the finishes of the last step ("F" come first)
-                    self.groups.step(self._run)
+                    self.groups.step(self._run, batch)
                     stepped = True
                 if op == "F":
                     if not request.released and request.id in self._running:
@@ -363,7 +368,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
                 elif not request.released:
                     self._store(request, index)
             if not stepped:
-                self.groups.step(self._run)
+                self.groups.step(self._run, batch)
             for request in list(self._running.values()):
                 if request.last_store + self._stays(request) <= batch:  # (a store seen later moves it on)
                     self.counts.finished_by_lag += 1

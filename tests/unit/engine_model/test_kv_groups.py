@@ -98,9 +98,9 @@ def test_a_running_window_holds_the_blocks_vllm_keeps_for_its_next_token():
     prompt, output = np.arange(1, 11, dtype=np.uint64), np.arange(11, 14, dtype=np.uint64)
     copies.pin(request, prompt, False, run)  # a prefill of 10 whole blocks, then 3 output blocks
     for key in output:
-        copies.step(run)  # (each output block is computed in a later step)
+        copies.step(run, 0)  # (each output block is computed in a later step)
         copies.pin(request, np.array([key]), False, run)
-    copies.step(run)
+    copies.step(run, 0)
     computed = (len(prompt) + len(output)) * block
     behind = (computed - window + 1) // block  # blocks wholly before the next token's window
     everything = twin_keys(np.concatenate([prompt, output]), group).tolist()
@@ -130,7 +130,7 @@ def test_blocks_behind_a_window_are_freed_at_the_next_step_after_the_requests_th
     copies.pin(running, prompt, False, run)  # its prefill in this step: 6 blocks fall behind
     assert released == []  # still held in the step that computed them
     copies.release(finishing, run)  # it finished at the end of this step
-    copies.step(run)  # the next step starts
+    copies.step(run, 0)  # the next step starts
     twins = twin_keys(prompt, group).tolist()
     assert released == twin_keys(np.array([102, 101], np.uint64), group).tolist() + twins[:6][::-1]
 
@@ -138,5 +138,45 @@ def test_blocks_behind_a_window_are_freed_at_the_next_step_after_the_requests_th
     short = request(2)
     copies.pin(short, prompt, False, run)
     copies.release(short, run)  # finished before its next step: its whole table, once
-    copies.step(run)
+    copies.step(run, 0)
     assert released == twins[::-1]
+
+
+def test_a_mamba_group_holds_only_the_states_its_stores_name_and_frees_them_as_the_request_runs():
+    """vLLM's MambaManager in "align" mode keeps a state only at the blocks its group's BlockStored
+    names (a computed chunk's end, each output block). A running request's next step reads the newest
+    (copies it on) and the step after frees it (remove_skipped_blocks); a hit's state is read by the
+    step that admits it and freed at the next."""
+    group = KvGroup(1, "mamba", None, 16)
+    copies = GroupCopies()
+    copies.add(group)
+    released: list[int] = []
+    run = releases_into(released)
+    request = OpenRequest(0, np.empty(0, np.uint64), np.empty(0, np.int64), None, 0, 0)
+
+    def twins(*keys: int) -> list[int]:
+        return twin_keys(np.array(keys, np.uint64), group).tolist()
+
+    prompt = np.arange(1, 9, dtype=np.uint64)
+    copies.stored(1, np.array([4, 8], np.uint64), 0)  # states at blocks 4 and 8
+    copies.stored(1, np.array([20], np.uint64), 0)  # another request's, in the same batch
+    copies.step(run, 0)
+    copies.pin(request, prompt, False, run)
+    assert request.twin_held[1] == twins(8)
+    copies.stored(1, np.array([9], np.uint64), 1)  # an output block, the next step
+    copies.step(run, 1)
+    assert released == twins(4) and request.twin_held[1] == []  # 8 is read in this step
+    assert len(copies.states) == 1  # 20 was named in a batch gone by, its store never replayed: dropped
+    copies.pin(request, np.array([9], np.uint64), False, run)
+    copies.step(run, 2)
+    assert released == twins(4, 8)
+    copies.release(request, run)  # it finished: 9, which the next step would have read, goes too
+    copies.step(run, 3)
+    assert released == twins(4, 8, 9) and len(copies.states) == 0
+
+    released.clear()
+    hit = OpenRequest(1, prompt, np.full(8, 16, np.int64), None, 3, 3)
+    copies.pin(hit, prompt, True, run)  # the state at the hit's last block only
+    copies.pin(hit, np.array([30, 31], np.uint64), False, run)  # its chunk ends inside a block: no state
+    copies.step(run, 4)
+    assert released == twins(8)

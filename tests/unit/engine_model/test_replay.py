@@ -23,14 +23,17 @@ class Engine:
         self.ts = 0.0
 
     def batch(self, *stores, dt: float = 0.001) -> None:
-        """stores: (keys, parent) pairs; a parentless store of resident keys is a hit report."""
+        """stores: (keys, parent) pairs, a parentless store of resident keys a hit report; or (keys,
+        parent, states): its twin in a Mamba group 1 names the blocks of `states`."""
         self.ts += dt
         self.replay.begin_batch(self.ts)
-        for keys, parent in stores:
+        for keys, parent, *states in stores:
             arr = np.array(keys, dtype=K)
             cached = all(k in self.resident for k in keys)
             self.resident.update(keys)
             self.replay.stored(arr, np.full(len(keys), self.block, dtype=np.int64), parent, cached)
+            for named in states:
+                self.replay.group_stored(1, np.array(named, dtype=K), False)
 
     def idle(self, n: int) -> None:
         for _ in range(n):
@@ -225,3 +228,25 @@ def test_a_waiting_request_admitted_means_a_running_one_finished_in_the_step_bef
     still held: the first fell behind it at A's answer) than when nothing says that A ended (W
     admitted at its first lookup: A stays its estimated time)."""
     assert (_prefix_distances_after(False) - _prefix_distances_after(True)).tolist() == [5, 5]
+
+
+@pytest.mark.parametrize("reported", [True, False])
+def test_a_mamba_group_hits_only_up_to_a_state_its_stores_named(reported):
+    """vLLM's hybrid lookup with a Mamba group ("align" mode): every block of the prefix in full
+    attention and a state at its last block, and a state is only where the group's stores named one.
+    `reported`: full mode's hit reports; without them (the default mode) the hit is read off the chain."""
+    e = Engine()
+    e.replay.add_group(KvGroup(1, "mamba", None, 16))
+    e.batch(([1, 2, 3, 4], None, [4]))  # A's prompt in one chunk: a state at its end only
+    e.batch()
+    e.batch(([5], 4, [5]), dt=0.016)  # A's output block
+    e.idle(40)
+    e.batch(([1, 2, 3, 6, 7], None, [7]))  # B shares A's first 3 blocks, which hold no state: no hit
+    e.idle(40)
+    hit = [([1, 2, 3, 4, 5], None)] if reported else []
+    e.batch(*hit, ([8, 9], 5, [9]))  # C, A's next turn: hits A's 5 blocks, to its last state
+    e.idle(40)
+    e.replay.flush()
+    _, b, c = (part[0] for part in e.replay.take_model())
+    assert b.tolist() == [INFINITE] * 5  # (its blocks 1-3 were cached in full attention)
+    assert (c[:5] < INFINITE).all() and c[5:].tolist() == [INFINITE] * 2
