@@ -80,8 +80,10 @@ class PrincipalNames:
     def name(self, principal: int) -> str:
         return self.names[principal]
 
-    def __len__(self) -> int:
-        """The names held (unknown and PAST_NAME_CAP not counted)."""
+    @property
+    def held(self) -> int:
+        """The names held (unknown and PAST_NAME_CAP not counted); not __len__, so that an empty
+        table is still a table where it is tested for truth."""
         return len(self._ids)
 
 

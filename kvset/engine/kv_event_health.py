@@ -183,7 +183,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
             if names.past_cap
             else ""
         )
-        details.append(("principals", f"{plural(len(names), 'name')} off the events{past}"))
+        details.append(("principals", f"{plural(names.held, 'name')} off the events{past}"))
     ignored = ", ".join(f"{m} {plural(n, 'event')}" for m, n in tracker.ignored_media.most_common())
     details.append(("medium", (tracker.medium or "all") + (f"; ignored: {ignored}" if ignored else "")))
     if group_facts is not None:

@@ -190,7 +190,7 @@ def test_names_past_the_cap_share_one_principal_reported_after_the_top_ones():
     ids = [names.id(s) for s in sessions]
     assert ids[:3] == [1, 2, 3] and ids[4] == ids[7] == 1  # a held name keeps its id
     assert ids[3] == ids[5] == names.past_cap_id
-    assert (len(names), names.past_cap, names.name(ids[3])) == (3, 2, PAST_NAME_CAP)
+    assert (names.held, names.past_cap, names.name(ids[3])) == (3, 2, PAST_NAME_CAP)
     # request i: its own block twice, so every session has 2 accesses a request
     keys = np.repeat(np.arange(len(sessions), dtype=np.uint64), 2)
     principals = np.zeros((len(keys), len(PRINCIPAL_LEVELS)), dtype=np.int32)
