@@ -195,8 +195,7 @@ class KvEventTracker(TrackerReadings):
             else:
                 self._decided.append((publisher, step))
         if self.apply_at_once:
-            while self.apply_next(at):
-                pass
+            self._apply_all(at)
         return out
 
     @property
@@ -236,6 +235,10 @@ class KvEventTracker(TrackerReadings):
             where = publisher.address + (f" seq {step.seq}" if isinstance(step, Accept) else "")
             self._failed(publisher, exc, where)
         return True
+
+    def _apply_all(self, at: float) -> None:
+        while self.apply_next(at):
+            pass
 
     def _failed(self, publisher: Publisher, exc: Exception, where: str) -> None:
         """A message whose handling raised: counted, and what it may have changed is not trusted."""
@@ -394,8 +397,7 @@ class KvEventTracker(TrackerReadings):
         take (no health). A publisher quiet for QUIET_SECONDS (or every one, when `final`) has its
         requests finished first."""
         if final:
-            while self.apply_next(at):
-                pass
+            self._apply_all(at)
         events, self._timeline = tuple(self._timeline), []
         parts: list[ModelPart] = []
         part_keys: list[int] = []  # each part's request's last block (-1: none)
