@@ -23,6 +23,7 @@ from tests.support.tui_snapshots import (
     panel_app,
     ranks_snapshot,
     screen_text,
+    wait_until,
 )
 
 pytestmark = pytest.mark.anyio
@@ -95,7 +96,9 @@ async def test_the_rank_key_is_in_the_footer_and_help_only_with_ranks():
     for snap, offered in ((ranks_snapshot(), True), (engine_snapshot(), False)):
         app = make_app(snap)
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause()
+            await wait_until(
+                pilot, lambda app=app: screen_text(app).splitlines()[-1].strip() != ""
+            )  # footer painted
             footer = screen_text(app).splitlines()[-1]
             await pilot.press("r")
             rank_after_r = app.view.rank
