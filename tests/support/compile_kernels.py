@@ -8,8 +8,9 @@ signatures the tests use most (per-access and shared tokens, int32 and int64, bo
 and writes the caches the others load. A cache already written is only loaded, so a warm run pays
 about a second.
 
-The work is cut in two parts, the analysis kernels and the engine model with the command's own paths,
-so that `make test` compiles them in two processes at once (about 40 and 30 s on a fresh clone).
+The work is cut in three parts, the analysis kernels, Belady MIN's, and the engine model with the
+command's own paths, so that `make test` compiles them in three processes beside mypy (about 30, 25
+and 20 CPU s on a fresh clone, mypy 20: four jobs of about equal length on the two cores).
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from tests.support.paths import MOONCAKE_TRACE
 
 
 def compile_analysis() -> None:
-    """The analyzer's kernels in every order, token kind and sampling, MIN, the distributed partial
-    states and their merges, the free queue, the resident set and the pool replay."""
-    from kvset.core.opt import opt_histogram
+    """The analyzer's kernels in every order, token kind and sampling, the distributed partial states
+    and their merges, the free queue, the resident set and the pool replay."""
     from kvset.core.partial_sample import partial_sample
     from kvset.core.partial_sample_merge import merge as merge_samples
     from kvset.core.partial_stack import partial_stack
@@ -52,8 +52,6 @@ def compile_analysis() -> None:
             s = new_analyzer(units, order=order, sampling=sampling)
             s.feed(keys, request_starts=starts, timestamps=stamps)
             s.curve()
-        for method in ("priority", "critical"):  # "auto" picks one by the trace: compile both
-            opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order, method=method)
     # the partial states of a distributed analysis and their merges (kvset.core.partial_stack, partial_sample)
     halves = [(keys[:2000], starts[:50]), (keys[2000:], starts[50:] - 2000)]
     for tokens in (rng.integers(1, 17, 4000), 16):
@@ -74,6 +72,19 @@ def compile_analysis() -> None:
     resident.contains(keys[:50])
     resident.discard(keys[:50])
     PoolTrace.of(keys, np.zeros((4000, 3), dtype=np.int32), stamps, starts).replay(64, {"tenant": [1]})
+
+
+def compile_min() -> None:
+    """Belady MIN's one pass, both of its methods in both orders (`auto` picks one by the trace):
+    about a third of the compiling, so a process of its own."""
+    from kvset.core.opt import opt_histogram
+
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 300, 4000).astype(np.uint64)
+    starts = np.arange(0, 4000, 40)
+    for order in ("forward", "reverse"):
+        for method in ("priority", "critical"):
+            opt_histogram(keys, rng.integers(1, 17, 4000), request_starts=starts, order=order, method=method)
 
 
 def compile_commands() -> None:
@@ -103,7 +114,7 @@ def compile_engine_model() -> None:
         tracker.take(at=0.0, final=True)
 
 
-PARTS = {"analysis": compile_analysis, "commands": compile_commands}
+PARTS = {"analysis": compile_analysis, "min": compile_min, "commands": compile_commands}
 
 
 def compile_kernels(parts: list[str] | None = None) -> None:
@@ -111,5 +122,5 @@ def compile_kernels(parts: list[str] | None = None) -> None:
         PARTS[name]()
 
 
-if __name__ == "__main__":  # make test, before the workers start: `python -m ... [analysis|commands]`
+if __name__ == "__main__":  # make test, before the workers start: `python -m ... [analysis|min|commands]`
     compile_kernels(sys.argv[1:])
