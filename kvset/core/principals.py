@@ -59,6 +59,9 @@ class PrincipalStream:
     members: int = 1
     principal_id: int | None = None  # its id in the stream's PrincipalNames; None for "other"
     span: WindowSpan | None = None  # the accesses its figures cover (the collector's window)
+    # the cap of the names' table when it stands for every name that came past it (by its id, not
+    # its name: a stream may name a principal "(past the name cap)" too); None otherwise
+    past_names_cap: int | None = None
 
 
 SLICE = 1 << 20  # hits compared at once while a curve is read
@@ -219,7 +222,10 @@ class PrincipalCollector:
             rows = []
             for place_in_top, (principal, name) in enumerate(top):
                 keep = [s == place_in_top for s in slots]
-                rows.append(_alone(level, name, principal, keep, parts, span, analyzer))
+                row = _alone(level, name, principal, keep, parts, span, analyzer)
+                if names is not None and principal == names.past_cap_id:
+                    row = dataclasses.replace(row, past_names_cap=names.cap)
+                rows.append(row)
             rest = [s == len(top) for s in slots]
             n_rest = sum(int(m.sum()) for m in rest)
             if n_rest:

@@ -43,7 +43,6 @@ from kvset.types import (
     OTHER_PRINCIPALS,
     PAST_NAME_CAP,
     PRINCIPAL_LEVELS,
-    PRINCIPAL_NAMES_CAP,
 )
 
 if TYPE_CHECKING:  # the options are read by every command line: the analyzer is loaded by compute only
@@ -126,6 +125,7 @@ class PrincipalRow:
     # the engine model's prediction for its requests: the model's replay of the pool, its query
     # blocks alone (None: no engine model, or (other))
     predicted_token_hit_rate: float | None = None
+    past_names_cap: int | None = None  # the names' table's cap, when it stands for the names past it
 
     @property
     def holds_more_than_it_earns(self) -> bool:
@@ -243,6 +243,7 @@ def _row(
         hit_share=s.curve.hits(at) / total_hits if at and total_hits else None,
         hit_rate_at_share=s.curve.hit_rate(at) if at else 0.0,
         isolated_hit_rate_at_share=alone.hit_rate(at) if at and alone is not None else None,
+        past_names_cap=s.past_names_cap,
     )
 
 
@@ -344,11 +345,12 @@ def text(result: Principals, view: TextView) -> list[str]:
                 cells,
             ),
         ]
-        if any(r.name == PAST_NAME_CAP for r in rows):
-            out.append(
-                f"  {PAST_NAME_CAP}: the accesses of every {level} first named after the stream's table "
-                f"of {PRINCIPAL_NAMES_CAP:,} names was full, together"
-            )
+        for r in rows:
+            if r.past_names_cap is not None:
+                out.append(
+                    f"  {PAST_NAME_CAP}: the accesses of every {level} first named after the stream's "
+                    f"table of {r.past_names_cap:,} names was full, together"
+                )
         out += _predicted_text(rows)
         out += _displacement_text(result.displacement(level))
     out += _pool_text(result)

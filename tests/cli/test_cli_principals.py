@@ -240,3 +240,22 @@ def test_by_window_is_for_live_commands_and_a_positive_count(capsys, trace):
         with pytest.raises(SystemExit) as exit_:
             run()
         assert exit_.value.code == 2 and "--by-window" in capsys.readouterr().err
+
+
+def test_the_past_cap_note_follows_the_table_not_a_principal_named_like_it(capsys, tmp_path, monkeypatch):
+    from kvset.types import PAST_NAME_CAP, PrincipalNames
+
+    path = tmp_path / "named.jsonl"
+    requests = toy_requests()
+    for r in requests[::4]:
+        r["session"] = PAST_NAME_CAP  # a stream may name a session so: it is an ordinary name then
+    path.write_text("".join(json.dumps(r) + "\n" for r in requests))
+    code, out, _ = run_cli(capsys, "analyze", str(path), "--by", "session")
+    assert code == 0 and f"  {PAST_NAME_CAP}" in out  # its row
+    assert "names was full" not in out
+    # a table of 2 names: every other session comes past it, and the note says the table's own cap
+    monkeypatch.setattr(PrincipalNames.__init__, "__defaults__", (2,))
+    code, out, _ = run_cli(capsys, "analyze", str(path), "--by", "session")
+    assert code == 0
+    [note] = [line for line in out.splitlines() if "names was full" in line]
+    assert "table of 2 names" in note and note.startswith(f"  {PAST_NAME_CAP}: ")
