@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import multiprocessing
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 
 import dask
 from distributed import Client, KilledWorker, LocalCluster, as_completed, get_worker
+from distributed.utils import get_mp_context
 
 from kvset.distributed.partitions import Partition, PartitionError, group_runs, plan_partitions
 from kvset.distributed.result import distributed_result
@@ -57,7 +59,10 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     quiet: dict[str, object] = (
         {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     )
-    with dask.config.set({**quiet, **_worker_environ()}):
+    with dask.config.set({**quiet, **_worker_environ(), **_start_method()}):
+        if _FORKSERVER:
+            # after Dask's own list (set at its first call), before the server starts with the first worker
+            get_mp_context().set_forkserver_preload(list(PRELOAD))
         local = LocalCluster(
             n_workers=cluster.workers or 1,
             threads_per_worker=1,
@@ -79,6 +84,30 @@ def _worker_environ() -> dict[str, object]:
     key = "distributed.nanny.pre-spawn-environ"
     environ = {k: v for k, v in dask.config.get(key, {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
     return {key: environ}
+
+
+# The local workers are forked from one server process that imported these first (kvset.distributed.preload:
+# distributed, kvset and the compiled kernels loaded): spawned, every worker imported them itself and
+# loaded the kernels in its first task. Not forked from the client itself: forked so, a run of
+# `make bench-dask` hung once (not diagnosed; the client's sockets and event-loop thread, which a fork
+# inherits, the suspects), while the server is a fresh interpreter that holds none of them.
+PRELOAD = ("kvset.distributed.preload",)
+_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def _start_method() -> dict[str, object]:
+    return {"distributed.worker.multiprocessing-method": "forkserver"} if _FORKSERVER else {}
+
+
+def _stop_forkserver() -> None:
+    """The fork server ended with the cluster, and reaped (its CPU seconds and its workers', which it
+    reaped, are then this process's children's, as spawned workers' are); the next local cluster starts
+    its own. A private method of the standard library's: without it the server lingers until exit."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if _FORKSERVER and stop is not None:
+        stop()
 
 
 def _run_task(parts: list[Partition], config: ReadConfig, root: bool) -> Any:
@@ -242,6 +271,7 @@ def analyze_distributed(
         client.close()
         if local is not None:
             local.close()
+            _stop_forkserver()
     all_parts = parts_of(state)
     if not any(p["requests"] for p in all_parts):
         raise PartitionError(
