@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import multiprocessing
 import sys
 import threading
 import time
@@ -24,10 +23,10 @@ from typing import Any, TextIO
 
 import dask
 from distributed import Client, KilledWorker, LocalCluster, as_completed, get_worker
-from distributed.utils import get_mp_context
 
 from kvset.distributed.partitions import Partition, PartitionError, group_runs, plan_partitions
 from kvset.distributed.result import distributed_result
+from kvset.distributed.server import start_method, start_worker_server, stop_worker_server, worker_environ
 from kvset.distributed.tree import analyze_run, merge_states, parts_of, run_depth
 from kvset.distributed.worker import ReadConfig
 from kvset.offline import AnalysisResult
@@ -59,10 +58,8 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     quiet: dict[str, object] = (
         {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     )
-    with dask.config.set({**quiet, **_worker_environ(), **_start_method()}):
-        if _FORKSERVER:
-            # after Dask's own list (set at its first call), before the server starts with the first worker
-            get_mp_context().set_forkserver_preload(list(PRELOAD))
+    start_worker_server()  # its imports run while the scheduler starts (kvset.distributed.server)
+    with dask.config.set({**quiet, **worker_environ(), **start_method()}):
         local = LocalCluster(
             n_workers=cluster.workers or 1,
             threads_per_worker=1,
@@ -75,39 +72,6 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
             memory_limit=0,  # a worker's state is what it is: no pausing or spilling to disk
         )
     return Client(local), local
-
-
-def _worker_environ() -> dict[str, object]:
-    """Dask's environment for its worker processes without MALLOC_TRIM_THRESHOLD_: set, it also fixes
-    glibc's mmap threshold at 128 kB, so every array of a batch above it is mapped afresh and its
-    pages faulted in (the partitions' analysis took 25 % more CPU seconds, `make bench-dask`)."""
-    key = "distributed.nanny.pre-spawn-environ"
-    environ = {k: v for k, v in dask.config.get(key, {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
-    return {key: environ}
-
-
-# The local workers are forked from one server process that imported these first (kvset.distributed.preload:
-# distributed, kvset and the compiled kernels loaded): spawned, every worker imported them itself and
-# loaded the kernels in its first task. Not forked from the client itself: forked so, a run of
-# `make bench-dask` hung once (not diagnosed; the client's sockets and event-loop thread, which a fork
-# inherits, the suspects), while the server is a fresh interpreter that holds none of them.
-PRELOAD = ("kvset.distributed.preload",)
-_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
-
-
-def _start_method() -> dict[str, object]:
-    return {"distributed.worker.multiprocessing-method": "forkserver"} if _FORKSERVER else {}
-
-
-def _stop_forkserver() -> None:
-    """The fork server ended with the cluster, and reaped (its CPU seconds and its workers', which it
-    reaped, are then this process's children's, as spawned workers' are); the next local cluster starts
-    its own. A private method of the standard library's: without it the server lingers until exit."""
-    from multiprocessing import forkserver
-
-    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
-    if _FORKSERVER and stop is not None:
-        stop()
 
 
 def _run_task(parts: list[Partition], config: ReadConfig, root: bool) -> Any:
@@ -271,7 +235,7 @@ def analyze_distributed(
         client.close()
         if local is not None:
             local.close()
-            _stop_forkserver()
+            stop_worker_server()
     all_parts = parts_of(state)
     if not any(p["requests"] for p in all_parts):
         raise PartitionError(

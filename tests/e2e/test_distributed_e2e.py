@@ -105,7 +105,8 @@ def test_local_workers_start_with_kvset_and_its_kernels_loaded():
     worker has the merge's kernel before its first task; the server ends with the cluster."""
     from multiprocessing import forkserver
 
-    from kvset.distributed.driver import Cluster, _open, _stop_forkserver
+    from kvset.distributed.driver import Cluster, _open
+    from kvset.distributed.server import stop_worker_server
 
     client, local = _open(Cluster(workers=1))
     try:
@@ -113,6 +114,6 @@ def test_local_workers_start_with_kvset_and_its_kernels_loaded():
     finally:
         client.close()
         local.close()
-        _stop_forkserver()
+        stop_worker_server()
     assert loaded[0] and loaded[1] >= 1
     assert forkserver._forkserver._forkserver_pid is None
