@@ -4,7 +4,9 @@ few lines of Mooncake JSONL in two partitions, merged at the root. Each worker t
 it in memory instead of importing distributed, numpy, numba and kvset itself and loading the kernels
 from numba's cache in its first task (0.7 CPU s and about 0.8 s a worker, `make bench-dask`).
 
-The side effect of importing this module is the point of it: nothing else should import it.
+Only in the server (kvset.distributed.server marks its environment) does importing this module warm
+the kernels and end the process by os._exit: imported anywhere else (the layering test imports every
+module), it loads its imports and does nothing more.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import distributed  # noqa: F401 - what the worker process runs, loaded before t
 
 from kvset.core.feed_args import DEFAULT_HORIZON
 from kvset.distributed.partitions import plan_partitions
+from kvset.distributed.server import SERVER_ENV
 from kvset.distributed.tree import analyze_run
 from kvset.distributed.worker import ReadConfig
 
@@ -31,7 +34,10 @@ _LINES = b"".join(
 def warm() -> None:
     """The kernels of a partition's read, analysis and state, and of a merge, loaded (or compiled, on
     a fresh install: once here rather than in every worker)."""
-    fd, path = tempfile.mkstemp(suffix=".jsonl", prefix="kvset-warm-")
+    try:
+        fd, path = tempfile.mkstemp(suffix=".jsonl", prefix="kvset-warm-")
+    except OSError:  # no writable temporary folder: each worker loads the kernels in its first task
+        return
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(_LINES)
@@ -52,5 +58,7 @@ def _end_server(server: int) -> None:
         os._exit(0)
 
 
-warm()
-atexit.register(_end_server, os.getpid())
+# popped, so that the workers forked from the server do not inherit the mark
+if os.environ.pop(SERVER_ENV, None) == "1":
+    warm()
+    atexit.register(_end_server, os.getpid())

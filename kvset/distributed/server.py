@@ -18,6 +18,7 @@ from multiprocessing import forkserver
 PRELOAD = ("kvset.distributed.preload",)
 AVAILABLE = "forkserver" in multiprocessing.get_all_start_methods()  # not on Windows: spawned there
 _PRE_SPAWN = "distributed.nanny.pre-spawn-environ"
+SERVER_ENV = "KVSET_WORKER_SERVER"  # set in the server's environment only: kvset.distributed.preload reads it
 
 
 def worker_environ() -> dict[str, object]:
@@ -45,7 +46,11 @@ def start_worker_server() -> None:
     assert isinstance(environ, dict)
     os.environ.update({k: str(v) for k, v in environ.items()})
     forkserver.set_forkserver_preload(list(PRELOAD))
-    forkserver.ensure_running()
+    os.environ[SERVER_ENV] = "1"  # the server inherits it as it starts; this process does not keep it
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(SERVER_ENV, None)
 
 
 def stop_worker_server() -> None:

@@ -15,3 +15,13 @@ def test_worker_processes_keep_the_adaptive_mmap_threshold():
     assert "MALLOC_TRIM_THRESHOLD_" not in environ
     assert environ == {k: v for k, v in dask.config.get(key).items() if k != "MALLOC_TRIM_THRESHOLD_"}
     assert environ  # Dask's other settings (one thread each for OpenMP, MKL, OpenBLAS) stay
+
+
+def test_the_preload_ends_only_the_worker_server():
+    """kvset.distributed.preload ends its process by os._exit, in the fork server alone: imported
+    anywhere else (the layering test imports every module), the process keeps its exit code."""
+    import subprocess
+    import sys
+
+    code = "import kvset.distributed.preload; raise SystemExit(3)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 3
