@@ -4,7 +4,8 @@ root read as the one-process AnalysisResult. One task a worker: a run of consecu
 analysed and merged where they are (kvset.distributed.tree), so that a state crosses the network once
 a worker, not once a partition (64 partitions on 2 workers were 127 tasks and as many states pickled).
 
-A LocalCluster of N single-threaded worker processes by default, its scheduler and workers bound to
+A LocalCluster of N single-threaded worker processes by default (forked from the server of
+kvset.distributed.server, kvset and its kernels loaded), its scheduler and workers bound to
 127.0.0.1 (they talk over the loopback), Dask's dashboard only when asked (--dashboard); or the
 scheduler of a cluster at --dask, whose workers must see the same paths. Dask moves the states
 between our own processes by pickling them; the input itself is only parsed, never executed or
