@@ -84,6 +84,10 @@ def analyze_from_args(args: argparse.Namespace) -> AnalysisResult:
     if args.dashboard and args.dask:
         raise ValueError("--dashboard is for --workers: a cluster's scheduler serves its own")
     try:
+        if args.workers and not args.dask:  # importing and starting distributed here takes a second
+            from kvset.distributed.server import start_worker_server
+
+            start_worker_server()
         from kvset.distributed.driver import Cluster, analyze_distributed
         from kvset.distributed.partitions import PartitionError
         from kvset.distributed.worker import ReadConfig

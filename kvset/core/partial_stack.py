@@ -139,6 +139,24 @@ class PartialStack:
         """Blocks one process forgets at the horizon: every miss past the first H adds one to the stack."""
         return max(0, self.misses - self.horizon)
 
+    # Pickled (as Dask moves states between processes, and the root to the client) with only the
+    # histogram's rows that hold accesses when they are few: the merged state of the large agentic trace
+    # has 60,786 of its 2.79M distance rows used, 1.5 MB sent instead of 44.6 MB (`make bench-dask`).
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        used = np.flatnonzero(self.hist[:, 0])  # a row's tokens are counted with its blocks
+        if 3 * len(used) < 2 * len(self.hist):  # a used row takes 24 bytes so, 16 in the dense array
+            state["hist"] = (len(self.hist), used, self.hist[used])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state["hist"], tuple):
+            rows, used, values = state["hist"]
+            hist = np.zeros((rows, 2), dtype=np.int64)
+            hist[used] = values
+            state["hist"] = hist
+        self.__dict__.update(state)
+
     def nbytes(self) -> int:
         arrays = (self.hist, self.counts, self.stack, self.firsts, self.first_tokens)
         return sum(a.nbytes for a in arrays) + (self.windows.nbytes() if self.windows else 0)

@@ -4,7 +4,8 @@ root read as the one-process AnalysisResult. One task a worker: a run of consecu
 analysed and merged where they are (kvset.distributed.tree), so that a state crosses the network once
 a worker, not once a partition (64 partitions on 2 workers were 127 tasks and as many states pickled).
 
-A LocalCluster of N single-threaded worker processes by default, its scheduler and workers bound to
+A LocalCluster of N single-threaded worker processes by default (forked from the server of
+kvset.distributed.server, kvset and its kernels loaded), its scheduler and workers bound to
 127.0.0.1 (they talk over the loopback), Dask's dashboard only when asked (--dashboard); or the
 scheduler of a cluster at --dask, whose workers must see the same paths. Dask moves the states
 between our own processes by pickling them; the input itself is only parsed, never executed or
@@ -26,6 +27,7 @@ from distributed import Client, KilledWorker, LocalCluster, as_completed, get_wo
 
 from kvset.distributed.partitions import Partition, PartitionError, group_runs, plan_partitions
 from kvset.distributed.result import distributed_result
+from kvset.distributed.server import start_method, start_worker_server, stop_worker_server, worker_environ
 from kvset.distributed.tree import analyze_run, merge_states, parts_of, run_depth
 from kvset.distributed.worker import ReadConfig
 from kvset.offline import AnalysisResult
@@ -57,7 +59,8 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     quiet: dict[str, object] = (
         {} if asked else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     )
-    with dask.config.set({**quiet, **_worker_environ()}):
+    start_worker_server()  # its imports run while the scheduler starts (kvset.distributed.server)
+    with dask.config.set({**quiet, **worker_environ(), **start_method()}):
         local = LocalCluster(
             n_workers=cluster.workers or 1,
             threads_per_worker=1,
@@ -70,15 +73,6 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
             memory_limit=0,  # a worker's state is what it is: no pausing or spilling to disk
         )
     return Client(local), local
-
-
-def _worker_environ() -> dict[str, object]:
-    """Dask's environment for its worker processes without MALLOC_TRIM_THRESHOLD_: set, it also fixes
-    glibc's mmap threshold at 128 kB, so every array of a batch above it is mapped afresh and its
-    pages faulted in (the partitions' analysis took 25 % more CPU seconds, `make bench-dask`)."""
-    key = "distributed.nanny.pre-spawn-environ"
-    environ = {k: v for k, v in dask.config.get(key, {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
-    return {key: environ}
 
 
 def _run_task(parts: list[Partition], config: ReadConfig, root: bool) -> Any:
@@ -242,6 +236,7 @@ def analyze_distributed(
         client.close()
         if local is not None:
             local.close()
+            stop_worker_server()
     all_parts = parts_of(state)
     if not any(p["requests"] for p in all_parts):
         raise PartitionError(

@@ -90,3 +90,30 @@ def test_a_gzip_file_cannot_be_cut(capsys, tmp_path):
         shutil.copyfileobj(f, g)
     code, _, err = run(capsys, "analyze", str(gz), "--workers", "2")
     assert code == 2 and "gzip-compressed" in err and err.count("\n") == 1
+
+
+def _loaded_in_worker() -> tuple[bool, int]:
+    import sys
+
+    from kvset.core.partial_stack_merge import _resolve
+
+    return "kvset.distributed.preload" in sys.modules, len(_resolve.signatures)
+
+
+def test_local_workers_start_with_kvset_and_its_kernels_loaded():
+    """Forked from a server that imported kvset and loaded the kernels (kvset.distributed.preload), a
+    worker has the merge's kernel before its first task; the server ends with the cluster."""
+    from multiprocessing import forkserver
+
+    from kvset.distributed.driver import Cluster, _open
+    from kvset.distributed.server import stop_worker_server
+
+    client, local = _open(Cluster(workers=1))
+    try:
+        (loaded,) = client.run(_loaded_in_worker).values()
+    finally:
+        client.close()
+        local.close()
+        stop_worker_server()
+    assert loaded[0] and loaded[1] >= 1
+    assert forkserver._forkserver._forkserver_pid is None

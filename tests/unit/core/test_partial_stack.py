@@ -185,3 +185,20 @@ def test_the_root_keeps_no_stack_and_the_same_counts(trace, horizon, seed):
     assert as_root(root) is root
     with pytest.raises(ValueError, match="merges no further"):
         merge(root, empty_stack(horizon))
+
+
+def test_a_state_pickles_with_its_used_distance_rows_only():
+    """A loop over 5,000 blocks has every re-access at distance 5,000: one used row of 5,001. Pickled
+    (as Dask moves states), only that row goes; read back, the histogram and every merge are the same."""
+    import pickle
+
+    keys = np.tile(np.arange(5000, dtype=np.uint64), 3)
+    a, b = partial_stack(keys[:9000], 16), partial_stack(keys[9000:], 16)
+    back = [pickle.loads(pickle.dumps(s)) for s in (a, b)]
+    assert len(a.hist) == 5001 and np.count_nonzero(a.hist[:, 0]) == 1
+    assert len(pickle.dumps(a)) < a.nbytes() - a.hist.nbytes + 1000
+    for s, r in zip((a, b), back, strict=True):
+        assert r.hist.dtype == s.hist.dtype and np.array_equal(r.hist, s.hist)
+    assert np.array_equal(merge(*back).hist, merge(a, b).hist)
+    dense = partial_stack(np.array([1, 2, 1, 2, 3, 1], dtype=np.uint64), 16)  # rows 2 and 3 of 0-3 used
+    assert np.array_equal(pickle.loads(pickle.dumps(dense)).hist, dense.hist)

@@ -3,7 +3,7 @@ seconds: tests/e2e/test_distributed_e2e.py starts the one the suite needs)."""
 
 import dask
 
-from kvset.distributed.driver import _worker_environ
+from kvset.distributed.server import worker_environ
 
 
 def test_worker_processes_keep_the_adaptive_mmap_threshold():
@@ -11,7 +11,17 @@ def test_worker_processes_keep_the_adaptive_mmap_threshold():
     above 128 kB is mapped and faulted in afresh. The driver leaves it out, and keeps the rest."""
     key = "distributed.nanny.pre-spawn-environ"
     assert "MALLOC_TRIM_THRESHOLD_" in dask.config.get(key)
-    environ = _worker_environ()[key]
+    environ = worker_environ()[key]
     assert "MALLOC_TRIM_THRESHOLD_" not in environ
     assert environ == {k: v for k, v in dask.config.get(key).items() if k != "MALLOC_TRIM_THRESHOLD_"}
     assert environ  # Dask's other settings (one thread each for OpenMP, MKL, OpenBLAS) stay
+
+
+def test_the_preload_ends_only_the_worker_server():
+    """kvset.distributed.preload ends its process by os._exit, in the fork server alone: imported
+    anywhere else (the layering test imports every module), the process keeps its exit code."""
+    import subprocess
+    import sys
+
+    code = "import kvset.distributed.preload; raise SystemExit(3)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 3
