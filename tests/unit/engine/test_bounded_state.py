@@ -24,7 +24,7 @@ def keys(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.uint64)
 
 
-def test_u64map_matches_a_dict_under_random_puts_gets_and_pops() -> None:
+def test_u64map_matches_a_dict_under_random_puts_swaps_gets_and_pops() -> None:
     rng = np.random.default_rng(3)
     table, reference = U64Map(), {}
     for step in range(300):
@@ -38,6 +38,15 @@ def test_u64map_matches_a_dict_under_random_puts_gets_and_pops() -> None:
                 if reference.get(k) == only:
                     del reference[k]
             assert removed.tolist() == expected
+        elif step % 3 == 1:  # a swap reads, key by key, what the dict held just before its put
+            values = rng.integers(0, 4, size=len(batch))
+            old, held = table.swap(batch, values)
+            expected_old, expected_held = [], []
+            for k, v in zip(batch.tolist(), values.tolist(), strict=True):
+                expected_old.append(reference.get(k, -1))
+                expected_held.append(k in reference)
+                reference[k] = v
+            assert (old.tolist(), held.tolist()) == (expected_old, expected_held)
         else:
             values = rng.integers(0, 4, size=len(batch))
             table.put(batch, values)
