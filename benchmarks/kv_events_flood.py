@@ -82,6 +82,13 @@ def _stalls(
     return stalls
 
 
+def flood_message(encoder: msgspec.msgpack.Encoder, tokens: msgspec.Raw, seq: int, blocks: int, ts: float):
+    """Batch `seq` of the flood: one BlockStored of `blocks` new blocks (hashes never seen before)."""
+    first = 1 + seq * blocks
+    event = ["BlockStored", list(range(first, first + blocks)), None, tokens, 16, None, "GPU"]
+    return [b"", seq.to_bytes(8, "big"), encoder.encode([ts, [event], 0])]
+
+
 class Publisher:
     """vLLM's framing (topic, 8-byte sequence, msgpack payload), array-tagged BlockStored events."""
 
@@ -99,12 +106,10 @@ class Publisher:
         self.delivered_blocks = 0
 
     def send(self, deliver: bool) -> None:
-        first = 1 + self.seq * self.blocks
-        hashes = list(range(first, first + self.blocks))
-        event = ["BlockStored", hashes, None, self.tokens, 16, None, "GPU"]
-        payload = self.encoder.encode([time.time(), [event], 0])
         if deliver:
-            self.pub.send_multipart([b"", self.seq.to_bytes(8, "big"), payload])
+            self.pub.send_multipart(
+                flood_message(self.encoder, self.tokens, self.seq, self.blocks, time.time())
+            )
             self.delivered_blocks += self.blocks
         self.seq += 1
 
