@@ -244,7 +244,9 @@ class KvEventSequence:
         """Whether a gap found now is asked of the replay endpoint: not one found among the batches
         held while the last replay went unanswered, nor within one stated wait after a replay that
         got no answer at all, nor while replays are paused after such replays in a row."""
-        paused = any(until is not None and now < until for until in (self.paused_until, self.unanswered_until))
+        paused = any(
+            until is not None and now < until for until in (self.paused_until, self.unanswered_until)
+        )
         return self.can_replay and not self._after_unanswered and not paused
 
     # ----------------------------------------------------------------- inputs
