@@ -210,6 +210,10 @@ class ResidentBlocks:
         # None: too many to keep (more than the resident blocks), the next loss reads `resident`.
         self._stored_since_loss: list[np.ndarray] | None = []
         self._stored_since_loss_n = 0
+        # whether every key stored since the last loss is still resident: nothing removed, nothing
+        # forgotten since (then the next loss need not ask the set which of them are)
+        self._kept_since_loss = True
+        self._forgotten_at_loss = 0
         self._removed_recent = U64Set()
         self._removed_older = U64Set()
         self.stored_total = 0
@@ -239,8 +243,10 @@ class ResidentBlocks:
             self._uncertain = self.resident.copy()
         elif self._stored_since_loss:
             stored = np.concatenate(self._stored_since_loss)
-            self._uncertain.add(stored[self.resident.contains(stored)])
+            kept = self._kept_since_loss and self.resident.dropped == self._forgotten_at_loss
+            self._uncertain.add(stored if kept else stored[self.resident.contains(stored)])
         self._stored_since_loss, self._stored_since_loss_n = [], 0
+        self._kept_since_loss, self._forgotten_at_loss = True, self.resident.dropped
 
     def store(self, keys: np.ndarray, hit_evidence: bool = True) -> Stored:
         """Record a BlockStored; returns the stores of blocks known to be resident, the re-stores after
@@ -287,6 +293,7 @@ class ResidentBlocks:
     def remove(self, keys: np.ndarray) -> int:
         """Record a BlockRemoved; returns how many of the keys were resident."""
         present = self.resident.discard(keys)
+        self._kept_since_loss = False
         if len(self._uncertain):
             self._uncertain.discard(keys)
         evicted = int(present.sum())

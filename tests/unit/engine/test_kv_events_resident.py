@@ -166,3 +166,30 @@ def test_a_store_that_drops_the_older_generation_says_what_was_resident_before_i
     got = blocks.store(keys(1, 4, 6, 9, 10))  # drops 4, 5 first
     assert got.resident.tolist() == [False, True, True, False, False]
     assert got.already == 1  # 6 (4 was in the generation the store dropped)
+
+
+def test_a_loss_asks_the_resident_set_nothing_when_nothing_left_it_since_the_last_one(monkeypatch) -> None:
+    """Events lost every other batch (the flood): each loss asked the resident set which of the blocks
+    stored since the last loss were still resident, two passes over its table. With no removal and
+    nothing forgotten since, they all are; with a removal the set is asked as before."""
+    blocks = ResidentBlocks()
+    blocks.store(keys(1, 2, 3))
+    blocks.mark_uncertain()
+    blocks.store(keys(4, 5))
+    asked: list[int] = []
+    contains = U64Set.contains
+
+    def counted(self: U64Set, batch: np.ndarray) -> np.ndarray:
+        asked.append(len(batch))
+        return contains(self, batch)
+
+    monkeypatch.setattr(U64Set, "contains", counted)
+    blocks.mark_uncertain()
+    assert asked == [2]  # the uncertain set's older generation, as it adds 4 and 5; not the resident set
+    assert blocks.uncertain == 5
+    blocks.store(keys(6, 7))
+    blocks.remove(keys(6))
+    asked.clear()
+    blocks.mark_uncertain()
+    assert len(asked) == 3 and blocks.uncertain == 6  # asked: 6 was removed; 1 to 5 and 7 uncertain
+    assert blocks.store(keys(7, 6))[:2] == (0, 1)  # 7 no evidence of a hit; 6 a re-store after removal
