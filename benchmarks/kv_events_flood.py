@@ -3,11 +3,12 @@
 A publisher on 127.0.0.1 sends 10,000-block batches at 100 messages/s and leaves out every second
 one, so every batch that arrives reveals a gap; its replay (ROUTER) socket accepts connections and
 never answers. `kvset serve --events ... --replay-endpoint ... --listen 127.0.0.1:0` runs in a
-child process; /metrics is scraped every 0.25 s and the child's RSS read from /proc. Printed: the
-longest time kvset_accesses_total stood still while batches were arriving (and after the publisher
-stopped, until every block delivered was counted or counted as shed: kvset_batches_shed_total), and
-the longest at the start, in the run and at the end; the accesses counted and shed against the
-blocks delivered, the largest RSS and the machine's load.
+child process; /metrics is scraped every 0.25 s and the child's RSS and CPU time read from /proc.
+Printed: the longest time kvset_accesses_total stood still while batches were arriving (and after
+the publisher stopped, until every block delivered was counted or counted as shed:
+kvset_batches_shed_total), and the longest at the start, in the run and at the end; the accesses
+counted and shed against the blocks delivered, the largest RSS, the child's CPU seconds and the
+machine's load.
 
     .venv/bin/python -m benchmarks.kv_events_flood [--seconds 40] [--rate 100] [--blocks 10000]
         [--replay-timeout 1] [--no-gaps]
@@ -38,6 +39,15 @@ def _rss_mb(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
     rss, file = (re.search(rf"{field}:\s+(\d+) kB", text) for field in ("VmRSS", "RssFile"))
     return (int(rss.group(1)) / 1024 if rss else 0.0, int(file.group(1)) / 1024 if file else 0.0)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system, all its threads), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _scrape(url: str) -> tuple[float, float] | None:
@@ -72,6 +82,13 @@ def _stalls(
     return stalls
 
 
+def flood_message(encoder: msgspec.msgpack.Encoder, tokens: msgspec.Raw, seq: int, blocks: int, ts: float):
+    """Batch `seq` of the flood: one BlockStored of `blocks` new blocks (hashes never seen before)."""
+    first = 1 + seq * blocks
+    event = ["BlockStored", list(range(first, first + blocks)), None, tokens, 16, None, "GPU"]
+    return [b"", seq.to_bytes(8, "big"), encoder.encode([ts, [event], 0])]
+
+
 class Publisher:
     """vLLM's framing (topic, 8-byte sequence, msgpack payload), array-tagged BlockStored events."""
 
@@ -89,12 +106,10 @@ class Publisher:
         self.delivered_blocks = 0
 
     def send(self, deliver: bool) -> None:
-        first = 1 + self.seq * self.blocks
-        hashes = list(range(first, first + self.blocks))
-        event = ["BlockStored", hashes, None, self.tokens, 16, None, "GPU"]
-        payload = self.encoder.encode([time.time(), [event], 0])
         if deliver:
-            self.pub.send_multipart([b"", self.seq.to_bytes(8, "big"), payload])
+            self.pub.send_multipart(
+                flood_message(self.encoder, self.tokens, self.seq, self.blocks, time.time())
+            )
             self.delivered_blocks += self.blocks
         self.seq += 1
 
@@ -159,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop_sending.set()
         sender.join()
+        cpu = _cpu_seconds(serve.pid)
         serve.terminate()
         serve.wait(timeout=20)
         pub.close()
@@ -187,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  largest RSS of kvset serve: {max(r for _, _, _, r in samples):,.0f} MB "
         f"({file_mb:,.0f} MB of it file-backed: the shared libraries' pages)"
+    )
+    decoded = counted / args.blocks
+    print(
+        f"  CPU of kvset serve: {cpu:.1f} s in all"
+        + (f", {1000 * cpu / decoded:.1f} ms a batch counted" if decoded else "")
+        + " (start-up and imports included)"
     )
     print("  load average during the run: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.verbose:

@@ -28,10 +28,13 @@ caller gives the replay up at its deadline even while batches keep arriving (`ti
 (or is given up), the gaps found among the batches held during that wait are counted lost at once
 instead of starting another wait: otherwise, with gaps more often than the timeout, each wait
 would hold the batches that reveal the next one and the stream would fall further behind with
-every gap. Two replays in a row that got no answer at all (not a batch, not the end marker) pause
-replays for UNANSWERED_PAUSE_S: the gaps found meanwhile are counted lost at once and their batches
-analysed without a wait, so a dead replay endpoint costs two timeouts per pause, not one per gap.
-After the pause the next gap asks again. Every batch is accepted, held (and shown as
+every gap. After a replay that got no answer at all (not a batch, not the end marker), so are the
+gaps found within one stated wait (the timeout) after it: a gap just after the release would
+otherwise hold the stream again at once, and the first figures of a stream whose endpoint is dead
+waited two timeouts back to back. Two such replays in a row pause replays for UNANSWERED_PAUSE_S:
+the gaps found meanwhile are counted lost at once and their batches analysed without a wait, so a
+dead replay endpoint costs two timeouts per pause, not one per gap, and never two in a row. After
+the pause the next gap asks again. Every batch is accepted, held (and shown as
 held), recovered, counted lost, or rejected with its reason.
 """
 
@@ -183,6 +186,9 @@ class KvEventSequence:
         self._suspect: tuple[int, KvEventBatch] | None = None  # an implausible number, until the next batch
         self._after_unanswered = False  # releasing the batches held during a replay that went unanswered
         self.paused_until: float | None = None  # replays paused after unanswered ones (monotonic s)
+        # gaps found before this are not waited for: one stated wait after a replay that got no word
+        # back, so that unanswered replays in a row do not hold the stream back to back
+        self.unanswered_until: float | None = None
         self._unanswered = 0  # replays in a row that got no answer at all
         self.pauses = 0  # times replays were paused
         self.gaps = 0
@@ -236,9 +242,11 @@ class KvEventSequence:
 
     def replay_allowed(self, now: float) -> bool:
         """Whether a gap found now is asked of the replay endpoint: not one found among the batches
-        held while the last replay went unanswered, nor while replays are paused after one that got
-        no answer at all."""
-        paused = self.paused_until is not None and now < self.paused_until
+        held while the last replay went unanswered, nor within one stated wait after a replay that
+        got no answer at all, nor while replays are paused after such replays in a row."""
+        paused = any(
+            until is not None and now < until for until in (self.paused_until, self.unanswered_until)
+        )
         return self.can_replay and not self._after_unanswered and not paused
 
     # ----------------------------------------------------------------- inputs
@@ -407,6 +415,7 @@ class KvEventSequence:
         steps: list[Step] = [DropReplayConnection()] if timed_out else []
         if timed_out and not replay.got and (held_full or now >= replay.deadline):  # not a word back
             self._unanswered += 1
+            self.unanswered_until = now + self.replay_timeout
             if self._unanswered >= UNANSWERED_IN_A_ROW:
                 self.paused_until, self._unanswered = now + UNANSWERED_PAUSE_S, 0
                 self.pauses += 1

@@ -329,11 +329,10 @@ class KvEventTracker(TrackerReadings):
                     if (radix := publisher.radix_feed()) is not None:
                         radix.removed(keys)
             elif kind == BLOCK_STORED and len(keys):
-                resident = blocks.resident.contains(keys)
+                resident = blocks.store(keys, hit_evidence=not batch.has_parent[i]).resident
                 cached = bool(resident.all())
                 if copies is not None:
                     copies.stored(keys, resident, cached and not batch.has_parent[i])
-                blocks.store(keys, hit_evidence=not batch.has_parent[i])
                 if not counted:
                     if publisher.replay in publisher.fed():  # (a Mamba group's stores name its states)
                         publisher.replay.group_stored(group, keys, not batch.has_parent[i] and cached)

@@ -8,6 +8,8 @@ it is used (9 bytes a cell against the kernels' 16 for key-value pairs).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -140,10 +142,14 @@ class BoundedU64Set:
     def nbytes(self) -> int:
         return sum(s._table.nbytes + s._used.nbytes for s in (self.newer, self.older))
 
+    def rolls_with(self, n: int) -> bool:
+        """Whether adding `n` keys first drops the older generation."""
+        return len(self.newer) + n > self.half
+
     def add(self, keys: np.ndarray) -> np.ndarray:
         """Insert keys in order; per key, whether it was already present (the generations stay disjoint)."""
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        if len(self.newer) + len(keys) > self.half:
+        if self.rolls_with(len(keys)):
             self.dropped += len(self.older)
             self.older, self.newer = self.newer, U64Set(2 * len(self.newer))  # (no doubling all over)
         present = self.older.contains(keys)
@@ -167,6 +173,14 @@ class BoundedU64Set:
     def clear(self) -> None:
         self.newer.clear()
         self.older.clear()
+
+
+class Stored(NamedTuple):
+    """What ResidentBlocks.store found."""
+
+    already: int  # stores of blocks known to be resident: the engine reported a hit
+    restored: int  # re-stores after removal: misses a larger cache would have hit
+    resident: np.ndarray  # per key, whether it was resident before this store
 
 
 MAX_RESIDENT = MODEL_HORIZON  # blocks: the engine model's reach, more than an engine's pool
@@ -196,6 +210,10 @@ class ResidentBlocks:
         # None: too many to keep (more than the resident blocks), the next loss reads `resident`.
         self._stored_since_loss: list[np.ndarray] | None = []
         self._stored_since_loss_n = 0
+        # whether every key stored since the last loss is still resident: nothing removed, nothing
+        # forgotten since (then the next loss need not ask the set which of them are)
+        self._kept_since_loss = True
+        self._forgotten_at_loss = 0
         self._removed_recent = U64Set()
         self._removed_older = U64Set()
         self.stored_total = 0
@@ -225,14 +243,22 @@ class ResidentBlocks:
             self._uncertain = self.resident.copy()
         elif self._stored_since_loss:
             stored = np.concatenate(self._stored_since_loss)
-            self._uncertain.add(stored[self.resident.contains(stored)])
+            kept = self._kept_since_loss and self.resident.dropped == self._forgotten_at_loss
+            self._uncertain.add(stored if kept else stored[self.resident.contains(stored)])
         self._stored_since_loss, self._stored_since_loss_n = [], 0
+        self._kept_since_loss, self._forgotten_at_loss = True, self.resident.dropped
 
-    def store(self, keys: np.ndarray, hit_evidence: bool = True) -> tuple[int, int]:
-        """Record a BlockStored; returns (stores of blocks known to be resident, re-stores after removal).
+    def store(self, keys: np.ndarray, hit_evidence: bool = True) -> Stored:
+        """Record a BlockStored; returns the stores of blocks known to be resident, the re-stores after
+        removal and, per key, whether it was resident before (the caller's own lookup: each store
+        reads the set once, not once to ask and once to add).
 
         hit_evidence: False for a store that chains onto a parent: a hit report has none, and a
         resident block stored with one is computed again (vLLM's last block of a cached prompt)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        # adding reports what was resident, but after dropping the older generation when it is full:
+        # then (one store in half a horizon) the set is asked first
+        before = self.resident.contains(keys) if self.resident.rolls_with(len(keys)) else None
         present = self.resident.add(keys)
         self._note_stored(keys)
         if len(self._uncertain):
@@ -253,7 +279,7 @@ class ResidentBlocks:
         self.stores_of_resident += already
         self.restores_after_removal += restored
         self.peak_resident = max(self.peak_resident, len(self.resident))
-        return already, restored
+        return Stored(already, restored, present if before is None else before)
 
     def _note_stored(self, keys: np.ndarray) -> None:
         if self._stored_since_loss is None:
@@ -267,6 +293,7 @@ class ResidentBlocks:
     def remove(self, keys: np.ndarray) -> int:
         """Record a BlockRemoved; returns how many of the keys were resident."""
         present = self.resident.discard(keys)
+        self._kept_since_loss = False
         if len(self._uncertain):
             self._uncertain.discard(keys)
         evicted = int(present.sum())

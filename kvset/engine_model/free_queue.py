@@ -78,10 +78,16 @@ def _run(
     forgot_out: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     n_forgot = 0
+    queried = False  # the last op was a QUERY: it changed nothing, so its lookup still holds
+    last_key = np.uint64(0)
+    last_j = 0
     for n in range(len(ops)):
         op = ops[n]
         key = keys[n]
-        j = key_find(tkeys, used, key)
+        # a lookup is QUERY then PIN of each block: the PIN takes the QUERY's cell (or insertion
+        # point) instead of probing the table again, one random read of a large table fewer a block
+        j = last_j if queried and key == last_key else key_find(tkeys, used, key)
+        queried, last_key, last_j = op == 0, key, j
         if op == 0:  # QUERY
             pinned_out[n] = sc[3]
             if j < 0:
@@ -101,7 +107,7 @@ def _run(
             if ref[j] == 0:
                 sc[3] += 1
                 if slot[j] >= 0:
-                    fenwick.add(fen, slot[j], -1)
+                    fenwick.remove_below(fen, slot[j], 1, sc[0])
                     sc[1] -= 1
                     slot[j] = -1
             ref[j] += 1
@@ -115,7 +121,7 @@ def _run(
                 sc[0] += 1
                 slot[j] = s
                 slot_key[s] = key
-                fenwick.add(fen, s, 1)
+                fenwick.append(fen, s, 1)  # the newest slot: its node from its children, no walk
                 sc[1] += 1
                 while sc[1] > horizon:  # forget the oldest release
                     h = sc[2]
@@ -124,7 +130,7 @@ def _run(
                         if k >= 0 and slot[k] == h:
                             break
                         h += 1
-                    fenwick.add(fen, h, -1)
+                    fenwick.remove_below(fen, h, 1, sc[0])
                     sc[1] -= 1
                     sc[2] = h + 1
                     forgot_out[n_forgot] = slot_key[h]

@@ -201,10 +201,13 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         request.last_store_ts = self._ts[b]
         self._items[b].append(("S", request, len(request.stores) - 1))
         self._tails[int(keys[-1])] = request
-        self._evidence(parent, keys, request)
+        # the blocks' owners until now, read while they are made this request's (one pass, not two)
+        of_parent = self._owner.get(self._held_by(parent, keys[:0]))
+        of_keys = self._owner.swap(keys, request.id)
         if len(request.stores) == 1 and not decode:
-            request.restores = self._owner.get_one(int(keys[0]))
-        self._owner.put(keys, request.id)
+            request.restores = int(of_keys[0][0]) if of_keys[1][0] else None
+        read = (np.concatenate([of_parent[0], of_keys[0]]), np.concatenate([of_parent[1], of_keys[1]]))
+        self._evidence(parent, keys, request, read)
 
     def add_group(self, group: KvGroup) -> None:
         """Another KV cache group shares the pool: its copies of every block are replayed beside the
@@ -269,13 +272,24 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         self._items[where].append(("Q", request, -1))
         return request
 
-    def _evidence(self, parent: int | None, keys: np.ndarray, request: OpenRequest | None) -> None:
+    @staticmethod
+    def _held_by(parent: int | None, keys: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.array([] if parent is None else [parent], dtype=np.uint64), keys])
+
+    def _evidence(
+        self,
+        parent: int | None,
+        keys: np.ndarray,
+        request: OpenRequest | None,
+        read: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """A lookup or store holding an open request's output, or its whole prompt once it answers: that
         request has finished (its blocks are another request's prefix: the agent's next turn, or its own
-        readmission). A shared prefix it happened to compute first (a system prompt) says nothing."""
+        readmission). A shared prefix it happened to compute first (a system prompt) says nothing.
+        `read`: the owners of the parent and keys, when already read (the store's own swap)."""
         me = None if request is None else request.id
-        held = np.concatenate([np.array([] if parent is None else [parent], dtype=np.uint64), keys])
-        owners, known = self._owner.get(held)
+        held = self._held_by(parent, keys)
+        owners, known = self._owner.get(held) if read is None else read
         others = known & (owners != (-1 if me is None else me))
         if not others.any():  # (most blocks are new)
             return

@@ -20,8 +20,16 @@ _MIN_CAPACITY = 1024
 
 @njit(cache=True, nogil=True)
 def _put_many(
-    table: np.ndarray, vals: np.ndarray, used: np.ndarray, keys: np.ndarray, values: np.ndarray
+    table: np.ndarray,
+    vals: np.ndarray,
+    used: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray,
+    old: np.ndarray,
+    present: np.ndarray,
+    previous: bool,
 ) -> int:  # pragma: no cover - compiled
+    """Set each key's value; with `previous`, old/present: what it held before (read on the way)."""
     added = 0
     for i in range(len(keys)):
         j = key_find(table, used, keys[i])
@@ -30,6 +38,9 @@ def _put_many(
             table[j] = keys[i]
             used[j] = 1
             added += 1
+        elif previous:
+            old[i] = vals[j]
+            present[i] = True
         vals[j] = values[i]
     return added
 
@@ -85,6 +96,10 @@ def _pop_many(
     return removed
 
 
+_NONE = np.zeros(0, dtype=np.int64)  # (no previous values asked for)
+_NO = np.zeros(0, dtype=np.bool_)
+
+
 def _u64(keys: np.ndarray | list[int]) -> np.ndarray:
     return np.ascontiguousarray(keys, dtype=np.uint64)
 
@@ -117,16 +132,33 @@ class U64Map:
         while 2 * (self._count + extra) > capacity:
             capacity *= 2
         self._allocate(capacity)
-        self._count = _put_many(self._table, self._vals, self._used, keys, vals)
+        self._count = _put_many(self._table, self._vals, self._used, keys, vals, _NONE, _NO, False)
 
     def put(self, keys: np.ndarray | list[int], values: np.ndarray | int) -> None:
         """Set each key's value, in order (a key given twice keeps its last value)."""
+        self._put(_u64(keys), values, _NONE, _NO, False)
+
+    def swap(
+        self, keys: np.ndarray | list[int], values: np.ndarray | int, default: int = -1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """put, returning what get would have said just before (one pass over the table, not two; a
+        key given twice reads, the second time, the value the first gave it)."""
         keys = _u64(keys)
+        old = np.full(len(keys), default, dtype=np.int64)
+        present = np.zeros(len(keys), dtype=np.bool_)
+        self._put(keys, values, old, present, True)
+        return old, present
+
+    def _put(
+        self, keys: np.ndarray, values: np.ndarray | int, old: np.ndarray, present: np.ndarray, previous: bool
+    ) -> None:
         if not len(keys):
             return
         vals = np.broadcast_to(np.asarray(values, dtype=np.int64), keys.shape)
         self._reserve(len(keys))
-        self._count += _put_many(self._table, self._vals, self._used, keys, np.ascontiguousarray(vals))
+        self._count += _put_many(
+            self._table, self._vals, self._used, keys, np.ascontiguousarray(vals), old, present, previous
+        )
 
     def get(self, keys: np.ndarray | list[int], default: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """(each key's value, `default` where absent; whether each key is present)."""

@@ -204,8 +204,11 @@ def test_replay_that_never_answers_times_out(fake: FakeVllmPublisher) -> None:
         assert run.updates - updates_before >= 2  # health kept flowing during the wait
         assert "(replay timed out)" in next(e for e in run.events if e.kind == "sequence-gap").text
         assert run.detail("sequence gaps").endswith("0 recovered by replay, 1 lost")
-        # The replay socket recovers for the next gap once the publisher answers again.
+        # The replay socket recovers for the next gap once the publisher answers again: a gap found
+        # past one stated wait after the silent replay (one found sooner is counted lost at once)
         fake.replay_silent = False
+        sequence = run.source.tracker.publishers[0].sequence
+        run.wait_for(lambda r: sequence.replay_allowed(r.source.clock.monotonic()))
         fake.publish([fake.stored([5])], deliver=False)
         fake.publish([fake.stored([6])])
         run.wait_for(lambda r: len(r.keys) == 5)

@@ -24,7 +24,7 @@ def keys(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.uint64)
 
 
-def test_u64map_matches_a_dict_under_random_puts_gets_and_pops() -> None:
+def test_u64map_matches_a_dict_under_random_puts_swaps_gets_and_pops() -> None:
     rng = np.random.default_rng(3)
     table, reference = U64Map(), {}
     for step in range(300):
@@ -38,6 +38,15 @@ def test_u64map_matches_a_dict_under_random_puts_gets_and_pops() -> None:
                 if reference.get(k) == only:
                     del reference[k]
             assert removed.tolist() == expected
+        elif step % 3 == 1:  # a swap reads, key by key, what the dict held just before its put
+            values = rng.integers(0, 4, size=len(batch))
+            old, held = table.swap(batch, values)
+            expected_old, expected_held = [], []
+            for k, v in zip(batch.tolist(), values.tolist(), strict=True):
+                expected_old.append(reference.get(k, -1))
+                expected_held.append(k in reference)
+                reference[k] = v
+            assert (old.tolist(), held.tolist()) == (expected_old, expected_held)
         else:
             values = rng.integers(0, 4, size=len(batch))
             table.put(batch, values)
@@ -57,8 +66,8 @@ def test_a_resident_set_without_removals_keeps_its_bound_and_counts_what_it_forg
     assert len(blocks) <= 8
     assert blocks.forgotten_resident + len(blocks) == 100
     # the newest are still known (a store of one is a hit report); a forgotten one is taken as new
-    assert blocks.store(keys(99), hit_evidence=True) == (1, 0)
-    assert blocks.store(keys(0), hit_evidence=True) == (0, 0)
+    assert blocks.store(keys(99), hit_evidence=True)[:2] == (1, 0)
+    assert blocks.store(keys(0), hit_evidence=True)[:2] == (0, 0)
 
 
 def test_the_parent_links_keep_their_bound_and_the_newest_chains_still_walk() -> None:

@@ -169,3 +169,31 @@ def test_a_dead_replay_endpoint_under_a_flood_costs_one_wait_per_pause() -> None
     assert seq.lost == len(arrived_at) - 1 and seq.held == 0  # every missing one counted lost
     assert len(asks) <= UNANSWERED_IN_A_ROW * (seconds / UNANSWERED_PAUSE_S + 1)  # not one wait per gap
     assert seq.pauses >= seconds / (UNANSWERED_PAUSE_S + UNANSWERED_IN_A_ROW * timeout) - 1
+
+
+def test_a_dead_replay_endpoint_never_holds_the_stream_two_waits_back_to_back() -> None:
+    """The same flood: a gap found just after an unanswered replay's release asked again at once, so a
+    stream's first batches were held two timeouts in a row (its first figures waited for both). Now
+    a gap found within one stated wait after a replay that got no answer is counted lost at once:
+    the stream is held at most one timeout at a stretch, then runs at least as long."""
+    rate, timeout = 100, 1.0
+    seq = KvEventSequence(REPLAY, timeout, RejectCounter())
+    held_since, longest, not_asked = None, 0.0, 0
+    for n in range(0, rate * 30, 2):
+        now = n / rate
+        steps = seq.tick(now) + seq.published(n, one(n), now)
+        not_asked += sum(isinstance(s, GapClosed) and s.not_asked for s in steps)
+        if seq.held and held_since is None:
+            held_since = now
+        elif not seq.held and held_since is not None:
+            longest, held_since = max(longest, now - held_since), None
+    assert longest <= timeout + 2 / rate  # one wait at a stretch, not two
+    assert seq.pauses >= 2 and not_asked > 0  # the dead endpoint still pauses replays; gaps counted
+    # a gap past that wait is asked again (the endpoint may have had a slow moment)
+    seq = KvEventSequence(REPLAY, timeout, RejectCounter())
+    seq.published(0, one(0), 0.0)
+    seq.published(2, one(2), 0.0)  # asked, never answered
+    seq.tick(timeout)
+    assert not seq.replay_allowed(timeout + timeout / 2)
+    assert seq.replay_allowed(2 * timeout)
+    assert isinstance(seq.published(4, one(4), 2 * timeout)[-1], AskReplay)

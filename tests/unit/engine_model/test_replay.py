@@ -250,3 +250,31 @@ def test_a_mamba_group_hits_only_up_to_a_state_its_stores_named(reported):
     _, b, c = (part[0] for part in e.replay.take_model())
     assert b.tolist() == [INFINITE] * 5  # (its blocks 1-3 were cached in full attention)
     assert (c[:5] < INFINITE).all() and c[5:].tolist() == [INFINITE] * 2
+
+
+def test_a_store_reads_its_blocks_owners_once_while_making_them_its_own():
+    """A store's blocks were looked up in the owners' table three times (who held them: the evidence
+    of a finish; who held the first: a readmission; then made this request's). Now once, by the swap
+    that makes them its own, and its parent once; the evidence it gives is the same."""
+    e = Engine()
+    e.batch(([1, 2, 3], None))
+    e.batch(([4, 5], 3))  # the same request's next chunk
+    table = e.replay._owner
+    read: list[int] = []
+    for name in ("get", "put", "swap"):
+        method = getattr(table, name, None)
+        if method is None:
+            continue
+
+        def counted(keys, *args, method=method, **kwargs):
+            read.append(len(keys))
+            return method(keys, *args, **kwargs)
+
+        setattr(table, name, counted)
+    e.batch(([6, 7, 8, 9], 5))  # four new blocks chained onto the request
+    assert sum(read) == 4 + 1  # the blocks and the parent, once each
+    e.idle(3)
+    e.batch(([10], 9), dt=0.016)  # its output block: the prompt's last block's owner is still it
+    assert e.replay.counts.finished_by_evidence == 0
+    out = e.requests()
+    assert out == [([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [16] * 9 + [0])]
