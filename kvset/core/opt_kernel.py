@@ -61,7 +61,7 @@ from kvset.core.opt_rope import (
     remove_at,
     replace_at,
 )
-from kvset.core.opt_runs import find_at, key_at, prefix_max, settle, shifted_run_start
+from kvset.core.opt_runs import all_dead, find_at, key_at, prefix_max, settle, shifted_run_start
 
 NEXT_USE_AHEAD = 32  # next_uses prefetches the table cell of the key this many accesses before
 
@@ -218,6 +218,16 @@ def opt_kernel(
     sh_x: Int = 0
     sh_y: Int = 0
     sh_m: Int = 0
+    # a dead run (kvset.core.opt_runs): dr_d the depth of its last access, dead keys at dr_a..dr_d,
+    # dr_m at least every key at depths 1..dr_a-1, (a_v, a_j) the chunk and offset of dr_a, (dr_v, dr_j)
+    # those of dr_d + 1 (dr_v 0: no dead run); the top's chunk and key are top_v and top_key, as above
+    dr_v: Int = 0
+    dr_j: Int = 0
+    dr_d: Int = 0
+    dr_a: Int = 0
+    dr_m: Int = 0
+    a_v: Int = 0
+    a_j: Int = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
         if run_v != 0:
@@ -248,6 +258,34 @@ def opt_kernel(
                 ck[top_v, 0] = top_key
                 settle(nd, ck, root, 0, top_v, dirty, counts, order)
             run_v = 0
+        if dr_v != 0:
+            if dr_j == nd[dr_v, CNT]:  # the block's depth leaves its chunk
+                settle(nd, ck, root, dr_d, dr_v, dirty, counts, order)
+                dr_v, dr_j = find_at(nd, root, dr_d + 1) if dr_d + 1 < nd[root, SZ] else (0, 0)
+            if dr_v != 0 and ck[dr_v, dr_j] == t and dr_m <= top_key:
+                # the top and the first dead key the only records: the top's key to dr_a, n to the block
+                ck[dr_v, dr_j] = inf
+                if top_key != inf:
+                    if a_j == nd[a_v, CNT]:
+                        settle(nd, ck, root, dr_a - 1, a_v, dirty, counts, order)
+                        a_v, a_j = find_at(nd, root, dr_a)
+                    ck[a_v, a_j] = top_key
+                    dr_m = top_key
+                    dr_a += 1
+                    a_j += 1
+                top_key = nxt[t]
+                dr_d += 1
+                dr_j += 1
+                maxd = _count(hist, out, want_out, t, dr_d + 1, tok, maxd)
+                continue
+            # the dead run ends: the chunks it wrote are made right, and the access goes the long way
+            if dr_v != 0:
+                settle(nd, ck, root, dr_d + 1, dr_v, dirty, counts, order)
+            if a_j > 0:
+                settle(nd, ck, root, dr_a - 1, a_v, dirty, counts, order)
+            ck[top_v, 0] = top_key
+            settle(nd, ck, root, 0, top_v, dirty, counts, order)
+            dr_v = 0
         if sh_k > 0:
             k = -1
             if sh_d + 1 < nd[root, SZ] and key_at(nd, ck, root, sh_d + 1) == t:
@@ -316,6 +354,21 @@ def opt_kernel(
                 w_v, w_j = find_at(nd, root, d)
                 run_v, run_j = find_at(nd, root, d + 1)
                 moved = False
+            elif (
+                seen
+                and records == 2
+                and carry == inf
+                and d + 1 < nd[root, SZ]
+                and all_dead(nd, ck, root, re[nr - 1] + 1, d, inf)
+            ):
+                # the top and a dead key the records, the keys down to the block dead too: a dead run
+                dr_d = d
+                dr_a = re[nr - 1] + 1
+                dr_m = old_top  # at least every key at depths 1..dr_a-1 now
+                top_v = find_at(nd, root, 0)[0]
+                top_key = ck[top_v, 0]
+                a_v, a_j = find_at(nd, root, dr_a)
+                dr_v, dr_j = find_at(nd, root, d + 1)
             maxd = _count(hist, out, want_out, t, dist, tok, maxd)
             continue
         if seen:

@@ -42,6 +42,7 @@ BIG = np.int64(1) << 62
 # The stack kernel allocates nothing, so it runs without numba's reference counting: with it, every
 # array handed to a helper costs atomic increments and decrements, which took 40 % of the time.
 _plain: Jit = njit(_nrt=False)  # type: ignore[call-overload]  # _nrt is private: not in numba's stubs
+plain = _plain  # for the modules built on the rope (kvset.core.opt_runs)
 inline_plain: Jit = njit(_nrt=False, inline="always")  # type: ignore[call-overload]  # the same
 PATH = 512  # deepest treap path the work arrays allow (a random treap of 10^7 chunks is ~70 deep)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvset.core.kernel_types import Int
-from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, inline_plain, locate, refresh_chunk
+from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, inline_plain, locate, plain, refresh_chunk
 
 
 @inline_plain
@@ -40,7 +40,7 @@ def find_at(nd: np.ndarray, root: Int, pos: Int) -> tuple[Int, Int]:
         v = nd[v, RT]
 
 
-@inline_plain
+@plain  # called once a chunk a run leaves, not per access: one compiled copy, not one inlined per call site
 def settle(
     nd: np.ndarray,
     ck: np.ndarray,
@@ -113,3 +113,31 @@ def shifted_run_start(nd: np.ndarray, ck: np.ndarray, root: Int, y: Int, x: Int,
     if key_at(nd, ck, root, k + 1) > y:
         return k + 1
     return -1
+
+
+# A dead run. A block read for the last time goes on top with key n (never); such keys sink and
+# gather, several of them at consecutive depths, in the middle of a re-read prefix's blocks. Above
+# a block at depth D + 1 with the dead keys at depths a..D and no key at 1..a-1 above the top's key
+# y (bound M), the records are the top and depth a (the first dead key: n exceeds y, the other
+# dead keys do not exceed it): y goes to depth a, n to depth D + 1, and the dead keys are at
+# a+1..D+1 for the next access. When y is n itself the top alone is a record: n goes to D + 1 and
+# the dead keys are at a..D+1. Either way two stores and no change to the tree's shape, as in the
+# run above (kvset.core.opt_kernel keeps a, D, M, the top's key and both chunks in registers).
+DEAD_SPAN = 64  # at most this many dead keys between the record and the block start a dead run
+
+
+@plain
+def all_dead(nd: np.ndarray, ck: np.ndarray, root: Int, lo: Int, hi: Int, inf: Int) -> bool:
+    """Whether every key at positions lo..hi-1 (which the stack holds) is inf, never used again."""
+    if hi - lo > DEAD_SPAN:
+        return False
+    p = lo
+    while p < hi:
+        v, j = find_at(nd, root, p)
+        c = nd[v, CNT]
+        while j < c and p < hi:
+            if ck[v, j] != inf:
+                return False
+            j += 1
+            p += 1
+    return True
