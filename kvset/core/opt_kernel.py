@@ -61,7 +61,7 @@ from kvset.core.opt_rope import (
     remove_at,
     replace_at,
 )
-from kvset.core.opt_runs import all_dead, find_at, key_at, prefix_max, settle, shifted_run_start
+from kvset.core.opt_runs import DEAD_SPAN, find_at, key_at, next_dead, prefix_max, settle, shifted_run_start
 
 NEXT_USE_AHEAD = 32  # next_uses prefetches the table cell of the key this many accesses before
 
@@ -117,6 +117,13 @@ class OptState(NamedTuple):
     hist: np.ndarray
     flat: np.ndarray
     bstack: np.ndarray
+    taken: np.ndarray  # accesses each way took: TAKEN's names, in order
+
+
+# the ways an access goes, counted in OptState.taken (which of them a trace takes is what its speed
+# depends on: docs/method.md, section 12)
+TAKEN = ("run", "dead run", "shifted run", "few records", "record runs")
+RUN, DEAD_RUN, SHIFTED_RUN, FEW_RECORDS, RECORD_RUNS = range(len(TAKEN))
 
 
 def allocate(distinct: int) -> OptState:
@@ -138,7 +145,8 @@ def allocate(distinct: int) -> OptState:
     hist = np.zeros((distinct + 2, 2), np.int64)
     flat = np.empty(distinct + 2, np.int64)
     bstack = np.empty(nodes + 1, np.int64)
-    return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack)
+    taken = np.zeros(len(TAKEN), np.int64)
+    return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack, taken)
 
 
 SHORT = 4  # at most this many records are shifted in place, more by positional edits
@@ -174,6 +182,7 @@ def opt_kernel(
     hist: np.ndarray,
     flat: np.ndarray,
     bstack: np.ndarray,
+    taken: np.ndarray,
 ) -> Int:
     """OPT stack distances for next-use times nxt (n = never), histogrammed into hist[d] = (accesses, tokens).
 
@@ -218,8 +227,8 @@ def opt_kernel(
     sh_x: Int = 0
     sh_y: Int = 0
     sh_m: Int = 0
-    # a dead run (kvset.core.opt_runs): dr_d the depth of its last access, dead keys at dr_a..dr_d,
-    # dr_m at least every key at depths 1..dr_a-1, (a_v, a_j) the chunk and offset of dr_a, (dr_v, dr_j)
+    # a dead run (kvset.core.opt_runs): dr_d the depth of its last access, dr_a that of the first dead
+    # key below the top, dr_m at least every key at depths 1..dr_a-1, (a_v, a_j) the chunk and offset of dr_a, (dr_v, dr_j)
     # those of dr_d + 1 (dr_v 0: no dead run); the top's chunk and key are top_v and top_key, as above
     dr_v: Int = 0
     dr_j: Int = 0
@@ -249,6 +258,7 @@ def opt_kernel(
                 run_d += 1
                 run_j += 1
                 maxd = _count(hist, out, want_out, t, run_d + 1, tok, maxd)
+                taken[RUN] += 1
                 continue
             # the run ends: what it kept aside goes back, the chunks it wrote are made right, and the
             # access goes the long way
@@ -266,23 +276,20 @@ def opt_kernel(
                 # the top and the first dead key the only records: the top's key to dr_a, n to the block
                 ck[dr_v, dr_j] = inf
                 if top_key != inf:
-                    if a_j == nd[a_v, CNT]:
-                        settle(nd, ck, root, dr_a - 1, a_v, dirty, counts, order)
-                        a_v, a_j = find_at(nd, root, dr_a)
                     ck[a_v, a_j] = top_key
-                    dr_m = top_key
-                    dr_a += 1
-                    a_j += 1
+                    dr_a, a_v, a_j, dr_m = next_dead(
+                        nd, ck, root, dr_a + 1, a_v, a_j + 1, top_key, inf, inf, dirty, counts, order
+                    )
                 top_key = nxt[t]
                 dr_d += 1
                 dr_j += 1
                 maxd = _count(hist, out, want_out, t, dr_d + 1, tok, maxd)
+                taken[DEAD_RUN] += 1
                 continue
             # the dead run ends: the chunks it wrote are made right, and the access goes the long way
             if dr_v != 0:
                 settle(nd, ck, root, dr_d + 1, dr_v, dirty, counts, order)
-            if a_j > 0:
-                settle(nd, ck, root, dr_a - 1, a_v, dirty, counts, order)
+            settle(nd, ck, root, dr_a, a_v, dirty, counts, order)
             ck[top_v, 0] = top_key
             settle(nd, ck, root, 0, top_v, dirty, counts, order)
             dr_v = 0
@@ -307,6 +314,7 @@ def opt_kernel(
                 sh_x, sh_y, sh_k = sh_y, nxt[t], k
                 sh_d += 1
                 maxd = _count(hist, out, want_out, t, sh_d + 1, tok, maxd)
+                taken[SHIFTED_RUN] += 1
                 continue
             sh_k = 0
         size = nd[root, SZ]
@@ -354,22 +362,20 @@ def opt_kernel(
                 w_v, w_j = find_at(nd, root, d)
                 run_v, run_j = find_at(nd, root, d + 1)
                 moved = False
-            elif (
-                seen
-                and records == 2
-                and carry == inf
-                and d + 1 < nd[root, SZ]
-                and all_dead(nd, ck, root, re[nr - 1] + 1, d, inf)
-            ):
-                # the top and a dead key the records, the keys down to the block dead too: a dead run
-                dr_d = d
-                dr_a = re[nr - 1] + 1
-                dr_m = old_top  # at least every key at depths 1..dr_a-1 now
-                top_v = find_at(nd, root, 0)[0]
-                top_key = ck[top_v, 0]
-                a_v, a_j = find_at(nd, root, dr_a)
-                dr_v, dr_j = find_at(nd, root, d + 1)
+            elif seen and records == 2 and carry == inf and d + 1 < nd[root, SZ]:
+                # the top and a dead key the records: a dead run may follow, from the next dead key on
+                # (depth d's at the latest); the keys above it are at most the old top's and those passed
+                a_v, a_j = find_at(nd, root, re[nr - 1] + 1)
+                dr_a, a_v, a_j, dr_m = next_dead(
+                    nd, ck, root, re[nr - 1] + 1, a_v, a_j, old_top, inf, DEAD_SPAN, dirty, counts, order
+                )
+                if dr_a >= 0:
+                    dr_d = d
+                    top_v = find_at(nd, root, 0)[0]
+                    top_key = ck[top_v, 0]
+                    dr_v, dr_j = find_at(nd, root, d + 1)
             maxd = _count(hist, out, want_out, t, dist, tok, maxd)
+            taken[FEW_RECORDS] += 1
             continue
         if seen:
             remove_at(nd, ck, root, d, dirty)
@@ -410,4 +416,5 @@ def opt_kernel(
         if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:  # chunks a quarter full: repack
             root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
         maxd = _count(hist, out, want_out, t, dist, tok, maxd)
+        taken[RECORD_RUNS] += 1
     return maxd

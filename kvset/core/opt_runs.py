@@ -116,28 +116,44 @@ def shifted_run_start(nd: np.ndarray, ck: np.ndarray, root: Int, y: Int, x: Int,
 
 
 # A dead run. A block read for the last time goes on top with key n (never); such keys sink and
-# gather, several of them at consecutive depths, in the middle of a re-read prefix's blocks. Above
-# a block at depth D + 1 with the dead keys at depths a..D and no key at 1..a-1 above the top's key
-# y (bound M), the records are the top and depth a (the first dead key: n exceeds y, the other
-# dead keys do not exceed it): y goes to depth a, n to depth D + 1, and the dead keys are at
-# a+1..D+1 for the next access. When y is n itself the top alone is a record: n goes to D + 1 and
-# the dead keys are at a..D+1. Either way two stores and no change to the tree's shape, as in the
-# run above (kvset.core.opt_kernel keeps a, D, M, the top's key and both chunks in registers).
-DEAD_SPAN = 64  # at most this many dead keys between the record and the block start a dead run
+# gather among a re-read prefix's blocks. Say the block is at depth D + 1, the first dead key above
+# it at depth a, and no key at 1..a-1 exceeds the top's key y < n (a bound M kept for them). Then the
+# records are the top and depth a (n exceeds y; nothing exceeds n): y goes to depth a, n to depth
+# D + 1, and for the next access a moves on to the next dead key below (D + 1 at the latest), M
+# taking in the live keys it passes, each of them once. When y is n itself the top alone is a
+# record: n goes to D + 1 and a stays. Either way two stores and no change to the tree's shape, as
+# in the run above (kvset.core.opt_kernel keeps a, D, M, the top's key and both chunks in registers).
+DEAD_SPAN = 64  # a dead run starts only when the next dead key is at most this many depths on
 
 
 @plain
-def all_dead(nd: np.ndarray, ck: np.ndarray, root: Int, lo: Int, hi: Int, inf: Int) -> bool:
-    """Whether every key at positions lo..hi-1 (which the stack holds) is inf, never used again."""
-    if hi - lo > DEAD_SPAN:
-        return False
-    p = lo
-    while p < hi:
-        v, j = find_at(nd, root, p)
-        c = nd[v, CNT]
-        while j < c and p < hi:
-            if ck[v, j] != inf:
-                return False
-            j += 1
-            p += 1
-    return True
+def next_dead(
+    nd: np.ndarray,
+    ck: np.ndarray,
+    root: Int,
+    p: Int,
+    v: Int,
+    j: Int,
+    m: Int,
+    inf: Int,
+    limit: Int,
+    dirty: np.ndarray,
+    counts: np.ndarray,
+    order: np.ndarray,
+) -> tuple[Int, Int, Int, Int]:
+    """From position p (chunk v, offset j: perhaps the chunk's end) on to the first key inf within
+    limit positions, which must lie on the stack: (its position, chunk, offset, the largest of m and
+    the keys passed), position -1 if there is none so near. A chunk the walk leaves is settled (the
+    dead run writes into the chunk it starts from)."""
+    end = p + limit
+    while p < end:
+        if j == nd[v, CNT]:
+            settle(nd, ck, root, p - 1, v, dirty, counts, order)
+            v, j = find_at(nd, root, p)
+        k = ck[v, j]
+        if k == inf:
+            return p, v, j, m
+        m = max(m, k)
+        p += 1
+        j += 1
+    return -1, v, j, m
