@@ -19,7 +19,9 @@ re-read prefix, mostly the top alone) are rewritten in place instead, one overwr
 An access whose block lies one depth below the last one's, with the top (and perhaps the depth
 above it) the only records, is one store into a chunk (kvset.core.opt_runs); one with the top and
 one run of records down to it, each a depth further than the last one's, is one insertion and one
-removal (a shifted run, the same module), with no search and no walk of the records.
+removal (a shifted run, the same module), with no search and no walk of the records; one whose
+records are the top and the first of the keys of blocks read for the last time, gathered above it,
+is two stores (a dead run, the same module).
 Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key

@@ -20,10 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from kvset.core.kernel_types import Int
-from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, inline_plain, locate, plain, refresh_chunk
+from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, locate, plain, refresh_chunk
 
 
-@inline_plain
+# Compiled once each and called, not inlined: none is called more than once a shifted run's access
+# or once a chunk a run passes, and every inlined copy adds to the kernel's compile time.
+@plain
 def find_at(nd: np.ndarray, root: Int, pos: Int) -> tuple[Int, Int]:
     """(chunk node, offset) of position pos, which the stack holds; nothing is marked."""
     v = root
@@ -40,7 +42,7 @@ def find_at(nd: np.ndarray, root: Int, pos: Int) -> tuple[Int, Int]:
         v = nd[v, RT]
 
 
-@plain  # called once a chunk a run leaves, not per access: one compiled copy, not one inlined per call site
+@plain
 def settle(
     nd: np.ndarray,
     ck: np.ndarray,
@@ -68,7 +70,7 @@ def settle(
 # must exceed the new top's too (kvset.core.opt_kernel keeps D, k, M and the key at k in registers).
 
 
-@inline_plain
+@plain
 def key_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int) -> Int:
     """The key at position pos (which the stack holds)."""
     v, j = find_at(nd, root, pos)
@@ -76,7 +78,7 @@ def key_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int) -> Int:
     return key
 
 
-@inline_plain
+@plain
 def prefix_max(nd: np.ndarray, ck: np.ndarray, root: Int, end: Int) -> Int:
     """The largest key at positions 0..end-1 (-1 for none); the summaries must be flushed."""
     m = np.int64(-1)
@@ -101,7 +103,7 @@ def prefix_max(nd: np.ndarray, ck: np.ndarray, root: Int, end: Int) -> Int:
     return m
 
 
-@inline_plain
+@plain
 def shifted_run_start(nd: np.ndarray, ck: np.ndarray, root: Int, y: Int, x: Int, k: Int, m: Int) -> Int:
     """Where the next access's run of records starts, its block one depth below the last one's, with
     top key y, x at depth k and m at least every key at depths 1..k-1 (the run goes on from k+1):
