@@ -296,9 +296,10 @@ def priority_stack_distances(keys):
     st.sampled_from([10, 40, 150]),
     st.sampled_from([2.0, 6.0]),
     st.sampled_from([0.0, 0.1, 0.3]),
+    st.sampled_from(["forward", "reverse"]),
 )
 def test_blocks_read_for_the_last_time_among_re_read_prefixes_give_the_explicit_stacks_distances(
-    seed, concurrency, context, turns, cut
+    seed, concurrency, context, turns, cut, order
 ):
     """Conversations that close and contexts cut back leave blocks read for the last time (key n,
     never) among the prefixes re-read after them, single or gathered, with live keys between:
@@ -314,8 +315,11 @@ def test_blocks_read_for_the_last_time_among_re_read_prefixes_give_the_explicit_
         turns_mean=turns,
         cut_probability=cut,
     )
-    distances, _ = priority_stack_distances(trace.keys)
-    assert distances == naive_min_distances(trace.keys.tolist())
+    keys = trace.keys
+    if order == "reverse":  # each request last block first, as Analyzer(order="reverse") reads it
+        keys = keys[reverse_within_requests(list(range(len(keys))), trace.request_starts.tolist())]
+    distances, _ = priority_stack_distances(keys)
+    assert distances == naive_min_distances(keys.tolist())
 
 
 def test_dead_runs_are_taken_on_closing_conversations_and_give_the_explicit_stacks_distances():
