@@ -303,6 +303,8 @@ def opt_kernel(
                 # the top's key to depth k, the run below it down by one into the block's depth
                 if k > sh_k:
                     sh_m = max(sh_m, sh_x)
+                if dirty[0, 1] > dirty.shape[0] - 4 * PATH:  # room for three more paths
+                    flush(nd, ck, dirty, counts, order)
                 remove_at(nd, ck, root, sh_d + 1, dirty)
                 root, used, seed = insert_at(nd, ck, root, k, sh_y, dirty, counts, order, used, seed)
                 if used < 0:
@@ -310,8 +312,10 @@ def opt_kernel(
                     root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
                     root, used, seed = insert_at(nd, ck, root, k, sh_y, dirty, counts, order, used, seed)
                 replace_at(nd, ck, root, 0, nxt[t], dirty)
-                flush(nd, ck, dirty, counts, order)
+                # the nodes' summaries are left for the flush when the shifted run ends (or the edits
+                # need them): while it goes on nothing reads them, only the sizes, which edits keep
                 if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
+                    flush(nd, ck, dirty, counts, order)
                     root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
                 sh_x, sh_y, sh_k = sh_y, nxt[t], k
                 sh_d += 1
@@ -319,6 +323,7 @@ def opt_kernel(
                 taken[SHIFTED_RUN] += 1
                 continue
             sh_k = 0
+            flush(nd, ck, dirty, counts, order)
         size = nd[root, SZ]
         seen = size > 0 and nd[root, MN] == t  # the accessed block's key is its next use: now
         d = argmin(nd, ck, root, t) if seen else size
