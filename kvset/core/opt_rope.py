@@ -55,7 +55,9 @@ def _xorshift(s: np.uint64) -> np.uint64:
     return s
 
 
-@inline_plain
+# refresh_chunk and locate are compiled once and called, not inlined into every edit: a call costs
+# nothing beside the loop or the descent it makes, and each inlined copy adds to the compile time.
+@_plain
 def refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     c = nd[v, CNT]
     mx = np.int64(-1)
@@ -216,7 +218,7 @@ def rebuild(
     return root, used, seed
 
 
-@inline_plain
+@_plain
 def locate(
     nd: np.ndarray, root: Int, pos: Int, insert: bool, delta: Int, dirty: np.ndarray
 ) -> tuple[Int, Int, Int]:
