@@ -19,7 +19,9 @@ re-read prefix, mostly the top alone) are rewritten in place instead, one overwr
 An access whose block lies one depth below the last one's, with the top (and perhaps the depth
 above it) the only records, is one store into a chunk (kvset.core.opt_runs); one with the top and
 one run of records down to it, each a depth further than the last one's, is one insertion and one
-removal (a shifted run, the same module), with no search and no walk of the records.
+removal (a shifted run, the same module), with no search and no walk of the records; one whose
+records are the top and the first of the keys of blocks read for the last time, gathered above it,
+is two stores (a dead run, the same module).
 Memory: the next-use array (8 bytes an access) and about 80 bytes per distinct block.
 
 Blocks are never named: only their next-use times are stored. A block never used again has key
@@ -61,7 +63,7 @@ from kvset.core.opt_rope import (
     remove_at,
     replace_at,
 )
-from kvset.core.opt_runs import find_at, key_at, prefix_max, settle, shifted_run_start
+from kvset.core.opt_runs import DEAD_SPAN, find_at, key_at, next_dead, prefix_max, settle, shifted_run_start
 
 NEXT_USE_AHEAD = 32  # next_uses prefetches the table cell of the key this many accesses before
 
@@ -117,6 +119,13 @@ class OptState(NamedTuple):
     hist: np.ndarray
     flat: np.ndarray
     bstack: np.ndarray
+    taken: np.ndarray  # accesses each way took: TAKEN's names, in order
+
+
+# the ways an access goes, counted in OptState.taken (which of them a trace takes is what its speed
+# depends on: docs/method.md, section 12)
+TAKEN = ("run", "dead run", "shifted run", "few records", "record runs")
+RUN, DEAD_RUN, SHIFTED_RUN, FEW_RECORDS, RECORD_RUNS = range(len(TAKEN))
 
 
 def allocate(distinct: int) -> OptState:
@@ -138,7 +147,8 @@ def allocate(distinct: int) -> OptState:
     hist = np.zeros((distinct + 2, 2), np.int64)
     flat = np.empty(distinct + 2, np.int64)
     bstack = np.empty(nodes + 1, np.int64)
-    return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack)
+    taken = np.zeros(len(TAKEN), np.int64)
+    return OptState(nd, ck, dirty, counts, order, stack, phase, rs, re, hist, flat, bstack, taken)
 
 
 SHORT = 4  # at most this many records are shifted in place, more by positional edits
@@ -174,6 +184,7 @@ def opt_kernel(
     hist: np.ndarray,
     flat: np.ndarray,
     bstack: np.ndarray,
+    taken: np.ndarray,
 ) -> Int:
     """OPT stack distances for next-use times nxt (n = never), histogrammed into hist[d] = (accesses, tokens).
 
@@ -218,6 +229,16 @@ def opt_kernel(
     sh_x: Int = 0
     sh_y: Int = 0
     sh_m: Int = 0
+    # a dead run (kvset.core.opt_runs): dr_d the depth of its last access, dr_a that of the first dead
+    # key below the top, dr_m at least every key at depths 1..dr_a-1, (a_v, a_j) the chunk and offset of dr_a, (dr_v, dr_j)
+    # those of dr_d + 1 (dr_v 0: no dead run); the top's chunk and key are top_v and top_key, as above
+    dr_v: Int = 0
+    dr_j: Int = 0
+    dr_d: Int = 0
+    dr_a: Int = 0
+    dr_m: Int = 0
+    a_v: Int = 0
+    a_j: Int = 0
     for t in range(n):
         tok = tokens[t] if per_access_tokens else tokens[0]
         if run_v != 0:
@@ -239,6 +260,7 @@ def opt_kernel(
                 run_d += 1
                 run_j += 1
                 maxd = _count(hist, out, want_out, t, run_d + 1, tok, maxd)
+                taken[RUN] += 1
                 continue
             # the run ends: what it kept aside goes back, the chunks it wrote are made right, and the
             # access goes the long way
@@ -248,6 +270,31 @@ def opt_kernel(
                 ck[top_v, 0] = top_key
                 settle(nd, ck, root, 0, top_v, dirty, counts, order)
             run_v = 0
+        if dr_v != 0:
+            if dr_j == nd[dr_v, CNT]:  # the block's depth leaves its chunk
+                settle(nd, ck, root, dr_d, dr_v, dirty, counts, order)
+                dr_v, dr_j = find_at(nd, root, dr_d + 1) if dr_d + 1 < nd[root, SZ] else (0, 0)
+            if dr_v != 0 and ck[dr_v, dr_j] == t and dr_m <= top_key:
+                # the top and the first dead key the only records: the top's key to dr_a, n to the block
+                ck[dr_v, dr_j] = inf
+                if top_key != inf:
+                    ck[a_v, a_j] = top_key
+                    dr_a, a_v, a_j, dr_m = next_dead(
+                        nd, ck, root, dr_a + 1, a_v, a_j + 1, top_key, inf, inf, dirty, counts, order
+                    )
+                top_key = nxt[t]
+                dr_d += 1
+                dr_j += 1
+                maxd = _count(hist, out, want_out, t, dr_d + 1, tok, maxd)
+                taken[DEAD_RUN] += 1
+                continue
+            # the dead run ends: the chunks it wrote are made right, and the access goes the long way
+            if dr_v != 0:
+                settle(nd, ck, root, dr_d + 1, dr_v, dirty, counts, order)
+            settle(nd, ck, root, dr_a, a_v, dirty, counts, order)
+            ck[top_v, 0] = top_key
+            settle(nd, ck, root, 0, top_v, dirty, counts, order)
+            dr_v = 0
         if sh_k > 0:
             k = -1
             if sh_d + 1 < nd[root, SZ] and key_at(nd, ck, root, sh_d + 1) == t:
@@ -256,6 +303,8 @@ def opt_kernel(
                 # the top's key to depth k, the run below it down by one into the block's depth
                 if k > sh_k:
                     sh_m = max(sh_m, sh_x)
+                if dirty[0, 1] > dirty.shape[0] - 4 * PATH:  # room for three more paths
+                    flush(nd, ck, dirty, counts, order)
                 remove_at(nd, ck, root, sh_d + 1, dirty)
                 root, used, seed = insert_at(nd, ck, root, k, sh_y, dirty, counts, order, used, seed)
                 if used < 0:
@@ -263,14 +312,18 @@ def opt_kernel(
                     root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
                     root, used, seed = insert_at(nd, ck, root, k, sh_y, dirty, counts, order, used, seed)
                 replace_at(nd, ck, root, 0, nxt[t], dirty)
-                flush(nd, ck, dirty, counts, order)
+                # the nodes' summaries are left for the flush when the shifted run ends (or the edits
+                # need them): while it goes on nothing reads them, only the sizes, which edits keep
                 if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:
+                    flush(nd, ck, dirty, counts, order)
                     root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
                 sh_x, sh_y, sh_k = sh_y, nxt[t], k
                 sh_d += 1
                 maxd = _count(hist, out, want_out, t, sh_d + 1, tok, maxd)
+                taken[SHIFTED_RUN] += 1
                 continue
             sh_k = 0
+            flush(nd, ck, dirty, counts, order)
         size = nd[root, SZ]
         seen = size > 0 and nd[root, MN] == t  # the accessed block's key is its next use: now
         d = argmin(nd, ck, root, t) if seen else size
@@ -316,7 +369,20 @@ def opt_kernel(
                 w_v, w_j = find_at(nd, root, d)
                 run_v, run_j = find_at(nd, root, d + 1)
                 moved = False
+            elif seen and records == 2 and carry == inf and d + 1 < nd[root, SZ]:
+                # the top and a dead key the records: a dead run may follow, from the next dead key on
+                # (depth d's at the latest); the keys above it are at most the old top's and those passed
+                a_v, a_j = find_at(nd, root, re[nr - 1] + 1)
+                dr_a, a_v, a_j, dr_m = next_dead(
+                    nd, ck, root, re[nr - 1] + 1, a_v, a_j, old_top, inf, DEAD_SPAN, dirty, counts, order
+                )
+                if dr_a >= 0:
+                    dr_d = d
+                    top_v = find_at(nd, root, 0)[0]
+                    top_key = ck[top_v, 0]
+                    dr_v, dr_j = find_at(nd, root, d + 1)
             maxd = _count(hist, out, want_out, t, dist, tok, maxd)
+            taken[FEW_RECORDS] += 1
             continue
         if seen:
             remove_at(nd, ck, root, d, dirty)
@@ -357,4 +423,5 @@ def opt_kernel(
         if CAP * nd[root, NN] > 4 * nd[root, SZ] + 16 * CAP:  # chunks a quarter full: repack
             root, used, seed = rebuild(nd, ck, root, seed, flat, bstack)
         maxd = _count(hist, out, want_out, t, dist, tok, maxd)
+        taken[RECORD_RUNS] += 1
     return maxd

@@ -42,6 +42,7 @@ BIG = np.int64(1) << 62
 # The stack kernel allocates nothing, so it runs without numba's reference counting: with it, every
 # array handed to a helper costs atomic increments and decrements, which took 40 % of the time.
 _plain: Jit = njit(_nrt=False)  # type: ignore[call-overload]  # _nrt is private: not in numba's stubs
+plain = _plain  # for the modules built on the rope (kvset.core.opt_runs)
 inline_plain: Jit = njit(_nrt=False, inline="always")  # type: ignore[call-overload]  # the same
 PATH = 512  # deepest treap path the work arrays allow (a random treap of 10^7 chunks is ~70 deep)
 
@@ -54,7 +55,9 @@ def _xorshift(s: np.uint64) -> np.uint64:
     return s
 
 
-@inline_plain
+# refresh_chunk and locate are compiled once and called, not inlined into every edit: a call costs
+# nothing beside the loop or the descent it makes, and each inlined copy adds to the compile time.
+@_plain
 def refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     c = nd[v, CNT]
     mx = np.int64(-1)
@@ -215,7 +218,7 @@ def rebuild(
     return root, used, seed
 
 
-@inline_plain
+@_plain
 def locate(
     nd: np.ndarray, root: Int, pos: Int, insert: bool, delta: Int, dirty: np.ndarray
 ) -> tuple[Int, Int, Int]:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from kvset.core.kernel_types import Int
-from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, inline_plain, locate, refresh_chunk
+from kvset.core.opt_rope import CMX, CNT, LT, MX, RT, SZ, flush, locate, plain, refresh_chunk
 
 
-@inline_plain
+# Compiled once each and called, not inlined: none is called more than once a shifted run's access
+# or once a chunk a run passes, and every inlined copy adds to the kernel's compile time.
+@plain
 def find_at(nd: np.ndarray, root: Int, pos: Int) -> tuple[Int, Int]:
     """(chunk node, offset) of position pos, which the stack holds; nothing is marked."""
     v = root
@@ -40,7 +42,7 @@ def find_at(nd: np.ndarray, root: Int, pos: Int) -> tuple[Int, Int]:
         v = nd[v, RT]
 
 
-@inline_plain
+@plain
 def settle(
     nd: np.ndarray,
     ck: np.ndarray,
@@ -68,7 +70,7 @@ def settle(
 # must exceed the new top's too (kvset.core.opt_kernel keeps D, k, M and the key at k in registers).
 
 
-@inline_plain
+@plain
 def key_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int) -> Int:
     """The key at position pos (which the stack holds)."""
     v, j = find_at(nd, root, pos)
@@ -76,7 +78,7 @@ def key_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int) -> Int:
     return key
 
 
-@inline_plain
+@plain
 def prefix_max(nd: np.ndarray, ck: np.ndarray, root: Int, end: Int) -> Int:
     """The largest key at positions 0..end-1 (-1 for none); the summaries must be flushed."""
     m = np.int64(-1)
@@ -101,7 +103,7 @@ def prefix_max(nd: np.ndarray, ck: np.ndarray, root: Int, end: Int) -> Int:
     return m
 
 
-@inline_plain
+@plain
 def shifted_run_start(nd: np.ndarray, ck: np.ndarray, root: Int, y: Int, x: Int, k: Int, m: Int) -> Int:
     """Where the next access's run of records starts, its block one depth below the last one's, with
     top key y, x at depth k and m at least every key at depths 1..k-1 (the run goes on from k+1):
@@ -113,3 +115,47 @@ def shifted_run_start(nd: np.ndarray, ck: np.ndarray, root: Int, y: Int, x: Int,
     if key_at(nd, ck, root, k + 1) > y:
         return k + 1
     return -1
+
+
+# A dead run. A block read for the last time goes on top with key n (never); such keys sink and
+# gather among a re-read prefix's blocks. Say the block is at depth D + 1, the first dead key above
+# it at depth a, and no key at 1..a-1 exceeds the top's key y < n (a bound M kept for them). Then the
+# records are the top and depth a (n exceeds y; nothing exceeds n): y goes to depth a, n to depth
+# D + 1, and for the next access a moves on to the next dead key below (D + 1 at the latest), M
+# taking in the live keys it passes, each of them once. When y is n itself the top alone is a
+# record: n goes to D + 1 and a stays. Either way two stores and no change to the tree's shape, as
+# in the run above (kvset.core.opt_kernel keeps a, D, M, the top's key and both chunks in registers).
+DEAD_SPAN = 64  # a dead run starts only when the next dead key is at most this many depths on
+
+
+@plain
+def next_dead(
+    nd: np.ndarray,
+    ck: np.ndarray,
+    root: Int,
+    p: Int,
+    v: Int,
+    j: Int,
+    m: Int,
+    inf: Int,
+    limit: Int,
+    dirty: np.ndarray,
+    counts: np.ndarray,
+    order: np.ndarray,
+) -> tuple[Int, Int, Int, Int]:
+    """From position p (chunk v, offset j: perhaps the chunk's end) on to the first key inf within
+    limit positions, which must lie on the stack: (its position, chunk, offset, the largest of m and
+    the keys passed), position -1 if there is none so near. A chunk the walk leaves is settled (the
+    dead run writes into the chunk it starts from)."""
+    end = p + limit
+    while p < end:
+        if j == nd[v, CNT]:
+            settle(nd, ck, root, p - 1, v, dirty, counts, order)
+            v, j = find_at(nd, root, p)
+        k = ck[v, j]
+        if k == inf:
+            return p, v, j, m
+        m = max(m, k)
+        p += 1
+        j += 1
+    return -1, v, j, m

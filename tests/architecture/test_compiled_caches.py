@@ -14,8 +14,8 @@ from kvset.core import jit_cache
 from tests.support.paths import ROOT
 
 NUMBA = re.compile(r"^(from numba import|import numba)", re.MULTILINE)
-# the rope's decorator, which other modules of the optimal curve compile with
-ROPE_DECORATOR = re.compile(r"^@inline_plain$", re.MULTILINE)
+# the rope's decorators, which other modules of the optimal curve compile with (inlined or called)
+ROPE_DECORATOR = re.compile(r"^@(inline_plain|plain)$", re.MULTILINE)
 
 
 def test_every_module_with_compiled_functions_is_listed():

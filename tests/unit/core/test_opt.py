@@ -10,7 +10,7 @@ from kvset.core.analyzer import Analyzer
 from kvset.core.naive import naive_min_curve, naive_min_distances, reverse_within_requests, simulate_min
 from kvset.core.opt import opt_histogram
 from kvset.core.opt_critical import to_previous_uses
-from kvset.core.opt_kernel import next_uses
+from kvset.core.opt_kernel import DEAD_RUN, allocate, next_uses, opt_kernel
 from kvset.formats.traces import read_trace
 from tests.support.paths import MOONCAKE_TRACE
 from tests.support.prefix_traces import conversations_trace
@@ -278,6 +278,61 @@ def test_prefixes_buried_under_other_conversations_give_every_access_the_explici
         keys, _ = conversations_trace(np.random.default_rng(seed), 2, 8, 90, 0.005, 80)
         h = opt_histogram(keys, return_distances=True, method="priority")
         assert h.distances.tolist() == naive_min_distances(keys.tolist()), seed
+
+
+def priority_stack_distances(keys):
+    """Every access's distance from the priority stack's kernel, and the accesses each way took."""
+    nxt, distinct = next_uses(keys)
+    state = allocate(distinct)
+    out = np.empty(len(keys), np.int64)
+    assert opt_kernel(nxt, np.ones(1, np.int64), out, *state) >= 0
+    return out.tolist(), state.taken
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 4),
+    st.sampled_from([10, 40, 150]),
+    st.sampled_from([2.0, 6.0]),
+    st.sampled_from([0.0, 0.1, 0.3]),
+    st.sampled_from(["forward", "reverse"]),
+)
+def test_blocks_read_for_the_last_time_among_re_read_prefixes_give_the_explicit_stacks_distances(
+    seed, concurrency, context, turns, cut, order
+):
+    """Conversations that close and contexts cut back leave blocks read for the last time (key n,
+    never) among the prefixes re-read after them, single or gathered, with live keys between:
+    the accesses below them go as dead runs (kvset.core.opt_runs), started, carried past live keys
+    and across chunks, and ended by a live key above the top's, a dead top or another prefix."""
+    trace = make_prefix_trace(
+        2_500,
+        seed=seed,
+        concurrency=concurrency,
+        system_blocks=context // 2,
+        first_context_blocks=context,
+        new_blocks_mean=context / 5,
+        turns_mean=turns,
+        cut_probability=cut,
+    )
+    keys = trace.keys
+    if order == "reverse":  # each request last block first, as Analyzer(order="reverse") reads it
+        keys = keys[reverse_within_requests(list(range(len(keys))), trace.request_starts.tolist())]
+    distances, _ = priority_stack_distances(keys)
+    assert distances == naive_min_distances(keys.tolist())
+
+
+def test_dead_runs_are_taken_on_closing_conversations_and_give_the_explicit_stacks_distances():
+    """The trace shape above, fixed: the dead runs are taken (hundreds of accesses), not passed by."""
+    taken = 0
+    for seed in range(6):
+        trace = make_prefix_trace(
+            3_000, seed=seed, concurrency=3, system_blocks=20, first_context_blocks=90, turns_mean=4.0
+        )
+        distances, ways = priority_stack_distances(trace.keys)
+        assert distances == naive_min_distances(trace.keys.tolist()), seed
+        taken += ways[DEAD_RUN]
+    assert taken > 500
 
 
 # -- the stack of critical times (kvset.core.opt_critical) ----------------------------------------
