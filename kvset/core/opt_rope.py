@@ -41,8 +41,7 @@ BIG = np.int64(1) << 62
 
 # The stack kernel allocates nothing, so it runs without numba's reference counting: with it, every
 # array handed to a helper costs atomic increments and decrements, which took 40 % of the time.
-_plain: Jit = njit(_nrt=False)  # type: ignore[call-overload]  # _nrt is private: not in numba's stubs
-plain = _plain  # for the modules built on the rope (kvset.core.opt_runs)
+plain: Jit = njit(_nrt=False)  # type: ignore[call-overload]  # _nrt is private: not in numba's stubs
 inline_plain: Jit = njit(_nrt=False, inline="always")  # type: ignore[call-overload]  # the same
 PATH = 512  # deepest treap path the work arrays allow (a random treap of 10^7 chunks is ~70 deep)
 
@@ -57,7 +56,7 @@ def _xorshift(s: np.uint64) -> np.uint64:
 
 # refresh_chunk and locate are compiled once and called, not inlined into every edit: a call costs
 # nothing beside the loop or the descent it makes, and each inlined copy adds to the compile time.
-@_plain
+@plain
 def refresh_chunk(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     c = nd[v, CNT]
     mx = np.int64(-1)
@@ -123,7 +122,7 @@ def pull(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     nd[v, NN] = nd[a, NN] + 1 + nd[b, NN]
 
 
-@_plain
+@plain
 def _merge(nd: np.ndarray, ck: np.ndarray, a: Int, b: Int) -> Int:
     if a == 0:
         return b
@@ -138,7 +137,7 @@ def _merge(nd: np.ndarray, ck: np.ndarray, a: Int, b: Int) -> Int:
     return b
 
 
-@_plain
+@plain
 def _split(nd: np.ndarray, ck: np.ndarray, v: Int, m: Int) -> tuple[Int, Int]:
     """(first m nodes in order, the rest)."""
     if v == 0:
@@ -155,7 +154,7 @@ def _split(nd: np.ndarray, ck: np.ndarray, v: Int, m: Int) -> tuple[Int, Int]:
     return v, b
 
 
-@_plain
+@plain
 def _pull_all(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     if v == 0:
         return
@@ -164,7 +163,7 @@ def _pull_all(nd: np.ndarray, ck: np.ndarray, v: Int) -> None:
     pull(nd, ck, v)
 
 
-@_plain
+@plain
 def rebuild(
     nd: np.ndarray, ck: np.ndarray, root: Int, seed: np.uint64, flat: np.ndarray, stack: np.ndarray
 ) -> tuple[Int, Int, np.uint64]:
@@ -218,7 +217,7 @@ def rebuild(
     return root, used, seed
 
 
-@_plain
+@plain
 def locate(
     nd: np.ndarray, root: Int, pos: Int, insert: bool, delta: Int, dirty: np.ndarray
 ) -> tuple[Int, Int, Int]:
@@ -254,7 +253,7 @@ def locate(
         v = nd[v, RT]
 
 
-@_plain
+@plain
 def flush(nd: np.ndarray, ck: np.ndarray, dirty: np.ndarray, counts: np.ndarray, order: np.ndarray) -> None:
     """Recompute the nodes edits passed through, deepest first, so children are done before parents."""
     k = dirty[0, 1]
@@ -284,7 +283,7 @@ def flush(nd: np.ndarray, ck: np.ndarray, dirty: np.ndarray, counts: np.ndarray,
     dirty[0, 1] = 0
 
 
-@_plain
+@plain
 def remove_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, dirty: np.ndarray) -> Int:
     """Remove and return the key at position pos."""
     v, j, rank = locate(nd, root, pos, False, -1, dirty)
@@ -310,7 +309,7 @@ def remove_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, dirty: np.nda
     return k
 
 
-@_plain
+@plain
 def replace_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, key: Int, dirty: np.ndarray) -> Int:
     """Overwrite the key at position pos (the tree's shape stays); returns the key it held."""
     v, j, rank = locate(nd, root, pos, False, 0, dirty)
@@ -331,7 +330,7 @@ def replace_at(nd: np.ndarray, ck: np.ndarray, root: Int, pos: Int, key: Int, di
     return old
 
 
-@_plain
+@plain
 def insert_at(
     nd: np.ndarray,
     ck: np.ndarray,
@@ -399,7 +398,7 @@ def insert_at(
     return root, used, seed
 
 
-@_plain
+@plain
 def argmin(nd: np.ndarray, ck: np.ndarray, root: Int, target: Int) -> Int:
     """Position of the (unique) key equal to the smallest key, target; -1 if there is none."""
     v = root
@@ -419,7 +418,7 @@ def argmin(nd: np.ndarray, ck: np.ndarray, root: Int, target: Int) -> Int:
     return -1  # not there: the stack is inconsistent
 
 
-@_plain
+@plain
 def record_runs(
     nd: np.ndarray,
     ck: np.ndarray,
