@@ -29,6 +29,7 @@ import msgspec
 import zmq
 
 from benchmarks.serve_child import start_serve
+from benchmarks.tui_bench import cpu_seconds
 
 
 def _rss_mb(pid: int) -> tuple[float, float]:
@@ -39,15 +40,6 @@ def _rss_mb(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
     rss, file = (re.search(rf"{field}:\s+(\d+) kB", text) for field in ("VmRSS", "RssFile"))
     return (int(rss.group(1)) / 1024 if rss else 0.0, int(file.group(1)) / 1024 if file else 0.0)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """The process's CPU time so far (user + system, all its threads), in seconds."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _scrape(url: str) -> tuple[float, float] | None:
@@ -174,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop_sending.set()
         sender.join()
-        cpu = _cpu_seconds(serve.pid)
+        try:
+            cpu = cpu_seconds(serve.pid)  # user + system, all its threads
+        except (OSError, IndexError):  # it already ended
+            cpu = 0.0
         serve.terminate()
         serve.wait(timeout=20)
         pub.close()

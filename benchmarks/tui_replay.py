@@ -16,24 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.large import run_child_rusage
 from benchmarks.prefix_trace import make_prefix_trace
 from benchmarks.runs_bench import write_mooncake
 from benchmarks.tui_bench import ROOT, tmux
 
 FINISHED = "· finished: "  # the source line once the whole file is read (a replay at max speed shows all time already)
 FOOTER = "q Quit"  # the first drawn screen
-
-
-def timed(argv: list[str]) -> float:
-    t0 = time.monotonic()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-    return time.monotonic() - t0
 
 
 def app_replay(path: Path, timeout: float = 600.0) -> tuple[float, float]:
@@ -68,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         gz = Path(tmp) / "prefix.jsonl.gz"
         write_mooncake(trace, gz)
         kvset, top = [sys.executable, "-m", "kvset"], [sys.executable, "-m", "kvset_tui"]
-        times = {
-            "gzip -dc": timed(["gzip", "-dc", str(gz)]),
-            "kvset analyze": timed([*kvset, "analyze", str(gz), "--block-size", "64", "--json"]),
-            "kvset-top --once --replay": timed([*top, "--once", "--replay", str(gz), "--block-size", "64"]),
+        commands = {
+            "gzip -dc": ["gzip", "-dc", str(gz)],
+            "kvset analyze": [*kvset, "analyze", str(gz), "--block-size", "64", "--json"],
+            "kvset-top --once --replay": [*top, "--once", "--replay", str(gz), "--block-size", "64"],
         }
+        times = {label: run_child_rusage(cmd, stdout_to_null=True)[0] for label, cmd in commands.items()}
         if shutil.which("tmux"):
             first, finished = app_replay(gz)
             times["kvset-top --replay --speed max: first screen"] = first
