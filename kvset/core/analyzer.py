@@ -416,6 +416,14 @@ class Analyzer(TimeSlotViews):
             return self._exact_curve()
         return self.window_curve(float(window))
 
+    def distance_histogram(self) -> np.ndarray:
+        """A copy of the hits by stack distance, rows 0 to the largest distance seen (row 0 empty):
+        [d, 0] blocks, [d, 1] tokens; what the exact curve sums (kvset.core.partial_stack keeps it)."""
+        t = self._t
+        hist = t.hist[: int(t.meta[KL.M_MAX_DISTANCE]) + 1].copy()
+        hist[0] = 0
+        return hist
+
     def _exact_curve(self) -> HitRateCurve:
         t = self._t
         maxd = int(t.meta[KL.M_MAX_DISTANCE])

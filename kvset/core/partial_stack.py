@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kvset.core import kernel_layout as KL
 from kvset.core.analyzer import Analyzer
 from kvset.core.curve import HitRateCurve
 from kvset.core.feed_args import reverse_within_requests, timestamps_array, tokens_array
@@ -251,19 +252,16 @@ class PartitionAnalyzer:
 
     def state(self) -> PartialStack:
         a = self.analyzer
-        curve = a.curve()
-        maxd = len(curve.capacities)
-        hist = np.zeros((maxd + 1, 2), dtype=np.int64)
-        hist[1:, 0] = np.diff(curve.block_hits, prepend=0)
-        hist[1:, 1] = np.diff(curve.token_hits, prepend=0)
+        hist = a.distance_histogram()  # not the curve's sums taken apart again: 0.15 s a partition of 40M
+        beyond_tokens = int(a.counts[KL.C_BEYOND_TOKENS])
         counts = np.zeros(COUNTS_SIZE, dtype=np.int64)
         counts[P_ACCESSES] = a.accesses
         counts[P_TOKENS] = a.tokens
         counts[P_FIRST_TIME] = a.first_time
         counts[P_BEYOND] = a.beyond_horizon
-        counts[P_BEYOND_TOKENS] = curve.beyond_horizon_tokens
+        counts[P_BEYOND_TOKENS] = beyond_tokens
         counts[P_HITS] = a.rereferences
-        counts[P_FIRST_TIME_TOKENS] = a.tokens - int(hist[:, 1].sum()) - curve.beyond_horizon_tokens
+        counts[P_FIRST_TIME_TOKENS] = a.tokens - int(hist[:, 1].sum()) - beyond_tokens
         counts[P_REQUESTS] = a.requests
         firsts = np.concatenate([np.zeros(0, dtype=np.uint64), *self._first_keys])
         return PartialStack(

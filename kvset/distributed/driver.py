@@ -51,7 +51,15 @@ class Cluster:
 def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     if cluster.address:
         return Client(cluster.address, timeout="20s"), None
-    asked = cluster.dashboard is not None
+    local = start_local_cluster(cluster.workers or 1, cluster.dashboard)
+    return Client(local), local
+
+
+def start_local_cluster(workers: int, dashboard: str | None = None) -> LocalCluster:
+    """A LocalCluster of `workers` single-threaded processes forked from the worker server, on
+    127.0.0.1; Dask's dashboard at `dashboard` (host:port) only when asked. Ended by
+    close_local_cluster. The benchmarks keep one running across analyses, as a cluster at --dask is."""
+    asked = dashboard is not None
     if asked and importlib.util.find_spec("bokeh") is None:
         raise PartitionError("--dashboard needs bokeh (pip install 'kvset-top[dask]')")
     # Dask's processes always start an HTTP server beside their TCP comms: on 127.0.0.1, a free port,
@@ -61,18 +69,23 @@ def _open(cluster: Cluster) -> tuple[Client, LocalCluster | None]:
     )
     start_worker_server()  # its imports run while the scheduler starts (kvset.distributed.server)
     with dask.config.set({**quiet, **worker_environ(), **start_method()}):
-        local = LocalCluster(
-            n_workers=cluster.workers or 1,
+        return LocalCluster(
+            n_workers=workers,
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
             scheduler_port=0,
-            dashboard_address=cluster.dashboard if asked else "127.0.0.1:0",
+            dashboard_address=dashboard if asked else "127.0.0.1:0",
             scheduler_kwargs={"dashboard": asked},
             silence_logs=logging.ERROR,
             memory_limit=0,  # a worker's state is what it is: no pausing or spilling to disk
         )
-    return Client(local), local
+
+
+def close_local_cluster(local: LocalCluster) -> None:
+    """The cluster closed and its worker server ended (kvset.distributed.server)."""
+    local.close()
+    stop_worker_server()
 
 
 def _run_task(parts: list[Partition], config: ReadConfig, root: bool) -> Any:
@@ -235,8 +248,7 @@ def analyze_distributed(
     finally:
         client.close()
         if local is not None:
-            local.close()
-            stop_worker_server()
+            close_local_cluster(local)
     all_parts = parts_of(state)
     if not any(p["requests"] for p in all_parts):
         raise PartitionError(
