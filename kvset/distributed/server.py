@@ -37,20 +37,23 @@ def start_method() -> dict[str, object]:
 
 
 def start_worker_server() -> None:
-    """The server started, with the workers' environment (Dask sets it in this process before each
-    worker too): this returns at once, the server imports and loads in the background. Dask's own
-    preload list, which it sets later, does not reach a server already running."""
+    """The server started with the workers' environment, which its forks inherit (one BLAS and OpenMP
+    thread each, Dask's pre-spawn environment): this returns at once, the server imports and loads in
+    the background. This process's own environment is left as it was. Dask's own preload list, which
+    it sets later, does not reach a server already running. A server running already is kept."""
     if not AVAILABLE:
         return
     environ = worker_environ()[_PRE_SPAWN]
     assert isinstance(environ, dict)
+    before = dict(os.environ)
     os.environ.update({k: str(v) for k, v in environ.items()})
+    os.environ[SERVER_ENV] = "1"  # read by kvset.distributed.preload in the server only
     forkserver.set_forkserver_preload(list(PRELOAD))
-    os.environ[SERVER_ENV] = "1"  # the server inherits it as it starts; this process does not keep it
     try:
         forkserver.ensure_running()
     finally:
-        os.environ.pop(SERVER_ENV, None)
+        os.environ.clear()
+        os.environ.update(before)
 
 
 def stop_worker_server() -> None:
