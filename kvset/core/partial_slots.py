@@ -329,29 +329,54 @@ def merge_slots(
 
 @njit(nogil=True, cache=True)
 def _mark_slots(
-    stamps: npt.NDArray[np.float64], width: float, newest: Int, slots: Ints, ids: Ints, on_time: Ints
-) -> Int:  # pragma: no cover - compiled
-    """Per access, the slot the analyzer counts it in (its stamp's, or the newest before it if later):
-    into slots; per slot of the batch, in order, its id and the accesses stamped in it (on time).
-    Returns the number of slots. One pass, in the kernel's arithmetic."""
+    stamps: npt.NDArray[np.float64],
+    width: float,
+    newest: Int,
+    at: Ints,
+    slots_at: Ints,
+    ids: Ints,
+    on_time: Ints,
+) -> tuple[Int, Int]:  # pragma: no cover - compiled
+    """Per access, the slot the analyzer counts it in (its stamp's, or the newest before it if later),
+    written for the accesses at `at` (ascending) into slots_at; per slot of the batch, in order, its
+    id and the accesses stamped in it (on time). Returns the number of slots and the newest. One pass,
+    in the kernel's arithmetic; a stamp equal to the one before (a request's accesses share theirs)
+    reuses its slot rather than dividing again."""
     k = -1
-    for i in range(slots.shape[0]):
-        own = np.int64(np.floor(stamps[i] / width))
-        if own > newest:
-            newest = own
-        if k < 0 or ids[k] != newest:
-            k += 1
-            ids[k] = newest
-            on_time[k] = 0
-        on_time[k] += own >= newest
-        slots[i] = newest
-    return k + 1
+    j, m = 0, at.shape[0]
+    want = at[0] if m else -1  # the next access whose slot is asked for
+    last = np.nan  # compares unequal to every stamp, itself included
+    own = np.int64(0)
+    current = np.int64(0)  # ids[k], and its on-time count, kept out of memory until the slot ends
+    count = np.int64(0)
+    for i in range(stamps.shape[0]):
+        s = stamps[i]
+        if s != last:  # the newest slot, and so the batch's slots, change only where the stamp does
+            own = np.int64(np.floor(s / width))
+            last = s
+            if own > newest:
+                newest = own
+            if k < 0 or current != newest:
+                if k >= 0:
+                    on_time[k] = count
+                k += 1
+                ids[k] = current = newest
+                count = 0
+        if own >= newest:
+            count += 1
+        if i == want:
+            slots_at[j] = newest
+            j += 1
+            want = at[j] if j < m else -1
+    if k >= 0:
+        on_time[k] = count
+    return k + 1, newest
 
 
 class SlotMarks:
-    """What the analyzer's rings do not say about a partition's accesses: the fine slot each access is
-    counted in (to give the firsts theirs) and the accesses on time per slot (the rest are late).
-    Fed the timestamps of each batch, in the order the analyzer takes its accesses."""
+    """What the analyzer's rings do not say about a partition's accesses: the fine slot each first is
+    counted in and the accesses on time per slot (the rest are late). Fed the timestamps of each
+    batch, in the order the analyzer takes its accesses."""
 
     def __init__(self, width: float) -> None:
         self.width = float(width)
@@ -359,21 +384,23 @@ class SlotMarks:
         self._ids: list[Ints] = []
         self._on_time: list[Ints] = []
 
-    def feed(self, stamps: np.ndarray, n: int) -> Ints:
-        """The slots of the batch's n accesses (stamps: one per access, or one for all)."""
-        slots = np.empty(n, dtype=np.int64)
+    def feed(self, stamps: np.ndarray, n: int, at: Ints) -> Ints:
+        """The slots of the batch's accesses at `at` (ascending indices into its n accesses; stamps:
+        one per access, or one for all)."""
+        slots_at = np.empty(len(at), dtype=np.int64)
         if len(stamps) == n and n > 1:
             ids, on_time = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-            k = _mark_slots(stamps, self.width, self.newest, slots, ids, on_time)
-            ids, on_time = ids[:k], on_time[:k]
+            k, self.newest = _mark_slots(stamps, self.width, self.newest, at, slots_at, ids, on_time)
+            ids, on_time = ids[:k].copy(), on_time[:k].copy()  # not the batch-long arrays kept
         else:  # one stamp for the batch, as the analyzer reads it
             first = math.floor(float(stamps[0]) / self.width)
-            slots[:] = max(first, self.newest)
-            ids, on_time = slots[:1].copy(), np.array([n if first >= self.newest else 0], dtype=np.int64)
-        self.newest = int(slots[-1])
+            newest = max(first, self.newest)
+            slots_at[:] = newest
+            ids, on_time = np.array([newest], dtype=np.int64), np.array([n if first >= self.newest else 0])
+            self.newest = newest
         self._ids.append(ids)
         self._on_time.append(on_time)
-        return slots
+        return slots_at
 
     def on_time(self) -> tuple[Ints, Ints]:
         """The slots touched, ascending, and the accesses on time in each."""

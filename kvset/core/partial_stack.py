@@ -226,19 +226,23 @@ class PartitionAnalyzer:
         if self.analyzer.order == "reverse" and starts is not None and len(starts):
             order = reverse_within_requests(np.asarray(starts, dtype=np.int64), n)
             stamps = stamps[order] if len(stamps) == n else stamps
-        slots = self._marks.feed(stamps, n)
-        if self._firsts >= self.horizon:
+        if order is not None:
+            out = out[order]
+        at = (
+            _NONE if self._firsts >= self.horizon else np.flatnonzero(out == 0)[: self.horizon - self._firsts]
+        )
+        slots = self._marks.feed(stamps, n, at)  # fed every batch: the on-time counts need them all
+        if not len(at):
             return
         keys = np.ascontiguousarray(batch.keys, dtype=np.uint64)
         tokens = tokens_array(batch.tokens, n, self.analyzer.block_size)
         if tokens.shape[0] != n:
             tokens = np.full(n, int(tokens[0]), dtype=np.int64)
         if order is not None:
-            keys, tokens, out = keys[order], tokens[order], out[order]
-        at = np.flatnonzero(out == 0)[: self.horizon - self._firsts]
+            keys, tokens = keys[order], tokens[order]
         self._first_keys.append(keys[at])
         self._first_tokens.append(tokens[at].astype(np.int64))
-        self._first_slots.append(slots[at])
+        self._first_slots.append(slots)
         self._firsts += len(at)
 
     def _windows(self) -> PartialSlots:
@@ -276,6 +280,9 @@ class PartitionAnalyzer:
             t_last=float("nan") if a.last_time_at is None else a.last_time_at,
             windows=self._windows(),
         )
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def partial_stack(
