@@ -241,8 +241,8 @@ class HitRateCurve:
         total = self._total(unit)
         if total == 0 or len(self.capacities) == 0 or not 0 < min_gain <= 1:
             return None
-        caps = self.capacities.astype(np.int64)
-        hits = self._hits_array(unit).astype(np.int64)
+        caps = self.capacities.astype(np.int64, copy=False)
+        hits = self._hits_array(unit).astype(np.int64, copy=False)
         top = int(caps[-1])
         doubled_caps = 2 * caps
         if self.exact and top == len(caps):  # every capacity 1..top: index straight in
@@ -251,7 +251,8 @@ class HitRateCurve:
             idx = np.searchsorted(caps, np.minimum(doubled_caps, self.horizon), side="right") - 1
             doubled = hits[np.maximum(idx, 0)]
         # Past the horizon only the infinite-cache hits bound what a doubling could reach.
-        doubled = np.where(doubled_caps <= self.horizon, doubled, self.infinite_capacity_hits(unit))
+        if 2 * top > self.horizon:
+            doubled = np.where(doubled_caps <= self.horizon, doubled, self.infinite_capacity_hits(unit))
         # in whole hits, exactly: a gain of exactly min_gain counts as steep, whatever floats would say
         steep = np.flatnonzero(doubled - hits >= math.ceil(_as_fraction(min_gain) * total))
         if len(steep) == 0:
