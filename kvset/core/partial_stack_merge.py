@@ -117,6 +117,25 @@ def _positions_in(stack_a: Keys, firsts_b: Keys, found: Ints) -> None:  # pragma
                 found[ib[j]] = np.int64(table[2 * h + 1])
 
 
+@njit(inline="always")
+def _mark_run(marks: Keys, fen: Ints, lo: Int, hi: Int) -> None:  # pragma: no cover - compiled
+    """Positions lo..hi of A's stack (a run, see _resolve) marked taken, in the bitmap and the tree."""
+    q = lo
+    while q <= hi:
+        w = q >> 6
+        end = min(hi, (w << 6) + 63)  # the run's part in this word
+        width = end - q + 1
+        ones = ~np.uint64(0) if width == 64 else (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+        marks[w] |= ones << np.uint64(q & 63)
+        q = end + 1
+    sb = lo >> SB_SHIFT
+    while sb <= hi >> SB_SHIFT:
+        first = max(lo, sb << SB_SHIFT)
+        last = min(hi, ((sb + 1) << SB_SHIFT) - 1)
+        fenwick.add(fen, sb, last - first + 1)
+        sb += 1
+
+
 @njit(nogil=True, cache=True)
 def _resolve(
     stack_a: Keys,
@@ -129,7 +148,13 @@ def _resolve(
 ) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """B's firsts against A's stack: distance[i] = d (found at d <= H: a hit, added to hist), -1
     (found deeper: a miss beyond the horizon) or 0 (not in A's stack); used_a[q] marks A's blocks B
-    touched. Returns the hits' count and tokens, and the largest hit distance."""
+    touched. Returns the hits' count and tokens, and the largest hit distance.
+
+    B re-reading what A read, in order, finds it at A's positions q, q-1, q-2, ... (A's stack holds
+    its last block first); all but 0.1 % of the found firsts continue such a run on the 80M-access
+    agentic trace. Along a run the positions taken below the next one do not change (q-1 is not
+    taken: each of A's blocks is found once), so neither does the distance, and the run's positions
+    are marked taken once it ends, before the next count."""
     m = stack_a.shape[0]
     n = firsts_b.shape[0]
     found = np.empty(n, dtype=np.int64)
@@ -137,14 +162,20 @@ def _resolve(
     marks = np.zeros((m >> 6) + 1, dtype=np.uint64)
     fen = np.zeros((m >> SB_SHIFT) + 2, dtype=np.int64)
     hits = hit_tokens = max_d = 0
+    run_lo = run_hi = -2  # the positions of the run being followed, not marked yet
+    below = 0  # positions taken below run_lo
     for i in range(n):
         q = found[i]
         if q < 0:
             distance[i] = 0
             continue
-        d = i + q + 1 - _marked_below(marks, fen, q)
-        marks[q >> 6] |= np.uint64(1) << np.uint64(q & 63)
-        fenwick.add(fen, q >> SB_SHIFT, 1)
+        if q != run_lo - 1:  # a new run: the last one marked, the taken ones below q counted
+            if run_hi >= 0:
+                _mark_run(marks, fen, run_lo, run_hi)
+            below = _marked_below(marks, fen, q)
+            run_hi = q
+        run_lo = q
+        d = i + q + 1 - below
         used_a[q] = True
         if d <= horizon:
             distance[i] = d

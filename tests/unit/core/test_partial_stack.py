@@ -140,6 +140,48 @@ def test_large_states_merge_through_many_buckets():
         assert np.array_equal(m.token_hits, c.token_hits)
 
 
+def _conversations(rng: np.random.Generator, turns: int) -> np.ndarray:
+    """Agents' turns: each re-reads its conversation's context in order (all of it, a prefix, or with
+    one block left out) and appends new blocks; contexts grow past a thousand blocks, so that a merge
+    finds long runs of A's positions crossing bitmap words and superblocks of its count tree."""
+    contexts: list[list[int]] = [[] for _ in range(5)]
+    out: list[int] = []
+    fresh = 0
+    for _ in range(turns):
+        c = contexts[int(rng.integers(0, len(contexts)))]
+        read = c[: int(rng.integers(0, len(c) + 1))] if rng.random() < 0.3 else list(c)
+        if read and rng.random() < 0.3:
+            del read[int(rng.integers(0, len(read)))]
+        new = list(range(fresh, fresh + int(rng.integers(1, 400))))
+        fresh += len(new)
+        out += read + new
+        c += new
+    return (np.asarray(out, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 9))
+def test_rereads_in_long_runs_merge_to_the_one_process_histogram(seed, cuts):
+    """The merge follows runs of B's firsts found at A's positions q, q-1, ... (partial_stack_merge):
+    runs of hundreds to thousands of positions, broken by a block left out or a shorter prefix, cut at
+    random points (inside a run too) and merged in a random tree, at a horizon above and one below
+    the distinct blocks."""
+    rng = np.random.default_rng(seed)
+    keys = _conversations(rng, 40)
+    tokens = rng.integers(1, 64, len(keys))
+    bounds = [0, *sorted(set(rng.integers(0, len(keys) + 1, cuts).tolist())), len(keys)]
+    for horizon in (1 << 20, max(1, len(set(keys.tolist())) // 2)):
+        whole = _one_process(keys, tokens, horizon)
+        parts = [
+            partial_stack(keys[lo:hi], tokens[lo:hi], horizon)
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+        merged = merge_in_random_tree(parts, merge, rng)
+        c, m = whole.curve(), merged.curve()
+        assert np.array_equal(m.block_hits, c.block_hits) and np.array_equal(m.token_hits, c.token_hits)
+        assert merged.counts[P_HITS] == whole.rereferences
+
+
 def _same_but_the_stack(root, kept):
     """A root state (no stack or firsts kept) against the state of the same merges keeping them."""
     assert root.root_sizes is not None and kept.root_sizes is None
