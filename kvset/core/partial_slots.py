@@ -196,20 +196,44 @@ def _row(slot: Int, current: Int, n: Int) -> Int:  # pragma: no cover - compiled
 
 @njit(inline="always")
 def _resolve_at(
-    r: Int, d: Int, tok: Int, blocks: Ints, token_hist: Ints, counts: Ints
+    r: Int, d: Int, n: Int, tok: Int, blocks: Ints, token_hist: Ints, counts: Ints
 ) -> None:  # pragma: no cover - compiled
-    """One resolved first (d > 0: a hit at distance d; -1: beyond the horizon) moved, in row r, from
-    the first accesses to what it is."""
-    counts[r, KL.C_FIRST_TIME] -= 1
+    """n resolved firsts of `tok` tokens in all (d > 0: hits at distance d; -1: beyond the horizon)
+    moved, in row r, from the first accesses to what they are."""
+    counts[r, KL.C_FIRST_TIME] -= n
     counts[r, KL.C_FIRST_TIME_TOKENS] -= tok
     if d > 0:
         q = bucket_of(d, GRID_EXACT_BITS, GRID_OCTAVE_BITS)
-        blocks[r, q] += 1
+        blocks[r, q] += n
         token_hist[r, q] += tok
-        counts[r, KL.C_HITS] += 1
+        counts[r, KL.C_HITS] += n
     else:
-        counts[r, KL.C_BEYOND] += 1
+        counts[r, KL.C_BEYOND] += n
         counts[r, KL.C_BEYOND_TOKENS] += tok
+
+
+@njit(inline="always")
+def _resolve_pending(
+    own: Int,
+    d: Int,
+    n: Int,
+    tok: Int,
+    newest: Int,
+    coarse_newest: Int,
+    fine_width: float,
+    coarse_width: float,
+    fine: tuple[Ints, Ints, Ints, Int],
+    coarse: tuple[Ints, Ints, Ints, Int],
+) -> None:  # pragma: no cover - compiled
+    """n resolved firsts of fine slot `own` and distance d in their rows of both rings."""
+    fb, ft, fc, fcur = fine
+    cb, ct, cc, ccur = coarse
+    f = own if newest == NO_SLOT or own >= newest else newest
+    c = np.int64(np.floor(own * fine_width / coarse_width))
+    if coarse_newest != NO_SLOT and c < coarse_newest:
+        c = coarse_newest
+    _resolve_at(_row(f, fcur, fb.shape[0] - 1), d, n, tok, fb, ft, fc)
+    _resolve_at(_row(c, ccur, cb.shape[0] - 1), d, n, tok, cb, ct, cc)
 
 
 @njit(nogil=True, cache=True)
@@ -229,11 +253,9 @@ def _resolve_in_slots(
     A's newest if older); and each one merging resolved (distance d != 0, see _resolve_at) resolved
     in its rows of both merged rings (fine, coarse: blocks, tokens, counts and the newest slot). The
     coarse slot is the one of the first's own fine slot, in the kernel's arithmetic
-    (kvset.core.kernel), or A's newest if older. One pass, where the rows, the slots and the two
-    rings' updates took ten passes over the arrays."""
-    fb, ft, fc, fcur = fine
-    cb, ct, cc, ccur = coarse
-    nf, nc = fb.shape[0] - 1, cb.shape[0] - 1
+    (kvset.core.kernel), or A's newest if older. Resolved firsts in a row with the same slot and
+    distance (a run of re-reads, see kvset.core.partial_stack_merge) are moved together."""
+    slot, dist, count, tok = NO_SLOT, np.int64(0), np.int64(0), np.int64(0)  # the firsts pending
     for i in range(first_slots.shape[0]):
         own = first_slots[i]
         f = own if newest == NO_SLOT or own >= newest else newest
@@ -241,11 +263,18 @@ def _resolve_in_slots(
         d = distance[i]
         if d == 0:
             continue
-        c = np.int64(np.floor(own * fine_width / coarse_width))
-        if coarse_newest != NO_SLOT and c < coarse_newest:
-            c = coarse_newest
-        _resolve_at(_row(f, fcur, nf), d, tokens[i], fb, ft, fc)
-        _resolve_at(_row(c, ccur, nc), d, tokens[i], cb, ct, cc)
+        if count and (own != slot or d != dist):
+            _resolve_pending(
+                slot, dist, count, tok, newest, coarse_newest, fine_width, coarse_width, fine, coarse
+            )
+            count = tok = 0
+        slot, dist = own, d
+        count += 1
+        tok += tokens[i]
+    if count:
+        _resolve_pending(
+            slot, dist, count, tok, newest, coarse_newest, fine_width, coarse_width, fine, coarse
+        )
 
 
 @dataclass(frozen=True, eq=False)
