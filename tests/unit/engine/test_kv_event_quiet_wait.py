@@ -1,5 +1,5 @@
 """The quiet wait: how long a publisher stays silent before its last requests are finished and
-counted. At most --quiet's 1 s; for vLLM's request steps, block_size of the engine's longest recent
+counted. At most QUIET_SECONDS, 1 s; for vLLM's request steps, block_size of the engine's longest recent
 steps, since no request runs that long without storing a block (issue 25: a flood's figures stood still
 for the whole second at its end)."""
 
