@@ -276,8 +276,7 @@ def _quiet_wait(tracker: KvEventTracker) -> str:
     said = f"a publisher's last requests count once it is silent {max(waits):.3g} s"
     if max(waits) >= tracker.quiet_seconds:
         return said
-    longest = max(p.replay.steps.longest or 0.0 for p in tracker.publishers)
     return (
-        f"{said} ({tracker.block_size} of its longest steps lately, {1000 * longest:.0f} ms: no request "
-        f"runs that long without storing a block; at most {tracker.quiet_seconds:g} s)"
+        f"{said} (its {tracker.block_size} longest steps lately: no request runs that long without "
+        f"storing a block; at most {tracker.quiet_seconds:g} s)"
     )

@@ -170,14 +170,14 @@ class Publisher:
         """How long this publisher stays silent before its requests are taken to have finished (at most
         `longest`). vLLM's request steps: a running request stores a block at least every block_size
         steps (one output token a step; a prefill chunk stores every step) and ends fewer than
-        block_size steps after its last block, so a silence of block_size of the longest steps lately
-        seen (the longest gap between consecutive batches of the last 512) leaves none running:
-        a fast engine is finished sooner. Not for the other shapes (SGLang inserts a request's pages at
-        its end: a request decoding for long publishes nothing), nor before 64 gaps were seen."""
-        steps = self.replay.steps.longest
-        if self.shape.decided != REQUEST_STEPS or steps is None or not block_size:
+        block_size steps after its last block, so a silence as long as the block_size longest steps
+        lately seen (of the last 512 gaps between consecutive batches) leaves none running: a fast
+        engine is finished sooner. Not for the other shapes (SGLang inserts a request's pages at its
+        end: a request decoding for long publishes nothing), nor before 64 gaps were seen."""
+        if self.shape.decided != REQUEST_STEPS or not block_size:
             return longest
-        return min(longest, max(QUIET_MIN_SECONDS, block_size * steps))
+        steps = self.replay.steps.longest_steps(block_size)
+        return longest if steps is None else min(longest, max(QUIET_MIN_SECONDS, steps))
 
     def reset_groupings(self) -> None:
         """The engine dropped its cache: every grouping starts again."""
