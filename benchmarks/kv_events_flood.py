@@ -3,7 +3,7 @@
 A publisher on 127.0.0.1 sends 10,000-block batches at 100 messages/s and leaves out every second
 one, so every batch that arrives reveals a gap; its replay (ROUTER) socket accepts connections and
 never answers. `kvset serve --events ... --replay-endpoint ... --listen 127.0.0.1:0` runs in a
-child process; /metrics is scraped every 0.25 s and the child's RSS and CPU time read from /proc.
+child process (its snapshots every --interval seconds); /metrics is scraped every --interval and the child's RSS and CPU time read from /proc.
 Printed: the longest time kvset_accesses_total stood still while batches were arriving (and after
 the publisher stopped, until every block delivered was counted or counted as shed:
 kvset_batches_shed_total), and the longest at the start, in the run and at the end; the accesses
@@ -11,7 +11,7 @@ counted and shed against the blocks delivered, the largest RSS, the child's CPU 
 machine's load.
 
     .venv/bin/python -m benchmarks.kv_events_flood [--seconds 40] [--rate 100] [--blocks 10000]
-        [--replay-timeout 1] [--no-gaps]
+        [--replay-timeout 1] [--interval 0.25] [--no-gaps]
 """
 
 from __future__ import annotations
@@ -96,12 +96,13 @@ class Publisher:
         self.tokens = msgspec.Raw(self.encoder.encode(list(range(16)) * blocks))  # encoded once
         self.seq = 0
         self.delivered_blocks = 0
+        self.stamps: list[float] = []  # each delivered batch's time stamp (kvset's quiet wait reads them)
 
     def send(self, deliver: bool) -> None:
         if deliver:
-            self.pub.send_multipart(
-                flood_message(self.encoder, self.tokens, self.seq, self.blocks, time.time())
-            )
+            ts = time.time()
+            self.pub.send_multipart(flood_message(self.encoder, self.tokens, self.seq, self.blocks, ts))
+            self.stamps.append(ts)
             self.delivered_blocks += self.blocks
         self.seq += 1
 
@@ -122,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--replay-timeout", type=float, default=1.0, help="kvset's stated wait for a replay (default 1 s)"
     )
+    ap.add_argument(
+        "--interval",
+        type=float,
+        default=0.25,
+        help="kvset serve's snapshot interval and the scrapes' (default 0.25 s): a stall is known to about it",
+    )
     ap.add_argument("--verbose", action="store_true", help="print every scrape and the end of stderr")
     ap.add_argument("--no-gaps", action="store_true", help="deliver every batch (the steady baseline)")
     args = ap.parse_args(argv)
@@ -132,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "--replay-endpoint",
         f"tcp://127.0.0.1:{pub.replay_port}",
         "--interval",
-        "0.25",
+        f"{args.interval:g}",
         "--replay-timeout",
         f"{args.replay_timeout:g}",
     )
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             samples.append((time.monotonic() - start, acc, shed, rss))
             if not sender.is_alive() and acc + shed * args.blocks >= pub.delivered_blocks:
                 break  # everything delivered is counted, or counted as shed
-            time.sleep(0.25)
+            time.sleep(args.interval)
     finally:
         stop_sending.set()
         sender.join()
@@ -175,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         pub.close()
     stalls = _stalls(samples, args.blocks, pub.delivered_blocks, args.seconds)
     longest = max(max(seen) for seen in stalls.values())
+    times = [t for t, _, _, _ in samples]
+    spacing = [b - a for a, b in zip(times, times[1:], strict=False)] or [0.0]
     counted = max(a for _, a, _, _ in samples)
     shed = max(s for _, _, s, _ in samples)
     print(
@@ -183,12 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         + ", replay endpoint silent"
     )
     print(
-        f"  longest stall of kvset_accesses_total: {longest:.1f} s "
-        f"(stated wait for a replay: {args.replay_timeout:g} s; scrapes every 0.25 s)"
+        f"  longest stall of kvset_accesses_total: {longest:.2f} s "
+        f"(stated wait for a replay: {args.replay_timeout:g} s; scrapes every {min(spacing):.2f} "
+        f"to {max(spacing):.2f} s, median {sorted(spacing)[len(spacing) // 2]:.2f} s)"
     )
     print(
         "  longest at the start, in the run, at the end: "
-        + ", ".join(f"{max(stalls[phase]):.1f} s" for phase in ("start", "run", "end"))
+        + ", ".join(f"{max(stalls[phase]):.2f} s" for phase in ("start", "run", "end"))
         + " (from the first scrape showing a value to the first showing another)"
     )
     print(
@@ -204,6 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         f"  CPU of kvset serve: {cpu:.1f} s in all"
         + (f", {1000 * cpu / decoded:.1f} ms a batch counted" if decoded else "")
         + " (start-up and imports included)"
+    )
+    last = pub.stamps[-513:]
+    longest = sorted((b - a for a, b in zip(last, last[1:], strict=False)), reverse=True)[:16]
+    print(
+        f"  the publisher's 16 longest gaps between batches among its last 512: {sum(longest):.2f} s "
+        f"together, the longest {1000 * max(longest, default=0.0):.0f} ms (kvset's quiet wait at the "
+        "end, 0.25 to 1 s: its source's details state it)"
     )
     print("  load average during the run: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.verbose:

@@ -33,13 +33,15 @@ def _messages(encoder: msgspec.msgpack.Encoder, seqs: range) -> list[list[bytes]
     return [flood_message(encoder, tokens, seq, BLOCKS, 1000.0 + seq / RATE) for seq in seqs]
 
 
-def stalls(seconds: float) -> tuple[dict[str, float], int, int]:
-    """The longest stand-still of the accesses handed out by phase, the accesses, the delivered blocks."""
+def stalls(seconds: float) -> tuple[dict[str, float], int, int, float]:
+    """The longest stand-still of the accesses handed out by phase, the accesses, the delivered blocks,
+    and the quiet wait at the end (the tracker's)."""
     encoder = msgspec.msgpack.Encoder()
     tracker = KvEventTracker(["flood"], ["tcp://127.0.0.1:1"], RejectCounter())  # never answers
     longest = {"start": 0.0, "run": 0.0, "end": 0.0}
     counted = delivered = 0
     last_change = 0.0
+    quiet = tracker.quiet_seconds
     for step in range(int((seconds + 5) / STEP)):
         now = step * STEP
         # batch `step` is sent now (a step is one message at RATE); every second one is left out
@@ -47,6 +49,8 @@ def stalls(seconds: float) -> tuple[dict[str, float], int, int]:
             tracker.published(0, _messages(encoder, range(step, step + 1))[0], now, 1000 + now)
             delivered += BLOCKS
         tracker.tick(now, 1000 + now)
+        if now < seconds:
+            quiet = tracker.quiet_wait(tracker.publishers[0])
         update = tracker.take(1000 + now)
         if update.accesses is not None and len(update.accesses.keys):
             phase = "start" if counted == 0 else "end" if now > seconds else "run"
@@ -54,7 +58,7 @@ def stalls(seconds: float) -> tuple[dict[str, float], int, int]:
             counted, last_change = counted + len(update.accesses.keys), now
         if now > seconds and counted >= delivered:
             break
-    return longest, counted, delivered
+    return longest, counted, delivered, quiet
 
 
 def cpu_per_batch(batches: int, gaps: bool) -> float:
@@ -78,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-batches", type=int, default=400, help="batches timed for the CPU figure")
     args = ap.parse_args(argv)
     load_compiled_code()
-    longest, counted, delivered = stalls(args.seconds)
+    longest, counted, delivered, quiet = stalls(args.seconds)
     print(
         "longest stand-still at the start, in the run, at the end (no CPU counted): "
         + ", ".join(f"{longest[phase]:.2f} s" for phase in ("start", "run", "end"))
-        + f"; {counted:,} of {delivered:,} accesses counted"
+        + f"; {counted:,} of {delivered:,} accesses counted; the quiet wait {quiet:.2f} s"
     )
     with_gaps, without = cpu_per_batch(args.cpu_batches, True), cpu_per_batch(args.cpu_batches, False)
     print(f"tracker CPU a delivered batch: {with_gaps:.1f} ms, every batch delivered {without:.1f} ms")

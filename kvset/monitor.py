@@ -6,7 +6,8 @@
 
 The analyzer is made (by the factory given) once the stream's units are known: from the first
 source that says them (at the start, or with its first accesses: a trace's settled block size, the
-first KV event's); accesses of a source that has not said its units yet wait for it. A batch whose
+first KV event's; a lone source's as soon as it says them, before its first accesses); accesses of
+a source that has not said its units yet wait for it. A batch whose
 block size is not the stream's is refused and counted against its source, never mixed in.
 Until then snapshots are of an empty analyzer in provisional units (a source's, the engine's
 /metrics', or vLLM's default).
@@ -140,6 +141,11 @@ class Monitor:
     def _apply(self, index: int, update: SourceUpdate) -> None:
         if update.units is not None and self._source_units[index] is None:
             self._source_units[index] = update.units
+            if self.analyzer is None and len(self.sources) == 1:
+                # the stream's only source said its units before its first accesses (a KV-event
+                # stream's first store comes about 40 batches before its first finished request):
+                # the analyzer is made now, not when those wait for it (40 ms under a flood)
+                self._start_analysis(update.units)
             self._release_held()
         if update.accesses is not None and len(update.accesses):
             self._intake(index, update.accesses)

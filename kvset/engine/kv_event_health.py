@@ -156,6 +156,7 @@ def kv_event_health(tracker: KvEventTracker, at: float) -> HealthParts:
     )
     if wait is not None:
         details.append(("replay wait", f"a gap waits at most {wait:g} s for its replay, then counts lost"))
+    details.append(("quiet wait", _quiet_wait(tracker)))
     probes = sum(s.tail_probes for s in sequences)
     if probes:
         details.append(("quiet stream", f"asked {probes} times for batches after the last one seen"))
@@ -267,3 +268,15 @@ def _requests(c: dict[str, int]) -> str:
         if c.get(k)
     ]
     return text + ("; " + ", ".join(extra) if extra else "")
+
+
+def _quiet_wait(tracker: KvEventTracker) -> str:
+    """The wait at a stream's end: its last requests count once the publisher is silent this long."""
+    waits = [tracker.quiet_wait(p) for p in tracker.publishers]
+    said = f"a publisher's last requests count once it is silent {max(waits):.3g} s"
+    if max(waits) >= tracker.quiet_seconds:
+        return said
+    return (
+        f"{said} (its {tracker.block_size} longest steps lately: no request runs that long without "
+        f"storing a block; at most {tracker.quiet_seconds:g} s)"
+    )

@@ -55,6 +55,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
+from kvset.engine_model.engine_steps import EngineSteps
 from kvset.engine_model.free_queue import RELEASE, FreeQueue
 from kvset.engine_model.hit_reports import HitReports
 from kvset.engine_model.kv_groups import GroupCopies, KvGroup
@@ -98,8 +99,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         self._gaps: deque[int] = deque(maxlen=GAP_SAMPLES)  # batches between consecutive output blocks
         self.block_size = 0  # tokens of a full block, the largest a store said
         self.finish_lag = self._lag()  # the stay in whole batches, as the snapshot shows it
-        self._step_gaps: deque[float] = deque(maxlen=GAP_SAMPLES)  # seconds between consecutive batches
-        self.step_seconds: float | None = None  # the engine's step, when measured
+        self.steps = EngineSteps()  # the engine's step, from the batches' time stamps
         self.pending_batches = pending_batches
         self.counts = RequestCounts()
         self.filling = 1  # blocks each running request holds that are not full yet (uncached)
@@ -141,10 +141,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
             self.flush()
         previous = self._ts.get(self._batch)
         if previous is not None and ts > previous:
-            self._step_gaps.append(ts - previous)
-            if len(self._step_gaps) >= 8 and (len(self._step_gaps) < 64 or len(self._step_gaps) % 32 == 0):
-                # consecutive batches are one step apart or more: a low quantile is one step
-                self.step_seconds = float(np.quantile(self._step_gaps, 0.1))
+            self.steps.observe(ts - previous)
         self._batch += 1
         self._ts[self._batch] = ts
         self._items[self._batch] = []
@@ -182,7 +179,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         previous = request.last_store if request.last_store >= 0 else request.reported
         since = None if request.last_store_ts is None else self._ts[b] - request.last_store_ts
         later = b > previous + 1 or bool(
-            since is not None and self.step_seconds and since > 1.5 * self.step_seconds
+            since is not None and self.steps.step_seconds and since > 1.5 * self.steps.step_seconds
         )
         decode = request.decode_from is not None or (len(keys) == 1 and later)
         if decode and request.decode_from is None:

@@ -140,6 +140,8 @@ class KvEventsSource(Source):
         self._opened_at: float | None = None  # monotonic
         self.behind = False  # the last read left messages waiting in a socket
         self._quiet_seen = -math.inf  # the last quiet moment an update was made for (monotonic)
+        self._handed_out_at = -math.inf  # the last update that handed accesses out (monotonic)
+        self._pending_left = 0  # the tracker's pending accesses left by the last update (shape undecided)
         self.unread_at_stop = 0  # messages still in the sockets when the source stopped
 
     # ----------------------------------------------------------------- sockets
@@ -217,14 +219,12 @@ class KvEventsSource(Source):
                 if deadline is not None and self.tracker.replay_deadline != deadline:
                     released = True
                 applied = released and not self.tracker.unapplied
-                if (
-                    now >= next_tick
-                    or fell_quiet
-                    or applied
-                    or self.tracker.flushing  # (a quiet publisher's last requests: an update each part)
-                    or self.tracker.pending >= self.flush_accesses
-                ):
-                    yield self._update()
+                if now >= next_tick or fell_quiet or applied or self._update_due(now):
+                    update = self._update()
+                    if update.accesses is not None and len(update.accesses):
+                        self._handed_out_at = now
+                    self._pending_left = self.tracker.pending
+                    yield update
                     released = released and not applied
                     next_tick = self.clock.monotonic() + self.idle_tick
                     if quiet is not None and fell_quiet:
@@ -234,6 +234,20 @@ class KvEventsSource(Source):
         finally:
             self.close()
 
+    def _update_due(self, now: float) -> bool:
+        """Whether an update is due before the next tick: a quiet publisher's requests are being
+        finished (an update each part), enough accesses wait, or the first accesses after a stand-still
+        of a tick or more (the stream's first, the first after a replay's wait or the quiet second) are
+        ready: handed out at once, not up to a tick or `flush_accesses` later (a flood's first figure
+        waited 7 requests, 0.14 s). Those left after an update (waiting for the stream's shape to be
+        decided) do not make another until more come."""
+        pending = self.tracker.pending
+        return (
+            self.tracker.flushing
+            or pending >= self.flush_accesses
+            or (pending > self._pending_left and now - self._handed_out_at >= self.idle_tick)
+        )
+
     def _quiet_at(self) -> float | None:
         """When the next publisher with requests still open has been quiet for the tracker's quiet
         seconds (monotonic; None: none). The tracker finishes its requests at the update after that:
@@ -241,7 +255,7 @@ class KvEventsSource(Source):
         sooner. Each such moment once (a gap's replay still waited for defers the finish to its end,
         which makes an update of its own)."""
         due = [
-            p.last_batch_now + self.tracker.quiet_seconds + _QUIET_MARGIN_S
+            p.last_batch_now + self.tracker.quiet_wait(p) + _QUIET_MARGIN_S
             for p in self.tracker.publishers
             if not p.flushed and p.last_batch_now is not None
         ]

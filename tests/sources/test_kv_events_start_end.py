@@ -75,3 +75,32 @@ def test_the_source_wakes_when_a_publisher_falls_quiet_rather_than_at_its_next_t
     update = src.tracker.take(1000.0 + src.tracker.quiet_seconds + 0.005)
     assert update.accesses is not None and update.accesses.keys.tolist() == [1, 2, 3]
     assert src._quiet_at() is None  # finished: nothing more to wake for
+
+
+def _feed_until_a_request_finishes(src: KvEventsSource, seq: int) -> int:
+    """Batches of one new 10-block request each from `seq` on, 0.02 s apart, until the engine model's
+    replay (its delay line and finish lag behind the stream) finishes one; returns the next seq."""
+    while not src.tracker.pending:
+        ts = 1000.0 + seq * 0.02
+        blocks = list(range(1 + 10 * seq, 11 + 10 * seq))
+        src.tracker.published(0, message(seq, [stored(blocks)], ts=ts), now=10.0 + seq * 0.02, at=ts)
+        seq += 1
+    return seq
+
+
+def test_the_first_accesses_after_a_stand_still_make_an_update_at_once_not_at_the_next_tick() -> None:
+    """A flood's first figure waited for 65,536 accesses (7 of its requests) or the next tick after its
+    first request finished: 0.14 s more at the start (issue 25)."""
+    src = KvEventsSource(["tcp://127.0.0.1:1"], idle_tick=0.25, flush_accesses=65536)
+    seq = _feed_until_a_request_finishes(src, 0)
+    assert seq == 32 + 7 + 1 and src.tracker.pending == 10  # the delay line, the finish lag
+    now = 10.0 + seq * 0.02
+    assert src._update_due(now)  # the stream's first accesses: at once
+    src.tracker.take(1000.0 + seq * 0.02)
+    src._handed_out_at, src._pending_left = now, 0  # handed out
+    seq = _feed_until_a_request_finishes(src, seq)
+    later = 10.0 + seq * 0.02
+    assert later - now < 0.25 and not src._update_due(later)  # accesses move: the tick batches them
+    assert src._update_due(now + 0.25)  # they stood still a tick: at once
+    src._pending_left = src.tracker.pending  # an update left them (the stream's shape undecided, say)
+    assert not src._update_due(now + 0.3)  # not one update after another for the same accesses
