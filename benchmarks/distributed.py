@@ -3,7 +3,11 @@
 On this machine (2 cores, shared): the one-process `kvset analyze` (its parser and analyzer on two
 threads), one single-threaded Dask worker, two; each worker's peak memory; the ordered merge's cost
 with 64 partitions against the horizon C and against the partitions p (not `--sample`: refused with
-workers while a sampled run's time windows do not merge). Every distributed run's JSON is compared with the one-process JSON (all but the
+workers while a sampled run's time windows do not merge). Each distributed shape twice: on a local
+cluster started and ended with the run (as `kvset analyze --workers N` does: about 2 s of Dask's and
+its workers' start in every figure), and on one kept running between runs (as a cluster at --dask
+is), where what scaling out gains and costs shows apart from starting a cluster; the goals' figures
+(`goals`) are printed for both. Every distributed run's JSON is compared with the one-process JSON (all but the
 notes and the seconds). The load average is recorded before and after each run: other work on the
 machine slows every figure. Results in benchmarks/results/distributed.json; the README's projection
 of a month of a fleet reads its inputs from there.
@@ -12,6 +16,8 @@ of a month of a fleet reads its inputs from there.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import resource
@@ -23,8 +29,9 @@ from pathlib import Path
 
 from benchmarks.large import run_child_rusage
 from benchmarks.large_trace import ACCESSES, DATA, SEED, large_trace
+from kvset.cli import main as cli_main
 from kvset.core.feed_args import DEFAULT_HORIZON
-from kvset.distributed.driver import Cluster, analyze_distributed
+from kvset.distributed.driver import Cluster, analyze_distributed, close_local_cluster, start_local_cluster
 from kvset.distributed.worker import ReadConfig
 from kvset.figures.base import ANALYZE
 from kvset.offline import analysis_snapshot
@@ -62,6 +69,23 @@ def one_process(path: Path, extra: list[str]) -> dict:
     return {"wall": wall, "cpu": cpu, "peak_rss": rss, "json": json.loads(out), "load": [load, _load()]}
 
 
+def one_process_here(path: Path) -> dict:
+    """`kvset analyze PATH --json` called in this process, its imports done and its kernels loaded (a
+    first call on the trace's head): the one-process run as the running cluster's analyses are timed,
+    without an interpreter's start. CPU: this process's, the parsing thread's included."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli_main(["analyze", str(_head(path)), "--json"])
+    load = _load()
+    out = io.StringIO()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    with contextlib.redirect_stdout(out):
+        code = cli_main(["analyze", str(path), "--json"])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    if code:
+        raise SystemExit(f"kvset analyze {path} exited {code}")
+    return {"wall": wall, "cpu": cpu, "json": json.loads(out.getvalue()), "load": [load, _load()]}
+
+
 def cli(path: Path, workers: int) -> dict:
     """`kvset analyze --workers N` as a user runs it, a child process timed as the one-process run is:
     its interpreter's start and imports, the cluster's start (the workers' server starting while the
@@ -79,14 +103,19 @@ def _cpu_here_and_children() -> float:
     return here.ru_utime + here.ru_stime + gone.ru_utime + gone.ru_stime
 
 
-def distributed(path: Path, workers: int, partitions: int, horizon: int, sample: float | None) -> dict:
+def distributed(
+    path: Path, workers: int, partitions: int, horizon: int, sample: float | None, address: str | None = None
+) -> dict:
+    """One distributed analysis timed: on a local cluster started and ended in it, or on the running
+    cluster at `address` (its start not timed; its workers' CPU then only as their threads measure it,
+    for the processes have not ended: cpu_total None)."""
     load = _load()
     cpu0 = _cpu_here_and_children()
     t0 = time.perf_counter()
     result = analyze_distributed(
         [str(path)],
         ReadConfig(horizon=horizon, sample_rate=sample, seed=1 if sample else 0),
-        Cluster(workers=workers),
+        Cluster(address=address) if address else Cluster(workers=workers),
         partitions,
         progress=False,
     )
@@ -113,7 +142,7 @@ def distributed(path: Path, workers: int, partitions: int, horizon: int, sample:
         "horizon": horizon,
         "sample": sample,
         "wall": wall,
-        "cpu_total": cpu_total,
+        "cpu_total": None if address else cpu_total,
         "worker_cpu": sum(p["cpu_seconds"] for p in parts),
         # the partitions' thread CPU seconds: reading and parsing, the analyzer, making the state
         "partition_cpu": {
@@ -136,6 +165,77 @@ def distributed(path: Path, workers: int, partitions: int, horizon: int, sample:
         "phases": {k: round(v, 2) for k, v in computed["phases"].items()},
         "load": [load, _load()],
     }
+
+
+RUNNING = "on a running cluster"
+HERE = "one process, in the benchmark's process"
+HEAD_BYTES = 8 << 20  # the warm-up analysis's input: the trace's first lines
+
+
+def _head(path: Path) -> Path:
+    """The trace's first HEAD_BYTES cut at a line's end, written once beside it."""
+    head = path.with_name("head.jsonl")
+    if not head.exists():
+        with open(path, "rb") as f:
+            data = f.read(HEAD_BYTES)
+        head.write_bytes(data[: data.rindex(b"\n") + 1])
+    return head
+
+
+def on_running_clusters(path: Path, shapes: list[tuple[int, int, str]], repeat: int) -> dict[str, list[dict]]:
+    """The analyses of `shapes` (workers, partitions, name) on a local cluster of that many workers kept
+    running between them, as a cluster at --dask is: Dask's start and its workers' (about 2 s here,
+    the cold runs' `cluster` phase) not timed, and each worker warmed by a small analysis first (the
+    first task of a fresh worker process faults in its memory). What scaling out gains and costs,
+    apart from starting a cluster. One cluster at a time (they share the worker server, which ends
+    with the first closed), `repeat` rounds of them."""
+    tries: dict[str, list[dict]] = {name: [] for _, _, name in shapes}
+    head = _head(path)
+    for _ in range(max(1, repeat)):
+        for n in sorted({w for w, _, _ in shapes}):
+            local = start_local_cluster(n)
+            try:
+                distributed(head, n, n, DEFAULT_HORIZON, None, local.scheduler_address)
+                for workers, partitions, name in shapes:
+                    if workers == n:
+                        run = distributed(path, n, partitions, DEFAULT_HORIZON, None, local.scheduler_address)
+                        tries[name].append(run)
+            finally:
+                close_local_cluster(local)
+    return tries
+
+
+def goals(runs: dict[str, dict]) -> list[str]:
+    """The issue's three figures: on the running clusters against the one-process run in this process
+    (neither starts an interpreter or a cluster), and on clusters started with each run against the
+    one-process run as a child process (both do)."""
+    c22 = f"2 workers, 64 partitions, C=2^{DEFAULT_HORIZON.bit_length() - 1}"
+    lines = []
+    for how, suffix, one, big in (
+        ("running cluster", f", {RUNNING}", runs.get(HERE), f"2 workers, 64 partitions, {RUNNING}"),
+        ("cold", "", runs["one process"], c22),
+    ):
+        w1, w2, w64 = (
+            runs.get(f"1 worker{suffix}"),
+            runs.get(f"2 workers, 2 partitions{suffix}"),
+            runs.get(big),
+        )
+        if one is None:
+            continue
+        if w1 and w2:
+            lines.append(
+                f"{how}: 2 workers {w1['wall'] / w2['wall']:.2f}x one worker (goal >= 1.7); "
+                f"{w2['wall']:.2f} s against the one process's {one['wall']:.2f} s (goal: no slower)"
+            )
+        if w2 and w64:
+            added = w64["wall"] - w2["wall"]
+            lines.append(
+                f"{how}: 64 partitions add {added:+.2f} s to 2 partitions' wall, {100 * added / one['wall']:+.1f} % "
+                f"of the one process's {one['wall']:.2f} s (goal < 10 %); their merges "
+                f"{w64['merge_cpu_sum']:.2f} CPU s, {100 * w64['merge_cpu_sum'] / one['cpu']:.1f} % of its "
+                f"{one['cpu']:.2f} CPU s"
+            )
+    return lines
 
 
 def same(a: dict, b: dict) -> list[str]:
@@ -182,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--accesses", type=int, default=ACCESSES)
     p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--quick", action="store_true", help="only the one-process run, 1 and 2 workers")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the one-process run, 1 and 2 workers (and 64 partitions on a running cluster)",
+    )
     p.add_argument(
         "--repeat",
         type=int,
@@ -239,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = (
             f"  merges {run['merge_seconds_sum']:.2f} s ({run['merge_cpu_sum']:.2f} CPU s; critical path "
             f"{run['merge_seconds_critical_path']:.2f} s)  workers' CPU {run['worker_cpu']:.1f} s"
-            f"  all processes' CPU {run['cpu_total']:.1f} s"
+            + (f"  all processes' CPU {run['cpu_total']:.1f} s" if run["cpu_total"] is not None else "")
             if "merge_seconds_sum" in run
             else f"  CPU {run['cpu_total' if 'cpu_total' in run else 'cpu']:.1f} s"
         )
@@ -264,17 +368,22 @@ def main(argv: list[str] | None = None) -> int:
     as_cli = "2 workers, `kvset analyze --workers 2`"
     if not args.sixty_four:
         tries[as_cli] = []
+    tries[HERE] = []
     for _ in range(max(1, args.repeat)):
         tries["one process"].append(one_process(path, []))
+        tries[HERE].append(one_process_here(path))
         for workers, partitions, name in pairs:
             tries[name].append(distributed(path, workers, partitions, DEFAULT_HORIZON, None))
         if not args.sixty_four:
             tries[as_cli].append(cli(path, 2))
+    shapes = [(1, 1, f"1 worker, {RUNNING}"), (2, 2, f"2 workers, 2 partitions, {RUNNING}")]
+    shapes += [(2, 64, f"2 workers, 64 partitions, {RUNNING}")]
+    tries.update(on_running_clusters(path, shapes[1:] if args.sixty_four else shapes, args.repeat))
     reference = tries["one process"][0]["json"]
     for name, runs in tries.items():
         best = min(runs, key=lambda r: r["wall"])
         best["walls"] = [round(r["wall"], 2) for r in runs]
-        record(name, best, None if name == "one process" else reference)
+        record(name, best, None if name in ("one process", HERE) else reference)
     # --sample is refused with workers until a sampled run's time windows merge (docs/method.md, section 13)
     if not (args.quick or args.sixty_four):
         record("2 workers, 8 partitions", distributed(path, 2, 8, DEFAULT_HORIZON, None), reference)
@@ -286,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                 else one_process(path, ["--horizon", str(horizon)])["json"]
             )
             record(f"2 workers, 64 partitions, C=2^{bits}", distributed(path, 2, 64, horizon, None), ref)
+    out["goals"] = goals(out["runs"])
+    for line in out["goals"]:
+        print(line, flush=True)
     if not (args.quick or args.sixty_four):
         out["projection"] = projection(out)
         for row in out["projection"]:
