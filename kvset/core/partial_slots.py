@@ -419,7 +419,8 @@ class SlotMarks:
         slots_at = np.empty(len(at), dtype=np.int64)
         if len(stamps) == n and n > 1:
             ids, on_time = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-            k, self.newest = _mark_slots(stamps, self.width, self.newest, at, slots_at, ids, on_time)
+            k, newest = _mark_slots(stamps, self.width, self.newest, at, slots_at, ids, on_time)
+            self.newest = int(newest)
             ids, on_time = ids[:k].copy(), on_time[:k].copy()  # not the batch-long arrays kept
         else:  # one stamp for the batch, as the analyzer reads it
             first = math.floor(float(stamps[0]) / self.width)
