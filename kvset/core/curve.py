@@ -86,6 +86,9 @@ class CurveErrors:
         return self.block_coverage if unit == "blocks" else self.token_coverage
 
 
+_KNEE_CHUNK = 1 << 16  # capacities a step of the knee's search
+
+
 @dataclass(frozen=True, eq=False)
 class HitRateCurve:
     """Cumulative hits against capacity (in blocks), in block and token units.
@@ -244,23 +247,29 @@ class HitRateCurve:
         caps = self.capacities.astype(np.int64, copy=False)
         hits = self._hits_array(unit).astype(np.int64, copy=False)
         top = int(caps[-1])
-        doubled_caps = 2 * caps
-        if self.exact and top == len(caps):  # every capacity 1..top: index straight in
-            doubled = hits[np.minimum(doubled_caps, top) - 1]
-        else:
-            idx = np.searchsorted(caps, np.minimum(doubled_caps, self.horizon), side="right") - 1
-            doubled = hits[np.maximum(idx, 0)]
-        # Past the horizon only the infinite-cache hits bound what a doubling could reach.
-        if 2 * top > self.horizon:
-            doubled = np.where(doubled_caps <= self.horizon, doubled, self.infinite_capacity_hits(unit))
+        dense = self.exact and top == len(caps)  # every capacity 1..top: index straight in
         # in whole hits, exactly: a gain of exactly min_gain counts as steep, whatever floats would say
-        steep = np.flatnonzero(doubled - hits >= math.ceil(_as_fraction(min_gain) * total))
-        if len(steep) == 0:
-            return None
-        after = int(steep[-1]) + 1
-        if after >= len(caps):
-            return None  # beyond the largest known capacity: beyond the horizon
-        return int(caps[after])
+        need = math.ceil(_as_fraction(min_gain) * total)
+        # the last steep capacity, looked for from the top a chunk at a time: a curve millions of
+        # capacities long needs no temporaries as long (fresh pages, faulted in: 0.2 s a knee)
+        for hi in range(len(caps), 0, -_KNEE_CHUNK):
+            lo = max(0, hi - _KNEE_CHUNK)
+            doubled_caps = 2 * caps[lo:hi]
+            if dense:
+                doubled = hits[np.minimum(doubled_caps, top) - 1]
+            else:
+                idx = np.searchsorted(caps, np.minimum(doubled_caps, self.horizon), side="right") - 1
+                doubled = hits[np.maximum(idx, 0)]
+            # Past the horizon only the infinite-cache hits bound what a doubling could reach.
+            if int(doubled_caps[-1]) > self.horizon:
+                doubled = np.where(doubled_caps <= self.horizon, doubled, self.infinite_capacity_hits(unit))
+            steep = np.flatnonzero(doubled - hits[lo:hi] >= need)
+            if len(steep):
+                after = lo + int(steep[-1]) + 1
+                if after >= len(caps):
+                    return None  # beyond the largest known capacity: beyond the horizon
+                return int(caps[after])
+        return None
 
     def max_distance(self) -> int:
         return int(self.capacities[-1]) if len(self.capacities) else 0

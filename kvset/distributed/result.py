@@ -3,6 +3,7 @@ what was read summed over the partitions and a note saying how it was computed."
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -83,9 +84,13 @@ class MergedAnalysis(TimeSlotViews):
     def curve(self, window: float | None = None) -> HitRateCurve:
         """The all-time curve, or the last `window` seconds' (grid), as the analyzer gives them."""
         if window is None:
-            curve: HitRateCurve = self.state.curve()
-            return curve
+            return self._all_time
         return self.window_curve(float(window))
+
+    @cached_property
+    def _all_time(self) -> HitRateCurve:
+        curve: HitRateCurve = self.state.curve()  # built once: the state takes no more accesses
+        return curve
 
     def memory_bytes(self) -> int:
         return int(self.state.nbytes())

@@ -92,3 +92,36 @@ def test_a_gain_of_exactly_the_threshold_counts_as_steep():
     # 14/20 - 13/20 is 0.05 exactly, 0.04999... in floats (found by hypothesis)
     keys = [0] * 14 + [1, 3, 4, 5, 0, 2]
     assert curve_of(keys).knee(min_gain=0.05) == naive_knee(keys, min_gain=0.05) == 5
+
+
+def _knee_by_definition(curve, unit: str = "blocks") -> int | None:
+    """The knee of an all-time curve (every capacity 1..top) read one capacity at a time, top down, in
+    exact fractions: the last capacity whose doubling gains min_gain (a doubling past the horizon up to
+    the infinite-cache hits), plus one."""
+    hits = [int(h) for h in (curve.block_hits if unit == "blocks" else curve.token_hits)]
+    total = curve.accesses if unit == "blocks" else curve.tokens
+    top = len(hits)
+    for c in range(top, 0, -1):
+        doubled = curve.infinite_capacity_hits(unit) if 2 * c > curve.horizon else hits[min(2 * c, top) - 1]
+        if Fraction(doubled - hits[c - 1], total) >= Fraction(str(KNEE_MIN_GAIN)):
+            return None if c >= top else c + 1
+    return None
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([2_000, 70_000]), st.sampled_from([1_000, 150_000]))
+def test_the_knee_of_a_curve_longer_than_a_search_chunk(seed, loop, far):
+    """The knee is looked for from the top a chunk of capacities at a time (kvset.core.curve): curves of
+    up to hundreds of thousands of capacities, the knee in the top chunk or chunks below it (a few
+    blocks read again past `far` new ones make a long flat tail), at a horizon above the distinct
+    blocks and at one a doubling reaches past."""
+    rng = np.random.default_rng(seed)
+    hot = rng.integers(loop, loop + 500, 3_000)
+    keys = np.concatenate([np.tile(np.arange(loop), 6), hot, np.arange(10**7, 10**7 + far), np.arange(40)])
+    assert curve_of(keys).capacities[-1] >= far  # the tail reaches that far
+    for horizon in (1 << 22, int(1.5 * loop)):
+        a = Analyzer(horizon=horizon)
+        a.feed(keys.astype(np.uint64), tokens=rng.integers(1, 20, len(keys)), timestamps=0.0)
+        c = a.curve()
+        for unit in ("blocks", "tokens"):
+            assert c.knee(unit) == _knee_by_definition(c, unit)
