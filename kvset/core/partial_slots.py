@@ -213,19 +213,10 @@ def _resolve_at(
 
 
 @njit(inline="always")
-def _resolve_pending(
-    own: Int,
-    d: Int,
-    n: Int,
-    tok: Int,
-    newest: Int,
-    coarse_newest: Int,
-    fine_width: float,
-    coarse_width: float,
-    fine: tuple[Ints, Ints, Ints, Int],
-    coarse: tuple[Ints, Ints, Ints, Int],
-) -> None:  # pragma: no cover - compiled
-    """n resolved firsts of fine slot `own` and distance d in their rows of both rings."""
+def _resolve_pending(own: Int, d: Int, n: Int, tok: Int, merged: Any) -> None:  # pragma: no cover
+    """n resolved firsts of fine slot `own` and distance d in their rows of both rings; merged: A's
+    newest fine and coarse slots, the two widths, and the merged rings (see _resolve_in_slots)."""
+    newest, coarse_newest, fine_width, coarse_width, fine, coarse = merged
     fb, ft, fc, fcur = fine
     cb, ct, cc, ccur = coarse
     f = own if newest == NO_SLOT or own >= newest else newest
@@ -255,6 +246,7 @@ def _resolve_in_slots(
     coarse slot is the one of the first's own fine slot, in the kernel's arithmetic
     (kvset.core.kernel), or A's newest if older. Resolved firsts in a row with the same slot and
     distance (a run of re-reads, see kvset.core.partial_stack_merge) are moved together."""
+    merged = (newest, coarse_newest, fine_width, coarse_width, fine, coarse)
     slot, dist, count, tok = NO_SLOT, np.int64(0), np.int64(0), np.int64(0)  # the firsts pending
     for i in range(first_slots.shape[0]):
         own = first_slots[i]
@@ -264,17 +256,13 @@ def _resolve_in_slots(
         if d == 0:
             continue
         if count and (own != slot or d != dist):
-            _resolve_pending(
-                slot, dist, count, tok, newest, coarse_newest, fine_width, coarse_width, fine, coarse
-            )
+            _resolve_pending(slot, dist, count, tok, merged)
             count = tok = 0
         slot, dist = own, d
         count += 1
         tok += tokens[i]
     if count:
-        _resolve_pending(
-            slot, dist, count, tok, newest, coarse_newest, fine_width, coarse_width, fine, coarse
-        )
+        _resolve_pending(slot, dist, count, tok, merged)
 
 
 @dataclass(frozen=True, eq=False)
