@@ -168,6 +168,13 @@ def distributed(
 
 
 RUNNING = "on a running cluster"
+
+
+def sixty_four(bits: int = DEFAULT_HORIZON.bit_length() - 1) -> str:
+    """The name of the cold run of 64 partitions on 2 workers at a horizon of 2**bits."""
+    return f"2 workers, 64 partitions, C=2^{bits}"
+
+
 HERE = "one process, in the benchmark's process"
 HEAD_BYTES = 8 << 20  # the warm-up analysis's input: the trace's first lines
 
@@ -209,11 +216,10 @@ def goals(runs: dict[str, dict]) -> list[str]:
     """The issue's three figures: on the running clusters against the one-process run in this process
     (neither starts an interpreter or a cluster), and on clusters started with each run against the
     one-process run as a child process (both do)."""
-    c22 = f"2 workers, 64 partitions, C=2^{DEFAULT_HORIZON.bit_length() - 1}"
     lines = []
     for how, suffix, one, big in (
         ("running cluster", f", {RUNNING}", runs.get(HERE), f"2 workers, 64 partitions, {RUNNING}"),
-        ("cold", "", runs["one process"], c22),
+        ("cold", "", runs["one process"], sixty_four()),
     ):
         w1, w2, w64 = (
             runs.get(f"1 worker{suffix}"),
@@ -253,8 +259,8 @@ def projection(out: dict) -> list[dict]:
     runs = out["runs"]
     one = runs["1 worker"]
     rate = out["accesses"] / one["worker_cpu"]  # accesses a second of one single-threaded worker
-    sixty_four = runs[f"2 workers, 64 partitions, C=2^{DEFAULT_HORIZON.bit_length() - 1}"]
-    per_byte = sixty_four["merge_cpu_sum"] / sixty_four["merge_bytes_in_sum"]
+    at_default = runs[sixty_four()]
+    per_byte = at_default["merge_cpu_sum"] / at_default["merge_bytes_in_sum"]
     state = 40 * DEFAULT_HORIZON  # at most C keys of stack (8 B), C firsts (16 B), C histogram rows (16 B)
     rows = []
     for workers in (64, 512):
@@ -360,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    c22 = f"2 workers, 64 partitions, C=2^{DEFAULT_HORIZON.bit_length() - 1}"
+    c22 = sixty_four()
     pairs = ((1, 1, "1 worker"), (2, 2, "2 workers, 2 partitions"))
     if args.sixty_four:
         pairs = ((2, 64, c22),)
@@ -394,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                 if horizon == DEFAULT_HORIZON
                 else one_process(path, ["--horizon", str(horizon)])["json"]
             )
-            record(f"2 workers, 64 partitions, C=2^{bits}", distributed(path, 2, 64, horizon, None), ref)
+            record(sixty_four(bits), distributed(path, 2, 64, horizon, None), ref)
     out["goals"] = goals(out["runs"])
     for line in out["goals"]:
         print(line, flush=True)
