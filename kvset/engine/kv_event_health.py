@@ -272,9 +272,9 @@ def _requests(c: dict[str, int]) -> str:
 
 def _quiet_wait(tracker: KvEventTracker) -> str:
     """The wait at a stream's end: its last requests count once the publisher is silent this long."""
-    waits = [tracker.quiet_wait(p) for p in tracker.publishers]
-    said = f"a publisher's last requests count once it is silent {max(waits):.3g} s"
-    if max(waits) >= tracker.quiet_seconds:
+    wait = max(tracker.quiet_wait(p) for p in tracker.publishers)
+    said = f"a publisher's last requests count once it is silent {wait:.3g} s"
+    if wait >= tracker.quiet_seconds:
         return said
     return (
         f"{said} (its {tracker.block_size} longest steps lately: no request runs that long without "

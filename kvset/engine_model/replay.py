@@ -199,7 +199,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         self._items[b].append(("S", request, len(request.stores) - 1))
         self._tails[int(keys[-1])] = request
         # the blocks' owners until now, read while they are made this request's (one pass, not two)
-        of_parent = self._owner.get(self._held_by(parent, keys[:0]))
+        of_parent = self._owner.get(self._parent_key(parent))
         of_keys = self._owner.swap(keys, request.id)
         if len(request.stores) == 1 and not decode:
             request.restores = int(of_keys[0][0]) if of_keys[1][0] else None
@@ -270,8 +270,9 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         return request
 
     @staticmethod
-    def _held_by(parent: int | None, keys: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.array([] if parent is None else [parent], dtype=np.uint64), keys])
+    def _parent_key(parent: int | None) -> np.ndarray:
+        """The parent as a key array: one key, or none."""
+        return np.array([] if parent is None else [parent], dtype=np.uint64)
 
     def _evidence(
         self,
@@ -285,7 +286,7 @@ class RequestReplay(HitReports, PoolOperations, FinishedOutputs):
         readmission). A shared prefix it happened to compute first (a system prompt) says nothing.
         `read`: the owners of the parent and keys, when already read (the store's own swap)."""
         me = None if request is None else request.id
-        held = self._held_by(parent, keys)
+        held = np.concatenate([self._parent_key(parent), keys])
         owners, known = self._owner.get(held) if read is None else read
         others = known & (owners != (-1 if me is None else me))
         if not others.any():  # (most blocks are new)
